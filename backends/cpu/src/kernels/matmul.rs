@@ -1,0 +1,113 @@
+//! The `matmul` kernel: faer GEMMs on row-major views, no operand copied.
+//!
+//! 1-D operands are viewed as a row (left) or a column (right). When the
+//! right operand has no batch axes, every batch of the left operand is
+//! folded into the rows of one large GEMM (`[B*m, k] @ [k, n]`), which is
+//! what makes a batched product against shared weights — the Jacobian of an
+//! MLP — a single call into faer. Otherwise each broadcast batch pair is one
+//! GEMM, the batch split across threads when the products are small.
+
+use super::{arity, unsupported};
+use crate::strided::broadcast_strides;
+use crate::{register_kernel, Ctx};
+use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
+use anvil_ops::matmul::Matmul;
+use faer::linalg::matmul::matmul as faer_matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+/// Operands as stacks of matrices: batch shape, rows, inner, columns.
+struct Layout {
+    batch_a: Vec<usize>,
+    batch_b: Vec<usize>,
+    batch: Vec<usize>,
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+fn layout(a: &[usize], b: &[usize]) -> Layout {
+    let (m, k) = if a.len() == 1 { (1, a[0]) } else { (a[a.len() - 2], a[a.len() - 1]) };
+    let n = if b.len() == 1 { 1 } else { b[b.len() - 1] };
+    let batch_a = if a.len() > 2 { a[..a.len() - 2].to_vec() } else { vec![] };
+    let batch_b = if b.len() > 2 { b[..b.len() - 2].to_vec() } else { vec![] };
+    let batch =
+        anvil_core::shape::broadcast_shapes("matmul", &batch_a, &batch_b, "1").unwrap_or_default();
+    Layout { batch_a, batch_b, batch, m, k, n }
+}
+
+macro_rules! typed_matmul {
+    ($name:ident, $t:ty) => {
+        fn $name(a: &[$t], b: &[$t], l: &Layout, ctx: &Ctx) -> Vec<$t> {
+            let (m, k, n) = (l.m, l.k, l.n);
+            let nb = anvil_core::shape::numel(&l.batch);
+            let mut out = vec![0.0 as $t; nb * m * n];
+            if out.is_empty() || k == 0 {
+                return out;
+            }
+            let gemm = |c: &mut [$t], a: &[$t], b: &[$t], rows: usize, par: Par| {
+                let c = MatMut::from_row_major_slice_mut(c, rows, n);
+                faer_matmul(
+                    c,
+                    Accum::Replace,
+                    MatRef::from_row_major_slice(a, rows, k),
+                    MatRef::from_row_major_slice(b, k, n),
+                    1.0 as $t,
+                    par,
+                );
+            };
+            if l.batch_b.is_empty() {
+                // Fold every batch of `a` into the rows of one GEMM.
+                let rows = nb * m;
+                gemm(&mut out, a, b, rows, ctx.gemm_par(rows * k * n));
+                return out;
+            }
+            let sa: Vec<isize> = broadcast_strides(&l.batch_a, &l.batch);
+            let sb: Vec<isize> = broadcast_strides(&l.batch_b, &l.batch);
+            let offsets = |i: usize| {
+                let (mut oa, mut ob, mut rem) = (0isize, 0isize, i);
+                for d in (0..l.batch.len()).rev() {
+                    let idx = (rem % l.batch[d]) as isize;
+                    rem /= l.batch[d];
+                    oa += idx * sa[d];
+                    ob += idx * sb[d];
+                }
+                (oa as usize * m * k, ob as usize * k * n)
+            };
+            let flops = m * k * n;
+            let per_batch = |(i, c): (usize, &mut [$t])| {
+                let (oa, ob) = offsets(i);
+                gemm(c, &a[oa..oa + m * k], &b[ob..ob + k * n], m, Par::Seq);
+            };
+            if ctx.gemm_par(flops) == Par::Seq && ctx.parallel(nb * flops) {
+                out.par_chunks_mut(m * n).enumerate().for_each(per_batch);
+            } else if ctx.gemm_par(flops) == Par::Seq {
+                out.chunks_mut(m * n).enumerate().for_each(per_batch);
+            } else {
+                for (i, c) in out.chunks_mut(m * n).enumerate() {
+                    let (oa, ob) = offsets(i);
+                    gemm(c, &a[oa..oa + m * k], &b[ob..ob + k * n], m, ctx.gemm_par(flops));
+                }
+            }
+            out
+        }
+    };
+}
+
+typed_matmul!(matmul_f64, f64);
+typed_matmul!(matmul_f32, f32);
+
+/// The kernel of `matmul`.
+pub fn matmul(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+    arity(op, inputs, 2)?;
+    let (a, b) = (inputs[0], inputs[1]);
+    let l = layout(a.shape(), b.shape());
+    let storage = match (a.storage(), b.storage()) {
+        (Storage::F64(x), Storage::F64(y)) => f64::into_storage(matmul_f64(x, y, &l, ctx)),
+        (Storage::F32(x), Storage::F32(y)) => f32::into_storage(matmul_f32(x, y, &l, ctx)),
+        _ => return Err(unsupported(op, 1, b.dtype())),
+    };
+    Tensor::from_storage(storage, &out.shape)
+}
+
+register_kernel!(Matmul, matmul);

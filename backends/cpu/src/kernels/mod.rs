@@ -1,0 +1,36 @@
+//! The kernels of the standard ops, one module per op family (mirroring
+//! `anvil-ops`), each ending with the block that registers its kernels.
+//!
+//! Family kernels are generic over the op's math trait (`UnaryMath`,
+//! `BinaryMath`, `CompareMath`, `ReduceMath`), so one function serves every
+//! op of the family, and a plugin op that implements the trait can register
+//! the same function for itself (`register_kernel!(MyOp, unary::<MyOp>)`).
+
+pub mod constant;
+pub mod elementwise;
+pub mod index;
+pub mod matmul;
+pub mod movement;
+pub mod reduce;
+
+use anvil_core::{DType, Error, Op, Result, Tensor};
+
+/// The error for a dtype a kernel does not handle (the shape rule should
+/// have rejected it; this keeps a bad plugin rule from panicking).
+pub(crate) fn unsupported(op: &dyn Op, arg: usize, dtype: DType) -> Error {
+    Error::dtype(op.name(), arg.to_string(), dtype, "a dtype this kernel supports")
+}
+
+/// Checks the number of inputs handed to a kernel.
+pub(crate) fn arity(op: &dyn Op, inputs: &[&Tensor], n: usize) -> Result<()> {
+    if inputs.len() == n {
+        Ok(())
+    } else {
+        Err(Error::Arity {
+            what: op.name().into(),
+            kind: "inputs".into(),
+            expected: n,
+            got: inputs.len(),
+        })
+    }
+}

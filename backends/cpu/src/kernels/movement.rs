@@ -1,0 +1,143 @@
+//! Kernels of the movement ops. `reshape` shares the buffer (tensors are
+//! row-major and immutable, so no copy is ever needed); `permute`,
+//! `broadcast_to` and `slice` are one strided gather each; `pad` and
+//! `concatenate` copy blocks into a fresh buffer.
+
+use super::arity;
+use crate::strided::{broadcast_strides, contiguous_strides, for_each_run, gather};
+use crate::{downcast, register_kernel, Ctx};
+use anvil_core::{with_storage, Element, Op, Result, Scalar, Storage, Tensor, TensorType};
+use anvil_ops::movement::*;
+
+/// `reshape`: the same buffer with a new shape.
+pub fn reshape(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
+    arity(op, inputs, 1)?;
+    Tensor::from_storage(inputs[0].storage().clone(), &out.shape)
+}
+
+fn gather_tensor(
+    x: &Tensor,
+    offset: isize,
+    strides: &[isize],
+    shape: &[usize],
+    ctx: &Ctx,
+) -> Result<Tensor> {
+    let storage = with_storage!(x.storage(), v => Element::into_storage(gather(v, offset, strides, shape, ctx)));
+    Tensor::from_storage(storage, shape)
+}
+
+/// `permute`: a gather through permuted strides.
+pub fn permute(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+    arity(op, inputs, 1)?;
+    let p = downcast::<Permute>(op)?;
+    let s = contiguous_strides(inputs[0].shape());
+    let strides: Vec<isize> = p.perm.iter().map(|&a| s[a]).collect();
+    gather_tensor(inputs[0], 0, &strides, &out.shape, ctx)
+}
+
+/// `broadcast_to`: a gather with zero strides on broadcast axes.
+pub fn broadcast_to(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Ctx,
+) -> Result<Tensor> {
+    arity(op, inputs, 1)?;
+    gather_tensor(inputs[0], 0, &broadcast_strides(inputs[0].shape(), &out.shape), &out.shape, ctx)
+}
+
+/// `slice`: a gather from the first element with strides scaled by the steps.
+pub fn slice(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+    arity(op, inputs, 1)?;
+    let sl = downcast::<Slice>(op)?;
+    let s = contiguous_strides(inputs[0].shape());
+    let r = sl.resolve(inputs[0].shape())?;
+    if out.numel() == 0 {
+        return Ok(Tensor::zeros_of(&out.shape, out.dtype));
+    }
+    let offset: isize = r.iter().zip(&s).map(|(&(first, _, _), &st)| first as isize * st).sum();
+    let strides: Vec<isize> =
+        r.iter().zip(&s).map(|(&(_, step, _), &st)| step as isize * st).collect();
+    gather_tensor(inputs[0], offset, &strides, &out.shape, ctx)
+}
+
+/// Copies `src` (row-major, `shape`) into `dst` read as a larger buffer with
+/// `dst_strides`, starting at `dst_offset`.
+fn scatter_block<T: Copy>(
+    src: &[T],
+    shape: &[usize],
+    dst: &mut [T],
+    dst_offset: isize,
+    dst_strides: &[isize],
+) {
+    let n = anvil_core::shape::numel(shape);
+    let src_strides = contiguous_strides(shape);
+    for_each_run(
+        shape,
+        [&src_strides, dst_strides],
+        [0, dst_offset],
+        0,
+        n,
+        |_, [os, od], [_, sd], len| {
+            for j in 0..len {
+                dst[(od + j as isize * sd) as usize] = src[os as usize + j];
+            }
+        },
+    );
+}
+
+fn pad_typed<T: Element>(x: &[T], shape: &[usize], p: &Pad, out_shape: &[usize]) -> Vec<T> {
+    let mut out = vec![T::from_scalar(p.value); anvil_core::shape::numel(out_shape)];
+    let ds = contiguous_strides(out_shape);
+    let offset: isize = p.widths.iter().zip(&ds).map(|(&(lo, _), &s)| lo as isize * s).sum();
+    scatter_block(x, shape, &mut out, offset, &ds);
+    out
+}
+
+/// `pad`: fill with the pad value, then copy the operand into the interior.
+pub fn pad(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
+    arity(op, inputs, 1)?;
+    let p = downcast::<Pad>(op)?;
+    let x = inputs[0];
+    let storage = with_storage!(x.storage(), v => Element::into_storage(pad_typed(v, x.shape(), p, &out.shape)));
+    Tensor::from_storage(storage, &out.shape)
+}
+
+fn concat_typed<T: Element>(parts: &[&Tensor], axis: usize, out_shape: &[usize]) -> Result<Vec<T>> {
+    let zero = T::from_scalar(Scalar::I64(0));
+    let mut out = vec![zero; anvil_core::shape::numel(out_shape)];
+    let ds = contiguous_strides(out_shape);
+    let mut at = 0isize;
+    for p in parts {
+        scatter_block(p.as_slice::<T>()?, p.shape(), &mut out, at * ds[axis], &ds);
+        at += p.shape()[axis] as isize;
+    }
+    Ok(out)
+}
+
+/// `concatenate`: each operand copied into its block of the result.
+pub fn concatenate(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _ctx: &Ctx,
+) -> Result<Tensor> {
+    let c = downcast::<Concatenate>(op)?;
+    let first = inputs
+        .first()
+        .ok_or_else(|| anvil_core::Error::invalid("concatenate", "operands", "none given"))?;
+    let storage = match first.storage() {
+        Storage::F64(_) => f64::into_storage(concat_typed(inputs, c.axis, &out.shape)?),
+        Storage::F32(_) => f32::into_storage(concat_typed(inputs, c.axis, &out.shape)?),
+        Storage::I64(_) => i64::into_storage(concat_typed(inputs, c.axis, &out.shape)?),
+        Storage::Bool(_) => bool::into_storage(concat_typed(inputs, c.axis, &out.shape)?),
+    };
+    Tensor::from_storage(storage, &out.shape)
+}
+
+register_kernel!(Reshape, reshape);
+register_kernel!(Permute, permute);
+register_kernel!(BroadcastTo, broadcast_to);
+register_kernel!(Slice, slice);
+register_kernel!(Pad, pad);
+register_kernel!(Concatenate, concatenate);

@@ -1,0 +1,180 @@
+//! Kernels of the reductions. Each output element folds its reduced
+//! sub-space, walked with the same strided runs as the movement kernels;
+//! outputs are split across threads when there are many of them.
+
+use super::{arity, unsupported};
+use crate::strided::{contiguous_strides, fill_chunks, for_each_run};
+use crate::{downcast, register_kernel, Ctx};
+use anvil_core::{Op, Result, Storage, Tensor, TensorType};
+use anvil_ops::reduce::*;
+
+/// The kept and reduced parts of a shape, with the input strides of each.
+struct Split {
+    kept: Vec<usize>,
+    kept_strides: Vec<isize>,
+    red: Vec<usize>,
+    red_strides: Vec<isize>,
+}
+
+fn split(shape: &[usize], axes: &[usize]) -> Split {
+    let s = contiguous_strides(shape);
+    let mut sp = Split { kept: vec![], kept_strides: vec![], red: vec![], red_strides: vec![] };
+    for (d, (&n, &st)) in shape.iter().zip(&s).enumerate() {
+        if axes.contains(&d) {
+            sp.red.push(n);
+            sp.red_strides.push(st);
+        } else {
+            sp.kept.push(n);
+            sp.kept_strides.push(st);
+        }
+    }
+    sp
+}
+
+/// For each output element (in row-major order of the kept axes), folds
+/// `fold(acc, run)` over its reduced runs, starting from `init`, and maps the
+/// result with `finish`.
+fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: Copy + Default + Send>(
+    x: &[T],
+    sp: &Split,
+    ctx: &Ctx,
+    init: A,
+    fold: impl Fn(A, &[T], isize, isize, usize, usize) -> A + Sync,
+    finish: impl Fn(A) -> R + Sync,
+) -> Vec<R> {
+    let n_out = anvil_core::shape::numel(&sp.kept);
+    let n_red = anvil_core::shape::numel(&sp.red);
+    let mut out = vec![R::default(); n_out];
+    let par_ctx = if ctx.parallel(n_out * n_red.max(1)) { *ctx } else { Ctx::sequential() };
+    let per = |chunk: &mut [R], start: usize| {
+        for_each_run(
+            &sp.kept,
+            [&sp.kept_strides],
+            [0],
+            start,
+            start + chunk.len(),
+            |pos, [o], [s], len| {
+                for j in 0..len {
+                    let base = o + j as isize * s;
+                    let mut acc = init;
+                    let mut k = 0usize;
+                    for_each_run(
+                        &sp.red,
+                        [&sp.red_strides],
+                        [base],
+                        0,
+                        n_red,
+                        |_, [ro], [rs], rlen| {
+                            acc = fold(acc, x, ro, rs, rlen, k);
+                            k += rlen;
+                        },
+                    );
+                    chunk[pos - start + j] = finish(acc);
+                }
+            },
+        );
+    };
+    if par_ctx.threads > 1 {
+        // Parallel over outputs; each task gets at least a few thousand inputs' work.
+        let min = (par_ctx.min_parallel_elems / n_red.max(1)).max(1);
+        let ctx2 = Ctx { min_parallel_elems: min, ..par_ctx };
+        fill_chunks(&mut out, &ctx2, per);
+    } else {
+        per(&mut out, 0);
+    }
+    out
+}
+
+fn fold_typed<T: Copy + Sync + Send + Default>(
+    x: &[T],
+    sp: &Split,
+    ctx: &Ctx,
+    (id, f): (T, fn(T, T) -> T),
+) -> Vec<T> {
+    reduce_with(
+        x,
+        sp,
+        ctx,
+        id,
+        |mut acc, x, o, s, len, _| {
+            for j in 0..len {
+                acc = f(acc, x[(o + j as isize * s) as usize]);
+            }
+            acc
+        },
+        |a| a,
+    )
+}
+
+/// The kernel of every [`ReduceMath`] op.
+pub fn reduce<O: ReduceMath>(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Ctx,
+) -> Result<Tensor> {
+    arity(op, inputs, 1)?;
+    let o = downcast::<O>(op)?;
+    let x = inputs[0];
+    let sp = split(x.shape(), o.axes());
+    let storage = match x.storage() {
+        Storage::F64(v) => anvil_core::Element::into_storage(fold_typed(v, &sp, ctx, o.f64())),
+        Storage::F32(v) => anvil_core::Element::into_storage(fold_typed(v, &sp, ctx, o.f32())),
+        Storage::I64(v) => anvil_core::Element::into_storage(fold_typed(v, &sp, ctx, o.i64())),
+        Storage::Bool(_) => return Err(unsupported(op, 0, x.dtype())),
+    };
+    Tensor::from_storage(storage, &out.shape)
+}
+
+fn arg_typed<T: Copy + Send + Sync + PartialOrd>(
+    x: &[T],
+    sp: &Split,
+    ctx: &Ctx,
+    max: bool,
+    is_nan: fn(T) -> bool,
+) -> Vec<i64> {
+    // Accumulator: (best value, its index, found a NaN).
+    let init: Option<(T, usize, bool)> = None;
+    reduce_with(
+        x,
+        sp,
+        ctx,
+        init,
+        |mut acc, x, o, s, len, k0| {
+            for j in 0..len {
+                let v = x[(o + j as isize * s) as usize];
+                let better = match acc {
+                    None => true,
+                    Some((_, _, true)) => false,
+                    Some((b, _, false)) => is_nan(v) || if max { v > b } else { v < b },
+                };
+                if better {
+                    acc = Some((v, k0 + j, is_nan(v)));
+                }
+            }
+            acc
+        },
+        |a| a.map_or(0, |(_, i, _)| i as i64),
+    )
+}
+
+/// The kernel of `argmax` / `argmin`.
+pub fn arg_reduce(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+    arity(op, inputs, 1)?;
+    let o = downcast::<ArgReduce>(op)?;
+    let x = inputs[0];
+    let sp = split(x.shape(), &[o.axis]);
+    let v = match x.storage() {
+        Storage::F64(v) => arg_typed(v, &sp, ctx, o.max, f64::is_nan),
+        Storage::F32(v) => arg_typed(v, &sp, ctx, o.max, f32::is_nan),
+        Storage::I64(v) => arg_typed(v, &sp, ctx, o.max, |_| false),
+        Storage::Bool(_) => return Err(unsupported(op, 0, x.dtype())),
+    };
+    Tensor::from_vec(v, &out.shape)
+}
+
+register_kernel!(ReduceSum, reduce::<ReduceSum>);
+register_kernel!(ReduceMax, reduce::<ReduceMax>);
+register_kernel!(ReduceMin, reduce::<ReduceMin>);
+register_kernel!(ReduceProd, reduce::<ReduceProd>);
+register_kernel!(ArgReduce, arg_reduce);

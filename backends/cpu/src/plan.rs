@@ -1,0 +1,160 @@
+//! Plans: a graph compiled for the CPU.
+//!
+//! Compiling looks every node's kernel up once (a missing kernel is an error
+//! naming the op, found before anything runs) and computes, for every step,
+//! which values die after it. Running walks the steps with one slot per node
+//! and drops a value as soon as its last consumer has run, so peak memory is
+//! the live set, not the whole graph.
+
+use crate::{kernels, Ctx, KernelFn};
+use anvil_core::{Error, Graph, NodeId, Parameter, Result, Tensor, TensorType};
+
+/// A graph ready to run on the CPU.
+#[derive(Debug)]
+pub struct Plan {
+    graph: Graph,
+    steps: Vec<Step>,
+}
+
+#[derive(Debug)]
+struct Step {
+    node: NodeId,
+    /// `None` for parameters, which take the call's arguments.
+    kernel: Option<KernelFn>,
+    /// Values whose last use is this step.
+    free: Vec<NodeId>,
+}
+
+/// Compiles a verified graph into a plan.
+///
+/// # Errors
+/// [`Error::MissingRule`] naming the first op without a CPU kernel;
+/// [`Error::DuplicateRegistration`] if an op's kernel was registered twice;
+/// an invalid graph.
+pub fn compile(graph: &Graph) -> Result<Plan> {
+    graph.verify()?;
+    let mut last_use = vec![None; graph.len()];
+    for (id, n) in graph.iter() {
+        for i in &n.inputs {
+            last_use[i.index()] = Some(id);
+        }
+    }
+    let is_output = |id: NodeId| graph.outputs().contains(&id);
+    let mut steps: Vec<Step> = Vec::with_capacity(graph.len());
+    for (id, n) in graph.iter() {
+        let kernel = if n.op.is::<Parameter>() {
+            None
+        } else {
+            let hint = " (link the crate that defines the op, or register one with anvil_cpu::register_kernel!)";
+            Some(kernels().get(n.op.as_ref(), hint)?.kernel)
+        };
+        steps.push(Step { node: id, kernel, free: vec![] });
+    }
+    for (v, lu) in last_use.iter().enumerate() {
+        if let Some(step) = lu {
+            let v = NodeId::from_index(v)?;
+            if !is_output(v) {
+                steps[step.index()].free.push(v);
+            }
+        }
+    }
+    Ok(Plan { graph: graph.clone(), steps })
+}
+
+impl Plan {
+    /// The graph this plan runs.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// The types the plan's arguments must have.
+    pub fn input_types(&self) -> Vec<TensorType> {
+        self.graph.input_types()
+    }
+
+    /// Checks arguments against the plan's signature.
+    ///
+    /// # Errors
+    /// A wrong number of arguments, or an argument of the wrong dtype or shape.
+    pub fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {
+        let tys = self.input_types();
+        if tys.len() != inputs.len() {
+            return Err(Error::Arity {
+                what: "call".into(),
+                kind: "arguments".into(),
+                expected: tys.len(),
+                got: inputs.len(),
+            });
+        }
+        for (i, (t, x)) in tys.iter().zip(inputs).enumerate() {
+            if t.dtype != x.dtype() {
+                return Err(Error::dtype("call", i.to_string(), x.dtype(), t.dtype.name()));
+            }
+            if t.shape != x.shape() {
+                return Err(Error::shape(
+                    "call",
+                    &[x.shape(), &t.shape],
+                    format!(
+                        "argument {i} has shape {:?}, the plan was compiled for {:?}",
+                        x.shape(),
+                        t.shape
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the plan.
+    ///
+    /// # Errors
+    /// Arguments that do not match the signature ([`Plan::check_inputs`]);
+    /// a kernel's run-time error (an index out of bounds).
+    pub fn run(&self, inputs: &[Tensor], ctx: &Ctx) -> Result<Vec<Tensor>> {
+        self.check_inputs(inputs)?;
+        let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.len()];
+        let mut next_input = 0;
+        for step in &self.steps {
+            let node = self.graph.node(step.node);
+            let value = match step.kernel {
+                None => {
+                    next_input += 1;
+                    inputs[next_input - 1].clone()
+                }
+                Some(kernel) => {
+                    let args: Vec<&Tensor> = node
+                        .inputs
+                        .iter()
+                        .map(|i| slots[i.index()].as_ref())
+                        .collect::<Option<_>>()
+                        .ok_or_else(|| Error::InvalidGraph {
+                            node: step.node.index(),
+                            msg: "input value was freed early".into(),
+                        })?;
+                    let out = kernel(node.op.as_ref(), &args, &node.ty, ctx)?;
+                    debug_assert_eq!(
+                        out.ty(),
+                        node.ty,
+                        "kernel of {} returned the wrong type",
+                        node.op.name()
+                    );
+                    out
+                }
+            };
+            slots[step.node.index()] = Some(value);
+            for f in &step.free {
+                slots[f.index()] = None;
+            }
+        }
+        self.graph
+            .outputs()
+            .iter()
+            .map(|o| {
+                slots[o.index()].clone().ok_or_else(|| Error::InvalidGraph {
+                    node: o.index(),
+                    msg: "output was not computed".into(),
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,189 @@
+//! The error type of anvil.
+//!
+//! One enum for every crate boundary: tracing, shape rules, transforms,
+//! compilation and execution all return [`Error`]. Every variant that comes
+//! from user input names the op, the shapes and the argument, because that is
+//! what a user needs to find the mistake in their own program.
+
+use crate::dtype::DType;
+use thiserror::Error;
+
+/// `Result` with anvil's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Formats a shape the way errors and printed graphs show it: `[3, 4]`.
+pub fn fmt_shape(shape: &[usize]) -> String {
+    format!("{shape:?}")
+}
+
+/// Everything that can go wrong in anvil.
+#[derive(Clone, Debug, PartialEq, Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Two shapes that must broadcast together do not.
+    #[error("{op}: cannot broadcast {lhs} with {rhs} (argument {arg})", lhs = fmt_shape(.lhs), rhs = fmt_shape(.rhs))]
+    Broadcast {
+        /// The op being applied.
+        op: String,
+        /// Left shape.
+        lhs: Vec<usize>,
+        /// Right shape.
+        rhs: Vec<usize>,
+        /// Which argument did not fit (`"1"`, `"on_true"`...).
+        arg: String,
+    },
+    /// An axis outside `-rank..rank`.
+    #[error("{op}: axis {axis} is out of range for argument {arg} of shape {shape} (rank {rank})", shape = fmt_shape(.shape), rank = .shape.len())]
+    AxisOutOfRange {
+        /// The op being applied.
+        op: String,
+        /// The axis as given.
+        axis: i64,
+        /// The shape it indexes.
+        shape: Vec<usize>,
+        /// Which argument.
+        arg: String,
+    },
+    /// Shapes that are incompatible in an op-specific way.
+    #[error("{op}: {msg} (shapes {shapes})", shapes = .shapes.iter().map(|s| fmt_shape(s)).collect::<Vec<_>>().join(", "))]
+    Shape {
+        /// The op being applied.
+        op: String,
+        /// The shapes of the arguments involved.
+        shapes: Vec<Vec<usize>>,
+        /// What is wrong, naming the argument.
+        msg: String,
+    },
+    /// An argument of the wrong dtype.
+    #[error("{op}: argument {arg} has dtype {got}, expected {expected}")]
+    DType {
+        /// The op or function being applied.
+        op: String,
+        /// Which argument.
+        arg: String,
+        /// The dtype given.
+        got: DType,
+        /// What was expected (`"f64"`, `"a float type"`, `"the dtype of argument 0 (f32)"`).
+        expected: String,
+    },
+    /// A function called with the wrong number of arguments or of results.
+    #[error("{what}: expected {expected} {kind}, got {got}")]
+    Arity {
+        /// The function or op.
+        what: String,
+        /// `"arguments"`, `"inputs"`, `"outputs"`...
+        kind: String,
+        /// How many were expected.
+        expected: usize,
+        /// How many were given.
+        got: usize,
+    },
+    /// An index outside the bounds of the axis it indexes (found at run time).
+    #[error("{op}: index {index} is out of bounds for axis {axis} of size {size} (argument {arg}, shape {shape})", shape = fmt_shape(.shape))]
+    IndexOutOfBounds {
+        /// The op.
+        op: String,
+        /// The offending index.
+        index: i64,
+        /// The axis indexed.
+        axis: usize,
+        /// The size of that axis.
+        size: usize,
+        /// Which argument holds the indices.
+        arg: String,
+        /// The shape of the indexed operand.
+        shape: Vec<usize>,
+    },
+    /// A tensor constructed from data whose length does not match its shape.
+    #[error("{what}: {len} elements cannot have shape {shape} ({numel} elements)", shape = fmt_shape(.shape))]
+    DataLength {
+        /// The constructor.
+        what: String,
+        /// Number of elements given.
+        len: usize,
+        /// The shape asked for.
+        shape: Vec<usize>,
+        /// Number of elements the shape holds.
+        numel: usize,
+    },
+    /// An invalid op parameter (a negative step, two `-1`s in a reshape...).
+    #[error("{op}: invalid argument {arg}: {msg}")]
+    InvalidArgument {
+        /// The op.
+        op: String,
+        /// The parameter.
+        arg: String,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// An op with no rule registered for a transform or backend.
+    #[error("{op}: no {what} is registered for this op{hint}")]
+    MissingRule {
+        /// The op's display name.
+        op: String,
+        /// `"CPU kernel"`, `"jvp rule"`, `"vmap rule"`, `"transpose rule"`.
+        what: String,
+        /// Extra advice (for example, which crate to link).
+        hint: String,
+    },
+    /// Two registrations for the same op in the same registry.
+    #[error("duplicate {what} for op {op}: registered at {first} and at {second}")]
+    DuplicateRegistration {
+        /// The registry (`"CPU kernel"`, `"jvp rule"`...).
+        what: String,
+        /// The op's display name.
+        op: String,
+        /// Where the first registration was made.
+        first: String,
+        /// Where the second was made.
+        second: String,
+    },
+    /// A `Var` was used in a trace it does not belong to.
+    #[error("{op}: argument {arg} belongs to another trace; pass values into a traced function as its arguments")]
+    ForeignVar {
+        /// The op being applied.
+        op: String,
+        /// Which argument.
+        arg: String,
+    },
+    /// A broken graph invariant, found by [`Graph::verify`](crate::Graph::verify).
+    #[error("invalid graph at node {node}: {msg}")]
+    InvalidGraph {
+        /// The node index.
+        node: usize,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A graph larger than `u32::MAX` nodes.
+    #[error("graph too large: more than {max} nodes")]
+    GraphTooLarge {
+        /// The limit.
+        max: u64,
+    },
+}
+
+impl Error {
+    /// Shorthand for [`Error::Shape`].
+    pub fn shape(op: impl Into<String>, shapes: &[&[usize]], msg: impl Into<String>) -> Self {
+        Error::Shape {
+            op: op.into(),
+            shapes: shapes.iter().map(|s| s.to_vec()).collect(),
+            msg: msg.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::InvalidArgument`].
+    pub fn invalid(op: impl Into<String>, arg: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::InvalidArgument { op: op.into(), arg: arg.into(), msg: msg.into() }
+    }
+
+    /// Shorthand for [`Error::DType`].
+    pub fn dtype(
+        op: impl Into<String>,
+        arg: impl Into<String>,
+        got: DType,
+        expected: impl Into<String>,
+    ) -> Self {
+        Error::DType { op: op.into(), arg: arg.into(), got, expected: expected.into() }
+    }
+}

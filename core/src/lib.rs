@@ -1,0 +1,41 @@
+//! anvil's core: dtypes, shapes, host tensors, the graph IR, tracing, the
+//! `Op` trait and the registries.
+//!
+//! This crate knows no concrete op (beyond the two the IR itself needs,
+//! [`Parameter`] and [`Constant`]), no transform and no backend. The standard
+//! ops live in `anvil-ops`, the transforms in `anvil-transforms`, the CPU
+//! backend in `anvil-cpu`; they all meet through the types defined here: an
+//! op is a `Box<dyn Op>`, a value under construction is a [`Var`], a finished
+//! computation is a [`Graph`], and whatever is registered per op (kernels,
+//! rules) goes through a [`RuleTable`].
+//!
+//! ```
+//! use anvil_core::{Tensor, DType};
+//! let x = Tensor::from_vec(vec![0.1, 0.2, 0.3], &[3])?;
+//! assert_eq!((x.dtype(), x.shape()), (DType::F64, &[3][..]));
+//! # Ok::<(), anvil_core::Error>(())
+//! ```
+#![warn(missing_docs)]
+
+pub mod dtype;
+pub mod error;
+pub mod function;
+pub mod graph;
+pub mod op;
+pub mod registry;
+pub mod shape;
+pub mod tensor;
+pub mod trace;
+
+pub use dtype::{DType, Element, Scalar};
+pub use error::{Error, Result};
+pub use function::{trace, trace_types, Args, Function, Outputs, PlanCache};
+pub use graph::{Constant, Graph, Node, NodeId, Parameter};
+pub use op::Op;
+pub use registry::{Registered, RuleTable};
+pub use shape::{SliceSpec, TensorType};
+pub use tensor::{Storage, Tensor};
+pub use trace::{OperatorImpl, Tracer, Var};
+
+#[doc(hidden)]
+pub use inventory;

@@ -1,0 +1,363 @@
+//! Shapes and all shape arithmetic.
+//!
+//! Every computation on dimensions — broadcasting, axis normalisation,
+//! reshape inference, slicing, reduction shapes, matmul shapes — lives here
+//! and nowhere else, so that symbolic dimensions (a dimension that is a
+//! variable bound at call time) can later be introduced by changing this one
+//! module. Ops call these helpers from their shape rules; the CPU backend
+//! calls them to walk memory.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use std::fmt;
+
+/// The static type of a graph value: element type and shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, outermost first (row-major).
+    pub shape: Vec<usize>,
+}
+
+impl TensorType {
+    /// A type from a dtype and a shape.
+    pub fn new(dtype: DType, shape: impl Into<Vec<usize>>) -> Self {
+        TensorType { dtype, shape: shape.into() }
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[", self.dtype)?;
+        for (i, d) in self.shape.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// Number of elements of a shape (1 for a scalar).
+pub fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// Row-major contiguous strides, in elements.
+pub fn strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// Converts a possibly negative axis into `0..rank`.
+///
+/// # Errors
+/// [`Error::AxisOutOfRange`] naming `op`, the axis, the shape and `arg`.
+pub fn normalize_axis(op: &str, axis: i64, shape: &[usize], arg: &str) -> Result<usize> {
+    normalize_axis_rank(op, axis, shape.len(), shape, arg)
+}
+
+/// Like [`normalize_axis`] for an axis into a rank other than `shape.len()`
+/// (`unsqueeze` inserts into `rank + 1` positions).
+pub fn normalize_axis_rank(
+    op: &str,
+    axis: i64,
+    rank: usize,
+    shape: &[usize],
+    arg: &str,
+) -> Result<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(Error::AxisOutOfRange { op: op.into(), axis, shape: shape.to_vec(), arg: arg.into() })
+    }
+}
+
+/// Normalises a list of axes; the result is sorted. Repeated axes are an error.
+pub fn normalize_axes(op: &str, axes: &[i64], shape: &[usize], arg: &str) -> Result<Vec<usize>> {
+    let mut out =
+        axes.iter().map(|&a| normalize_axis(op, a, shape, arg)).collect::<Result<Vec<_>>>()?;
+    out.sort_unstable();
+    if out.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::invalid(op, "axes", format!("axis repeated in {axes:?}")));
+    }
+    Ok(out)
+}
+
+/// The NumPy broadcast of two shapes.
+///
+/// # Errors
+/// [`Error::Broadcast`] when a pair of aligned dimensions differ and neither is 1.
+pub fn broadcast_shapes(op: &str, lhs: &[usize], rhs: &[usize], arg: &str) -> Result<Vec<usize>> {
+    let rank = lhs.len().max(rhs.len());
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() < rank {
+            1
+        } else {
+            s[i + s.len() - rank]
+        }
+    };
+    (0..rank)
+        .map(|i| match (dim(lhs, i), dim(rhs, i)) {
+            (a, b) if a == b => Ok(a),
+            (1, b) => Ok(b),
+            (a, 1) => Ok(a),
+            _ => Err(Error::Broadcast {
+                op: op.into(),
+                lhs: lhs.to_vec(),
+                rhs: rhs.to_vec(),
+                arg: arg.into(),
+            }),
+        })
+        .collect()
+}
+
+/// Whether `from` broadcasts to exactly `to` (NumPy rules, leading dims added).
+pub fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len()
+        && from.iter().rev().zip(to.iter().rev()).all(|(&f, &t)| f == t || f == 1)
+}
+
+/// Resolves a reshape target with at most one `-1`.
+///
+/// # Errors
+/// Two `-1`s, a negative size other than `-1`, or a different element count.
+pub fn reshape_target(op: &str, from: &[usize], to: &[i64]) -> Result<Vec<usize>> {
+    let n = numel(from);
+    let inferred: Vec<usize> =
+        to.iter().enumerate().filter(|(_, &d)| d == -1).map(|(i, _)| i).collect();
+    if inferred.len() > 1 {
+        return Err(Error::invalid(op, "shape", format!("{to:?} has more than one -1")));
+    }
+    if let Some(&d) = to.iter().find(|&&d| d < -1) {
+        return Err(Error::invalid(op, "shape", format!("{to:?} has negative size {d}")));
+    }
+    let known: usize = to.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+    let mut out: Vec<usize> = to.iter().map(|&d| d.max(0) as usize).collect();
+    if let Some(&i) = inferred.first() {
+        if known == 0 || n % known != 0 {
+            return Err(reshape_error(op, from, to));
+        }
+        out[i] = n / known;
+    }
+    if numel(&out) != n {
+        return Err(reshape_error(op, from, to));
+    }
+    Ok(out)
+}
+
+fn reshape_error(op: &str, from: &[usize], to: &[i64]) -> Error {
+    Error::shape(
+        op,
+        &[from],
+        format!("cannot reshape argument 0 of {} elements into {to:?}", numel(from)),
+    )
+}
+
+/// The shape left after reducing `axes` (sorted, normalised).
+pub fn reduce_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
+    shape
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (axes.contains(&i), keepdims) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
+/// Checks that `perm` is a permutation of `0..rank` (negative entries allowed)
+/// and returns it normalised.
+pub fn normalize_perm(op: &str, perm: &[i64], shape: &[usize]) -> Result<Vec<usize>> {
+    if perm.len() != shape.len() {
+        return Err(Error::shape(
+            op,
+            &[shape],
+            format!("permutation {perm:?} has {} entries for rank {}", perm.len(), shape.len()),
+        ));
+    }
+    let p =
+        perm.iter().map(|&a| normalize_axis(op, a, shape, "perm")).collect::<Result<Vec<_>>>()?;
+    let mut seen = vec![false; p.len()];
+    for &a in &p {
+        if std::mem::replace(&mut seen[a], true) {
+            return Err(Error::invalid(op, "perm", format!("{perm:?} is not a permutation")));
+        }
+    }
+    Ok(p)
+}
+
+/// The inverse of a permutation.
+pub fn inverse_perm(perm: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    inv
+}
+
+/// One axis of a strided slice, resolved against a dimension with Python
+/// semantics: negative bounds count from the end, bounds are clamped, `None`
+/// means the natural end for the step's direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SliceSpec {
+    /// First index (inclusive); `None` is the start (or the end for a negative step).
+    pub start: Option<i64>,
+    /// Last index (exclusive); `None` is the end (or before the start for a negative step).
+    pub stop: Option<i64>,
+    /// Step, not zero.
+    pub step: i64,
+}
+
+impl SliceSpec {
+    /// The whole axis.
+    pub const FULL: SliceSpec = SliceSpec { start: None, stop: None, step: 1 };
+
+    /// `start..stop` with step 1.
+    pub fn range(start: i64, stop: i64) -> Self {
+        SliceSpec { start: Some(start), stop: Some(stop), step: 1 }
+    }
+
+    /// Resolves to `(first index, step, length)` for a dimension of size `dim`.
+    pub fn resolve(&self, op: &str, dim: usize) -> Result<(i64, i64, usize)> {
+        let n = dim as i64;
+        let step = self.step;
+        if step == 0 {
+            return Err(Error::invalid(op, "step", "slice step cannot be zero"));
+        }
+        let clamp = |v: i64, lo: i64, hi: i64| v.clamp(lo, hi);
+        let norm = |v: i64| if v < 0 { v + n } else { v };
+        let (start, stop) = if step > 0 {
+            let s = self.start.map_or(0, |v| clamp(norm(v), 0, n));
+            let e = self.stop.map_or(n, |v| clamp(norm(v), 0, n));
+            (s, e)
+        } else {
+            let s = self.start.map_or(n - 1, |v| clamp(norm(v), -1, n - 1));
+            let e = self.stop.map_or(-1, |v| clamp(norm(v), -1, n - 1));
+            (s, e)
+        };
+        let len = if step > 0 {
+            if stop > start {
+                (stop - start + step - 1) / step
+            } else {
+                0
+            }
+        } else if start > stop {
+            (start - stop + (-step) - 1) / (-step)
+        } else {
+            0
+        };
+        Ok((start, step, len as usize))
+    }
+}
+
+impl fmt::Display for SliceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(s) = self.start {
+            write!(f, "{s}")?;
+        }
+        f.write_str(":")?;
+        if let Some(s) = self.stop {
+            write!(f, "{s}")?;
+        }
+        if self.step != 1 {
+            write!(f, ":{}", self.step)?;
+        }
+        Ok(())
+    }
+}
+
+/// The shape of `numpy.matmul(a, b)`, with 1-D operands promoted and their
+/// added dimension removed, and batch dimensions broadcast.
+///
+/// # Errors
+/// A scalar operand, or inner dimensions that differ.
+pub fn matmul_shape(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    if a.is_empty() || b.is_empty() {
+        return Err(Error::shape(op, &[a, b], "matmul of a scalar (argument has rank 0)"));
+    }
+    let k_a = a[a.len() - 1];
+    let k_b = if b.len() == 1 { b[0] } else { b[b.len() - 2] };
+    if k_a != k_b {
+        return Err(Error::shape(
+            op,
+            &[a, b],
+            format!("inner dimensions differ: argument 0 has {k_a}, argument 1 has {k_b}"),
+        ));
+    }
+    let batch_a = if a.len() > 2 { &a[..a.len() - 2] } else { &[][..] };
+    let batch_b = if b.len() > 2 { &b[..b.len() - 2] } else { &[][..] };
+    let mut out = broadcast_shapes(op, batch_a, batch_b, "batch dimensions")?;
+    if a.len() >= 2 {
+        out.push(a[a.len() - 2]);
+    }
+    if b.len() >= 2 {
+        out.push(b[b.len() - 1]);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_follows_numpy() {
+        assert_eq!(broadcast_shapes("add", &[3, 1], &[4], "1").unwrap(), vec![3, 4]);
+        assert_eq!(broadcast_shapes("add", &[], &[2, 3], "1").unwrap(), vec![2, 3]);
+        assert_eq!(broadcast_shapes("add", &[0, 1], &[1, 5], "1").unwrap(), vec![0, 5]);
+        let e = broadcast_shapes("add", &[3], &[4], "1").unwrap_err().to_string();
+        assert!(e.contains("add") && e.contains("[3]") && e.contains("[4]"), "{e}");
+    }
+
+    #[test]
+    fn reshape_infers_one_dimension() {
+        assert_eq!(reshape_target("reshape", &[2, 6], &[3, -1]).unwrap(), vec![3, 4]);
+        assert_eq!(reshape_target("reshape", &[0, 3], &[-1, 3]).unwrap(), vec![0, 3]);
+        assert!(reshape_target("reshape", &[2, 6], &[5, -1]).is_err());
+        assert!(reshape_target("reshape", &[2, 6], &[-1, -1]).is_err());
+        assert!(reshape_target("reshape", &[2, 6], &[7]).is_err());
+    }
+
+    #[test]
+    fn slices_follow_python() {
+        let r = |s: Option<i64>, e: Option<i64>, st: i64, n| {
+            SliceSpec { start: s, stop: e, step: st }.resolve("slice", n).unwrap()
+        };
+        assert_eq!(r(None, None, 1, 5), (0, 1, 5));
+        assert_eq!(r(None, None, -1, 5), (4, -1, 5));
+        assert_eq!(r(Some(1), Some(-1), 2, 6), (1, 2, 2));
+        assert_eq!(r(Some(-2), None, 1, 5), (3, 1, 2));
+        assert_eq!(r(Some(10), None, 1, 5), (5, 1, 0));
+        assert_eq!(r(Some(3), Some(0), -1, 5), (3, -1, 3));
+        assert_eq!(r(None, None, 3, 0), (0, 3, 0));
+    }
+
+    #[test]
+    fn matmul_shapes() {
+        assert_eq!(matmul_shape("matmul", &[3, 4], &[4, 5]).unwrap(), vec![3, 5]);
+        assert_eq!(matmul_shape("matmul", &[4], &[4, 5]).unwrap(), vec![5]);
+        assert_eq!(matmul_shape("matmul", &[3, 4], &[4]).unwrap(), vec![3]);
+        assert_eq!(matmul_shape("matmul", &[4], &[4]).unwrap(), Vec::<usize>::new());
+        assert_eq!(matmul_shape("matmul", &[2, 1, 3, 4], &[5, 4, 6]).unwrap(), vec![2, 5, 3, 6]);
+        assert!(matmul_shape("matmul", &[3, 4], &[5, 6]).is_err());
+    }
+}

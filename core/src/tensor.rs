@@ -1,0 +1,531 @@
+//! Host tensors: dense, row-major, immutable, cheap to clone.
+//!
+//! A [`Tensor`] is a shape plus a reference-counted buffer of one dtype. It is
+//! what users pass to and get back from a call; inside a trace the same
+//! values are [`Var`](crate::Var)s. Tensors are immutable: clones share the
+//! buffer, and the CPU backend writes in place only into buffers it owns
+//! alone (`Arc::get_mut`), which is what lets it reuse memory without copies
+//! that anyone could observe.
+
+use crate::dtype::{DType, Element, Scalar};
+use crate::error::{Error, Result};
+use crate::shape::{numel, strides, TensorType};
+use std::fmt;
+use std::sync::Arc;
+
+/// The buffer of a tensor: one variant per dtype.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Storage {
+    /// `f64` elements.
+    F64(Arc<Vec<f64>>),
+    /// `f32` elements.
+    F32(Arc<Vec<f32>>),
+    /// `i64` elements.
+    I64(Arc<Vec<i64>>),
+    /// `bool` elements.
+    Bool(Arc<Vec<bool>>),
+}
+
+/// Calls `$body` with `$v` bound to the typed `Arc<Vec<T>>` inside a storage.
+#[macro_export]
+macro_rules! with_storage {
+    ($storage:expr, $v:ident => $body:expr) => {
+        match $storage {
+            $crate::Storage::F64($v) => $body,
+            $crate::Storage::F32($v) => $body,
+            $crate::Storage::I64($v) => $body,
+            $crate::Storage::Bool($v) => $body,
+        }
+    };
+}
+
+impl Storage {
+    /// The dtype of the elements.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Storage::F64(_) => DType::F64,
+            Storage::F32(_) => DType::F32,
+            Storage::I64(_) => DType::I64,
+            Storage::Bool(_) => DType::Bool,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        with_storage!(self, v => v.len())
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A buffer of `len` copies of `value`.
+    pub fn full(value: Scalar, len: usize) -> Storage {
+        match value {
+            Scalar::F64(v) => Storage::F64(Arc::new(vec![v; len])),
+            Scalar::F32(v) => Storage::F32(Arc::new(vec![v; len])),
+            Scalar::I64(v) => Storage::I64(Arc::new(vec![v; len])),
+            Scalar::Bool(v) => Storage::Bool(Arc::new(vec![v; len])),
+        }
+    }
+
+    /// Element `i` as a scalar.
+    pub fn get(&self, i: usize) -> Option<Scalar> {
+        with_storage!(self, v => v.get(i).map(|x| x.to_scalar()))
+    }
+
+    /// Converts every element to another dtype (`as`-cast semantics).
+    pub fn cast(&self, dtype: DType) -> Storage {
+        fn conv<S: Element, T: Element>(v: &[S]) -> Vec<T> {
+            v.iter().map(|&x| T::from_scalar(x.to_scalar())).collect()
+        }
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        with_storage!(self, v => match dtype {
+            DType::F64 => f64::into_storage(conv(v)),
+            DType::F32 => f32::into_storage(conv(v)),
+            DType::I64 => i64::into_storage(conv(v)),
+            DType::Bool => bool::into_storage(conv(v)),
+        })
+    }
+}
+
+/// A dense, row-major, immutable n-dimensional array on the host.
+///
+/// ```
+/// use anvil_core::Tensor;
+/// let t = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+/// assert_eq!(t.shape(), &[2, 2]);
+/// assert_eq!(t.to_vec::<f64>()?, vec![1.0, 2.0, 3.0, 4.0]);
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
+#[derive(Clone, PartialEq)]
+pub struct Tensor {
+    shape: Vec<usize>,
+    storage: Storage,
+}
+
+impl Tensor {
+    /// A tensor from row-major data and a shape.
+    ///
+    /// # Errors
+    /// [`Error::DataLength`] when `data.len()` is not the product of `shape`.
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_storage(T::into_storage(data), shape)
+    }
+
+    /// A tensor from a storage and a shape.
+    ///
+    /// # Errors
+    /// [`Error::DataLength`] when the storage length does not match the shape.
+    pub fn from_storage(storage: Storage, shape: &[usize]) -> Result<Tensor> {
+        if storage.len() != numel(shape) {
+            return Err(Error::DataLength {
+                what: "Tensor::from_vec".into(),
+                len: storage.len(),
+                shape: shape.to_vec(),
+                numel: numel(shape),
+            });
+        }
+        Ok(Tensor { shape: shape.to_vec(), storage })
+    }
+
+    /// A rank-0 tensor holding one value.
+    pub fn scalar<T: Element>(value: T) -> Tensor {
+        Tensor { shape: vec![], storage: T::into_storage(vec![value]) }
+    }
+
+    /// A rank-1 `f64` tensor from a slice.
+    pub fn vector(data: &[f64]) -> Tensor {
+        Tensor { shape: vec![data.len()], storage: f64::into_storage(data.to_vec()) }
+    }
+
+    /// A tensor of `shape` filled with `value`, of `value`'s dtype.
+    pub fn full_scalar(shape: &[usize], value: Scalar) -> Tensor {
+        Tensor { shape: shape.to_vec(), storage: Storage::full(value, numel(shape)) }
+    }
+
+    /// An `f64` tensor of `shape` filled with `value`.
+    pub fn full(shape: &[usize], value: f64) -> Tensor {
+        Tensor::full_scalar(shape, Scalar::F64(value))
+    }
+
+    /// An `f64` tensor of zeros.
+    pub fn zeros(shape: &[usize]) -> Tensor {
+        Tensor::full(shape, 0.0)
+    }
+
+    /// An `f64` tensor of ones.
+    pub fn ones(shape: &[usize]) -> Tensor {
+        Tensor::full(shape, 1.0)
+    }
+
+    /// Zeros of any dtype.
+    pub fn zeros_of(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::full_scalar(shape, Scalar::I64(0).cast(dtype))
+    }
+
+    /// The `n × n` identity matrix in `f64`.
+    pub fn eye(n: usize) -> Tensor {
+        let mut v = vec![0.0; n * n];
+        for i in 0..n {
+            v[i * n + i] = 1.0;
+        }
+        Tensor { shape: vec![n, n], storage: f64::into_storage(v) }
+    }
+
+    /// `start, start + step, ...` up to but excluding `stop`, in `f64` (as `numpy.arange`).
+    ///
+    /// # Errors
+    /// A zero or non-finite step.
+    pub fn arange(start: f64, stop: f64, step: f64) -> Result<Tensor> {
+        if step == 0.0 || !step.is_finite() {
+            return Err(Error::invalid("arange", "step", format!("{step} is not a usable step")));
+        }
+        let n = ((stop - start) / step).ceil().max(0.0) as usize;
+        Ok(Tensor::vector(&(0..n).map(|i| start + i as f64 * step).collect::<Vec<_>>()))
+    }
+
+    /// `num` evenly spaced values from `start` to `stop` inclusive, in `f64`.
+    pub fn linspace(start: f64, stop: f64, num: usize) -> Tensor {
+        let step = if num > 1 { (stop - start) / (num - 1) as f64 } else { 0.0 };
+        let mut v: Vec<f64> = (0..num).map(|i| start + i as f64 * step).collect();
+        if let (Some(last), true) = (v.last_mut(), num > 1) {
+            *last = stop;
+        }
+        Tensor::vector(&v)
+    }
+
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.storage.dtype()
+    }
+
+    /// The static type (dtype and shape) of this tensor.
+    pub fn ty(&self) -> TensorType {
+        TensorType::new(self.dtype(), self.shape.clone())
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+
+    /// The buffer.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// Consumes the tensor into its buffer.
+    pub fn into_storage(self) -> Storage {
+        self.storage
+    }
+
+    /// Borrows the elements as a slice of `T`.
+    ///
+    /// # Errors
+    /// [`Error::DType`] when `T` is not this tensor's dtype.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        T::slice(&self.storage)
+            .ok_or_else(|| Error::dtype("Tensor::as_slice", "self", self.dtype(), T::DTYPE.name()))
+    }
+
+    /// Copies the elements out as a `Vec<T>` (same dtype required).
+    ///
+    /// # Errors
+    /// [`Error::DType`] when `T` is not this tensor's dtype; use [`Tensor::cast`] first.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        self.as_slice::<T>().map(<[T]>::to_vec)
+    }
+
+    /// The elements converted to `f64`, whatever the dtype.
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        with_storage!(&self.storage, v => v.iter().map(|&x| x.to_scalar().to_f64()).collect())
+    }
+
+    /// The single value of a one-element tensor, as `f64`.
+    ///
+    /// # Errors
+    /// When the tensor does not have exactly one element.
+    pub fn item(&self) -> Result<f64> {
+        match (self.numel(), self.storage.get(0)) {
+            (1, Some(s)) => Ok(s.to_f64()),
+            _ => Err(Error::shape("Tensor::item", &[&self.shape], "expected exactly one element")),
+        }
+    }
+
+    /// The element at a multi-index.
+    pub fn get(&self, index: &[usize]) -> Option<Scalar> {
+        if index.len() != self.rank() || index.iter().zip(&self.shape).any(|(&i, &d)| i >= d) {
+            return None;
+        }
+        let flat: usize = index.iter().zip(strides(&self.shape)).map(|(i, s)| i * s).sum();
+        self.storage.get(flat)
+    }
+
+    /// Converts to another dtype (`as`-cast semantics).
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        Tensor { shape: self.shape.clone(), storage: self.storage.cast(dtype) }
+    }
+
+    /// The same data with another shape of the same size; `-1` infers one dimension.
+    ///
+    /// # Errors
+    /// A shape of a different size.
+    pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
+        let to = crate::shape::reshape_target("Tensor::reshape", &self.shape, shape)?;
+        Ok(Tensor { shape: to, storage: self.storage.clone() })
+    }
+
+    /// Whether `self` and `other` have the same shape and all elements satisfy
+    /// `|a - b| <= atol + rtol * |b|` (as `numpy.allclose`; NaNs are equal to NaNs).
+    pub fn allclose(&self, other: &Tensor, rtol: f64, atol: f64) -> bool {
+        self.shape == other.shape
+            && self
+                .to_f64_vec()
+                .iter()
+                .zip(other.to_f64_vec())
+                .all(|(&a, b)| close(a, b, rtol, atol))
+    }
+
+    /// The largest absolute elementwise difference, `None` if the shapes differ.
+    pub fn max_abs_diff(&self, other: &Tensor) -> Option<f64> {
+        (self.shape == other.shape).then(|| {
+            self.to_f64_vec()
+                .iter()
+                .zip(other.to_f64_vec())
+                .map(|(&a, b)| if a == b { 0.0 } else { (a - b).abs() })
+                .fold(0.0, f64::max)
+        })
+    }
+
+    /// Test helper: panics with both tensors printed unless [`Tensor::allclose`] holds.
+    #[track_caller]
+    pub fn assert_allclose(&self, expected: &Tensor, rtol: f64, atol: f64) {
+        assert!(
+            self.allclose(expected, rtol, atol),
+            "tensors differ (rtol {rtol}, atol {atol}, max |diff| {:?})\n actual {:?}:\n{self}\n expected {:?}:\n{expected}",
+            self.max_abs_diff(expected),
+            self.shape,
+            expected.shape
+        );
+    }
+}
+
+fn close(a: f64, b: f64, rtol: f64, atol: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= atol + rtol * b.abs()
+}
+
+impl<T: Element> From<T> for Tensor {
+    fn from(v: T) -> Self {
+        Tensor::scalar(v)
+    }
+}
+
+// ---------------------------------------------------------------- printing
+
+/// Above this many elements, `Display` shows only the first and last three
+/// entries of each axis, as NumPy does.
+const SUMMARY_THRESHOLD: usize = 1000;
+const EDGE_ITEMS: usize = 3;
+
+impl fmt::Display for Tensor {
+    /// Prints like NumPy's `print(array)`: nested brackets, aligned columns,
+    /// a dtype suffix for non-`f64` tensors.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let items: Vec<String> =
+            with_storage!(&self.storage, v => v.iter().map(|x| fmt_elem(x.to_scalar())).collect());
+        let summarize = self.numel() > SUMMARY_THRESHOLD;
+        let width = items.iter().map(String::len).max().unwrap_or(0);
+        let mut out = String::new();
+        write_axis(&mut out, &items, &self.shape, &strides(&self.shape), 0, 0, width, summarize);
+        f.write_str(&out)?;
+        if self.dtype() != DType::F64 {
+            write!(f, " dtype={}", self.dtype())?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor({}, {self})", self.ty())
+    }
+}
+
+fn fmt_elem(s: Scalar) -> String {
+    match s {
+        Scalar::F64(v) => fmt_float(v),
+        Scalar::F32(v) => fmt_float(f64::from(v)),
+        other => other.to_string(),
+    }
+}
+
+fn fmt_float(v: f64) -> String {
+    if v.is_finite() && v == v.trunc() && v.abs() < 1e16 {
+        format!("{v:.0}.")
+    } else if v.is_finite() && (v.abs() >= 1e16 || (v != 0.0 && v.abs() < 1e-4)) {
+        format!("{v:e}")
+    } else {
+        let s = format!("{v:.8}");
+        if s.contains('.') {
+            s.trim_end_matches('0').to_string()
+        } else {
+            s
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_axis(
+    out: &mut String,
+    items: &[String],
+    shape: &[usize],
+    strides: &[usize],
+    axis: usize,
+    offset: usize,
+    width: usize,
+    summarize: bool,
+) {
+    if axis == shape.len() {
+        out.push_str(&format!("{:>width$}", items[offset]));
+        return;
+    }
+    out.push('[');
+    let n = shape[axis];
+    let sep = if axis + 1 == shape.len() {
+        " ".to_string()
+    } else {
+        format!("{}\n{}", "\n".repeat(shape.len() - axis - 2), " ".repeat(axis + 1))
+    };
+    let mut first = true;
+    let mut i = 0;
+    while i < n {
+        if summarize && n > 2 * EDGE_ITEMS && i == EDGE_ITEMS {
+            out.push_str(&sep);
+            out.push_str("...");
+            i = n - EDGE_ITEMS;
+            continue;
+        }
+        if !first {
+            out.push_str(&sep);
+        }
+        first = false;
+        write_axis(
+            out,
+            items,
+            shape,
+            strides,
+            axis + 1,
+            offset + i * strides[axis],
+            width,
+            summarize,
+        );
+        i += 1;
+    }
+    out.push(']');
+}
+
+// ---------------------------------------------------------------- faer
+
+#[cfg(feature = "faer")]
+mod faer_conv {
+    use super::*;
+
+    macro_rules! faer_conv {
+        ($t:ty) => {
+            impl From<faer::MatRef<'_, $t>> for Tensor {
+                /// Copies a faer matrix into a rank-2 row-major tensor.
+                fn from(m: faer::MatRef<'_, $t>) -> Tensor {
+                    let (r, c) = (m.nrows(), m.ncols());
+                    let data = (0..r * c).map(|k| m[(k / c, k % c)]).collect();
+                    Tensor { shape: vec![r, c], storage: <$t>::into_storage(data) }
+                }
+            }
+            impl From<&faer::Mat<$t>> for Tensor {
+                fn from(m: &faer::Mat<$t>) -> Tensor {
+                    Tensor::from(m.as_ref())
+                }
+            }
+            impl TryFrom<&Tensor> for faer::Mat<$t> {
+                type Error = Error;
+                /// Copies a rank-2 tensor (rank 1 becomes a column) into a faer matrix.
+                fn try_from(t: &Tensor) -> Result<faer::Mat<$t>> {
+                    let data = t.as_slice::<$t>()?;
+                    let (r, c) = match t.shape() {
+                        [r, c] => (*r, *c),
+                        [r] => (*r, 1),
+                        s => {
+                            return Err(Error::shape(
+                                "Tensor -> faer::Mat",
+                                &[s],
+                                "expected a tensor of rank 1 or 2",
+                            ))
+                        }
+                    };
+                    Ok(faer::Mat::from_fn(r, c, |i, j| data[i * c + j]))
+                }
+            }
+        };
+    }
+    faer_conv!(f64);
+    faer_conv!(f32);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constructors_check_lengths() {
+        assert!(Tensor::from_vec(vec![1.0, 2.0], &[3]).is_err());
+        let t = Tensor::from_vec(Vec::<f64>::new(), &[0, 4]).unwrap();
+        assert_eq!(t.numel(), 0);
+        assert_eq!(
+            Tensor::arange(0.0, 1.0, 0.25).unwrap().to_vec::<f64>().unwrap(),
+            vec![0.0, 0.25, 0.5, 0.75]
+        );
+        assert_eq!(Tensor::linspace(0.0, 1.0, 3).to_vec::<f64>().unwrap(), vec![0.0, 0.5, 1.0]);
+        assert_eq!(Tensor::eye(2).to_vec::<f64>().unwrap(), vec![1.0, 0.0, 0.0, 1.0]);
+        assert!(Tensor::arange(0.0, 1.0, 0.0).is_err());
+    }
+
+    #[test]
+    fn prints_like_numpy() {
+        let t = Tensor::from_vec(vec![1.0, 2.5, -3.0, 4.0], &[2, 2]).unwrap();
+        assert_eq!(t.to_string(), "[[ 1. 2.5]\n [-3.  4.]]");
+        let i = Tensor::from_vec(vec![1i64, 2, 3], &[3]).unwrap();
+        assert_eq!(i.to_string(), "[1 2 3] dtype=i64");
+        assert_eq!(Tensor::scalar(0.5).to_string(), "0.5");
+        let big = Tensor::zeros(&[2000]);
+        assert!(big.to_string().contains("..."));
+    }
+
+    #[test]
+    fn wrong_dtype_access_is_an_error() {
+        let t = Tensor::from_vec(vec![1.0f32], &[1]).unwrap();
+        let e = t.to_vec::<f64>().unwrap_err().to_string();
+        assert!(e.contains("f32") && e.contains("f64"), "{e}");
+    }
+
+    #[cfg(feature = "faer")]
+    #[test]
+    fn faer_round_trip() {
+        let t = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+        let m = faer::Mat::<f64>::try_from(&t).unwrap();
+        assert_eq!(m[(1, 0)], 4.0);
+        assert_eq!(Tensor::from(&m), t);
+    }
+}

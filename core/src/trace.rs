@@ -1,0 +1,373 @@
+//! Tracing: building a graph by running ordinary Rust code on [`Var`]s.
+//!
+//! A [`Tracer`] owns the graph under construction. A `Var` is a handle to one
+//! of its nodes; applying an op to `Var`s appends a node after checking the
+//! op's shape rule. Operators (`&a + &b`, `x * 2.0`) cannot return a
+//! `Result`, so a failed shape rule is *recorded* in the tracer and the result
+//! is a poisoned `Var` that every later op passes through silently; the call
+//! that ran the trace returns the first recorded error. Nothing panics.
+//!
+//! The arithmetic operators are implemented here (Rust's orphan rule puts
+//! `impl Add for &Var` in this crate) but the ops they build live in
+//! `anvil-ops`: that crate registers an [`OperatorImpl`] through `inventory`,
+//! and the operators call it. Without it linked, an operator records a
+//! [`Error::MissingRule`] instead.
+//!
+//! Ops with no `Var` argument (constants) attach to the innermost active
+//! trace on this thread ([`Tracer::current`]), as `jnp.zeros` does in JAX.
+
+use crate::error::{Error, Result};
+use crate::graph::{Constant, Graph, NodeId};
+use crate::op::Op;
+use crate::shape::TensorType;
+use crate::tensor::Tensor;
+use crate::DType;
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+
+/// The graph under construction and the first error met while building it.
+#[derive(Debug, Default)]
+pub struct Tracer {
+    graph: RefCell<Graph>,
+    error: RefCell<Option<Error>>,
+}
+
+thread_local! {
+    static ACTIVE: RefCell<Vec<Rc<Tracer>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Keeps a tracer on this thread's stack of active traces while alive.
+#[derive(Debug)]
+pub struct ActiveGuard(());
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        ACTIVE.with(|a| a.borrow_mut().pop());
+    }
+}
+
+impl Tracer {
+    /// A new, empty trace.
+    pub fn new() -> Rc<Tracer> {
+        Rc::new(Tracer::default())
+    }
+
+    /// The innermost trace active on this thread, if any.
+    pub fn current() -> Option<Rc<Tracer>> {
+        ACTIVE.with(|a| a.borrow().last().cloned())
+    }
+
+    /// Makes `self` the innermost active trace until the guard is dropped.
+    pub fn activate(self: &Rc<Self>) -> ActiveGuard {
+        ACTIVE.with(|a| a.borrow_mut().push(self.clone()));
+        ActiveGuard(())
+    }
+
+    /// Adds a graph input of type `ty` and returns it as a `Var`.
+    ///
+    /// # Errors
+    /// [`Error::GraphTooLarge`].
+    pub fn input(self: &Rc<Self>, ty: TensorType) -> Result<Var> {
+        let id = self.graph.borrow_mut().add_input(ty.clone())?;
+        Ok(Var { tracer: self.clone(), id: Some(id), ty })
+    }
+
+    /// Records `e` unless an earlier error is already recorded.
+    pub fn record(&self, e: Error) {
+        self.error.borrow_mut().get_or_insert(e);
+    }
+
+    /// The first error recorded, if any.
+    pub fn error(&self) -> Option<Error> {
+        self.error.borrow().clone()
+    }
+
+    /// Applies `op` to `args`, returning the error instead of recording it.
+    ///
+    /// # Errors
+    /// The op's shape rule failing, an argument from another trace, a
+    /// poisoned argument (the error recorded earlier).
+    pub fn try_apply(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var]) -> Result<Var> {
+        for (i, a) in args.iter().enumerate() {
+            if !Rc::ptr_eq(&a.tracer, self) {
+                return Err(Error::ForeignVar { op: op.name().into(), arg: i.to_string() });
+            }
+            if a.id.is_none() {
+                return Err(self.error().unwrap_or_else(|| Error::MissingRule {
+                    op: op.name().into(),
+                    what: "valid argument".into(),
+                    hint: format!(" (argument {i} is poisoned)"),
+                }));
+            }
+        }
+        let ids: Vec<NodeId> = args.iter().filter_map(|a| a.id).collect();
+        let id = self.graph.borrow_mut().push(op, &ids)?;
+        let ty = self.graph.borrow().ty(id).clone();
+        Ok(Var { tracer: self.clone(), id: Some(id), ty })
+    }
+
+    /// Applies `op` to `args`; a failure is recorded and a poisoned `Var` returned.
+    pub fn apply(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var]) -> Var {
+        if args.iter().any(|a| a.id.is_none()) {
+            return self.poisoned();
+        }
+        let name = op.name();
+        self.try_apply(op, args).unwrap_or_else(|e| {
+            self.record(e.clone());
+            for a in args.iter().filter(|a| !Rc::ptr_eq(&a.tracer, self)) {
+                a.tracer.record(Error::ForeignVar { op: name.into(), arg: "?".into() });
+            }
+            self.poisoned()
+        })
+    }
+
+    /// A `Var` standing for the result of a failed op.
+    pub fn poisoned(self: &Rc<Self>) -> Var {
+        Var { tracer: self.clone(), id: None, ty: TensorType::new(DType::F64, vec![]) }
+    }
+
+    /// A constant captured into the trace.
+    pub fn constant(self: &Rc<Self>, value: Tensor) -> Var {
+        self.apply(Box::new(Constant { value }), &[])
+    }
+
+    /// Finishes the trace: sets `outputs` as the graph's outputs and returns
+    /// the graph, or the first error recorded while tracing.
+    ///
+    /// # Errors
+    /// The first recorded error; an output from another trace.
+    pub fn finish(self: &Rc<Self>, outputs: &[Var]) -> Result<Graph> {
+        if let Some(e) = self.error() {
+            return Err(e);
+        }
+        let mut ids = Vec::with_capacity(outputs.len());
+        for (i, o) in outputs.iter().enumerate() {
+            if !Rc::ptr_eq(&o.tracer, self) {
+                return Err(Error::ForeignVar { op: "output".into(), arg: i.to_string() });
+            }
+            ids.push(o.id.ok_or_else(|| {
+                self.error()
+                    .unwrap_or(Error::InvalidGraph { node: 0, msg: "poisoned output".into() })
+            })?);
+        }
+        let mut g = self.graph.borrow().clone();
+        g.set_outputs(ids);
+        debug_assert!(g.verify().is_ok(), "tracing built an invalid graph: {:?}", g.verify());
+        Ok(g)
+    }
+
+    /// A copy of the graph built so far (without outputs).
+    pub fn graph(&self) -> Graph {
+        self.graph.borrow().clone()
+    }
+
+    /// Runs `f` with a borrow of the graph built so far.
+    pub fn with_graph<T>(&self, f: impl FnOnce(&Graph) -> T) -> T {
+        f(&self.graph.borrow())
+    }
+}
+
+/// A traced value: a node of the graph being built, with its static type.
+///
+/// `Var`s are what a traced function receives and returns. Methods and
+/// operators on them add nodes to the graph; shape errors are recorded and
+/// returned by the call that ran the trace.
+#[derive(Clone)]
+pub struct Var {
+    tracer: Rc<Tracer>,
+    id: Option<NodeId>,
+    ty: TensorType,
+}
+
+impl Var {
+    /// The trace this value belongs to.
+    pub fn tracer(&self) -> &Rc<Tracer> {
+        &self.tracer
+    }
+
+    /// The node id, `None` for a poisoned value (an earlier op failed).
+    pub fn id(&self) -> Option<NodeId> {
+        self.id
+    }
+
+    /// The static type.
+    pub fn ty(&self) -> &TensorType {
+        &self.ty
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.ty.shape
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> DType {
+        self.ty.dtype
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.ty.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.ty.numel()
+    }
+
+    /// Whether this value stands for a failed op.
+    pub fn is_poisoned(&self) -> bool {
+        self.id.is_none()
+    }
+
+    /// Applies `op` to `self` and `others`. Errors are recorded in the trace.
+    pub fn apply(&self, op: impl Op, others: &[&Var]) -> Var {
+        let mut args = vec![self];
+        args.extend_from_slice(others);
+        self.tracer.apply(Box::new(op), &args)
+    }
+
+    /// Applies `op` to `args` in their trace (the first argument's), or in
+    /// the current trace when there are none.
+    pub fn apply_op(op: Box<dyn Op>, args: &[&Var]) -> Var {
+        let tracer = args.first().map(|a| a.tracer.clone()).unwrap_or_else(current_or_detached);
+        tracer.apply(op, args)
+    }
+
+    /// A constant in the same trace as `self`.
+    pub fn constant_like(&self, value: Tensor) -> Var {
+        self.tracer.constant(value)
+    }
+
+    /// A rank-0 constant of `self`'s dtype with the value `v` (cast as by `as`).
+    pub fn scalar_like(&self, v: f64) -> Var {
+        self.constant_like(Tensor::scalar(v).cast(self.dtype()))
+    }
+}
+
+/// The current trace, or a fresh one that records a "not in a trace" error
+/// so that using its values in a real trace fails with a clear message.
+pub fn current_or_detached() -> Rc<Tracer> {
+    Tracer::current().unwrap_or_else(|| {
+        let t = Tracer::new();
+        t.record(Error::ForeignVar {
+            op: "constant".into(),
+            arg: "created outside any trace".into(),
+        });
+        t
+    })
+}
+
+impl fmt::Debug for Var {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.id {
+            Some(id) => write!(f, "Var({id}: {})", self.ty),
+            None => f.write_str("Var(poisoned)"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- operators
+
+/// The implementation of the arithmetic operators on `Var`, registered by
+/// the crate that defines the arithmetic ops (`anvil-ops`).
+#[derive(Debug)]
+pub struct OperatorImpl {
+    /// `a + b` with broadcasting.
+    pub add: fn(&Var, &Var) -> Var,
+    /// `a - b`.
+    pub sub: fn(&Var, &Var) -> Var,
+    /// `a * b`.
+    pub mul: fn(&Var, &Var) -> Var,
+    /// `a / b`.
+    pub div: fn(&Var, &Var) -> Var,
+    /// `-a`.
+    pub neg: fn(&Var) -> Var,
+}
+
+inventory::collect!(OperatorImpl);
+
+fn operators(v: &Var) -> Option<&'static OperatorImpl> {
+    let found = inventory::iter::<OperatorImpl>.into_iter().next();
+    if found.is_none() {
+        v.tracer.record(Error::MissingRule {
+            op: "arithmetic operator".into(),
+            what: "implementation".into(),
+            hint: " (link anvil-ops: `use anvil_ops as _;`)".into(),
+        });
+    }
+    found
+}
+
+macro_rules! binary_operator {
+    ($trait:ident, $method:ident, $field:ident) => {
+        impl std::ops::$trait<&Var> for &Var {
+            type Output = Var;
+            fn $method(self, rhs: &Var) -> Var {
+                operators(self).map_or_else(|| self.tracer.poisoned(), |o| (o.$field)(self, rhs))
+            }
+        }
+        impl std::ops::$trait<Var> for Var {
+            type Output = Var;
+            fn $method(self, rhs: Var) -> Var {
+                std::ops::$trait::$method(&self, &rhs)
+            }
+        }
+        impl std::ops::$trait<&Var> for Var {
+            type Output = Var;
+            fn $method(self, rhs: &Var) -> Var {
+                std::ops::$trait::$method(&self, rhs)
+            }
+        }
+        impl std::ops::$trait<Var> for &Var {
+            type Output = Var;
+            fn $method(self, rhs: Var) -> Var {
+                std::ops::$trait::$method(self, &rhs)
+            }
+        }
+        impl std::ops::$trait<f64> for &Var {
+            type Output = Var;
+            fn $method(self, rhs: f64) -> Var {
+                std::ops::$trait::$method(self, &self.scalar_like(rhs))
+            }
+        }
+        impl std::ops::$trait<f64> for Var {
+            type Output = Var;
+            fn $method(self, rhs: f64) -> Var {
+                std::ops::$trait::$method(&self, rhs)
+            }
+        }
+        impl std::ops::$trait<&Var> for f64 {
+            type Output = Var;
+            fn $method(self, rhs: &Var) -> Var {
+                std::ops::$trait::$method(&rhs.scalar_like(self), rhs)
+            }
+        }
+        impl std::ops::$trait<Var> for f64 {
+            type Output = Var;
+            fn $method(self, rhs: Var) -> Var {
+                std::ops::$trait::$method(self, &rhs)
+            }
+        }
+    };
+}
+
+binary_operator!(Add, add, add);
+binary_operator!(Sub, sub, sub);
+binary_operator!(Mul, mul, mul);
+binary_operator!(Div, div, div);
+
+impl std::ops::Neg for &Var {
+    type Output = Var;
+    fn neg(self) -> Var {
+        operators(self).map_or_else(|| self.tracer.poisoned(), |o| (o.neg)(self))
+    }
+}
+
+impl std::ops::Neg for Var {
+    type Output = Var;
+    fn neg(self) -> Var {
+        -&self
+    }
+}

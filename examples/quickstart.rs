@@ -1,0 +1,35 @@
+//! anvil's quick start: trace a function, run it, look at its graph.
+//!
+//! Run with `cargo run --release --example quickstart`.
+
+use anvil::prelude::*;
+
+fn main() -> anvil::Result<()> {
+    // A function written once over traced values...
+    let f = jit(|x: &Var| (x.sin() * x).sum(&[0]));
+
+    // ...runs on tensors: traced at their shape, compiled for the CPU, executed.
+    // `jit` keeps the compiled plan, so a second call with the same shapes only runs kernels.
+    let x = Tensor::from_vec(vec![0.1, 0.2, 0.3], &[3])?;
+    let y = f.call(&x)?;
+    let by_hand: f64 = [0.1f64, 0.2, 0.3].iter().map(|v| v.sin() * v).sum();
+    println!("f(x) = sum(sin(x) * x) at x = {x}");
+    println!("  anvil:   {y}");
+    println!("  by hand: {by_hand}");
+
+    // The graph anvil ran, printed like a jaxpr.
+    println!("\nthe traced graph:\n{}", trace(&f, &x)?);
+
+    // A small MLP layer with broadcasting, reductions and a softmax, jit-cached.
+    let layer = jit(|w: &Var, x: &Var| (x.matmul(w) + 1.0).tanh().softmax(-1));
+    let w = Tensor::from_vec(vec![1.0, -1.0, 0.5, 2.0, 0.0, -0.5], &[3, 2])?;
+    let xs = Tensor::from_vec(vec![0.1, 0.2, 0.3, -0.3, 0.0, 0.3], &[2, 3])?;
+    let p = layer.call((&w, &xs))?;
+    println!("softmax(tanh(x @ w + 1)) for two rows (each row sums to 1):\n{p}");
+
+    // Mistakes are errors that name the op, the shapes and the argument.
+    let bad = jit(|a: &Var, b: &Var| a + b);
+    let err = bad.call((&Tensor::zeros(&[3]), &Tensor::zeros(&[4]))).unwrap_err();
+    println!("\nadding shapes [3] and [4] gives an error, not a panic:\n  {err}");
+    Ok(())
+}

@@ -1,0 +1,533 @@
+//! The methods users call on [`Var`]: `x.sin()`, `x.sum(&[0])`, `a.matmul(&b)`.
+//!
+//! [`VarExt`] is an extension trait (the prelude brings it in) because `Var`
+//! lives in `anvil-core`, which knows no concrete op. Methods resolve
+//! negative axes and user-friendly arguments into an op's stored parameters;
+//! a mistake (an axis out of range) is recorded in the trace like any shape
+//! error, and the call that ran the trace returns it.
+
+use crate::constant::{Full, Iota};
+use crate::elementwise::*;
+use crate::index::{ScatterAdd, Take};
+use crate::matmul::Matmul;
+use crate::movement::*;
+use crate::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
+use anvil_core::shape::{
+    normalize_axes, normalize_axis, normalize_axis_rank, normalize_perm, reshape_target,
+};
+use anvil_core::trace::current_or_detached;
+use anvil_core::{DType, Error, Op, Result, Scalar, SliceSpec, Tensor, Var};
+
+/// Applies the op built by `make` to `args`, or records the error `make` returned.
+fn build(args: &[&Var], make: impl FnOnce() -> Result<Box<dyn Op>>) -> Var {
+    match make() {
+        Ok(op) => Var::apply_op(op, args),
+        Err(e) => {
+            let tracer =
+                args.first().map(|a| a.tracer().clone()).unwrap_or_else(current_or_detached);
+            tracer.record(e);
+            tracer.poisoned()
+        }
+    }
+}
+
+fn axes_of(op: &str, x: &Var, axes: &[i64]) -> Result<Vec<usize>> {
+    normalize_axes(op, axes, x.shape(), "0")
+}
+
+fn all_axes(x: &Var) -> Vec<i64> {
+    (0..x.rank() as i64).collect()
+}
+
+macro_rules! unary_methods {
+    ($($(#[$doc:meta])* $m:ident => $op:ident;)*) => {
+        $( $(#[$doc])* fn $m(&self) -> Var; )*
+    };
+}
+
+macro_rules! unary_impls {
+    ($($m:ident => $op:ident;)*) => {
+        $( fn $m(&self) -> Var { self.apply($op, &[]) } )*
+    };
+}
+
+/// Tensor operations on traced values. Brought in by `anvil::prelude::*`.
+pub trait VarExt {
+    unary_methods! {
+        /// `-x` (also the `-` operator).
+        neg => Neg;
+        /// `sin(x)`.
+        sin => Sin;
+        /// `cos(x)`.
+        cos => Cos;
+        /// `tan(x)`.
+        tan => Tan;
+        /// `e^x`.
+        exp => Exp;
+        /// Natural logarithm.
+        log => Log;
+        /// `log(1 + x)`.
+        log1p => Log1p;
+        /// `e^x - 1`.
+        expm1 => Expm1;
+        /// Square root.
+        sqrt => Sqrt;
+        /// `1 / sqrt(x)`.
+        rsqrt => Rsqrt;
+        /// `1 / x`.
+        recip => Recip;
+        /// Hyperbolic tangent.
+        tanh => Tanh;
+        /// Logistic sigmoid.
+        logistic => Logistic;
+        /// `|x|`.
+        abs => Abs;
+        /// Sign: -1, 0 or 1.
+        sign => Sign;
+        /// Round down.
+        floor => Floor;
+        /// Round up.
+        ceil => Ceil;
+        /// Round to nearest, ties to even.
+        round => Round;
+        /// Error function.
+        erf => Erf;
+    }
+
+    /// `x * x`.
+    fn square(&self) -> Var;
+    /// Logistic sigmoid (alias of [`VarExt::logistic`]).
+    fn sigmoid(&self) -> Var;
+    /// `max(x, 0)`.
+    fn relu(&self) -> Var;
+    /// `self ^ other`, elementwise with broadcasting.
+    fn pow(&self, other: &Var) -> Var;
+    /// `self ^ p` for a scalar exponent.
+    fn powf(&self, p: f64) -> Var;
+    /// Elementwise maximum with broadcasting.
+    fn maximum(&self, other: &Var) -> Var;
+    /// Elementwise minimum with broadcasting.
+    fn minimum(&self, other: &Var) -> Var;
+    /// `atan2(self, other)`.
+    fn atan2(&self, other: &Var) -> Var;
+    /// `self < other` (bool).
+    fn lt(&self, other: &Var) -> Var;
+    /// `self <= other` (bool).
+    fn le(&self, other: &Var) -> Var;
+    /// `self > other` (bool).
+    fn gt(&self, other: &Var) -> Var;
+    /// `self >= other` (bool).
+    fn ge(&self, other: &Var) -> Var;
+    /// `self == other` (bool).
+    fn equal(&self, other: &Var) -> Var;
+    /// `self != other` (bool).
+    fn not_equal(&self, other: &Var) -> Var;
+    /// With `self` a bool condition: `on_true` where true, else `on_false` (broadcasting).
+    fn select(&self, on_true: &Var, on_false: &Var) -> Var;
+    /// Converts to another dtype.
+    fn cast(&self, dtype: DType) -> Var;
+
+    /// New shape of the same size; one `-1` is inferred.
+    fn reshape(&self, shape: &[i64]) -> Var;
+    /// Flattens to rank 1.
+    fn flatten(&self) -> Var;
+    /// Reorders axes; negative entries count from the end.
+    fn permute(&self, perm: &[i64]) -> Var;
+    /// Swaps the last two axes (rank ≥ 2), or returns rank-0/1 values unchanged.
+    fn transpose(&self) -> Var;
+    /// Swaps two axes.
+    fn swap_axes(&self, a: i64, b: i64) -> Var;
+    /// Broadcasts to `shape` by NumPy rules.
+    fn broadcast_to(&self, shape: &[usize]) -> Var;
+    /// Alias of [`VarExt::broadcast_to`].
+    fn expand(&self, shape: &[usize]) -> Var;
+    /// Pads each axis with `(before, after)` copies of `value`.
+    fn pad(&self, widths: &[(usize, usize)], value: f64) -> Var;
+    /// A strided slice; axes past `specs.len()` are taken whole.
+    fn slice(&self, specs: &[SliceSpec]) -> Var;
+    /// A strided slice of one axis.
+    fn slice_axis(&self, axis: i64, start: Option<i64>, stop: Option<i64>, step: i64) -> Var;
+    /// Reverses the given axes.
+    fn flip(&self, axes: &[i64]) -> Var;
+    /// Removes the given size-1 axes (all size-1 axes for an empty list).
+    fn squeeze(&self, axes: &[i64]) -> Var;
+    /// Inserts a size-1 axis at `axis` (in `-(rank+1)..=rank`).
+    fn unsqueeze(&self, axis: i64) -> Var;
+
+    /// Sum over `axes` (none: unchanged, as NumPy's `axis=()`).
+    fn sum(&self, axes: &[i64]) -> Var;
+    /// Sum over `axes`, keeping them with size 1.
+    fn sum_keepdims(&self, axes: &[i64]) -> Var;
+    /// Sum of all elements (rank 0).
+    fn sum_all(&self) -> Var;
+    /// Maximum over `axes`.
+    fn max(&self, axes: &[i64], keepdims: bool) -> Var;
+    /// Minimum over `axes`.
+    fn min(&self, axes: &[i64], keepdims: bool) -> Var;
+    /// Product over `axes`.
+    fn prod(&self, axes: &[i64], keepdims: bool) -> Var;
+    /// Index of the maximum along `axis` (`i64`).
+    fn argmax(&self, axis: i64, keepdims: bool) -> Var;
+    /// Index of the minimum along `axis` (`i64`).
+    fn argmin(&self, axis: i64, keepdims: bool) -> Var;
+    /// Mean of all elements (rank 0).
+    fn mean(&self) -> Var;
+    /// Mean over `axes`.
+    fn mean_axes(&self, axes: &[i64], keepdims: bool) -> Var;
+    /// Population variance over `axes` (`ddof = 0`).
+    fn var(&self, axes: &[i64], keepdims: bool) -> Var;
+    /// Population standard deviation over `axes`.
+    fn std(&self, axes: &[i64], keepdims: bool) -> Var;
+    /// `log(sum(exp(x)))` over `axes`, computed stably.
+    fn logsumexp(&self, axes: &[i64], keepdims: bool) -> Var;
+    /// Softmax along `axis`.
+    fn softmax(&self, axis: i64) -> Var;
+    /// Log-softmax along `axis`.
+    fn log_softmax(&self, axis: i64) -> Var;
+    /// Euclidean norm of all elements.
+    fn norm(&self) -> Var;
+    /// Euclidean norm over `axes`.
+    fn norm_axes(&self, axes: &[i64], keepdims: bool) -> Var;
+
+    /// Matrix product with `numpy.matmul` semantics.
+    fn matmul(&self, other: &Var) -> Var;
+    /// Gathers along `axis` by an `i64` index tensor (`numpy.take`).
+    fn take(&self, indices: &Var, axis: i64) -> Var;
+    /// Indexes `axis` by a list of integers (negative count from the end).
+    fn index(&self, axis: i64, indices: &[i64]) -> Var;
+    /// Indexes `axis` by one integer, removing the axis.
+    fn at(&self, axis: i64, index: i64) -> Var;
+    /// With `self` as updates: adds them into zeros whose `axis` has `size` entries.
+    fn scatter_add(&self, indices: &Var, axis: i64, size: usize) -> Var;
+
+    /// A tensor of `self`'s type filled with `value`.
+    fn full_like(&self, value: f64) -> Var;
+    /// Zeros of `self`'s type.
+    fn zeros_like(&self) -> Var;
+    /// Ones of `self`'s type.
+    fn ones_like(&self) -> Var;
+}
+
+impl VarExt for Var {
+    unary_impls! {
+        neg => Neg; sin => Sin; cos => Cos; tan => Tan; exp => Exp; log => Log; log1p => Log1p;
+        expm1 => Expm1; sqrt => Sqrt; rsqrt => Rsqrt; recip => Recip; tanh => Tanh;
+        logistic => Logistic; abs => Abs; sign => Sign; floor => Floor; ceil => Ceil;
+        round => Round; erf => Erf;
+    }
+
+    fn square(&self) -> Var {
+        self * self
+    }
+    fn sigmoid(&self) -> Var {
+        self.logistic()
+    }
+    fn relu(&self) -> Var {
+        self.maximum(&self.scalar_like(0.0))
+    }
+    fn pow(&self, other: &Var) -> Var {
+        self.apply(Pow, &[other])
+    }
+    fn powf(&self, p: f64) -> Var {
+        self.pow(&self.scalar_like(p))
+    }
+    fn maximum(&self, other: &Var) -> Var {
+        self.apply(Max, &[other])
+    }
+    fn minimum(&self, other: &Var) -> Var {
+        self.apply(Min, &[other])
+    }
+    fn atan2(&self, other: &Var) -> Var {
+        self.apply(Atan2, &[other])
+    }
+    fn lt(&self, other: &Var) -> Var {
+        self.apply(Lt, &[other])
+    }
+    fn le(&self, other: &Var) -> Var {
+        self.apply(Le, &[other])
+    }
+    fn gt(&self, other: &Var) -> Var {
+        self.apply(Gt, &[other])
+    }
+    fn ge(&self, other: &Var) -> Var {
+        self.apply(Ge, &[other])
+    }
+    fn equal(&self, other: &Var) -> Var {
+        self.apply(Eq, &[other])
+    }
+    fn not_equal(&self, other: &Var) -> Var {
+        self.apply(Ne, &[other])
+    }
+    fn select(&self, on_true: &Var, on_false: &Var) -> Var {
+        self.apply(Select, &[on_true, on_false])
+    }
+    fn cast(&self, dtype: DType) -> Var {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        self.apply(Cast { dtype }, &[])
+    }
+
+    fn reshape(&self, shape: &[i64]) -> Var {
+        build(&[self], || {
+            Ok(Box::new(Reshape { shape: reshape_target("reshape", self.shape(), shape)? }))
+        })
+    }
+    fn flatten(&self) -> Var {
+        self.reshape(&[-1])
+    }
+    fn permute(&self, perm: &[i64]) -> Var {
+        build(&[self], || {
+            Ok(Box::new(Permute { perm: normalize_perm("permute", perm, self.shape())? }))
+        })
+    }
+    fn transpose(&self) -> Var {
+        if self.rank() < 2 {
+            return self.clone();
+        }
+        self.swap_axes(-1, -2)
+    }
+    fn swap_axes(&self, a: i64, b: i64) -> Var {
+        build(&[self], || {
+            let a = normalize_axis("swap_axes", a, self.shape(), "0")?;
+            let b = normalize_axis("swap_axes", b, self.shape(), "0")?;
+            let mut perm: Vec<usize> = (0..self.rank()).collect();
+            perm.swap(a, b);
+            Ok(Box::new(Permute { perm }))
+        })
+    }
+    fn broadcast_to(&self, shape: &[usize]) -> Var {
+        if self.shape() == shape {
+            return self.clone();
+        }
+        self.apply(BroadcastTo { shape: shape.to_vec() }, &[])
+    }
+    fn expand(&self, shape: &[usize]) -> Var {
+        self.broadcast_to(shape)
+    }
+    fn pad(&self, widths: &[(usize, usize)], value: f64) -> Var {
+        let value = Scalar::F64(value).cast(self.dtype());
+        self.apply(Pad { widths: widths.to_vec(), value }, &[])
+    }
+    fn slice(&self, specs: &[SliceSpec]) -> Var {
+        build(&[self], || {
+            if specs.len() > self.rank() {
+                return Err(Error::shape(
+                    "slice",
+                    &[self.shape()],
+                    format!("{} slice specs for rank {}", specs.len(), self.rank()),
+                ));
+            }
+            let mut all = specs.to_vec();
+            all.resize(self.rank(), SliceSpec::FULL);
+            Ok(Box::new(Slice { specs: all }))
+        })
+    }
+    fn slice_axis(&self, axis: i64, start: Option<i64>, stop: Option<i64>, step: i64) -> Var {
+        build(&[self], || {
+            let a = normalize_axis("slice", axis, self.shape(), "0")?;
+            let mut specs = vec![SliceSpec::FULL; self.rank()];
+            specs[a] = SliceSpec { start, stop, step };
+            Ok(Box::new(Slice { specs }))
+        })
+    }
+    fn flip(&self, axes: &[i64]) -> Var {
+        build(&[self], || {
+            let mut specs = vec![SliceSpec::FULL; self.rank()];
+            for a in axes_of("flip", self, axes)? {
+                specs[a].step = -1;
+            }
+            Ok(Box::new(Slice { specs }))
+        })
+    }
+    fn squeeze(&self, axes: &[i64]) -> Var {
+        build(&[self], || {
+            let axes = if axes.is_empty() {
+                (0..self.rank()).filter(|&i| self.shape()[i] == 1).collect()
+            } else {
+                axes_of("squeeze", self, axes)?
+            };
+            if let Some(&a) = axes.iter().find(|&&a| self.shape()[a] != 1) {
+                return Err(Error::shape(
+                    "squeeze",
+                    &[self.shape()],
+                    format!("axis {a} of argument 0 has size {}, not 1", self.shape()[a]),
+                ));
+            }
+            let shape =
+                (0..self.rank()).filter(|i| !axes.contains(i)).map(|i| self.shape()[i]).collect();
+            Ok(Box::new(Reshape { shape }))
+        })
+    }
+    fn unsqueeze(&self, axis: i64) -> Var {
+        build(&[self], || {
+            let a = normalize_axis_rank("unsqueeze", axis, self.rank() + 1, self.shape(), "0")?;
+            let mut shape = self.shape().to_vec();
+            shape.insert(a, 1);
+            Ok(Box::new(Reshape { shape }))
+        })
+    }
+
+    fn sum(&self, axes: &[i64]) -> Var {
+        build(&[self], || {
+            Ok(Box::new(ReduceSum { axes: axes_of("sum", self, axes)?, keepdims: false }))
+        })
+    }
+    fn sum_keepdims(&self, axes: &[i64]) -> Var {
+        build(&[self], || {
+            Ok(Box::new(ReduceSum { axes: axes_of("sum", self, axes)?, keepdims: true }))
+        })
+    }
+    fn sum_all(&self) -> Var {
+        self.sum(&all_axes(self))
+    }
+    fn max(&self, axes: &[i64], keepdims: bool) -> Var {
+        build(&[self], || {
+            Ok(Box::new(ReduceMax { axes: axes_of("reduce_max", self, axes)?, keepdims }))
+        })
+    }
+    fn min(&self, axes: &[i64], keepdims: bool) -> Var {
+        build(&[self], || {
+            Ok(Box::new(ReduceMin { axes: axes_of("reduce_min", self, axes)?, keepdims }))
+        })
+    }
+    fn prod(&self, axes: &[i64], keepdims: bool) -> Var {
+        build(&[self], || Ok(Box::new(ReduceProd { axes: axes_of("prod", self, axes)?, keepdims })))
+    }
+    fn argmax(&self, axis: i64, keepdims: bool) -> Var {
+        build(&[self], || {
+            Ok(Box::new(ArgReduce {
+                axis: normalize_axis("argmax", axis, self.shape(), "0")?,
+                keepdims,
+                max: true,
+            }))
+        })
+    }
+    fn argmin(&self, axis: i64, keepdims: bool) -> Var {
+        build(&[self], || {
+            Ok(Box::new(ArgReduce {
+                axis: normalize_axis("argmin", axis, self.shape(), "0")?,
+                keepdims,
+                max: false,
+            }))
+        })
+    }
+    fn mean(&self) -> Var {
+        self.mean_axes(&all_axes(self), false)
+    }
+    fn mean_axes(&self, axes: &[i64], keepdims: bool) -> Var {
+        crate::composite::mean(self, axes, keepdims)
+    }
+    fn var(&self, axes: &[i64], keepdims: bool) -> Var {
+        crate::composite::var(self, axes, keepdims)
+    }
+    fn std(&self, axes: &[i64], keepdims: bool) -> Var {
+        self.var(axes, keepdims).sqrt()
+    }
+    fn logsumexp(&self, axes: &[i64], keepdims: bool) -> Var {
+        crate::composite::logsumexp(self, axes, keepdims)
+    }
+    fn softmax(&self, axis: i64) -> Var {
+        crate::composite::softmax(self, axis)
+    }
+    fn log_softmax(&self, axis: i64) -> Var {
+        self - &self.logsumexp(&[axis], true)
+    }
+    fn norm(&self) -> Var {
+        self.square().sum_all().sqrt()
+    }
+    fn norm_axes(&self, axes: &[i64], keepdims: bool) -> Var {
+        let s = if keepdims { self.square().sum_keepdims(axes) } else { self.square().sum(axes) };
+        s.sqrt()
+    }
+
+    fn matmul(&self, other: &Var) -> Var {
+        self.apply(Matmul, &[other])
+    }
+    fn take(&self, indices: &Var, axis: i64) -> Var {
+        build(&[self, indices], || {
+            Ok(Box::new(Take { axis: normalize_axis("take", axis, self.shape(), "0")? }))
+        })
+    }
+    fn index(&self, axis: i64, indices: &[i64]) -> Var {
+        let idx = self.constant_like(
+            Tensor::from_vec(indices.to_vec(), &[indices.len()])
+                .unwrap_or_else(|_| Tensor::scalar(0i64)),
+        );
+        self.take(&idx, axis)
+    }
+    fn at(&self, axis: i64, index: i64) -> Var {
+        self.take(&self.constant_like(Tensor::scalar(index)), axis)
+    }
+    fn scatter_add(&self, indices: &Var, axis: i64, size: usize) -> Var {
+        build(&[self, indices], || {
+            Ok(Box::new(ScatterAdd {
+                axis: normalize_axis("scatter_add", axis, self.shape(), "0")?,
+                size,
+            }))
+        })
+    }
+
+    fn full_like(&self, value: f64) -> Var {
+        let value = Scalar::F64(value).cast(self.dtype());
+        self.tracer().apply(Box::new(Full { shape: self.shape().to_vec(), value }), &[])
+    }
+    fn zeros_like(&self) -> Var {
+        self.full_like(0.0)
+    }
+    fn ones_like(&self) -> Var {
+        self.full_like(1.0)
+    }
+}
+
+/// Joins values along an existing axis.
+pub fn concatenate(xs: &[&Var], axis: i64) -> Var {
+    build(xs, || {
+        let first = xs.first().ok_or_else(|| {
+            Error::invalid("concatenate", "operands", "needs at least one operand")
+        })?;
+        Ok(Box::new(Concatenate { axis: normalize_axis("concatenate", axis, first.shape(), "0")? }))
+    })
+}
+
+/// Stacks values of one shape along a new axis.
+pub fn stack(xs: &[&Var], axis: i64) -> Var {
+    let expanded: Vec<Var> = xs.iter().map(|x| x.unsqueeze(axis)).collect();
+    let refs: Vec<&Var> = expanded.iter().collect();
+    if refs.is_empty() {
+        return concatenate(&[], 0);
+    }
+    concatenate(&refs, axis)
+}
+
+/// `where(cond, on_true, on_false)`.
+pub fn where_(cond: &Var, on_true: &Var, on_false: &Var) -> Var {
+    cond.select(on_true, on_false)
+}
+
+/// An `f64` tensor of `shape` filled with `value`, in the current trace.
+pub fn full(shape: &[usize], value: f64) -> Var {
+    full_scalar(shape, Scalar::F64(value))
+}
+
+/// A tensor of `shape` filled with `value` (of the value's dtype), in the current trace.
+pub fn full_scalar(shape: &[usize], value: Scalar) -> Var {
+    Var::apply_op(Box::new(Full { shape: shape.to_vec(), value }), &[])
+}
+
+/// `0, 1, 2, ...` along `axis` of `shape` (`f64`), in the current trace.
+pub fn iota(shape: &[usize], axis: usize) -> Var {
+    iota_dtype(shape, axis, DType::F64)
+}
+
+/// Like [`iota`] with a chosen dtype.
+pub fn iota_dtype(shape: &[usize], axis: usize, dtype: DType) -> Var {
+    Var::apply_op(Box::new(Iota { shape: shape.to_vec(), axis, dtype }), &[])
+}
+
+/// The `n × n` identity (`f64`) in the current trace.
+pub fn eye(n: usize) -> Var {
+    let rows = iota_dtype(&[n, n], 0, DType::I64);
+    let cols = iota_dtype(&[n, n], 1, DType::I64);
+    rows.equal(&cols).cast(DType::F64)
+}

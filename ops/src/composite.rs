@@ -1,0 +1,60 @@
+//! Composite functions: plain functions over primitives, with no rules of
+//! their own. Every transform handles them through the primitives they are
+//! made of (tinygrad's `tanh` is one line; so are these).
+
+use crate::api::VarExt;
+use anvil_core::Var;
+
+/// Number of elements in the reduced axes.
+fn count(x: &Var, axes: &[i64]) -> f64 {
+    let r = x.rank() as i64;
+    axes.iter()
+        .map(|&a| {
+            x.shape().get(if a < 0 { (a + r) as usize } else { a as usize }).copied().unwrap_or(1)
+        })
+        .product::<usize>() as f64
+}
+
+/// Mean over `axes`.
+pub fn mean(x: &Var, axes: &[i64], keepdims: bool) -> Var {
+    let s = if keepdims { x.sum_keepdims(axes) } else { x.sum(axes) };
+    s / count(x, axes)
+}
+
+/// Population variance over `axes`: `mean((x - mean(x))^2)`.
+pub fn var(x: &Var, axes: &[i64], keepdims: bool) -> Var {
+    let centered = x - &mean(x, axes, true);
+    mean(&centered.square(), axes, keepdims)
+}
+
+/// `log(sum(exp(x)))` over `axes`, shifted by the maximum so nothing overflows.
+/// The shift is a constant for differentiation purposes in exact arithmetic,
+/// so its gradient contributions cancel.
+pub fn logsumexp(x: &Var, axes: &[i64], keepdims: bool) -> Var {
+    let m = x.max(axes, true);
+    let m = m.select_finite();
+    let s = (x - &m).exp().sum_keepdims(axes).log() + &m;
+    if keepdims || axes.is_empty() {
+        s
+    } else {
+        s.squeeze(axes)
+    }
+}
+
+/// `exp(x) / sum(exp(x))` along `axis`, shifted by the maximum.
+pub fn softmax(x: &Var, axis: i64) -> Var {
+    let m = x.max(&[axis], true);
+    let e = (x - &m).exp();
+    &e / &e.sum_keepdims(&[axis])
+}
+
+/// Replaces infinite values by zero (keeps `logsumexp` of all `-inf` at `-inf`, not NaN).
+trait SelectFinite {
+    fn select_finite(&self) -> Var;
+}
+impl SelectFinite for Var {
+    fn select_finite(&self) -> Var {
+        let finite = self.abs().lt(&self.scalar_like(f64::INFINITY));
+        finite.select(self, &self.zeros_like())
+    }
+}

@@ -1,0 +1,352 @@
+//! Elementwise ops: unary math, binary arithmetic with NumPy broadcasting,
+//! comparisons, `select` and `cast`.
+//!
+//! Every op here is a unit struct (or a struct of plain parameters) whose
+//! scalar math per dtype sits beside it, in the traits [`UnaryMath`],
+//! [`BinaryMath`] and [`CompareMath`]; the CPU backend turns any op that
+//! implements one of these into a kernel with one generic function, and a
+//! plugin op gets the same treatment by implementing the trait. The ops are
+//! declared by two macros (the `defvectorized` / `defbroadcasting` of this
+//! crate), so every op of a family has the same shape rule by construction.
+//!
+//! Binary ops broadcast inside the op (NumPy rules): a `[3, 1] + [4]` node
+//! has type `[3, 4]` and no broadcast node is materialised before it. There
+//! is no implicit dtype promotion: both operands must have the same dtype, as
+//! in `jax.lax`; `x * 2.0` works because the scalar takes `x`'s dtype.
+
+use anvil_core::shape::broadcast_shapes;
+use anvil_core::{op::expect_arity, DType, Error, Op, Result, TensorType};
+
+/// Which dtypes an elementwise op accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// `f64` and `f32` only.
+    Float,
+    /// `f64`, `f32` and `i64`.
+    Numeric,
+}
+
+impl Domain {
+    /// Checks `dtype` against the domain, naming the op and the argument.
+    ///
+    /// # Errors
+    /// [`Error::DType`].
+    pub fn check(self, op: &str, arg: usize, dtype: DType) -> Result<()> {
+        let ok = match self {
+            Domain::Float => dtype.is_float(),
+            Domain::Numeric => dtype != DType::Bool,
+        };
+        let expected = if self == Domain::Float {
+            "a float type (f64, f32)"
+        } else {
+            "a numeric type (f64, f32, i64)"
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::dtype(op, arg.to_string(), dtype, expected))
+        }
+    }
+}
+
+/// The shape rule of every unary elementwise op: same type out as in.
+///
+/// # Errors
+/// A wrong number of inputs or a dtype outside `domain`.
+pub fn unary_rule(op: &dyn Op, domain: Domain, inputs: &[TensorType]) -> Result<TensorType> {
+    expect_arity(op, inputs, 1)?;
+    domain.check(op.name(), 0, inputs[0].dtype)?;
+    Ok(inputs[0].clone())
+}
+
+/// The shape rule of every binary elementwise op: equal dtypes, broadcast shapes.
+/// The output dtype is `out` if given (comparisons give `Bool`).
+///
+/// # Errors
+/// A wrong number of inputs, mismatched dtypes, shapes that do not broadcast.
+pub fn binary_rule(
+    op: &dyn Op,
+    domain: Domain,
+    out: Option<DType>,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    expect_arity(op, inputs, 2)?;
+    let (a, b) = (&inputs[0], &inputs[1]);
+    domain.check(op.name(), 0, a.dtype)?;
+    if a.dtype != b.dtype {
+        return Err(Error::dtype(
+            op.name(),
+            "1",
+            b.dtype,
+            format!("the dtype of argument 0 ({})", a.dtype),
+        ));
+    }
+    let shape = broadcast_shapes(op.name(), &a.shape, &b.shape, "1")?;
+    Ok(TensorType::new(out.unwrap_or(a.dtype), shape))
+}
+
+/// Scalar math of a unary elementwise op, per dtype. The CPU backend maps it
+/// over tensors; implement it for a plugin op to get a kernel for free.
+pub trait UnaryMath: Op {
+    /// The op on one `f64`.
+    fn f64(&self, x: f64) -> f64;
+    /// The op on one `f32`.
+    fn f32(&self, x: f32) -> f32;
+    /// The op on one `i64` (only called when the shape rule admits `i64`).
+    fn i64(&self, x: i64) -> i64 {
+        x
+    }
+}
+
+/// Scalar math of a binary elementwise op, per dtype.
+pub trait BinaryMath: Op {
+    /// The op on two `f64`s.
+    fn f64(&self, a: f64, b: f64) -> f64;
+    /// The op on two `f32`s.
+    fn f32(&self, a: f32, b: f32) -> f32;
+    /// The op on two `i64`s (only called when the shape rule admits `i64`).
+    fn i64(&self, a: i64, b: i64) -> i64 {
+        let _ = b;
+        a
+    }
+}
+
+/// A comparison: two operands of one dtype to `Bool`.
+pub trait CompareMath: Op {
+    /// The comparison.
+    fn compare<T: PartialOrd>(&self, a: T, b: T) -> bool;
+}
+
+macro_rules! unary_ops {
+    ($($(#[$doc:meta])* $name:ident = $s:literal, $domain:ident, |$x:ident| $body:expr, int: |$xi:ident| $ibody:expr;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        pub struct $name;
+
+        impl Op for $name {
+            fn name(&self) -> &'static str {
+                $s
+            }
+            fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+                unary_rule(self, Domain::$domain, inputs)
+            }
+        }
+
+        impl UnaryMath for $name {
+            fn f64(&self, $x: f64) -> f64 {
+                $body
+            }
+            fn f32(&self, $x: f32) -> f32 {
+                $body
+            }
+            #[allow(unused_variables)]
+            fn i64(&self, $xi: i64) -> i64 {
+                $ibody
+            }
+        }
+    )*};
+}
+
+/// Float helpers shared by the `f64` and `f32` instantiations of the unary bodies.
+trait Special: Copy {
+    fn erf(self) -> Self;
+}
+impl Special for f64 {
+    fn erf(self) -> Self {
+        libm::erf(self)
+    }
+}
+impl Special for f32 {
+    fn erf(self) -> Self {
+        libm::erff(self)
+    }
+}
+
+unary_ops! {
+    /// `-x`.
+    Neg = "neg", Numeric, |x| -x, int: |x| x.wrapping_neg();
+    /// `sin(x)`.
+    Sin = "sin", Float, |x| x.sin(), int: |x| x;
+    /// `cos(x)`.
+    Cos = "cos", Float, |x| x.cos(), int: |x| x;
+    /// `tan(x)`.
+    Tan = "tan", Float, |x| x.tan(), int: |x| x;
+    /// `e^x`.
+    Exp = "exp", Float, |x| x.exp(), int: |x| x;
+    /// Natural logarithm.
+    Log = "log", Float, |x| x.ln(), int: |x| x;
+    /// `log(1 + x)`, accurate near 0.
+    Log1p = "log1p", Float, |x| x.ln_1p(), int: |x| x;
+    /// `e^x - 1`, accurate near 0.
+    Expm1 = "expm1", Float, |x| x.exp_m1(), int: |x| x;
+    /// Square root.
+    Sqrt = "sqrt", Float, |x| x.sqrt(), int: |x| x;
+    /// `1 / sqrt(x)`.
+    Rsqrt = "rsqrt", Float, |x| x.sqrt().recip(), int: |x| x;
+    /// `1 / x`.
+    Recip = "recip", Float, |x| x.recip(), int: |x| x;
+    /// Hyperbolic tangent.
+    Tanh = "tanh", Float, |x| x.tanh(), int: |x| x;
+    /// The logistic sigmoid `1 / (1 + e^-x)`, computed without overflow.
+    Logistic = "logistic", Float, |x| if x >= 0.0 { (1.0 + (-x).exp()).recip() } else { x.exp() / (1.0 + x.exp()) }, int: |x| x;
+    /// `|x|`.
+    Abs = "abs", Numeric, |x| x.abs(), int: |x| x.wrapping_abs();
+    /// `-1`, `0` or `1` by the sign of `x` (`sign(±0) = ±0`, NaN stays NaN).
+    Sign = "sign", Numeric, |x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { x }, int: |x| x.signum();
+    /// Round toward negative infinity.
+    Floor = "floor", Float, |x| x.floor(), int: |x| x;
+    /// Round toward positive infinity.
+    Ceil = "ceil", Float, |x| x.ceil(), int: |x| x;
+    /// Round to nearest, ties to even (as `numpy.round`).
+    Round = "round", Float, |x| x.round_ties_even(), int: |x| x;
+    /// The error function.
+    Erf = "erf", Float, |x| Special::erf(x), int: |x| x;
+}
+
+macro_rules! binary_ops {
+    ($($(#[$doc:meta])* $name:ident = $s:literal, $domain:ident, |$a:ident, $b:ident| $body:expr, int: |$ai:ident, $bi:ident| $ibody:expr;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        pub struct $name;
+
+        impl Op for $name {
+            fn name(&self) -> &'static str {
+                $s
+            }
+            fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+                binary_rule(self, Domain::$domain, None, inputs)
+            }
+        }
+
+        impl BinaryMath for $name {
+            fn f64(&self, $a: f64, $b: f64) -> f64 {
+                $body
+            }
+            fn f32(&self, $a: f32, $b: f32) -> f32 {
+                $body
+            }
+            #[allow(unused_variables)]
+            fn i64(&self, $ai: i64, $bi: i64) -> i64 {
+                $ibody
+            }
+        }
+    )*};
+}
+
+binary_ops! {
+    /// `a + b`.
+    Add = "add", Numeric, |a, b| a + b, int: |a, b| a.wrapping_add(b);
+    /// `a - b`.
+    Sub = "sub", Numeric, |a, b| a - b, int: |a, b| a.wrapping_sub(b);
+    /// `a * b`.
+    Mul = "mul", Numeric, |a, b| a * b, int: |a, b| a.wrapping_mul(b);
+    /// `a / b`; integer division rounds toward zero and gives 0 for a zero divisor.
+    Div = "div", Numeric, |a, b| a / b, int: |a, b| a.checked_div(b).unwrap_or(0);
+    /// `a ^ b`.
+    Pow = "pow", Float, |a, b| a.powf(b), int: |a, b| a;
+    /// Elementwise maximum; NaN if either is NaN (as `numpy.maximum`).
+    Max = "max", Numeric, |a, b| if a.is_nan() || b.is_nan() { a + b } else { a.max(b) }, int: |a, b| a.max(b);
+    /// Elementwise minimum; NaN if either is NaN.
+    Min = "min", Numeric, |a, b| if a.is_nan() || b.is_nan() { a + b } else { a.min(b) }, int: |a, b| a.min(b);
+    /// `atan2(a, b)`, the angle of the point `(b, a)`.
+    Atan2 = "atan2", Float, |a, b| a.atan2(b), int: |a, b| a;
+}
+
+macro_rules! compare_ops {
+    ($($(#[$doc:meta])* $name:ident = $s:literal, |$a:ident, $b:ident| $body:expr;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        pub struct $name;
+
+        impl Op for $name {
+            fn name(&self) -> &'static str {
+                $s
+            }
+            fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+                expect_arity(self, inputs, 2)?;
+                let domain = if inputs[0].dtype == DType::Bool { None } else { Some(Domain::Numeric) };
+                match domain {
+                    Some(d) => binary_rule(self, d, Some(DType::Bool), inputs),
+                    None => bool_compare_rule(self, inputs),
+                }
+            }
+        }
+
+        impl CompareMath for $name {
+            fn compare<T: PartialOrd>(&self, $a: T, $b: T) -> bool {
+                $body
+            }
+        }
+    )*};
+}
+
+fn bool_compare_rule(op: &dyn Op, inputs: &[TensorType]) -> Result<TensorType> {
+    if inputs[1].dtype != DType::Bool {
+        return Err(Error::dtype(op.name(), "1", inputs[1].dtype, "bool, the dtype of argument 0"));
+    }
+    let shape = broadcast_shapes(op.name(), &inputs[0].shape, &inputs[1].shape, "1")?;
+    Ok(TensorType::new(DType::Bool, shape))
+}
+
+compare_ops! {
+    /// `a < b`.
+    Lt = "lt", |a, b| a < b;
+    /// `a <= b`.
+    Le = "le", |a, b| a <= b;
+    /// `a > b`.
+    Gt = "gt", |a, b| a > b;
+    /// `a >= b`.
+    Ge = "ge", |a, b| a >= b;
+    /// `a == b`.
+    Eq = "eq", |a, b| a == b;
+    /// `a != b`.
+    Ne = "ne", |a, b| a != b;
+}
+
+/// `where(cond, on_true, on_false)`: picks elementwise; all three broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Select;
+
+impl Op for Select {
+    fn name(&self) -> &'static str {
+        "select"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 3)?;
+        let (c, t, f) = (&inputs[0], &inputs[1], &inputs[2]);
+        if c.dtype != DType::Bool {
+            return Err(Error::dtype("select", "0 (cond)", c.dtype, "bool"));
+        }
+        if t.dtype != f.dtype {
+            return Err(Error::dtype(
+                "select",
+                "2 (on_false)",
+                f.dtype,
+                format!("the dtype of on_true ({})", t.dtype),
+            ));
+        }
+        let s = broadcast_shapes("select", &t.shape, &f.shape, "2 (on_false)")?;
+        let s = broadcast_shapes("select", &c.shape, &s, "0 (cond)")?;
+        Ok(TensorType::new(t.dtype, s))
+    }
+}
+
+/// Conversion to another dtype, with `as`-cast semantics (float to int truncates).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cast {
+    /// The target dtype.
+    pub dtype: DType,
+}
+
+impl Op for Cast {
+    fn name(&self) -> &'static str {
+        "cast"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        Ok(TensorType::new(self.dtype, inputs[0].shape.clone()))
+    }
+    fn params(&self) -> String {
+        self.dtype.to_string()
+    }
+}

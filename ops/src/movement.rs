@@ -1,0 +1,224 @@
+//! Movement ops: they rearrange elements without arithmetic.
+//!
+//! The primitives are `reshape`, `permute`, `broadcast_to`, `pad`, `slice`
+//! (start/stop/step per axis; a negative step reverses) and `concatenate`.
+//! `flip`, `squeeze`, `unsqueeze`, `transpose` and `stack` are composites over
+//! them (see [`crate::VarExt`]): `flip` is a slice with step -1, `squeeze`
+//! and `unsqueeze` are reshapes, `stack` is unsqueeze then concatenate. Fewer
+//! primitives means fewer rules to get right under every transform.
+//!
+//! Parameters are stored resolved (non-negative axes, concrete sizes), so
+//! two ops that do the same thing compare equal.
+
+use anvil_core::shape::{broadcasts_to, numel};
+use anvil_core::{op::expect_arity, Error, Op, Result, Scalar, SliceSpec, TensorType};
+
+/// Same elements, new shape of the same size (row-major order).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Reshape {
+    /// The new shape.
+    pub shape: Vec<usize>,
+}
+
+impl Op for Reshape {
+    fn name(&self) -> &'static str {
+        "reshape"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        if numel(&inputs[0].shape) != numel(&self.shape) {
+            return Err(Error::shape(
+                "reshape",
+                &[&inputs[0].shape],
+                format!("cannot reshape argument 0 into {:?}", self.shape),
+            ));
+        }
+        Ok(TensorType::new(inputs[0].dtype, self.shape.clone()))
+    }
+    fn params(&self) -> String {
+        format!("shape={:?}", self.shape)
+    }
+}
+
+/// Reorders axes: output axis `i` is input axis `perm[i]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Permute {
+    /// A permutation of `0..rank`.
+    pub perm: Vec<usize>,
+}
+
+impl Op for Permute {
+    fn name(&self) -> &'static str {
+        "permute"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        let s = &inputs[0].shape;
+        let perm: Vec<i64> = self.perm.iter().map(|&p| p as i64).collect();
+        let p = anvil_core::shape::normalize_perm("permute", &perm, s)?;
+        Ok(TensorType::new(inputs[0].dtype, p.iter().map(|&a| s[a]).collect::<Vec<_>>()))
+    }
+    fn params(&self) -> String {
+        format!("perm={:?}", self.perm)
+    }
+}
+
+/// Broadcasts to a larger shape by NumPy rules (new leading axes, size-1 axes repeated).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BroadcastTo {
+    /// The target shape.
+    pub shape: Vec<usize>,
+}
+
+impl Op for BroadcastTo {
+    fn name(&self) -> &'static str {
+        "broadcast_to"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        if !broadcasts_to(&inputs[0].shape, &self.shape) {
+            return Err(Error::Broadcast {
+                op: "broadcast_to".into(),
+                lhs: inputs[0].shape.clone(),
+                rhs: self.shape.clone(),
+                arg: "shape".into(),
+            });
+        }
+        Ok(TensorType::new(inputs[0].dtype, self.shape.clone()))
+    }
+    fn params(&self) -> String {
+        format!("shape={:?}", self.shape)
+    }
+}
+
+/// Pads every axis with `value`: `widths[i] = (before, after)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Pad {
+    /// `(before, after)` per axis.
+    pub widths: Vec<(usize, usize)>,
+    /// The fill value (of the operand's dtype).
+    pub value: Scalar,
+}
+
+impl Op for Pad {
+    fn name(&self) -> &'static str {
+        "pad"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        let s = &inputs[0].shape;
+        if self.widths.len() != s.len() {
+            return Err(Error::shape(
+                "pad",
+                &[s],
+                format!("{} pad widths for argument 0 of rank {}", self.widths.len(), s.len()),
+            ));
+        }
+        if self.value.dtype() != inputs[0].dtype {
+            return Err(Error::dtype("pad", "value", self.value.dtype(), inputs[0].dtype.name()));
+        }
+        let shape =
+            s.iter().zip(&self.widths).map(|(&d, &(lo, hi))| d + lo + hi).collect::<Vec<_>>();
+        Ok(TensorType::new(inputs[0].dtype, shape))
+    }
+    fn params(&self) -> String {
+        format!("widths={:?}, value={}", self.widths, self.value)
+    }
+}
+
+/// A strided slice with one [`SliceSpec`] per axis (Python semantics).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Slice {
+    /// One spec per axis.
+    pub specs: Vec<SliceSpec>,
+}
+
+impl Slice {
+    /// `(first, step, len)` per axis, resolved against `shape`.
+    ///
+    /// # Errors
+    /// A zero step.
+    pub fn resolve(&self, shape: &[usize]) -> Result<Vec<(i64, i64, usize)>> {
+        self.specs.iter().zip(shape).map(|(s, &d)| s.resolve("slice", d)).collect()
+    }
+}
+
+impl Op for Slice {
+    fn name(&self) -> &'static str {
+        "slice"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        let s = &inputs[0].shape;
+        if self.specs.len() != s.len() {
+            return Err(Error::shape(
+                "slice",
+                &[s],
+                format!("{} slice specs for argument 0 of rank {}", self.specs.len(), s.len()),
+            ));
+        }
+        let shape = self.resolve(s)?.iter().map(|r| r.2).collect::<Vec<_>>();
+        Ok(TensorType::new(inputs[0].dtype, shape))
+    }
+    fn params(&self) -> String {
+        let specs: Vec<String> = self.specs.iter().map(ToString::to_string).collect();
+        specs.join(", ")
+    }
+}
+
+/// Joins operands along an existing axis.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Concatenate {
+    /// The axis (non-negative).
+    pub axis: usize,
+}
+
+impl Op for Concatenate {
+    fn name(&self) -> &'static str {
+        "concatenate"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        let Some(first) = inputs.first() else {
+            return Err(Error::invalid("concatenate", "operands", "needs at least one operand"));
+        };
+        if self.axis >= first.rank() {
+            return Err(Error::AxisOutOfRange {
+                op: "concatenate".into(),
+                axis: self.axis as i64,
+                shape: first.shape.clone(),
+                arg: "0".into(),
+            });
+        }
+        let mut shape = first.shape.clone();
+        shape[self.axis] = 0;
+        for (i, t) in inputs.iter().enumerate() {
+            let same_rest = t.rank() == first.rank()
+                && t.shape
+                    .iter()
+                    .zip(&first.shape)
+                    .enumerate()
+                    .all(|(k, (a, b))| k == self.axis || a == b);
+            if !same_rest {
+                let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
+                return Err(Error::shape(
+                    "concatenate",
+                    &shapes,
+                    format!("argument {i} differs from argument 0 outside axis {}", self.axis),
+                ));
+            }
+            if t.dtype != first.dtype {
+                return Err(Error::dtype(
+                    "concatenate",
+                    i.to_string(),
+                    t.dtype,
+                    first.dtype.name(),
+                ));
+            }
+            shape[self.axis] += t.shape[self.axis];
+        }
+        Ok(TensorType::new(first.dtype, shape))
+    }
+    fn params(&self) -> String {
+        format!("axis={}", self.axis)
+    }
+}

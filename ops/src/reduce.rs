@@ -1,0 +1,138 @@
+//! Reductions over a set of axes: `sum`, `max`, `min`, `prod`, and the index
+//! reductions `argmax`, `argmin` (one axis, to `i64`).
+//!
+//! One struct per reduction, all sharing [`reduce_rule`] (the `defreducer`
+//! of this crate). Axes are stored normalised and sorted; an empty axis list
+//! is the identity, as in NumPy. `mean`, `var`, `std`, `logsumexp`,
+//! `softmax` and `norm` are composites (see [`crate::composite`]).
+
+use anvil_core::shape::reduce_shape;
+use anvil_core::{op::expect_arity, DType, Error, Op, Result, TensorType};
+
+/// The shape rule of the reductions.
+///
+/// # Errors
+/// An axis out of range, a bool operand.
+pub fn reduce_rule(
+    op: &dyn Op,
+    axes: &[usize],
+    keepdims: bool,
+    inputs: &[TensorType],
+) -> Result<TensorType> {
+    expect_arity(op, inputs, 1)?;
+    let t = &inputs[0];
+    crate::elementwise::Domain::Numeric.check(op.name(), 0, t.dtype)?;
+    if let Some(&a) = axes.iter().find(|&&a| a >= t.rank()) {
+        return Err(Error::AxisOutOfRange {
+            op: op.name().into(),
+            axis: a as i64,
+            shape: t.shape.clone(),
+            arg: "0".into(),
+        });
+    }
+    Ok(TensorType::new(t.dtype, reduce_shape(&t.shape, axes, keepdims)))
+}
+
+/// The associative operation of a reduction, per dtype, with its identity.
+pub trait ReduceMath: Op {
+    /// The reduced axes (sorted, non-negative).
+    fn axes(&self) -> &[usize];
+    /// Whether reduced axes are kept with size 1.
+    fn keepdims(&self) -> bool;
+    /// Identity and combining function for `f64`.
+    fn f64(&self) -> (f64, fn(f64, f64) -> f64);
+    /// Identity and combining function for `f32`.
+    fn f32(&self) -> (f32, fn(f32, f32) -> f32);
+    /// Identity and combining function for `i64`.
+    fn i64(&self) -> (i64, fn(i64, i64) -> i64);
+}
+
+macro_rules! reductions {
+    ($($(#[$doc:meta])* $name:ident = $s:literal, float: ($fid:expr, $ff:expr), int: ($iid:expr, $if_:expr);)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub struct $name {
+            /// Reduced axes, sorted and non-negative.
+            pub axes: Vec<usize>,
+            /// Keep reduced axes with size 1.
+            pub keepdims: bool,
+        }
+
+        impl Op for $name {
+            fn name(&self) -> &'static str {
+                $s
+            }
+            fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+                reduce_rule(self, &self.axes, self.keepdims, inputs)
+            }
+            fn params(&self) -> String {
+                format!("axes={:?}, keepdims={}", self.axes, self.keepdims)
+            }
+        }
+
+        impl ReduceMath for $name {
+            fn axes(&self) -> &[usize] {
+                &self.axes
+            }
+            fn keepdims(&self) -> bool {
+                self.keepdims
+            }
+            fn f64(&self) -> (f64, fn(f64, f64) -> f64) {
+                ($fid, $ff)
+            }
+            fn f32(&self) -> (f32, fn(f32, f32) -> f32) {
+                ($fid, $ff)
+            }
+            fn i64(&self) -> (i64, fn(i64, i64) -> i64) {
+                ($iid, $if_)
+            }
+        }
+    )*};
+}
+
+reductions! {
+    /// Sum over axes.
+    ReduceSum = "sum", float: (0.0, |a, b| a + b), int: (0, |a: i64, b| a.wrapping_add(b));
+    /// Maximum over axes (NaN propagates; `-inf` for an empty reduction).
+    ReduceMax = "reduce_max", float: (-1.0 / 0.0, |a, b| if a.is_nan() || b > a { b } else { a }), int: (i64::MIN, |a: i64, b| a.max(b));
+    /// Minimum over axes (NaN propagates; `+inf` for an empty reduction).
+    ReduceMin = "reduce_min", float: (1.0 / 0.0, |a, b| if a.is_nan() || b < a { b } else { a }), int: (i64::MAX, |a: i64, b| a.min(b));
+    /// Product over axes.
+    ReduceProd = "prod", float: (1.0, |a, b| a * b), int: (1, |a: i64, b| a.wrapping_mul(b));
+}
+
+/// Index of the largest (`ArgMax`) or smallest (`ArgMin`) element along one axis.
+/// Ties give the first index; a NaN counts as the extreme, as in NumPy.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ArgReduce {
+    /// The axis (non-negative).
+    pub axis: usize,
+    /// Keep the axis with size 1.
+    pub keepdims: bool,
+    /// `true` for argmax, `false` for argmin.
+    pub max: bool,
+}
+
+impl Op for ArgReduce {
+    fn name(&self) -> &'static str {
+        if self.max {
+            "argmax"
+        } else {
+            "argmin"
+        }
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        let t = reduce_rule(self, &[self.axis], self.keepdims, inputs)?;
+        if inputs[0].shape[self.axis] == 0 {
+            return Err(Error::shape(
+                self.name(),
+                &[&inputs[0].shape],
+                format!("argument 0 is empty along axis {}", self.axis),
+            ));
+        }
+        Ok(TensorType::new(DType::I64, t.shape))
+    }
+    fn params(&self) -> String {
+        format!("axis={}, keepdims={}", self.axis, self.keepdims)
+    }
+}

@@ -1,0 +1,158 @@
+//! **anvil**: composable function transformations for scientific computing
+//! in Rust, over a traced graph IR, with CPU kernels from faer and rayon.
+//!
+//! Write a function over traced values ([`Var`]); call it on tensors. The
+//! call traces the function at the arguments' shapes, compiles the graph for
+//! the CPU and runs it.
+//!
+//! ```
+//! use anvil::prelude::*;
+//!
+//! let x = Tensor::from_vec(vec![0.1, 0.2, 0.3], &[3])?;
+//! let f = |x: &Var| (x.sin() * x).sum(&[0]);
+//! let y = f.call(&x)?;
+//! let expected: f64 = [0.1f64, 0.2, 0.3].iter().map(|v| v.sin() * v).sum();
+//! assert!((y.item()? - expected).abs() < 1e-15);
+//!
+//! // The graph that was run, printed like a jaxpr:
+//! println!("{}", trace(&f, &x)?);
+//! # Ok::<(), anvil::Error>(())
+//! ```
+//!
+//! A bare closure is traced and compiled on every call; [`jit`] wraps it with
+//! a cache of compiled plans keyed by the arguments' shapes and dtypes, so
+//! repeated calls cost only the kernels.
+//!
+//! The crates behind the facade: `anvil-core` (tensors, IR, tracing, the
+//! `Op` trait, registries), `anvil-ops` (the standard ops), `anvil-cpu` (the
+//! CPU backend) and `anvil-transforms` (graph-to-graph transforms).
+#![warn(missing_docs)]
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+pub use anvil_core::{
+    self as core, trace, trace_types, Args, DType, Element, Error, Function, Graph, NodeId, Op,
+    Outputs, PlanCache, Result, Scalar, SliceSpec, Tensor, TensorType, Var,
+};
+pub use anvil_cpu::{self as cpu, Ctx};
+pub use anvil_ops::{
+    self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
+};
+pub use anvil_transforms as transforms;
+
+/// Everything a program needs: `use anvil::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        concatenate, eye, full, iota, jit, stack, trace, where_, Call, DType, Error, Function,
+        Result, SliceSpec, Tensor, Var, VarExt,
+    };
+}
+
+/// Running a traceable function on tensors: implemented for every [`Function`].
+pub trait Call<M>: Function<M> {
+    /// Traces (or finds in the cache), compiles and runs the function on `args`.
+    ///
+    /// `args` is a `&Tensor`, a tuple of `&Tensor`s, a `&[Tensor]` or a `Vec<Tensor>`.
+    ///
+    /// # Errors
+    /// A wrong number of arguments; any error recorded while tracing (shape
+    /// mismatches, axes out of range, dtypes an op does not accept); an op
+    /// without a CPU kernel; a run-time error of a kernel (an index out of bounds).
+    fn call(&self, args: impl Args) -> Result<Self::Output>;
+
+    /// Like [`Call::call`] with an explicit parallelism policy.
+    ///
+    /// # Errors
+    /// As [`Call::call`].
+    fn call_with(&self, args: impl Args, ctx: &Ctx) -> Result<Self::Output>;
+}
+
+impl<M, F: Function<M> + ?Sized> Call<M> for F {
+    fn call(&self, args: impl Args) -> Result<Self::Output> {
+        self.call_with(args, &Ctx::default())
+    }
+
+    fn call_with(&self, args: impl Args, ctx: &Ctx) -> Result<Self::Output> {
+        let args = args.into_tensors();
+        anvil_core::function::check_arity(&self.name(), self.arity(), args.len())?;
+        let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
+        let plan = match self.cache() {
+            Some(cache) => {
+                let any =
+                    cache.get_or_try_insert(&types, || Ok(Arc::new(compile(self, &types)?)))?;
+                any.downcast::<cpu::Plan>().map_err(|_| Error::InvalidGraph {
+                    node: 0,
+                    msg: "plan cache holds another backend's plan".into(),
+                })?
+            }
+            None => Arc::new(compile(self, &types)?),
+        };
+        Self::Output::from_tensors(plan.run(&args, ctx)?)
+    }
+}
+
+fn compile<M, F: Function<M> + ?Sized>(f: &F, types: &[TensorType]) -> Result<cpu::Plan> {
+    cpu::compile(&trace_types(f, types)?)
+}
+
+/// A function with a cache of compiled plans (see [`jit`]).
+pub struct Jit<F, M> {
+    f: F,
+    cache: PlanCache,
+    _marker: PhantomData<fn() -> M>,
+}
+
+impl<F, M> std::fmt::Debug for Jit<F, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Jit({} cached plans)", self.cache.len())
+    }
+}
+
+/// Wraps `f` so that calls reuse the compiled plan of an earlier call with
+/// the same argument shapes and dtypes.
+///
+/// ```
+/// use anvil::prelude::*;
+/// let f = jit(|x: &Var| x.exp() * 2.0);
+/// let a = f.call(&Tensor::zeros(&[2]))?;
+/// let b = f.call(&Tensor::ones(&[2]))?; // same signature: no tracing, no compiling
+/// assert_eq!(a.to_vec::<f64>()?, vec![2.0, 2.0]);
+/// assert!((b.to_vec::<f64>()?[0] - 2.0 * 1f64.exp()).abs() < 1e-15);
+/// assert_eq!(f.cache_len(), 1);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn jit<M, F: Function<M>>(f: F) -> Jit<F, M> {
+    Jit { f, cache: PlanCache::new(), _marker: PhantomData }
+}
+
+impl<F, M> Jit<F, M> {
+    /// Number of compiled plans held (one per argument signature seen).
+    pub fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+}
+
+impl<M, F: Function<M>> Function<M> for Jit<F, M> {
+    type Output = F::Output;
+    fn arity(&self) -> Option<usize> {
+        self.f.arity()
+    }
+    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+        self.f.apply(args)
+    }
+    fn cache(&self) -> Option<&PlanCache> {
+        Some(&self.cache)
+    }
+    fn name(&self) -> String {
+        self.f.name()
+    }
+}
+
+/// Compiles and runs a graph on tensors (for graphs built or transformed by hand).
+///
+/// # Errors
+/// As [`cpu::compile`] and [`cpu::Plan::run`].
+pub fn run_graph(graph: &Graph, args: &[Tensor]) -> Result<Vec<Tensor>> {
+    cpu::compile(graph)?.run(args, &Ctx::default())
+}
