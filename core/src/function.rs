@@ -228,7 +228,7 @@ pub fn trace_types<M, F: Function<M> + ?Sized>(f: &F, inputs: &[TensorType]) -> 
 ///
 /// ```
 /// use anvil_core::{trace, Tensor, Var};
-/// let g = trace(|x: &Var| x.clone(), &Tensor::zeros(&[3]))?;
+/// let g = trace(&|x: &Var| x.clone(), &Tensor::zeros(&[3]))?;
 /// assert_eq!(g.inputs().len(), 1);
 /// # Ok::<(), anvil_core::Error>(())
 /// ```

@@ -1,0 +1,132 @@
+//! The graph IR as users see it: printing, Graphviz output, verification,
+//! plan caching and the DCE/CSE passes.
+
+use anvil::prelude::*;
+use anvil::transforms::{cse, dce};
+use anvil::{run_graph, Tensor};
+
+#[test]
+fn graphs_print_like_a_jaxpr() {
+    let x = Tensor::zeros(&[3]);
+    let g = trace(&|x: &Var| (x.sin() * x).sum(&[0]), &x).unwrap();
+    let expected = "\
+graph(%0: f64[3]) {
+  %1: f64[3] = sin %0
+  %2: f64[3] = mul %1, %0
+  %3: f64[] = sum[axes=[0], keepdims=false] %2
+  return %3
+}";
+    assert_eq!(g.to_string(), expected);
+}
+
+#[test]
+fn constants_and_parameters_print_with_their_values() {
+    let g = trace(
+        &|a: &Var, b: &Var| (a * 2.0).reshape(&[1, -1]).matmul(b),
+        (&Tensor::zeros(&[2]), &Tensor::zeros(&[2, 4])),
+    )
+    .unwrap();
+    let text = g.to_string();
+    assert!(text.starts_with("graph(%0: f64[2], %1: f64[2,4]) {"), "{text}");
+    assert!(text.contains("f64[] = const[2.]"), "{text}");
+    assert!(text.contains("f64[1,2] = reshape[shape=[1, 2]]"), "{text}");
+    assert!(text.contains("f64[1,4] = matmul"), "{text}");
+}
+
+#[test]
+fn dot_output_renders_with_graphviz() {
+    let g = trace(&|x: &Var| x.exp().sum(&[0]) / 3.0, &Tensor::zeros(&[3])).unwrap();
+    let dot = g.to_dot();
+    assert!(
+        dot.starts_with("digraph anvil {") && dot.contains("n1 -> n2") && dot.contains("output 0"),
+        "{dot}"
+    );
+    let Ok(mut child) = std::process::Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!(
+            "skipping the Graphviz render check: `dot` is not installed (apt-get install graphviz)"
+        );
+        return;
+    };
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(dot.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "dot failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("<svg"));
+}
+
+#[test]
+fn traced_graphs_verify_and_bad_graphs_do_not() {
+    let g = trace(&|x: &Var| x.tanh().softmax(0), &Tensor::zeros(&[4])).unwrap();
+    g.verify().unwrap();
+    // A node whose recorded type disagrees with its op's shape rule.
+    let mut bad = anvil::Graph::new();
+    let x = bad.add_input(anvil::TensorType::new(DType::F64, vec![3])).unwrap();
+    bad.push_node(anvil::core::Node {
+        op: Box::new(anvil::ops::elementwise::Sin),
+        inputs: vec![x],
+        ty: anvil::TensorType::new(DType::F64, vec![4]),
+    })
+    .unwrap();
+    let e = bad.verify().unwrap_err().to_string();
+    assert!(
+        e.contains("node 1") && e.contains("sin") && e.contains("f64[4]") && e.contains("f64[3]"),
+        "{e}"
+    );
+    // A node that uses a later one.
+    let mut bad = anvil::Graph::new();
+    let e = bad.push(Box::new(anvil::ops::elementwise::Sin), &[x]).unwrap_err().to_string();
+    assert!(e.contains("not in the graph"), "{e}");
+}
+
+#[test]
+fn jit_caches_one_plan_per_signature() {
+    let f = jit(|x: &Var| x * 3.0);
+    for _ in 0..3 {
+        f.call(&Tensor::ones(&[2])).unwrap();
+    }
+    assert_eq!(f.cache_len(), 1);
+    f.call(&Tensor::ones(&[5])).unwrap();
+    f.call(&Tensor::ones(&[5]).cast(DType::F32)).unwrap();
+    assert_eq!(f.cache_len(), 3);
+    let out = f.call(&Tensor::ones(&[2]).cast(DType::F32)).unwrap();
+    assert_eq!((out.dtype(), out.to_vec::<f32>().unwrap()), (DType::F32, vec![3.0, 3.0]));
+}
+
+#[test]
+fn dce_removes_dead_nodes_and_cse_merges_equal_ones() {
+    let x = Tensor::from_vec(vec![0.5, 1.5], &[2]).unwrap();
+    let g = trace(
+        &|x: &Var| {
+            let _dead = x.exp().log();
+            x.sin() + x.sin()
+        },
+        &x,
+    )
+    .unwrap();
+    assert_eq!(g.count::<anvil::ops::elementwise::Sin>(), 2);
+    let d = dce(&g).unwrap();
+    assert_eq!(d.count::<anvil::ops::elementwise::Exp>(), 0);
+    let c = cse(&d).unwrap();
+    assert_eq!(c.count::<anvil::ops::elementwise::Sin>(), 1);
+    c.verify().unwrap();
+    let want = run_graph(&g, std::slice::from_ref(&x)).unwrap();
+    let got = run_graph(&c, &[x]).unwrap();
+    assert_eq!(want, got);
+}
+
+#[test]
+fn values_and_inputs_pass_through() {
+    // An output that is an input, and the same node returned twice.
+    let f = jit(|xs: &[Var]| vec![xs[0].clone(), xs[1].exp(), xs[1].exp()]);
+    let a = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap();
+    let out = f.call(vec![a.clone(), Tensor::zeros(&[1])]).unwrap();
+    assert_eq!(out[0], a);
+    assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![1.0]);
+    assert_eq!(out[1], out[2]);
+}
