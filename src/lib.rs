@@ -28,6 +28,8 @@
 //! CPU backend) and `anvil-transforms` (graph-to-graph transforms).
 #![warn(missing_docs)]
 
+pub mod testing;
+
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -39,13 +41,13 @@ pub use anvil_cpu::{self as cpu, Ctx};
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };
-pub use anvil_transforms as transforms;
+pub use anvil_transforms::{self as transforms, vmap};
 
 /// Everything a program needs: `use anvil::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        concatenate, eye, full, iota, jit, stack, trace, where_, Call, DType, Error, Function,
-        Result, SliceSpec, Tensor, Var, VarExt,
+        concatenate, eye, full, iota, jit, stack, trace, vmap, where_, Call, DType, Error,
+        Function, Result, SliceSpec, Tensor, Var, VarExt,
     };
 }
 

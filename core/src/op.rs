@@ -96,6 +96,11 @@ impl dyn Op {
         self.as_any().is::<T>()
     }
 
+    /// A boxed copy of the op.
+    pub fn boxed(&self) -> Box<dyn Op> {
+        dyn_clone::clone_box(self)
+    }
+
     /// The `TypeId` of the concrete op, the key of every rule registry.
     pub fn op_type(&self) -> TypeId {
         self.as_any().type_id()

@@ -289,6 +289,81 @@ impl Tensor {
         Ok(Tensor { shape: to, storage: self.storage.clone() })
     }
 
+    /// The slice at `index` along `axis`, with that axis removed.
+    ///
+    /// # Errors
+    /// An axis or index out of range.
+    pub fn select_axis(&self, axis: usize, index: usize) -> Result<Tensor> {
+        let shape = &self.shape;
+        if axis >= shape.len() || index >= shape[axis] {
+            return Err(Error::IndexOutOfBounds {
+                op: "Tensor::select_axis".into(),
+                index: index as i64,
+                axis,
+                size: shape.get(axis).copied().unwrap_or(0),
+                arg: "self".into(),
+                shape: shape.clone(),
+            });
+        }
+        let outer: usize = shape[..axis].iter().product();
+        let inner: usize = shape[axis + 1..].iter().product();
+        let mut out_shape = shape.clone();
+        out_shape.remove(axis);
+        let storage = with_storage!(&self.storage, v => {
+            let mut out = Vec::with_capacity(outer * inner);
+            for o in 0..outer {
+                let at = (o * shape[axis] + index) * inner;
+                out.extend_from_slice(&v[at..at + inner]);
+            }
+            Element::into_storage(out)
+        });
+        Tensor::from_storage(storage, &out_shape)
+    }
+
+    /// Stacks tensors of one shape and dtype along a new axis `axis`.
+    ///
+    /// # Errors
+    /// No tensors, differing shapes or dtypes, an axis past the new rank.
+    pub fn stack(parts: &[Tensor], axis: usize) -> Result<Tensor> {
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::invalid("Tensor::stack", "parts", "needs at least one tensor"))?;
+        if axis > first.rank() {
+            return Err(Error::AxisOutOfRange {
+                op: "Tensor::stack".into(),
+                axis: axis as i64,
+                shape: first.shape.clone(),
+                arg: "0".into(),
+            });
+        }
+        if let Some((i, p)) = parts
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.shape != first.shape || p.dtype() != first.dtype())
+        {
+            return Err(Error::shape(
+                "Tensor::stack",
+                &[&first.shape, &p.shape],
+                format!("part {i} differs from part 0 in shape or dtype"),
+            ));
+        }
+        let outer: usize = first.shape[..axis].iter().product();
+        let inner: usize = first.shape[axis..].iter().product();
+        let mut out_shape = first.shape.clone();
+        out_shape.insert(axis, parts.len());
+        let storage = with_storage!(&first.storage, v0 => {
+            let mut out = Vec::with_capacity(outer * inner * parts.len());
+            for o in 0..outer {
+                for p in parts {
+                    let v = Element::slice(&p.storage).unwrap_or(&v0[..0]);
+                    out.extend_from_slice(&v[o * inner..(o + 1) * inner]);
+                }
+            }
+            Element::into_storage(out)
+        });
+        Tensor::from_storage(storage, &out_shape)
+    }
+
     /// Whether `self` and `other` have the same shape and all elements satisfy
     /// `|a - b| <= atol + rtol * |b|` (as `numpy.allclose`; NaNs are equal to NaNs).
     pub fn allclose(&self, other: &Tensor, rtol: f64, atol: f64) -> bool {
@@ -511,6 +586,21 @@ mod tests {
         assert_eq!(Tensor::scalar(0.5).to_string(), "0.5");
         let big = Tensor::zeros(&[2000]);
         assert!(big.to_string().contains("..."));
+    }
+
+    #[test]
+    fn select_and_stack_are_inverse() {
+        let t = Tensor::from_vec((0..24).map(|i| i as f64).collect(), &[2, 3, 4]).unwrap();
+        for axis in 0..3 {
+            let parts: Vec<Tensor> =
+                (0..t.shape()[axis]).map(|i| t.select_axis(axis, i).unwrap()).collect();
+            assert_eq!(Tensor::stack(&parts, axis).unwrap(), t);
+        }
+        assert_eq!(
+            t.select_axis(1, 2).unwrap().to_vec::<f64>().unwrap(),
+            vec![8.0, 9.0, 10.0, 11.0, 20.0, 21.0, 22.0, 23.0]
+        );
+        assert!(t.select_axis(3, 0).is_err() && t.select_axis(0, 2).is_err());
     }
 
     #[test]

@@ -350,3 +350,20 @@ impl Op for Cast {
         self.dtype.to_string()
     }
 }
+
+// ---------------------------------------------------------------- rules
+
+use crate::batching::vmap_elementwise;
+use anvil_core::register_rule;
+
+macro_rules! register_elementwise {
+    ($($op:ident),*) => {
+        $( register_rule!(VmapRule, $op, vmap_elementwise); )*
+    };
+}
+
+register_elementwise!(
+    Neg, Sin, Cos, Tan, Exp, Log, Log1p, Expm1, Sqrt, Rsqrt, Recip, Tanh, Logistic, Abs, Sign,
+    Floor, Ceil, Round, Erf, Add, Sub, Mul, Div, Pow, Max, Min, Atan2, Lt, Le, Gt, Ge, Eq, Ne,
+    Select, Cast
+);

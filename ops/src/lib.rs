@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod batching;
 pub mod composite;
 pub mod constant;
 pub mod elementwise;

@@ -31,3 +31,60 @@ impl Op for Matmul {
         Ok(TensorType::new(a.dtype, matmul_shape("matmul", &a.shape, &b.shape)?))
     }
 }
+
+// ---------------------------------------------------------------- rules
+
+use crate::api::VarExt;
+use crate::batching::move_axis;
+use anvil_core::{register_rule, Batched, Var};
+
+/// Batching `matmul`. A batched operand against an unbatched matrix stays one
+/// product with the batch folded into the rows (`[B, m, k] @ [k, n]`, one
+/// GEMM in the CPU kernel); a batched vector on the right of an unbatched
+/// matrix becomes the rows of a product with the transposed matrix, again one
+/// GEMM. Otherwise batched vectors are made matrices, batch axes go first,
+/// and the operand with fewer batch axes gets size-1 axes behind the batch
+/// axis so that NumPy's right-aligned broadcasting pairs the right axes.
+fn vmap_matmul(_op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+    let (a, b) = (&args[0], &args[1]);
+    let (ra, rb) = (a.logical_rank(), b.logical_rank());
+    let front = |x: &Batched| x.axis.map_or_else(|| x.var.clone(), |k| move_axis(&x.var, k, 0));
+    match (a.axis, b.axis, ra, rb) {
+        // Batched vectors against an unbatched matrix or vector: [B, K] @ [K, N].
+        (Some(_), None, 1, 1..=2) => return Ok(Batched::new(front(a).matmul(&b.var), Some(0))),
+        // An unbatched matrix against batched vectors: [B, K] @ [K, M].
+        (None, Some(_), 1..=2, 1) => {
+            return Ok(Batched::new(front(b).matmul(&a.var.transpose()), Some(0)))
+        }
+        _ => {}
+    }
+    let a_vec = a.axis.is_some() && ra == 1;
+    let b_vec = b.axis.is_some() && rb == 1;
+    let mut av = if a_vec { front(a).unsqueeze(1) } else { front(a) };
+    let mut bv = if b_vec { front(b).unsqueeze(2) } else { front(b) };
+    let (ra2, rb2) = (ra.max(usize::from(a_vec) * 2), rb.max(usize::from(b_vec) * 2));
+    if a.axis.is_some() && rb2 > ra2 {
+        av = pad_after_batch(&av, rb2 - ra2);
+    }
+    if b.axis.is_some() && ra2 > rb2 {
+        bv = pad_after_batch(&bv, ra2 - rb2);
+    }
+    let mut out = av.matmul(&bv);
+    if b_vec {
+        out = out.squeeze(&[-1]);
+    }
+    if a_vec {
+        out = out.squeeze(&[if rb >= 2 { -2 } else { -1 }]);
+    }
+    Ok(Batched::new(out, Some(0)))
+}
+
+/// Inserts `n` size-1 axes right after the leading batch axis.
+fn pad_after_batch(x: &Var, n: usize) -> Var {
+    let mut shape: Vec<i64> = vec![x.shape()[0] as i64];
+    shape.extend(std::iter::repeat_n(1, n));
+    shape.extend(x.shape()[1..].iter().map(|&d| d as i64));
+    x.reshape(&shape)
+}
+
+register_rule!(VmapRule, Matmul, vmap_matmul);

@@ -222,3 +222,79 @@ impl Op for Concatenate {
         format!("axis={}", self.axis)
     }
 }
+
+// ---------------------------------------------------------------- rules
+
+use crate::api::VarExt;
+use crate::batching::{at_front, single_batched, slice_specs_at, with_full_at, wrong_op};
+use anvil_core::{register_rule, Batched, Var};
+
+fn downcast<T: Op>(op: &dyn Op) -> Result<&T> {
+    op.downcast_ref::<T>().ok_or_else(|| wrong_op(op))
+}
+
+/// Batching `reshape`: batch first, then the element's new shape.
+fn vmap_reshape(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let r = downcast::<Reshape>(op)?;
+    let x = at_front(&args[0], size);
+    let shape: Vec<i64> =
+        std::iter::once(size).chain(r.shape.iter().copied()).map(|d| d as i64).collect();
+    Ok(Batched::new(x.reshape(&shape), Some(0)))
+}
+
+/// Batching `permute`: one permute that also brings the batch axis first.
+fn vmap_permute(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+    let p = downcast::<Permute>(op)?;
+    let (x, k) = single_batched(op, args)?;
+    let perm: Vec<i64> = std::iter::once(k)
+        .chain(p.perm.iter().map(|&a| crate::batching::physical_axis(a, k)))
+        .map(|a| a as i64)
+        .collect();
+    Ok(Batched::new(x.permute(&perm), Some(0)))
+}
+
+/// Batching `broadcast_to`: batch first, size-1 axes for the new leading
+/// axes, then broadcast behind the batch axis.
+fn vmap_broadcast_to(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let b = downcast::<BroadcastTo>(op)?;
+    let x = at_front(&args[0], size);
+    let mut shape: Vec<i64> = vec![size as i64];
+    shape.extend(std::iter::repeat_n(1, b.shape.len() - args[0].logical_rank()));
+    shape.extend(x.shape()[1..].iter().map(|&d| d as i64));
+    let target: Vec<usize> = std::iter::once(size).chain(b.shape.iter().copied()).collect();
+    Ok(Batched::new(x.reshape(&shape).broadcast_to(&target), Some(0)))
+}
+
+/// Batching `pad`: no padding on the batch axis.
+fn vmap_pad(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+    let p = downcast::<Pad>(op)?;
+    let (x, k) = single_batched(op, args)?;
+    let op = Pad { widths: with_full_at(&p.widths, k, (0, 0)), value: p.value };
+    Ok(Batched::new(Var::apply_op(Box::new(op), &[&x]), Some(k)))
+}
+
+/// Batching `slice`: the batch axis is taken whole.
+fn vmap_slice(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+    let s = downcast::<Slice>(op)?;
+    let (x, k) = single_batched(op, args)?;
+    Ok(Batched::new(
+        Var::apply_op(Box::new(Slice { specs: slice_specs_at(&s.specs, k) }), &[&x]),
+        Some(k),
+    ))
+}
+
+/// Batching `concatenate`: every operand batch-first (unbatched ones
+/// broadcast, since the result holds a copy per element anyway).
+fn vmap_concatenate(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let c = downcast::<Concatenate>(op)?;
+    let xs: Vec<Var> = args.iter().map(|a| at_front(a, size)).collect();
+    let refs: Vec<&Var> = xs.iter().collect();
+    Ok(Batched::new(Var::apply_op(Box::new(Concatenate { axis: c.axis + 1 }), &refs), Some(0)))
+}
+
+register_rule!(VmapRule, Reshape, vmap_reshape);
+register_rule!(VmapRule, Permute, vmap_permute);
+register_rule!(VmapRule, BroadcastTo, vmap_broadcast_to);
+register_rule!(VmapRule, Pad, vmap_pad);
+register_rule!(VmapRule, Slice, vmap_slice);
+register_rule!(VmapRule, Concatenate, vmap_concatenate);

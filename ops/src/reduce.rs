@@ -39,6 +39,10 @@ pub trait ReduceMath: Op {
     fn axes(&self) -> &[usize];
     /// Whether reduced axes are kept with size 1.
     fn keepdims(&self) -> bool;
+    /// The same reduction over other axes.
+    fn with_axes(&self, axes: Vec<usize>) -> Self
+    where
+        Self: Sized;
     /// Identity and combining function for `f64`.
     fn f64(&self) -> (f64, fn(f64, f64) -> f64);
     /// Identity and combining function for `f32`.
@@ -76,6 +80,9 @@ macro_rules! reductions {
             }
             fn keepdims(&self) -> bool {
                 self.keepdims
+            }
+            fn with_axes(&self, axes: Vec<usize>) -> Self {
+                $name { axes, keepdims: self.keepdims }
             }
             fn f64(&self) -> (f64, fn(f64, f64) -> f64) {
                 ($fid, $ff)
@@ -136,3 +143,26 @@ impl Op for ArgReduce {
         format!("axis={}, keepdims={}", self.axis, self.keepdims)
     }
 }
+
+// ---------------------------------------------------------------- rules
+
+use crate::batching::{physical_axis, single_batched, vmap_reduce, wrong_op};
+use anvil_core::{register_rule, Batched, Var};
+
+/// Batching `argmax`/`argmin`: the same axis, shifted past the batch axis.
+fn vmap_arg_reduce(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+    let o = op.downcast_ref::<ArgReduce>().ok_or_else(|| wrong_op(op))?;
+    let (x, k) = single_batched(op, args)?;
+    let axis = physical_axis(o.axis, k);
+    let out_axis = if o.keepdims || axis > k { k } else { k - 1 };
+    Ok(Batched::new(
+        Var::apply_op(Box::new(ArgReduce { axis, ..o.clone() }), &[&x]),
+        Some(out_axis),
+    ))
+}
+
+register_rule!(VmapRule, ReduceSum, vmap_reduce::<ReduceSum>);
+register_rule!(VmapRule, ReduceMax, vmap_reduce::<ReduceMax>);
+register_rule!(VmapRule, ReduceMin, vmap_reduce::<ReduceMin>);
+register_rule!(VmapRule, ReduceProd, vmap_reduce::<ReduceProd>);
+register_rule!(VmapRule, ArgReduce, vmap_arg_reduce);

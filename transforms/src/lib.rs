@@ -3,11 +3,13 @@
 //! Transforms are interpreters: a walk over a graph in topological order
 //! that looks each node's rule up in a registry and calls it, building a new
 //! graph through the same `Var` API users write programs with. They hold no
-//! per-op knowledge. This crate currently holds the graph passes every
-//! transform's output goes through: dead-code elimination ([`dce`]) and
+//! per-op knowledge. This crate holds [`vmap`] (the batching transform) and
+//! the graph passes: dead-code elimination ([`dce`]) and
 //! common-subexpression elimination ([`cse`]).
 #![warn(missing_docs)]
 
 pub mod passes;
+pub mod vmap;
 
 pub use passes::{cse, dce};
+pub use vmap::{vmap, vmap_graph, InAxes, Vmap};

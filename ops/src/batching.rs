@@ -1,0 +1,129 @@
+//! Batching rules (the `vmap` rule of every standard op) and the helpers
+//! they share.
+//!
+//! A rule receives its arguments as [`Batched`] values — a `Var` and the
+//! position of its batch axis, or `None` for a value shared by the whole
+//! batch — and returns the batched result. Rules move a batch axis only when
+//! they must: elementwise ops keep it in place when every operand agrees,
+//! reductions and slices shift their axes around it, and an unbatched
+//! operand is never broadcast where the op broadcasts by itself. Family
+//! helpers give every elementwise op and every reduction its rule; the
+//! irregular ops (reshape, permute, matmul, indexing) have their own.
+
+use crate::api::VarExt;
+use crate::reduce::ReduceMath;
+use anvil_core::{Batched, Error, Op, Result, SliceSpec, Var};
+
+/// Moves axis `from` of `x` to position `to`.
+pub fn move_axis(x: &Var, from: usize, to: usize) -> Var {
+    if from == to {
+        return x.clone();
+    }
+    let mut perm: Vec<i64> = (0..x.rank() as i64).filter(|&i| i != from as i64).collect();
+    perm.insert(to, from as i64);
+    x.permute(&perm)
+}
+
+/// The value with its batch axis first; an unbatched value is broadcast to
+/// the batch (only for the few rules that need every operand batched).
+pub fn at_front(b: &Batched, size: usize) -> Var {
+    match b.axis {
+        Some(k) => move_axis(&b.var, k, 0),
+        None => {
+            let mut shape = vec![size];
+            shape.extend_from_slice(b.var.shape());
+            b.var.unsqueeze(0).broadcast_to(&shape)
+        }
+    }
+}
+
+/// A batched value's element as rank `rank` with the batch first: size-1
+/// axes are inserted after the batch axis (NumPy aligns trailing axes).
+fn front_with_rank(b: &Batched, rank: usize) -> Var {
+    let Some(k) = b.axis else { return b.var.clone() };
+    let x = move_axis(&b.var, k, 0);
+    let logical = b.logical_rank();
+    if logical == rank {
+        return x;
+    }
+    let mut shape: Vec<i64> = vec![x.shape()[0] as i64];
+    shape.extend(std::iter::repeat_n(1, rank - logical));
+    shape.extend(x.shape()[1..].iter().map(|&d| d as i64));
+    x.reshape(&shape)
+}
+
+/// The rule of every broadcasting elementwise op (unary, binary, `select`,
+/// `cast`): applies the op to the operands as they are when their batch
+/// axes line up, else moves batch axes to the front (no broadcast copies).
+pub fn vmap_elementwise(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+    let rank = args.iter().map(Batched::logical_rank).max().unwrap_or(0);
+    let batched: Vec<&Batched> = args.iter().filter(|a| a.axis.is_some()).collect();
+    let k = batched.first().and_then(|b| b.axis);
+    let in_place = k.is_some_and(|k| {
+        batched.iter().all(|b| b.axis == Some(k) && b.logical_rank() == rank)
+            && args.iter().filter(|a| a.axis.is_none()).all(|u| k < rank + 1 - u.logical_rank())
+    });
+    let (vars, axis): (Vec<Var>, usize) = if in_place {
+        (args.iter().map(|a| a.var.clone()).collect(), k.unwrap_or(0))
+    } else {
+        (args.iter().map(|a| front_with_rank(a, rank)).collect(), 0)
+    };
+    let refs: Vec<&Var> = vars.iter().collect();
+    Ok(Batched::new(Var::apply_op(op.boxed(), &refs), Some(axis)))
+}
+
+/// Maps a logical axis to its physical position next to batch axis `k`.
+pub fn physical_axis(axis: usize, k: usize) -> usize {
+    if axis >= k {
+        axis + 1
+    } else {
+        axis
+    }
+}
+
+/// The rule of every reduction: reduce the same axes, shifted past the batch axis.
+pub fn vmap_reduce<O: ReduceMath + Clone>(
+    op: &dyn Op,
+    args: &[Batched],
+    _size: usize,
+) -> Result<Batched> {
+    let o = op.downcast_ref::<O>().ok_or_else(|| wrong_op(op))?;
+    let (x, k) = single_batched(op, args)?;
+    let axes: Vec<usize> = o.axes().iter().map(|&a| physical_axis(a, k)).collect();
+    let out_axis = if o.keepdims() { k } else { k - axes.iter().filter(|&&a| a < k).count() };
+    let var = Var::apply_op(Box::new(o.with_axes(axes)), &[&x]);
+    Ok(Batched::new(var, Some(out_axis)))
+}
+
+pub(crate) fn wrong_op(op: &dyn Op) -> Error {
+    Error::MissingRule {
+        op: op.name().into(),
+        what: "vmap rule for this op type".into(),
+        hint: " (rule registered for another type)".into(),
+    }
+}
+
+/// The one argument of a unary op, which a rule only sees batched.
+pub(crate) fn single_batched(op: &dyn Op, args: &[Batched]) -> Result<(Var, usize)> {
+    match args {
+        [Batched { var, axis: Some(k) }] => Ok((var.clone(), *k)),
+        _ => Err(Error::Arity {
+            what: format!("vmap rule of {}", op.name()),
+            kind: "batched inputs".into(),
+            expected: 1,
+            got: args.len(),
+        }),
+    }
+}
+
+/// Inserts `spec` at the batch axis of a per-axis parameter list.
+pub(crate) fn with_full_at<T: Clone>(v: &[T], k: usize, fill: T) -> Vec<T> {
+    let mut out = v.to_vec();
+    out.insert(k, fill);
+    out
+}
+
+/// Slice specs with the batch axis taken whole.
+pub(crate) fn slice_specs_at(specs: &[SliceSpec], k: usize) -> Vec<SliceSpec> {
+    with_full_at(specs, k, SliceSpec::FULL)
+}

@@ -1,0 +1,58 @@
+//! Generic checks for ops and transforms, usable from any crate's tests
+//! (including a plugin crate's, for its own ops).
+
+use crate::{run_graph, trace_types, vmap, Function, Result, Tensor, TensorType};
+
+/// Runs a function on tensors and returns every output, whatever its output form.
+///
+/// # Errors
+/// As [`crate::Call::call`].
+pub fn run<M, F: Function<M>>(f: &F, args: &[Tensor]) -> Result<Vec<Tensor>> {
+    let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
+    run_graph(&trace_types(f, &types)?, args)
+}
+
+/// Checks that `vmap(f)` with `in_axes` equals a loop over the batch that
+/// slices every mapped argument, calls `f`, and stacks the results.
+///
+/// Returns a description of the first mismatch as an error message.
+///
+/// # Errors
+/// `Err(message)` when the results differ or either side fails.
+pub fn check_vmap<M, F: Function<M> + Clone>(
+    f: &F,
+    args: &[Tensor],
+    in_axes: &[Option<usize>],
+    rtol: f64,
+    atol: f64,
+) -> std::result::Result<(), String> {
+    let size = args
+        .iter()
+        .zip(in_axes)
+        .find_map(|(a, ax)| ax.map(|k| a.shape()[k]))
+        .ok_or("no mapped argument")?;
+    let axes: Vec<Option<i64>> = in_axes.iter().map(|a| a.map(|k| k as i64)).collect();
+    let batched = run(&vmap(f.clone()).in_axes(axes.clone()), args)
+        .map_err(|e| format!("vmap failed: {e}"))?;
+    let mut per_elem: Vec<Vec<Tensor>> = Vec::new();
+    for i in 0..size {
+        let slice: Vec<Tensor> = args
+            .iter()
+            .zip(in_axes)
+            .map(|(a, ax)| match ax {
+                Some(k) => a.select_axis(*k, i),
+                None => Ok(a.clone()),
+            })
+            .collect::<Result<_>>()
+            .map_err(|e| e.to_string())?;
+        per_elem.push(run(f, &slice).map_err(|e| format!("element {i} failed: {e}"))?);
+    }
+    for (o, got) in batched.iter().enumerate() {
+        let parts: Vec<Tensor> = per_elem.iter().map(|outs| outs[o].clone()).collect();
+        let want = Tensor::stack(&parts, 0).map_err(|e| e.to_string())?;
+        if !got.allclose(&want, rtol, atol) {
+            return Err(format!("output {o} of vmap (in_axes {axes:?}) differs from the loop:\n vmap:\n{got}\n loop:\n{want}"));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,308 @@
+//! `vmap`: the batching transform.
+//!
+//! `vmap(f)` traces `f` at the shapes of one batch element, then walks that
+//! graph in order, keeping for every node its batched value and where its
+//! batch axis is. A node whose inputs are all unbatched is copied as it is —
+//! work that does not depend on the batch is done once — and any other node
+//! goes through its op's registered batching rule. The walk emits straight
+//! into the caller's trace, so a `vmap` inside a traced function (or another
+//! `vmap`) inlines, and nesting to any depth is graph-to-graph.
+//!
+//! An op without a batching rule is an error naming the op; there is no
+//! silent fallback.
+
+use anvil_core::function::{check_arity, trace_types};
+use anvil_core::shape::normalize_axis;
+use anvil_core::{
+    vmap_rules, Batched, Error, Function, Graph, Parameter, PlanCache, Result, TensorType, Var,
+};
+use anvil_ops::batching::{at_front, move_axis};
+use std::marker::PhantomData;
+
+/// Runs `graph` batched: `args[i]` is the batched value of input `i`.
+/// Emits into the trace of the arguments (or the current trace) and returns
+/// the batched outputs.
+///
+/// # Errors
+/// An op without a batching rule; a rule's error.
+pub fn vmap_graph(graph: &Graph, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+    check_arity("vmap", Some(graph.inputs().len()), args.len())?;
+    let mut env: Vec<Option<Batched>> = vec![None; graph.len()];
+    for (&input, arg) in graph.inputs().iter().zip(args) {
+        env[input.index()] = Some(arg.clone());
+    }
+    for (id, node) in graph.iter() {
+        if node.op.is::<Parameter>() {
+            continue;
+        }
+        let ins: Vec<Batched> = node
+            .inputs
+            .iter()
+            .map(|i| {
+                env[i.index()].clone().ok_or_else(|| Error::InvalidGraph {
+                    node: id.index(),
+                    msg: "input not computed".into(),
+                })
+            })
+            .collect::<Result<_>>()?;
+        let out = if ins.iter().all(|b| b.axis.is_none()) {
+            let vars: Vec<&Var> = ins.iter().map(|b| &b.var).collect();
+            Batched::new(Var::apply_op(node.op.boxed(), &vars), None)
+        } else {
+            let hint = " (give the op a batching rule with register_rule!(VmapRule, ...))";
+            let rule = vmap_rules().get(node.op.as_ref(), hint)?;
+            let out = (rule.rule)(node.op.as_ref(), &ins, size)?;
+            check_rule_output(node.op.name(), &out, &node.ty, size)?;
+            out
+        };
+        env[id.index()] = Some(out);
+    }
+    graph
+        .outputs()
+        .iter()
+        .map(|o| {
+            env[o.index()].clone().ok_or_else(|| Error::InvalidGraph {
+                node: o.index(),
+                msg: "output not computed".into(),
+            })
+        })
+        .collect()
+}
+
+/// A rule must give the element type the original node had, with a batch
+/// axis of the batch size; anything else is a bug in the rule, reported
+/// with the op's name rather than producing wrong numbers.
+fn check_rule_output(op: &str, out: &Batched, ty: &TensorType, size: usize) -> Result<()> {
+    if out.var.is_poisoned() {
+        return Ok(()); // The recorded error will be returned by the trace.
+    }
+    let ok = out.axis.is_some_and(|k| k < out.var.rank() && out.var.shape()[k] == size)
+        && out.logical_shape() == ty.shape
+        && out.var.dtype() == ty.dtype;
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidGraph {
+            node: 0,
+            msg: format!("the vmap rule of {op} returned {} with batch axis {:?}; expected {ty} batched by {size}", out.var.ty(), out.axis),
+        })
+    }
+}
+
+/// Which axis of each argument is mapped (`None`: the argument is shared).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InAxes {
+    /// The same for every argument.
+    All(Option<i64>),
+    /// One entry per argument.
+    Each(Vec<Option<i64>>),
+}
+
+impl From<i64> for InAxes {
+    fn from(a: i64) -> Self {
+        InAxes::All(Some(a))
+    }
+}
+impl From<Option<i64>> for InAxes {
+    fn from(a: Option<i64>) -> Self {
+        InAxes::All(a)
+    }
+}
+impl From<Vec<Option<i64>>> for InAxes {
+    fn from(v: Vec<Option<i64>>) -> Self {
+        InAxes::Each(v)
+    }
+}
+impl From<&[Option<i64>]> for InAxes {
+    fn from(v: &[Option<i64>]) -> Self {
+        InAxes::Each(v.to_vec())
+    }
+}
+impl<const N: usize> From<[Option<i64>; N]> for InAxes {
+    fn from(v: [Option<i64>; N]) -> Self {
+        InAxes::Each(v.to_vec())
+    }
+}
+impl From<(Option<i64>, Option<i64>)> for InAxes {
+    fn from(v: (Option<i64>, Option<i64>)) -> Self {
+        InAxes::Each(vec![v.0, v.1])
+    }
+}
+impl From<(Option<i64>, Option<i64>, Option<i64>)> for InAxes {
+    fn from(v: (Option<i64>, Option<i64>, Option<i64>)) -> Self {
+        InAxes::Each(vec![v.0, v.1, v.2])
+    }
+}
+
+/// `f` mapped over a batch axis of its arguments; see [`vmap`].
+pub struct Vmap<F, M> {
+    f: F,
+    in_axes: InAxes,
+    out_axes: Option<Vec<i64>>,
+    axis_size: Option<usize>,
+    cache: PlanCache,
+    _marker: PhantomData<fn() -> M>,
+}
+
+impl<F, M> std::fmt::Debug for Vmap<F, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Vmap(in_axes {:?}, out_axes {:?}, axis_size {:?})",
+            self.in_axes, self.out_axes, self.axis_size
+        )
+    }
+}
+
+/// Vectorizes `f` over a batch axis: `vmap(f)` called on arguments with a
+/// leading batch axis returns `f` of each element, stacked.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::transforms::vmap;
+/// let xs = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// let w = Tensor::from_vec(vec![1.0, 0.0, -1.0], &[3])?;
+/// // One dot product per row of xs, with w shared.
+/// let f = vmap(|x: &Var, w: &Var| (x * w).sum(&[0])).in_axes([Some(0), None]);
+/// assert_eq!(f.call((&xs, &w))?.to_vec::<f64>()?, vec![-2.0, -2.0]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn vmap<M, F: Function<M>>(f: F) -> Vmap<F, M> {
+    Vmap {
+        f,
+        in_axes: InAxes::All(Some(0)),
+        out_axes: None,
+        axis_size: None,
+        cache: PlanCache::new(),
+        _marker: PhantomData,
+    }
+}
+
+impl<F, M> Vmap<F, M> {
+    /// Which axis of each argument is mapped; `None` shares the argument
+    /// across the batch. Negative axes count from the end. Default: axis 0
+    /// of every argument.
+    pub fn in_axes(mut self, axes: impl Into<InAxes>) -> Self {
+        self.in_axes = axes.into();
+        self
+    }
+
+    /// Where the batch axis goes in each output (default 0 for all). One
+    /// entry applies to every output.
+    pub fn out_axes(mut self, axes: &[i64]) -> Self {
+        self.out_axes = Some(axes.to_vec());
+        self
+    }
+
+    /// The batch size, required when no argument is mapped.
+    pub fn axis_size(mut self, n: usize) -> Self {
+        self.axis_size = Some(n);
+        self
+    }
+
+    fn axes_for(&self, n: usize) -> Result<Vec<Option<i64>>> {
+        match &self.in_axes {
+            InAxes::All(a) => Ok(vec![*a; n]),
+            InAxes::Each(v) if v.len() == n => Ok(v.clone()),
+            InAxes::Each(v) => Err(Error::Arity {
+                what: "vmap in_axes".into(),
+                kind: "entries (one per argument)".into(),
+                expected: n,
+                got: v.len(),
+            }),
+        }
+    }
+}
+
+impl<M, F: Function<M>> Function<M> for Vmap<F, M> {
+    type Output = F::Output;
+
+    fn arity(&self) -> Option<usize> {
+        self.f.arity()
+    }
+
+    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+        let axes = self.axes_for(args.len())?;
+        let mut batched = Vec::with_capacity(args.len());
+        let mut size: Option<(usize, usize, usize)> = None; // (size, arg, axis)
+        for (i, (x, a)) in args.iter().zip(&axes).enumerate() {
+            let axis = a
+                .map(|a| normalize_axis("vmap", a, x.shape(), &format!("{i} (in_axes)")))
+                .transpose()?;
+            if let Some(k) = axis {
+                let n = x.shape()[k];
+                match size {
+                    Some((m, j, kj)) if m != n => {
+                        return Err(Error::shape(
+                            "vmap",
+                            &[args[j].shape(), x.shape()],
+                            format!("inconsistent batch sizes: argument {j} has {m} along axis {kj}, argument {i} has {n} along axis {k}"),
+                        ))
+                    }
+                    None => size = Some((n, i, k)),
+                    _ => {}
+                }
+            }
+            batched.push(Batched::new(x.clone(), axis));
+        }
+        let size = match (size, self.axis_size) {
+            (Some((n, i, k)), Some(given)) if n != given => {
+                return Err(Error::invalid(
+                    "vmap",
+                    "axis_size",
+                    format!("{given} differs from argument {i}'s batch size {n} along axis {k}"),
+                ))
+            }
+            (Some((n, ..)), _) => n,
+            (None, Some(n)) => n,
+            (None, None) => {
+                return Err(Error::invalid(
+                    "vmap",
+                    "axis_size",
+                    "no argument is mapped (all in_axes are None), so axis_size must be given",
+                ))
+            }
+        };
+        let elem_types: Vec<TensorType> =
+            batched.iter().map(|b| TensorType::new(b.var.dtype(), b.logical_shape())).collect();
+        let graph = trace_types(&self.f, &elem_types)?;
+        let outs = vmap_graph(&graph, &batched, size)?;
+        let out_axes: Vec<i64> = match &self.out_axes {
+            None => vec![0; outs.len()],
+            Some(v) if v.len() == 1 => vec![v[0]; outs.len()],
+            Some(v) if v.len() == outs.len() => v.clone(),
+            Some(v) => {
+                return Err(Error::Arity {
+                    what: "vmap out_axes".into(),
+                    kind: "entries (one per output)".into(),
+                    expected: outs.len(),
+                    got: v.len(),
+                })
+            }
+        };
+        outs.iter()
+            .zip(out_axes)
+            .enumerate()
+            .map(|(i, (b, a))| {
+                let rank = b.logical_rank() + 1;
+                let to = anvil_core::shape::normalize_axis_rank(
+                    "vmap",
+                    a,
+                    rank,
+                    &b.logical_shape(),
+                    &format!("output {i} (out_axes)"),
+                )?;
+                let front = at_front(b, size);
+                Ok(move_axis(&front, 0, to))
+            })
+            .collect()
+    }
+
+    fn cache(&self) -> Option<&PlanCache> {
+        Some(&self.cache)
+    }
+
+    fn name(&self) -> String {
+        format!("vmap({})", self.f.name())
+    }
+}
