@@ -461,8 +461,11 @@ impl VarExt for Var {
     }
     fn scatter_add(&self, indices: &Var, axis: i64, size: usize) -> Var {
         build(&[self, indices], || {
+            // `axis` is an axis of the result, whose rank is the updates' rank
+            // minus the indices' plus one (not the updates' rank).
+            let rank = (self.rank() + 1).saturating_sub(indices.rank());
             Ok(Box::new(ScatterAdd {
-                axis: normalize_axis("scatter_add", axis, self.shape(), "0")?,
+                axis: normalize_axis_rank("scatter_add", axis, rank, self.shape(), "0")?,
                 size,
             }))
         })

@@ -101,9 +101,9 @@ reductions! {
     /// Sum over axes.
     ReduceSum = "sum", float: (0.0, |a, b| a + b), int: (0, |a: i64, b| a.wrapping_add(b));
     /// Maximum over axes (NaN propagates; `-inf` for an empty reduction).
-    ReduceMax = "reduce_max", float: (-1.0 / 0.0, |a, b| if a.is_nan() || b > a { b } else { a }), int: (i64::MIN, |a: i64, b| a.max(b));
+    ReduceMax = "reduce_max", float: (-1.0 / 0.0, |a, b| if b > a || b.is_nan() { b } else { a }), int: (i64::MIN, |a: i64, b| a.max(b));
     /// Minimum over axes (NaN propagates; `+inf` for an empty reduction).
-    ReduceMin = "reduce_min", float: (1.0 / 0.0, |a, b| if a.is_nan() || b < a { b } else { a }), int: (i64::MAX, |a: i64, b| a.min(b));
+    ReduceMin = "reduce_min", float: (1.0 / 0.0, |a, b| if b < a || b.is_nan() { b } else { a }), int: (i64::MAX, |a: i64, b| a.min(b));
     /// Product over axes.
     ReduceProd = "prod", float: (1.0, |a, b| a * b), int: (1, |a: i64, b| a.wrapping_mul(b));
 }
