@@ -30,6 +30,11 @@
 
 pub mod testing;
 
+/// The README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -83,9 +88,8 @@ impl<M, F: Function<M> + ?Sized> Call<M> for F {
             Some(cache) => {
                 let any =
                     cache.get_or_try_insert(&types, || Ok(Arc::new(compile(self, &types)?)))?;
-                any.downcast::<cpu::Plan>().map_err(|_| Error::InvalidGraph {
-                    node: 0,
-                    msg: "plan cache holds another backend's plan".into(),
+                any.downcast::<cpu::Plan>().map_err(|_| {
+                    Error::invalid(self.name(), "cache", "holds a plan of another backend")
                 })?
             }
             None => Arc::new(compile(self, &types)?),

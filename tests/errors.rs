@@ -124,6 +124,8 @@ fn other_invalid_arguments() {
     names(&e, &["concatenate", "[2, 3]", "[2, 4]", "argument 1"]);
     let e = jit(|c: &Var, a: &Var| c.select(a, a)).call((&t(&[2]), &t(&[2]))).unwrap_err();
     names(&e, &["select", "cond", "bool"]);
+    let e = jit(|x: &Var| x.pad(&[(usize::MAX, 1)], 0.0)).call(&t(&[2])).unwrap_err();
+    names(&e, &["pad", "widths", "[2]"]);
     assert!(Tensor::from_vec(vec![1.0, 2.0], &[3]).is_err());
 }
 

@@ -613,6 +613,31 @@ type RefFn = Box<dyn Fn(&[Nd]) -> Nd>;
 
 /// One checked call: the inputs with their dtypes, the traced function, the
 /// reference, and the expected output dtype.
+/// One single-input case per `(shape, parameter)` row of a table: `op(x, p)`
+/// on a random `x` of that shape, against `reference(x, p)`.
+#[allow(clippy::too_many_arguments)]
+fn table_cases<P: Copy + std::fmt::Debug + 'static>(
+    cases: &mut Vec<Case>,
+    rng: &mut Rng,
+    g: Gen,
+    dtype: DType,
+    what: &str,
+    rows: &[(&[usize], P)],
+    op: fn(&Var, P) -> Var,
+    reference: fn(&Nd, P) -> Nd,
+) {
+    for &(shape, p) in rows {
+        let name = format!("{what} {shape:?} {p:?}");
+        cases.push(Case::one(
+            name,
+            Nd::rand(rng, shape, g),
+            dtype,
+            move |x| op(x, p),
+            move |x| reference(x, p),
+        ));
+    }
+}
+
 struct Case {
     name: String,
     inputs: Vec<(Nd, DType)>,
@@ -1344,20 +1369,16 @@ fn movement_ops_match_reference() {
             (&[0, 3], &[3, 0]),
             (&[0, 3], &[-1, 3]),
         ];
-        for (shape, target) in reshapes {
-            let t = target.to_vec();
-            let name = format!("reshape {shape:?} -> {target:?}");
-            cases.push(Case::one(
-                name,
-                Nd::rand(&mut rng, shape, g),
-                dtype,
-                move |x| x.reshape(&t),
-                {
-                    let t = target.to_vec();
-                    move |x| reshape_ref(x, &t)
-                },
-            ));
-        }
+        table_cases(
+            &mut cases,
+            &mut rng,
+            g,
+            dtype,
+            "reshape",
+            reshapes,
+            |x, t| x.reshape(t),
+            reshape_ref,
+        );
         cases.push(Case::one(
             "flatten",
             Nd::rand(&mut rng, &[2, 3, 4], g),
@@ -1376,17 +1397,16 @@ fn movement_ops_match_reference() {
             (&[], &[]),
             (&[0, 2, 3], &[2, 0, 1]),
         ];
-        for (shape, perm) in perms {
-            let (p1, p2) = (perm.to_vec(), perm.to_vec());
-            let name = format!("permute {shape:?} {perm:?}");
-            cases.push(Case::one(
-                name,
-                Nd::rand(&mut rng, shape, g),
-                dtype,
-                move |x| x.permute(&p1),
-                move |x| permute_ref(x, &p2),
-            ));
-        }
+        table_cases(
+            &mut cases,
+            &mut rng,
+            g,
+            dtype,
+            "permute",
+            perms,
+            |x, p| x.permute(p),
+            permute_ref,
+        );
         // transpose (last two axes; rank < 2 unchanged) and swap_axes
         for shape in [&[3, 5][..], &[2, 3, 4], &[5], &[]] {
             let name = format!("transpose {shape:?}");
@@ -1425,17 +1445,16 @@ fn movement_ops_match_reference() {
             (&[2, 3], &[2, 3]),
             (&[1], &[0]),
         ];
-        for (from, to) in bcasts {
-            let (t1, t2) = (to.to_vec(), to.to_vec());
-            let name = format!("broadcast_to {from:?} -> {to:?}");
-            cases.push(Case::one(
-                name,
-                Nd::rand(&mut rng, from, g),
-                dtype,
-                move |x| x.broadcast_to(&t1),
-                move |x| Nd::from_fn(&t2, |i| x.at_broadcast(i)),
-            ));
-        }
+        table_cases(
+            &mut cases,
+            &mut rng,
+            g,
+            dtype,
+            "broadcast_to",
+            bcasts,
+            |x, t| x.broadcast_to(t),
+            |x, t| Nd::from_fn(t, |i| x.at_broadcast(i)),
+        );
         let name = "expand [4, 1] -> [2, 4, 3]";
         cases.push(Case::one(
             name,
@@ -1536,17 +1555,7 @@ fn movement_ops_match_reference() {
             (&[2, 3, 4], &[2, 1, 0]),
             (&[0, 3], &[0]),
         ];
-        for (shape, axes) in flips {
-            let (a1, a2) = (axes.to_vec(), axes.to_vec());
-            let name = format!("flip {shape:?} {axes:?}");
-            cases.push(Case::one(
-                name,
-                Nd::rand(&mut rng, shape, g),
-                dtype,
-                move |x| x.flip(&a1),
-                move |x| flip_ref(x, &a2),
-            ));
-        }
+        table_cases(&mut cases, &mut rng, g, dtype, "flip", flips, |x, a| x.flip(a), flip_ref);
         // squeeze / unsqueeze (negative axes)
         let squeezes: &[(&[usize], &[i64], &[usize])] = &[
             (&[1, 3, 1], &[], &[3]),

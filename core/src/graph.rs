@@ -245,20 +245,6 @@ impl Graph {
         self.nodes.iter().filter(|n| n.op.is::<T>()).count()
     }
 
-    /// For every node, how many times it is used (as an input or an output).
-    pub fn use_counts(&self) -> Vec<usize> {
-        let mut uses = vec![0; self.nodes.len()];
-        for n in &self.nodes {
-            for i in &n.inputs {
-                uses[i.index()] += 1;
-            }
-        }
-        for o in &self.outputs {
-            uses[o.index()] += 1;
-        }
-        uses
-    }
-
     /// Checks the invariants: inputs precede users, ids are in range, every
     /// node's type is what its op's shape rule gives, parameters are the
     /// listed inputs in order, outputs exist. Sub-graphs are verified too.

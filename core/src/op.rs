@@ -91,6 +91,22 @@ impl dyn Op {
         self.as_any().downcast_ref::<T>()
     }
 
+    /// The op as `T`, or an error naming the op and the type expected (for a
+    /// rule or kernel registered for `T`, a mismatch is a registry bug, not
+    /// something to panic over).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the op is another type.
+    pub fn try_downcast<T: Op>(&self) -> Result<&T> {
+        self.downcast_ref::<T>().ok_or_else(|| {
+            crate::Error::invalid(
+                self.name(),
+                "op",
+                format!("expected an op of type {}", std::any::type_name::<T>()),
+            )
+        })
+    }
+
     /// Whether the op is of type `T`.
     pub fn is<T: Op>(&self) -> bool {
         self.as_any().is::<T>()
@@ -128,11 +144,12 @@ impl Hash for dyn Op {
     }
 }
 
-/// Checks the number of inputs of an op.
+/// Checks the number of inputs of an op (their types in a shape rule, their
+/// values in a kernel).
 ///
 /// # Errors
 /// [`Error::Arity`](crate::Error::Arity) naming the op.
-pub fn expect_arity(op: &dyn Op, inputs: &[TensorType], n: usize) -> Result<()> {
+pub fn expect_arity<T>(op: &dyn Op, inputs: &[T], n: usize) -> Result<()> {
     if inputs.len() == n {
         Ok(())
     } else {

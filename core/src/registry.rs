@@ -98,11 +98,71 @@ impl<R: Registered> RuleTable<R> {
     }
 }
 
-/// The source location of a registration, as `file:line`.
+/// Declares a registry: an entry type holding an op type, its name, the
+/// registration's `file:line` and one payload field; its `inventory`
+/// collection; its [`Registered`] impl; and a function returning its
+/// [`RuleTable`], built once. Core's rule types and the CPU backend's kernel
+/// registry are all declared with it, and so can a transform or backend in
+/// another crate.
+///
+/// ```ignore
+/// anvil_core::registry_entry! {
+///     /// A registered CPU kernel.
+///     pub struct CpuKernel { kernel: KernelFn }, "CPU kernel", kernels
+/// }
+/// ```
 #[macro_export]
-macro_rules! location {
-    () => {
-        concat!(file!(), ":", line!())
+macro_rules! registry_entry {
+    ($(#[$doc:meta])* pub struct $name:ident { $field:ident : $ty:ty }, $what:literal, $table:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name {
+            /// The op type (`TypeId::of::<MyOp>`).
+            pub op_type: fn() -> ::std::any::TypeId,
+            /// The op type's name as written at the registration.
+            pub op_name: &'static str,
+            /// `file:line` of the registration.
+            pub location: &'static str,
+            /// What is registered.
+            pub $field: $ty,
+        }
+
+        $crate::inventory::collect!($name);
+
+        impl $crate::Registered for $name {
+            const WHAT: &'static str = $what;
+            fn op_type(&self) -> ::std::any::TypeId {
+                (self.op_type)()
+            }
+            fn op_name(&self) -> &'static str {
+                self.op_name
+            }
+            fn location(&self) -> &'static str {
+                self.location
+            }
+        }
+
+        /// The table of every entry of this registry linked into the program.
+        pub fn $table() -> &'static $crate::RuleTable<$name> {
+            static TABLE: ::std::sync::OnceLock<$crate::RuleTable<$name>> = ::std::sync::OnceLock::new();
+            TABLE.get_or_init(|| $crate::RuleTable::build($crate::inventory::iter::<$name>))
+        }
+    };
+}
+
+/// Submits an entry of a registry declared with [`registry_entry!`] for an
+/// op type: `register_entry!(path::to::Entry, MyOp, field: value);`.
+#[macro_export]
+macro_rules! register_entry {
+    ($entry:path, $op:ty, $field:ident : $value:expr) => {
+        $crate::inventory::submit! {
+            $entry {
+                op_type: ::std::any::TypeId::of::<$op>,
+                op_name: stringify!($op),
+                location: concat!(file!(), ":", line!()),
+                $field: $value,
+            }
+        }
     };
 }
 

@@ -11,10 +11,7 @@
 
 use crate::error::Result;
 use crate::op::Op;
-use crate::registry::{Registered, RuleTable};
 use crate::trace::Var;
-use std::any::TypeId;
-use std::sync::OnceLock;
 
 /// A value under `vmap`: its traced value and where its batch axis is
 /// (`None`: not batched, the same for every element of the batch).
@@ -51,61 +48,16 @@ impl Batched {
 /// arguments (at least one of them batched), for a batch of `size`.
 pub type VmapFn = fn(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched>;
 
-macro_rules! rule_type {
-    ($(#[$doc:meta])* $name:ident, $f:ty, $what:literal, $table:ident) => {
-        $(#[$doc])*
-        #[derive(Debug)]
-        pub struct $name {
-            /// The op type (`TypeId::of::<MyOp>`).
-            pub op_type: fn() -> TypeId,
-            /// The op type's name as written at the registration.
-            pub op_name: &'static str,
-            /// `file:line` of the registration.
-            pub location: &'static str,
-            /// The rule.
-            pub rule: $f,
-        }
-
-        inventory::collect!($name);
-
-        impl Registered for $name {
-            const WHAT: &'static str = $what;
-            fn op_type(&self) -> TypeId {
-                (self.op_type)()
-            }
-            fn op_name(&self) -> &'static str {
-                self.op_name
-            }
-            fn location(&self) -> &'static str {
-                self.location
-            }
-        }
-
-        /// The table of every rule of this kind linked into the program.
-        pub fn $table() -> &'static RuleTable<$name> {
-            static TABLE: OnceLock<RuleTable<$name>> = OnceLock::new();
-            TABLE.get_or_init(|| RuleTable::build(inventory::iter::<$name>))
-        }
-    };
-}
-
-rule_type!(
+crate::registry_entry! {
     /// A registered batching rule.
-    VmapRule, VmapFn, "vmap rule", vmap_rules
-);
+    pub struct VmapRule { rule: VmapFn }, "vmap rule", vmap_rules
+}
 
 /// Registers a rule of a built-in kind for an op type:
 /// `register_rule!(VmapRule, MyOp, my_rule);`.
 #[macro_export]
 macro_rules! register_rule {
     ($kind:ident, $op:ty, $rule:expr) => {
-        $crate::inventory::submit! {
-            $crate::rules::$kind {
-                op_type: ::std::any::TypeId::of::<$op>,
-                op_name: stringify!($op),
-                location: concat!(file!(), ":", line!()),
-                rule: $rule,
-            }
-        }
+        $crate::register_entry!($crate::rules::$kind, $op, rule: $rule);
     };
 }

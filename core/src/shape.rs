@@ -254,17 +254,13 @@ impl SliceSpec {
             let e = self.stop.map_or(-1, |v| clamp(norm(v), -1, n - 1));
             (s, e)
         };
-        let len = if step > 0 {
-            if stop > start {
-                (stop - start + step - 1) / step
-            } else {
-                0
-            }
-        } else if start > stop {
-            (start - stop + (-step) - 1) / (-step)
+        // In i128: `step` may be i64::MIN or i64::MAX.
+        let (span, stride) = if step > 0 {
+            (stop - start, i128::from(step))
         } else {
-            0
+            (start - stop, -i128::from(step))
         };
+        let len = if span > 0 { (i128::from(span) - 1) / stride + 1 } else { 0 };
         Ok((start, step, len as usize))
     }
 }
@@ -349,6 +345,8 @@ mod tests {
         assert_eq!(r(Some(10), None, 1, 5), (5, 1, 0));
         assert_eq!(r(Some(3), Some(0), -1, 5), (3, -1, 3));
         assert_eq!(r(None, None, 3, 0), (0, 3, 0));
+        assert_eq!(r(None, None, i64::MAX, 5), (0, i64::MAX, 1));
+        assert_eq!(r(None, None, i64::MIN, 5), (4, i64::MIN, 1));
     }
 
     #[test]

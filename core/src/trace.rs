@@ -94,10 +94,8 @@ impl Tracer {
                 return Err(Error::ForeignVar { op: op.name().into(), arg: i.to_string() });
             }
             if a.id.is_none() {
-                return Err(self.error().unwrap_or_else(|| Error::MissingRule {
-                    op: op.name().into(),
-                    what: "valid argument".into(),
-                    hint: format!(" (argument {i} is poisoned)"),
+                return Err(self.error().unwrap_or_else(|| {
+                    Error::invalid(op.name(), i.to_string(), "is the result of an op that failed")
                 }));
             }
         }
@@ -147,24 +145,15 @@ impl Tracer {
                 return Err(Error::ForeignVar { op: "output".into(), arg: i.to_string() });
             }
             ids.push(o.id.ok_or_else(|| {
-                self.error()
-                    .unwrap_or(Error::InvalidGraph { node: 0, msg: "poisoned output".into() })
+                self.error().unwrap_or_else(|| {
+                    Error::invalid("output", i.to_string(), "is the result of an op that failed")
+                })
             })?);
         }
         let mut g = self.graph.borrow().clone();
         g.set_outputs(ids);
         debug_assert!(g.verify().is_ok(), "tracing built an invalid graph: {:?}", g.verify());
         Ok(g)
-    }
-
-    /// A copy of the graph built so far (without outputs).
-    pub fn graph(&self) -> Graph {
-        self.graph.borrow().clone()
-    }
-
-    /// Runs `f` with a borrow of the graph built so far.
-    pub fn with_graph<T>(&self, f: impl FnOnce(&Graph) -> T) -> T {
-        f(&self.graph.borrow())
     }
 }
 

@@ -450,11 +450,13 @@ impl VarExt for Var {
         })
     }
     fn index(&self, axis: i64, indices: &[i64]) -> Var {
-        let idx = self.constant_like(
-            Tensor::from_vec(indices.to_vec(), &[indices.len()])
-                .unwrap_or_else(|_| Tensor::scalar(0i64)),
-        );
-        self.take(&idx, axis)
+        match Tensor::from_vec(indices.to_vec(), &[indices.len()]) {
+            Ok(idx) => self.take(&self.constant_like(idx), axis),
+            Err(e) => {
+                self.tracer().record(e);
+                self.tracer().poisoned()
+            }
+        }
     }
     fn at(&self, axis: i64, index: i64) -> Var {
         self.take(&self.constant_like(Tensor::scalar(index)), axis)

@@ -14,9 +14,11 @@ use crate::api::VarExt;
 use crate::reduce::ReduceMath;
 use anvil_core::{Batched, Error, Op, Result, SliceSpec, Var};
 
-/// Moves axis `from` of `x` to position `to`.
+/// Moves axis `from` of `x` to position `to`. Out-of-range axes (only
+/// possible on a poisoned value, whose error is already recorded) leave `x`
+/// as it is.
 pub fn move_axis(x: &Var, from: usize, to: usize) -> Var {
-    if from == to {
+    if from == to || from >= x.rank() || to >= x.rank() {
         return x.clone();
     }
     let mut perm: Vec<i64> = (0..x.rank() as i64).filter(|&i| i != from as i64).collect();
@@ -37,19 +39,25 @@ pub fn at_front(b: &Batched, size: usize) -> Var {
     }
 }
 
-/// A batched value's element as rank `rank` with the batch first: size-1
-/// axes are inserted after the batch axis (NumPy aligns trailing axes).
-fn front_with_rank(b: &Batched, rank: usize) -> Var {
-    let Some(k) = b.axis else { return b.var.clone() };
-    let x = move_axis(&b.var, k, 0);
-    let logical = b.logical_rank();
-    if logical == rank {
-        return x;
+/// Inserts `n` size-1 axes right after the leading batch axis of `x`, so
+/// that NumPy's right-aligned broadcasting pairs element axes with element
+/// axes.
+pub fn pad_after_batch(x: &Var, n: usize) -> Var {
+    if n == 0 || x.rank() == 0 {
+        return x.clone();
     }
     let mut shape: Vec<i64> = vec![x.shape()[0] as i64];
-    shape.extend(std::iter::repeat_n(1, rank - logical));
+    shape.extend(std::iter::repeat_n(1, n));
     shape.extend(x.shape()[1..].iter().map(|&d| d as i64));
     x.reshape(&shape)
+}
+
+/// A batched value's element as rank `rank`, with the batch first.
+fn front_with_rank(b: &Batched, rank: usize) -> Var {
+    match b.axis {
+        Some(k) => pad_after_batch(&move_axis(&b.var, k, 0), rank - b.logical_rank()),
+        None => b.var.clone(),
+    }
 }
 
 /// The rule of every broadcasting elementwise op (unary, binary, `select`,
@@ -87,20 +95,12 @@ pub fn vmap_reduce<O: ReduceMath + Clone>(
     args: &[Batched],
     _size: usize,
 ) -> Result<Batched> {
-    let o = op.downcast_ref::<O>().ok_or_else(|| wrong_op(op))?;
+    let o = op.try_downcast::<O>()?;
     let (x, k) = single_batched(op, args)?;
     let axes: Vec<usize> = o.axes().iter().map(|&a| physical_axis(a, k)).collect();
     let out_axis = if o.keepdims() { k } else { k - axes.iter().filter(|&&a| a < k).count() };
     let var = Var::apply_op(Box::new(o.with_axes(axes)), &[&x]);
     Ok(Batched::new(var, Some(out_axis)))
-}
-
-pub(crate) fn wrong_op(op: &dyn Op) -> Error {
-    Error::MissingRule {
-        op: op.name().into(),
-        what: "vmap rule for this op type".into(),
-        hint: " (rule registered for another type)".into(),
-    }
 }
 
 /// The one argument of a unary op, which a rule only sees batched.

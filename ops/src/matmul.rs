@@ -35,8 +35,8 @@ impl Op for Matmul {
 // ---------------------------------------------------------------- rules
 
 use crate::api::VarExt;
-use crate::batching::move_axis;
-use anvil_core::{register_rule, Batched, Var};
+use crate::batching::{move_axis, pad_after_batch};
+use anvil_core::{register_rule, Batched};
 
 /// Batching `matmul`. A batched operand against an unbatched matrix stays one
 /// product with the batch folded into the rows (`[B, m, k] @ [k, n]`, one
@@ -63,11 +63,11 @@ fn vmap_matmul(_op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> 
     let mut av = if a_vec { front(a).unsqueeze(1) } else { front(a) };
     let mut bv = if b_vec { front(b).unsqueeze(2) } else { front(b) };
     let (ra2, rb2) = (ra.max(usize::from(a_vec) * 2), rb.max(usize::from(b_vec) * 2));
-    if a.axis.is_some() && rb2 > ra2 {
-        av = pad_after_batch(&av, rb2 - ra2);
+    if a.axis.is_some() {
+        av = pad_after_batch(&av, rb2.saturating_sub(ra2));
     }
-    if b.axis.is_some() && ra2 > rb2 {
-        bv = pad_after_batch(&bv, ra2 - rb2);
+    if b.axis.is_some() {
+        bv = pad_after_batch(&bv, ra2.saturating_sub(rb2));
     }
     let mut out = av.matmul(&bv);
     if b_vec {
@@ -77,14 +77,6 @@ fn vmap_matmul(_op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> 
         out = out.squeeze(&[if rb >= 2 { -2 } else { -1 }]);
     }
     Ok(Batched::new(out, Some(0)))
-}
-
-/// Inserts `n` size-1 axes right after the leading batch axis.
-fn pad_after_batch(x: &Var, n: usize) -> Var {
-    let mut shape: Vec<i64> = vec![x.shape()[0] as i64];
-    shape.extend(std::iter::repeat_n(1, n));
-    shape.extend(x.shape()[1..].iter().map(|&d| d as i64));
-    x.reshape(&shape)
 }
 
 register_rule!(VmapRule, Matmul, vmap_matmul);

@@ -117,8 +117,18 @@ impl Op for Pad {
         if self.value.dtype() != inputs[0].dtype {
             return Err(Error::dtype("pad", "value", self.value.dtype(), inputs[0].dtype.name()));
         }
-        let shape =
-            s.iter().zip(&self.widths).map(|(&d, &(lo, hi))| d + lo + hi).collect::<Vec<_>>();
+        let shape = s
+            .iter()
+            .zip(&self.widths)
+            .map(|(&d, &(lo, hi))| d.checked_add(lo).and_then(|n| n.checked_add(hi)))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                Error::invalid(
+                    "pad",
+                    "widths",
+                    format!("{:?} overflow argument 0 of shape {s:?}", self.widths),
+                )
+            })?;
         Ok(TensorType::new(inputs[0].dtype, shape))
     }
     fn params(&self) -> String {
@@ -226,16 +236,12 @@ impl Op for Concatenate {
 // ---------------------------------------------------------------- rules
 
 use crate::api::VarExt;
-use crate::batching::{at_front, single_batched, slice_specs_at, with_full_at, wrong_op};
+use crate::batching::{at_front, pad_after_batch, single_batched, slice_specs_at, with_full_at};
 use anvil_core::{register_rule, Batched, Var};
-
-fn downcast<T: Op>(op: &dyn Op) -> Result<&T> {
-    op.downcast_ref::<T>().ok_or_else(|| wrong_op(op))
-}
 
 /// Batching `reshape`: batch first, then the element's new shape.
 fn vmap_reshape(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
-    let r = downcast::<Reshape>(op)?;
+    let r = op.try_downcast::<Reshape>()?;
     let x = at_front(&args[0], size);
     let shape: Vec<i64> =
         std::iter::once(size).chain(r.shape.iter().copied()).map(|d| d as i64).collect();
@@ -244,7 +250,7 @@ fn vmap_reshape(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
 
 /// Batching `permute`: one permute that also brings the batch axis first.
 fn vmap_permute(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
-    let p = downcast::<Permute>(op)?;
+    let p = op.try_downcast::<Permute>()?;
     let (x, k) = single_batched(op, args)?;
     let perm: Vec<i64> = std::iter::once(k)
         .chain(p.perm.iter().map(|&a| crate::batching::physical_axis(a, k)))
@@ -256,18 +262,15 @@ fn vmap_permute(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> 
 /// Batching `broadcast_to`: batch first, size-1 axes for the new leading
 /// axes, then broadcast behind the batch axis.
 fn vmap_broadcast_to(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
-    let b = downcast::<BroadcastTo>(op)?;
-    let x = at_front(&args[0], size);
-    let mut shape: Vec<i64> = vec![size as i64];
-    shape.extend(std::iter::repeat_n(1, b.shape.len() - args[0].logical_rank()));
-    shape.extend(x.shape()[1..].iter().map(|&d| d as i64));
+    let b = op.try_downcast::<BroadcastTo>()?;
+    let x = pad_after_batch(&at_front(&args[0], size), b.shape.len() - args[0].logical_rank());
     let target: Vec<usize> = std::iter::once(size).chain(b.shape.iter().copied()).collect();
-    Ok(Batched::new(x.reshape(&shape).broadcast_to(&target), Some(0)))
+    Ok(Batched::new(x.broadcast_to(&target), Some(0)))
 }
 
 /// Batching `pad`: no padding on the batch axis.
 fn vmap_pad(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
-    let p = downcast::<Pad>(op)?;
+    let p = op.try_downcast::<Pad>()?;
     let (x, k) = single_batched(op, args)?;
     let op = Pad { widths: with_full_at(&p.widths, k, (0, 0)), value: p.value };
     Ok(Batched::new(Var::apply_op(Box::new(op), &[&x]), Some(k)))
@@ -275,7 +278,7 @@ fn vmap_pad(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
 
 /// Batching `slice`: the batch axis is taken whole.
 fn vmap_slice(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
-    let s = downcast::<Slice>(op)?;
+    let s = op.try_downcast::<Slice>()?;
     let (x, k) = single_batched(op, args)?;
     Ok(Batched::new(
         Var::apply_op(Box::new(Slice { specs: slice_specs_at(&s.specs, k) }), &[&x]),
@@ -286,7 +289,7 @@ fn vmap_slice(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
 /// Batching `concatenate`: every operand batch-first (unbatched ones
 /// broadcast, since the result holds a copy per element anyway).
 fn vmap_concatenate(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
-    let c = downcast::<Concatenate>(op)?;
+    let c = op.try_downcast::<Concatenate>()?;
     let xs: Vec<Var> = args.iter().map(|a| at_front(a, size)).collect();
     let refs: Vec<&Var> = xs.iter().collect();
     Ok(Batched::new(Var::apply_op(Box::new(Concatenate { axis: c.axis + 1 }), &refs), Some(0)))

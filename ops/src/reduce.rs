@@ -146,12 +146,12 @@ impl Op for ArgReduce {
 
 // ---------------------------------------------------------------- rules
 
-use crate::batching::{physical_axis, single_batched, vmap_reduce, wrong_op};
+use crate::batching::{physical_axis, single_batched, vmap_reduce};
 use anvil_core::{register_rule, Batched, Var};
 
 /// Batching `argmax`/`argmin`: the same axis, shifted past the batch axis.
 fn vmap_arg_reduce(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
-    let o = op.downcast_ref::<ArgReduce>().ok_or_else(|| wrong_op(op))?;
+    let o = op.try_downcast::<ArgReduce>()?;
     let (x, k) = single_batched(op, args)?;
     let axis = physical_axis(o.axis, k);
     let out_axis = if o.keepdims || axis > k { k } else { k - 1 };

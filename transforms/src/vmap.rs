@@ -52,7 +52,7 @@ pub fn vmap_graph(graph: &Graph, args: &[Batched], size: usize) -> Result<Vec<Ba
             let hint = " (give the op a batching rule with register_rule!(VmapRule, ...))";
             let rule = vmap_rules().get(node.op.as_ref(), hint)?;
             let out = (rule.rule)(node.op.as_ref(), &ins, size)?;
-            check_rule_output(node.op.name(), &out, &node.ty, size)?;
+            check_rule_output(id.index(), node.op.name(), &out, &node.ty, size)?;
             out
         };
         env[id.index()] = Some(out);
@@ -72,7 +72,13 @@ pub fn vmap_graph(graph: &Graph, args: &[Batched], size: usize) -> Result<Vec<Ba
 /// A rule must give the element type the original node had, with a batch
 /// axis of the batch size; anything else is a bug in the rule, reported
 /// with the op's name rather than producing wrong numbers.
-fn check_rule_output(op: &str, out: &Batched, ty: &TensorType, size: usize) -> Result<()> {
+fn check_rule_output(
+    node: usize,
+    op: &str,
+    out: &Batched,
+    ty: &TensorType,
+    size: usize,
+) -> Result<()> {
     if out.var.is_poisoned() {
         return Ok(()); // The recorded error will be returned by the trace.
     }
@@ -83,7 +89,7 @@ fn check_rule_output(op: &str, out: &Batched, ty: &TensorType, size: usize) -> R
         Ok(())
     } else {
         Err(Error::InvalidGraph {
-            node: 0,
+            node,
             msg: format!("the vmap rule of {op} returned {} with batch axis {:?}; expected {ty} batched by {size}", out.var.ty(), out.axis),
         })
     }

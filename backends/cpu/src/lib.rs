@@ -20,9 +20,7 @@ pub mod strided;
 
 pub use plan::{compile, Plan};
 
-use anvil_core::{Op, Registered, Result, RuleTable, Tensor, TensorType};
-use std::any::TypeId;
-use std::sync::OnceLock;
+use anvil_core::{Op, Result, Tensor, TensorType};
 
 /// How a kernel may use threads.
 #[derive(Clone, Copy, Debug)]
@@ -73,38 +71,9 @@ impl Ctx {
 pub type KernelFn =
     fn(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor>;
 
-/// A CPU kernel registered for one op type.
-#[derive(Debug)]
-pub struct CpuKernel {
-    /// The op type (`TypeId::of::<MyOp>`).
-    pub op_type: fn() -> TypeId,
-    /// The op type's name as written at the registration.
-    pub op_name: &'static str,
-    /// `file:line` of the registration.
-    pub location: &'static str,
-    /// The kernel.
-    pub kernel: KernelFn,
-}
-
-inventory::collect!(CpuKernel);
-
-impl Registered for CpuKernel {
-    const WHAT: &'static str = "CPU kernel";
-    fn op_type(&self) -> TypeId {
-        (self.op_type)()
-    }
-    fn op_name(&self) -> &'static str {
-        self.op_name
-    }
-    fn location(&self) -> &'static str {
-        self.location
-    }
-}
-
-/// The table of every CPU kernel linked into the program.
-pub fn kernels() -> &'static RuleTable<CpuKernel> {
-    static TABLE: OnceLock<RuleTable<CpuKernel>> = OnceLock::new();
-    TABLE.get_or_init(|| RuleTable::build(inventory::iter::<CpuKernel>))
+anvil_core::registry_entry! {
+    /// A CPU kernel registered for one op type.
+    pub struct CpuKernel { kernel: KernelFn }, "CPU kernel", kernels
 }
 
 /// Registers a CPU kernel for an op type: `register_kernel!(MyOp, my_kernel);`.
@@ -114,26 +83,9 @@ pub fn kernels() -> &'static RuleTable<CpuKernel> {
 #[macro_export]
 macro_rules! register_kernel {
     ($op:ty, $kernel:expr) => {
-        $crate::inventory::submit! {
-            $crate::CpuKernel {
-                op_type: ::std::any::TypeId::of::<$op>,
-                op_name: stringify!($op),
-                location: concat!(file!(), ":", line!()),
-                kernel: $kernel,
-            }
-        }
+        $crate::anvil_core::register_entry!($crate::CpuKernel, $op, kernel: $kernel);
     };
 }
 
 #[doc(hidden)]
-pub use inventory;
-
-/// Downcasts `op` to the type its kernel was registered for; a mismatch is a
-/// registry bug, reported as an error rather than a panic.
-pub(crate) fn downcast<T: Op>(op: &dyn Op) -> Result<&T> {
-    op.downcast_ref::<T>().ok_or_else(|| anvil_core::Error::MissingRule {
-        op: op.name().into(),
-        what: "CPU kernel of the right type".into(),
-        hint: format!(" (kernel registered for {})", std::any::type_name::<T>()),
-    })
-}
+pub use anvil_core;

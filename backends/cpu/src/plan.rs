@@ -158,3 +158,34 @@ impl Plan {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anvil_core::{trace, Var};
+    use anvil_ops::VarExt;
+
+    #[test]
+    fn values_are_freed_right_after_their_last_use_and_outputs_never() {
+        // Two outputs, and intermediates with one reader each.
+        let g = trace(&|x: &Var| vec![x.exp().sin().cos(), x.exp()], &Tensor::zeros(&[4])).unwrap();
+        let plan = compile(&g).unwrap();
+        let freed: Vec<Vec<usize>> =
+            plan.steps.iter().map(|s| s.free.iter().map(|n| n.index()).collect()).collect();
+        // The input dies at the last node that reads it.
+        let last_reader_of_input = g
+            .iter()
+            .filter(|(_, n)| n.inputs.iter().any(|i| i.index() == 0))
+            .map(|(id, _)| id.index())
+            .max()
+            .unwrap();
+        assert!(freed[last_reader_of_input].contains(&0), "{freed:?}\n{g}");
+        let outputs: Vec<usize> = g.outputs().iter().map(|o| o.index()).collect();
+        assert!(
+            freed.iter().flatten().all(|v| !outputs.contains(v)),
+            "an output was freed: {freed:?}"
+        );
+        let run = plan.run(&[Tensor::zeros(&[4])], &Ctx::sequential()).unwrap();
+        assert_eq!(run[0].to_vec::<f64>().unwrap(), vec![1f64.sin().cos(); 4]);
+    }
+}

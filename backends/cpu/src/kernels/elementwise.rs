@@ -3,7 +3,7 @@
 
 use super::{arity, unsupported};
 use crate::strided::{broadcast_strides, fill_chunks, for_each_run};
-use crate::{downcast, register_kernel, Ctx};
+use crate::{register_kernel, Ctx};
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::elementwise::*;
 
@@ -29,7 +29,7 @@ pub fn unary<O: UnaryMath>(
     ctx: &Ctx,
 ) -> Result<Tensor> {
     arity(op, inputs, 1)?;
-    let o = downcast::<O>(op)?;
+    let o = op.try_downcast::<O>()?;
     let storage = match inputs[0].storage() {
         Storage::F64(v) => f64::into_storage(map1(v, ctx, |a| o.f64(a))),
         Storage::F32(v) => f32::into_storage(map1(v, ctx, |a| o.f32(a))),
@@ -51,7 +51,7 @@ pub fn binary<O: BinaryMath>(
     ctx: &Ctx,
 ) -> Result<Tensor> {
     arity(op, inputs, 2)?;
-    let o = downcast::<O>(op)?;
+    let o = op.try_downcast::<O>()?;
     let (a, b) = (inputs[0], inputs[1]);
     let (sa, sb) = strides_pair(a, b, &out.shape);
     let s = &out.shape;
@@ -78,7 +78,7 @@ pub fn compare<O: CompareMath>(
     ctx: &Ctx,
 ) -> Result<Tensor> {
     arity(op, inputs, 2)?;
-    let o = downcast::<O>(op)?;
+    let o = op.try_downcast::<O>()?;
     let (a, b) = (inputs[0], inputs[1]);
     let (sa, sb) = strides_pair(a, b, &out.shape);
     let s = &out.shape;

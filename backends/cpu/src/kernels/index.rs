@@ -3,7 +3,7 @@
 //! checked first, so an out-of-bounds index is an error before any work.
 
 use super::{arity, unsupported};
-use crate::{downcast, register_kernel, Ctx};
+use crate::{register_kernel, Ctx};
 use anvil_core::{Element, Error, Op, Result, Scalar, Storage, Tensor, TensorType};
 use anvil_ops::index::{ScatterAdd, Take};
 
@@ -46,7 +46,7 @@ fn take_typed<T: Copy>(x: &[T], idx: &[usize], outer: usize, dim: usize, inner: 
 /// The kernel of `take`.
 pub fn take(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
     arity(op, inputs, 2)?;
-    let t = downcast::<Take>(op)?;
+    let t = op.try_downcast::<Take>()?;
     let (x, idx) = (inputs[0], inputs[1]);
     let dim = x.shape()[t.axis];
     let idx = resolve("take", idx.as_slice::<i64>()?, dim, t.axis, x.shape())?;
@@ -83,7 +83,7 @@ pub fn scatter_add(
     _ctx: &Ctx,
 ) -> Result<Tensor> {
     arity(op, inputs, 2)?;
-    let s = downcast::<ScatterAdd>(op)?;
+    let s = op.try_downcast::<ScatterAdd>()?;
     let (u, idx) = (inputs[0], inputs[1]);
     let idx = resolve("scatter_add", idx.as_slice::<i64>()?, s.size, s.axis, &out.shape)?;
     let (outer, inner) = outer_inner(&out.shape, s.axis);

@@ -13,24 +13,12 @@ pub mod matmul;
 pub mod movement;
 pub mod reduce;
 
-use anvil_core::{DType, Error, Op, Result, Tensor};
+use anvil_core::{DType, Error, Op};
+
+pub(crate) use anvil_core::op::expect_arity as arity;
 
 /// The error for a dtype a kernel does not handle (the shape rule should
 /// have rejected it; this keeps a bad plugin rule from panicking).
 pub(crate) fn unsupported(op: &dyn Op, arg: usize, dtype: DType) -> Error {
     Error::dtype(op.name(), arg.to_string(), dtype, "a dtype this kernel supports")
-}
-
-/// Checks the number of inputs handed to a kernel.
-pub(crate) fn arity(op: &dyn Op, inputs: &[&Tensor], n: usize) -> Result<()> {
-    if inputs.len() == n {
-        Ok(())
-    } else {
-        Err(Error::Arity {
-            what: op.name().into(),
-            kind: "inputs".into(),
-            expected: n,
-            got: inputs.len(),
-        })
-    }
 }

@@ -5,7 +5,7 @@
 
 use super::arity;
 use crate::strided::{broadcast_strides, contiguous_strides, for_each_run, gather};
-use crate::{downcast, register_kernel, Ctx};
+use crate::{register_kernel, Ctx};
 use anvil_core::{with_storage, Element, Op, Result, Scalar, Storage, Tensor, TensorType};
 use anvil_ops::movement::*;
 
@@ -29,7 +29,7 @@ fn gather_tensor(
 /// `permute`: a gather through permuted strides.
 pub fn permute(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
     arity(op, inputs, 1)?;
-    let p = downcast::<Permute>(op)?;
+    let p = op.try_downcast::<Permute>()?;
     let s = contiguous_strides(inputs[0].shape());
     let strides: Vec<isize> = p.perm.iter().map(|&a| s[a]).collect();
     gather_tensor(inputs[0], 0, &strides, &out.shape, ctx)
@@ -49,7 +49,7 @@ pub fn broadcast_to(
 /// `slice`: a gather from the first element with strides scaled by the steps.
 pub fn slice(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
     arity(op, inputs, 1)?;
-    let sl = downcast::<Slice>(op)?;
+    let sl = op.try_downcast::<Slice>()?;
     let s = contiguous_strides(inputs[0].shape());
     let r = sl.resolve(inputs[0].shape())?;
     if out.numel() == 0 {
@@ -97,7 +97,7 @@ fn pad_typed<T: Element>(x: &[T], shape: &[usize], p: &Pad, out_shape: &[usize])
 /// `pad`: fill with the pad value, then copy the operand into the interior.
 pub fn pad(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
     arity(op, inputs, 1)?;
-    let p = downcast::<Pad>(op)?;
+    let p = op.try_downcast::<Pad>()?;
     let x = inputs[0];
     let storage = with_storage!(x.storage(), v => Element::into_storage(pad_typed(v, x.shape(), p, &out.shape)));
     Tensor::from_storage(storage, &out.shape)
@@ -122,7 +122,7 @@ pub fn concatenate(
     out: &TensorType,
     _ctx: &Ctx,
 ) -> Result<Tensor> {
-    let c = downcast::<Concatenate>(op)?;
+    let c = op.try_downcast::<Concatenate>()?;
     let first = inputs
         .first()
         .ok_or_else(|| anvil_core::Error::invalid("concatenate", "operands", "none given"))?;

@@ -4,7 +4,7 @@
 
 use super::{arity, unsupported};
 use crate::strided::{contiguous_strides, fill_chunks, for_each_run};
-use crate::{downcast, register_kernel, Ctx};
+use crate::{register_kernel, Ctx};
 use anvil_core::{Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::reduce::*;
 
@@ -114,7 +114,7 @@ pub fn reduce<O: ReduceMath>(
     ctx: &Ctx,
 ) -> Result<Tensor> {
     arity(op, inputs, 1)?;
-    let o = downcast::<O>(op)?;
+    let o = op.try_downcast::<O>()?;
     let x = inputs[0];
     let sp = split(x.shape(), o.axes());
     let storage = match x.storage() {
@@ -161,7 +161,7 @@ fn arg_typed<T: Copy + Send + Sync + PartialOrd>(
 /// The kernel of `argmax` / `argmin`.
 pub fn arg_reduce(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
     arity(op, inputs, 1)?;
-    let o = downcast::<ArgReduce>(op)?;
+    let o = op.try_downcast::<ArgReduce>()?;
     let x = inputs[0];
     let sp = split(x.shape(), &[o.axis]);
     let v = match x.storage() {
