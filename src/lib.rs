@@ -46,12 +46,12 @@ pub use anvil_cpu::{self as cpu, Ctx};
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };
-pub use anvil_transforms::{self as transforms, vmap};
+pub use anvil_transforms::{self as transforms, map, vmap};
 
 /// Everything a program needs: `use anvil::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        concatenate, eye, full, iota, jit, stack, trace, vmap, where_, Call, DType, Error,
+        concatenate, eye, full, iota, jit, map, stack, trace, vmap, where_, Call, DType, Error,
         Function, Result, SliceSpec, Tensor, Var, VarExt,
     };
 }
@@ -107,6 +107,13 @@ pub struct Jit<F, M> {
     f: F,
     cache: PlanCache,
     _marker: PhantomData<fn() -> M>,
+}
+
+/// A copy with an empty plan cache.
+impl<F: Clone, M> Clone for Jit<F, M> {
+    fn clone(&self) -> Self {
+        Jit { f: self.f.clone(), cache: PlanCache::new(), _marker: PhantomData }
+    }
 }
 
 impl<F, M> std::fmt::Debug for Jit<F, M> {

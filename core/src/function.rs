@@ -2,7 +2,7 @@
 //!
 //! [`Function`] is the one trait every traceable thing implements: a closure
 //! `Fn(&Var) -> Var`, `Fn(&Var, &Var) -> Var`, `Fn(&Var, &Var, &Var) -> Var`,
-//! `Fn(&Var) -> Vec<Var>` or `Fn(&[Var]) -> Vec<Var>`, and later every
+//! the same three returning `Vec<Var>`, or `Fn(&[Var]) -> Vec<Var>`, and later every
 //! transform's result (`vmap(f)`, `grad(f)`), so transforms compose. The
 //! marker parameter `M` only tells the closure forms apart; inference picks it.
 //!
@@ -72,6 +72,12 @@ pub enum Fn3 {}
 /// Marker for `Fn(&Var) -> Vec<Var>`.
 #[derive(Debug)]
 pub enum Fn1N {}
+/// Marker for `Fn(&Var, &Var) -> Vec<Var>`.
+#[derive(Debug)]
+pub enum Fn2N {}
+/// Marker for `Fn(&Var, &Var, &Var) -> Vec<Var>`.
+#[derive(Debug)]
+pub enum Fn3N {}
 /// Marker for `Fn(&[Var]) -> Vec<Var>`.
 #[derive(Debug)]
 pub enum FnN {}
@@ -117,6 +123,28 @@ impl<F: Fn(&Var) -> Vec<Var>> Function<Fn1N> for F {
     fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
         check_arity("function", Some(1), args.len())?;
         Ok(self(&args[0]))
+    }
+}
+
+impl<F: Fn(&Var, &Var) -> Vec<Var>> Function<Fn2N> for F {
+    type Output = Vec<Tensor>;
+    fn arity(&self) -> Option<usize> {
+        Some(2)
+    }
+    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+        check_arity("function", Some(2), args.len())?;
+        Ok(self(&args[0], &args[1]))
+    }
+}
+
+impl<F: Fn(&Var, &Var, &Var) -> Vec<Var>> Function<Fn3N> for F {
+    type Output = Vec<Tensor>;
+    fn arity(&self) -> Option<usize> {
+        Some(3)
+    }
+    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+        check_arity("function", Some(3), args.len())?;
+        Ok(self(&args[0], &args[1], &args[2]))
     }
 }
 
@@ -215,10 +243,22 @@ impl Outputs for Vec<Tensor> {
 /// The first error recorded while tracing; a wrong number of arguments.
 pub fn trace_types<M, F: Function<M> + ?Sized>(f: &F, inputs: &[TensorType]) -> Result<Graph> {
     check_arity(&f.name(), f.arity(), inputs.len())?;
+    trace_with(inputs, |args| f.apply(args))
+}
+
+/// Traces `f` on fresh inputs of the given types in a new trace: how
+/// transforms build the sub-graphs of the ops they emit (a `map` body).
+///
+/// # Errors
+/// `f`'s error; any error recorded while tracing; an invalid graph.
+pub fn trace_with(
+    inputs: &[TensorType],
+    f: impl FnOnce(&[Var]) -> Result<Vec<Var>>,
+) -> Result<Graph> {
     let tracer = Tracer::new();
     let _active = tracer.activate();
     let args = inputs.iter().map(|t| tracer.input(t.clone())).collect::<Result<Vec<_>>>()?;
-    let outs = f.apply(&args)?;
+    let outs = f(&args)?;
     let g = tracer.finish(&outs)?;
     g.verify()?;
     Ok(g)

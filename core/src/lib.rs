@@ -30,7 +30,7 @@ pub mod trace;
 
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
-pub use function::{trace, trace_types, Args, Function, Outputs, PlanCache};
+pub use function::{trace, trace_types, trace_with, Args, Function, Outputs, PlanCache};
 pub use graph::{Constant, Graph, Node, NodeId, Parameter};
 pub use op::Op;
 pub use registry::{Registered, RuleTable};

@@ -446,7 +446,7 @@ impl VarExt for Var {
     }
     fn take(&self, indices: &Var, axis: i64) -> Var {
         build(&[self, indices], || {
-            Ok(Box::new(Take { axis: normalize_axis("take", axis, self.shape(), "0")? }))
+            Ok(Box::new(Take::new(normalize_axis("take", axis, self.shape(), "0")?)))
         })
     }
     fn index(&self, axis: i64, indices: &[i64]) -> Var {
@@ -466,10 +466,8 @@ impl VarExt for Var {
             // `axis` is an axis of the result, whose rank is the updates' rank
             // minus the indices' plus one (not the updates' rank).
             let rank = (self.rank() + 1).saturating_sub(indices.rank());
-            Ok(Box::new(ScatterAdd {
-                axis: normalize_axis_rank("scatter_add", axis, rank, self.shape(), "0")?,
-                size,
-            }))
+            let axis = normalize_axis_rank("scatter_add", axis, rank, self.shape(), "0")?;
+            Ok(Box::new(ScatterAdd::new(axis, size)))
         })
     }
 

@@ -8,8 +8,18 @@
 //! [`crate::VarExt::index`] and [`crate::VarExt::at`]). Indices are data, so an
 //! index out of bounds is found when the kernel runs and reported as an error
 //! naming the op, the index and the axis.
+//!
+//! Both ops carry `batch_dims` (XLA's batch dimensions of a gather): the
+//! first `batch_dims` axes of the operand and of the indices are paired, so
+//! element `b` of the batch is indexed only by indices of element `b`. That
+//! is what `vmap` needs when both the operand and the indices are batched;
+//! it keeps each batch element's bounds check exact (no flattened offsets
+//! that would let a bad index read a neighbour's data).
 
-use anvil_core::{op::expect_arity, DType, Error, Op, Result, TensorType};
+use crate::batching::{at_front, move_axis};
+use anvil_core::{
+    op::expect_arity, register_rule, Batched, DType, Error, Op, Result, TensorType, Var,
+};
 
 fn check_indices(op: &str, arg: &str, t: &TensorType) -> Result<()> {
     if t.dtype == DType::I64 {
@@ -19,24 +29,37 @@ fn check_indices(op: &str, arg: &str, t: &TensorType) -> Result<()> {
     }
 }
 
-fn check_axis(op: &str, axis: usize, t: &TensorType) -> Result<()> {
-    if axis < t.rank() {
+/// The operand's and the indices' leading `batch_dims` axes must agree.
+fn check_batch(op: &str, batch_dims: usize, a: &TensorType, idx: &TensorType) -> Result<()> {
+    let ok = a.rank() >= batch_dims
+        && idx.rank() >= batch_dims
+        && a.shape[..batch_dims] == idx.shape[..batch_dims];
+    if ok {
         Ok(())
     } else {
-        Err(Error::AxisOutOfRange {
-            op: op.into(),
-            axis: axis as i64,
-            shape: t.shape.clone(),
-            arg: "0".into(),
-        })
+        Err(Error::shape(
+            op,
+            &[&a.shape, &idx.shape],
+            format!("the first {batch_dims} axes (batch_dims) of argument 0 and of the indices (argument 1) must agree"),
+        ))
     }
 }
 
-/// `numpy.take(x, indices, axis)`.
+/// `numpy.take(x, indices, axis)`, with optional leading batch axes shared
+/// by `x` and `indices`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Take {
-    /// The indexed axis of the operand (non-negative).
+    /// The indexed axis of the operand (non-negative, at least `batch_dims`).
     pub axis: usize,
+    /// Leading axes shared by the operand and the indices (0 for `numpy.take`).
+    pub batch_dims: usize,
+}
+
+impl Take {
+    /// `numpy.take` along `axis` (no batch axes).
+    pub fn new(axis: usize) -> Take {
+        Take { axis, batch_dims: 0 }
+    }
 }
 
 impl Op for Take {
@@ -46,33 +69,54 @@ impl Op for Take {
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 2)?;
         let (x, idx) = (&inputs[0], &inputs[1]);
-        check_axis("take", self.axis, x)?;
+        if self.axis >= x.rank() || self.axis < self.batch_dims {
+            return Err(Error::AxisOutOfRange {
+                op: "take".into(),
+                axis: self.axis as i64,
+                shape: x.shape.clone(),
+                arg: "0".into(),
+            });
+        }
         check_indices("take", "1 (indices)", idx)?;
+        check_batch("take", self.batch_dims, x, idx)?;
         let mut shape = x.shape[..self.axis].to_vec();
-        shape.extend_from_slice(&idx.shape);
+        shape.extend_from_slice(&idx.shape[self.batch_dims..]);
         shape.extend_from_slice(&x.shape[self.axis + 1..]);
         Ok(TensorType::new(x.dtype, shape))
     }
     fn params(&self) -> String {
-        format!("axis={}", self.axis)
+        if self.batch_dims == 0 {
+            format!("axis={}", self.axis)
+        } else {
+            format!("axis={}, batch_dims={}", self.axis, self.batch_dims)
+        }
     }
 }
 
 /// The transpose of [`Take`]: a zero tensor whose `axis` has `size` entries,
 /// into which `updates` are added at `indices` (repeated indices accumulate).
-/// `updates` has the shape `take` would give: `out[..axis] ++ idx ++ out[axis+1..]`.
+/// `updates` has the shape `take` would give:
+/// `out[..axis] ++ idx[batch_dims..] ++ out[axis+1..]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ScatterAdd {
     /// The scattered axis of the result.
     pub axis: usize,
     /// The size of that axis in the result.
     pub size: usize,
+    /// Leading axes shared by the updates, the indices and the result.
+    pub batch_dims: usize,
 }
 
 impl ScatterAdd {
+    /// `scatter_add` into an axis of `size` entries (no batch axes).
+    pub fn new(axis: usize, size: usize) -> ScatterAdd {
+        ScatterAdd { axis, size, batch_dims: 0 }
+    }
+
     /// The result shape for `updates` scattered by indices of rank `idx_rank`.
     fn out_shape(&self, updates: &[usize], idx_rank: usize) -> Option<Vec<usize>> {
-        if updates.len() < self.axis + idx_rank {
+        let idx_rank = idx_rank.checked_sub(self.batch_dims)?;
+        if updates.len() < self.axis + idx_rank || self.axis < self.batch_dims {
             return None;
         }
         let mut s = updates[..self.axis].to_vec();
@@ -90,9 +134,11 @@ impl Op for ScatterAdd {
         expect_arity(self, inputs, 2)?;
         let (u, idx) = (&inputs[0], &inputs[1]);
         check_indices("scatter_add", "1 (indices)", idx)?;
+        check_batch("scatter_add", self.batch_dims, u, idx)?;
         let fits = self.out_shape(&u.shape, idx.rank());
-        let idx_matches = u.shape.len() >= self.axis + idx.rank()
-            && u.shape[self.axis..self.axis + idx.rank()] == idx.shape[..];
+        let free = &idx.shape[self.batch_dims.min(idx.rank())..];
+        let idx_matches = u.shape.len() >= self.axis + free.len()
+            && u.shape[self.axis..self.axis + free.len()] == *free;
         match fits {
             Some(s) if idx_matches => Ok(TensorType::new(u.dtype, s)),
             _ => Err(Error::shape(
@@ -103,6 +149,71 @@ impl Op for ScatterAdd {
         }
     }
     fn params(&self) -> String {
-        format!("axis={}, size={}", self.axis, self.size)
+        if self.batch_dims == 0 {
+            format!("axis={}, size={}", self.axis, self.size)
+        } else {
+            format!("axis={}, size={}, batch_dims={}", self.axis, self.size, self.batch_dims)
+        }
     }
 }
+
+// ------------------------------------------------------------------ batching
+
+/// Both operands with their batch axis in front (broadcasting an unbatched
+/// one), for the general case: one more batch dimension.
+fn both_front(args: &[Batched], size: usize) -> (Var, Var) {
+    (at_front(&args[0], size), at_front(&args[1], size))
+}
+
+fn vmap_take(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let t = op.try_downcast::<Take>()?;
+    expect_arity(op, args, 2)?;
+    let (x, idx) = (&args[0], &args[1]);
+    let idx_free = idx.logical_rank() - t.batch_dims;
+    let apply = |x: &Var, idx: &Var, axis: usize, batch_dims: usize| {
+        Var::apply_op(Box::new(Take { axis, batch_dims }), &[x, idx])
+    };
+    match (x.axis, idx.axis) {
+        // Only the operand is batched: index the same axis, shifted past the
+        // batch axis. The batch axis ends up before or after the indices' axes.
+        (Some(k), None) if t.batch_dims == 0 => {
+            if k <= t.axis {
+                Ok(Batched::new(apply(&x.var, &idx.var, t.axis + 1, 0), Some(k)))
+            } else {
+                let out = apply(&x.var, &idx.var, t.axis, 0);
+                Ok(Batched::new(out, Some(k - 1 + idx_free)))
+            }
+        }
+        // Only the indices are batched: their batch axis lands among the
+        // indices' axes of the result.
+        (None, Some(j)) if t.batch_dims == 0 => {
+            Ok(Batched::new(apply(&x.var, &idx.var, t.axis, 0), Some(t.axis + j)))
+        }
+        _ => {
+            let (xf, idf) = both_front(args, size);
+            Ok(Batched::new(apply(&xf, &idf, t.axis + 1, t.batch_dims + 1), Some(0)))
+        }
+    }
+}
+
+fn vmap_scatter_add(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let s = op.try_downcast::<ScatterAdd>()?;
+    expect_arity(op, args, 2)?;
+    let (u, idx) = (&args[0], &args[1]);
+    match (u.axis, idx.axis) {
+        (Some(k), None) if s.batch_dims == 0 => {
+            let (u, k) =
+                if k <= s.axis { (u.var.clone(), k) } else { (move_axis(&u.var, k, 0), 0) };
+            let op = ScatterAdd { axis: s.axis + 1, ..*s };
+            Ok(Batched::new(Var::apply_op(Box::new(op), &[&u, &idx.var]), Some(k)))
+        }
+        _ => {
+            let (uf, idf) = both_front(args, size);
+            let op = ScatterAdd { axis: s.axis + 1, size: s.size, batch_dims: s.batch_dims + 1 };
+            Ok(Batched::new(Var::apply_op(Box::new(op), &[&uf, &idf]), Some(0)))
+        }
+    }
+}
+
+register_rule!(VmapRule, Take, vmap_take);
+register_rule!(VmapRule, ScatterAdd, vmap_scatter_add);

@@ -23,6 +23,7 @@ pub mod api;
 pub mod batching;
 pub mod composite;
 pub mod constant;
+pub mod control;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;

@@ -8,8 +8,10 @@
 //! common-subexpression elimination ([`cse`]).
 #![warn(missing_docs)]
 
+pub mod map;
 pub mod passes;
 pub mod vmap;
 
+pub use map::{map, map_fallback, map_fallbacks, MapFn};
 pub use passes::{cse, dce};
 pub use vmap::{vmap, vmap_graph, InAxes, Vmap};

@@ -8,8 +8,9 @@
 //! into the caller's trace, so a `vmap` inside a traced function (or another
 //! `vmap`) inlines, and nesting to any depth is graph-to-graph.
 //!
-//! An op without a batching rule is an error naming the op; there is no
-//! silent fallback.
+//! An op without a batching rule is run as a loop over the batch (a
+//! [`Map`](anvil_ops::control::Map) node whose body is the op), with a
+//! one-time warning naming the op; see [`crate::map`].
 
 use anvil_core::function::{check_arity, trace_types};
 use anvil_core::shape::normalize_axis;
@@ -17,6 +18,7 @@ use anvil_core::{
     vmap_rules, Batched, Error, Function, Graph, Parameter, PlanCache, Result, TensorType, Var,
 };
 use anvil_ops::batching::{at_front, move_axis};
+use anvil_ops::{concatenate, VarExt};
 use std::marker::PhantomData;
 
 /// Runs `graph` batched: `args[i]` is the batched value of input `i`.
@@ -26,6 +28,18 @@ use std::marker::PhantomData;
 /// # Errors
 /// An op without a batching rule; a rule's error.
 pub fn vmap_graph(graph: &Graph, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+    vmap_graph_sharing(graph, args, size, &mut vec![None; graph.len()])
+}
+
+/// [`vmap_graph`] that reuses, and fills, `shared`: the values of nodes that
+/// do not depend on the batch. Chunks of one batch share them, so work
+/// independent of the batch is done once, not once per chunk.
+fn vmap_graph_sharing(
+    graph: &Graph,
+    args: &[Batched],
+    size: usize,
+    shared: &mut [Option<Var>],
+) -> Result<Vec<Batched>> {
     check_arity("vmap", Some(graph.inputs().len()), args.len())?;
     let mut env: Vec<Option<Batched>> = vec![None; graph.len()];
     for (&input, arg) in graph.inputs().iter().zip(args) {
@@ -46,12 +60,16 @@ pub fn vmap_graph(graph: &Graph, args: &[Batched], size: usize) -> Result<Vec<Ba
             })
             .collect::<Result<_>>()?;
         let out = if ins.iter().all(|b| b.axis.is_none()) {
-            let vars: Vec<&Var> = ins.iter().map(|b| &b.var).collect();
-            Batched::new(Var::apply_op(node.op.boxed(), &vars), None)
+            let var = shared[id.index()].get_or_insert_with(|| {
+                let vars: Vec<&Var> = ins.iter().map(|b| &b.var).collect();
+                Var::apply_op(node.op.boxed(), &vars)
+            });
+            Batched::new(var.clone(), None)
         } else {
-            let hint = " (give the op a batching rule with register_rule!(VmapRule, ...))";
-            let rule = vmap_rules().get(node.op.as_ref(), hint)?;
-            let out = (rule.rule)(node.op.as_ref(), &ins, size)?;
+            let out = match vmap_rules().lookup(node.op.as_ref())? {
+                Some(rule) => (rule.rule)(node.op.as_ref(), &ins, size)?,
+                None => crate::map::map_fallback(node.op.as_ref(), &ins, size)?,
+            };
             check_rule_output(id.index(), node.op.name(), &out, &node.ty, size)?;
             out
         };
@@ -67,6 +85,37 @@ pub fn vmap_graph(graph: &Graph, args: &[Batched], size: usize) -> Result<Vec<Ba
             })
         })
         .collect()
+}
+
+/// `graph` vmapped over chunks of `k` elements, concatenated: the outputs
+/// have their batch axis in front.
+fn vmap_chunked(graph: &Graph, args: &[Batched], size: usize, k: usize) -> Result<Vec<Batched>> {
+    let mut shared = vec![None; graph.len()];
+    let mut parts: Vec<Vec<Var>> = vec![Vec::new(); graph.outputs().len()];
+    for start in (0..size).step_by(k) {
+        let n = k.min(size - start);
+        let chunk: Vec<Batched> = args
+            .iter()
+            .map(|b| match b.axis {
+                Some(a) => {
+                    let (from, to) = (Some(start as i64), Some((start + n) as i64));
+                    Batched::new(b.var.slice_axis(a as i64, from, to, 1), Some(a))
+                }
+                None => b.clone(),
+            })
+            .collect();
+        let outs = vmap_graph_sharing(graph, &chunk, n, &mut shared)?;
+        for (p, o) in parts.iter_mut().zip(&outs) {
+            p.push(at_front(o, n));
+        }
+    }
+    Ok(parts
+        .iter()
+        .map(|p| {
+            let refs: Vec<&Var> = p.iter().collect();
+            Batched::new(concatenate(&refs, 0), Some(0))
+        })
+        .collect())
 }
 
 /// A rule must give the element type the original node had, with a batch
@@ -92,6 +141,75 @@ fn check_rule_output(
             node,
             msg: format!("the vmap rule of {op} returned {} with batch axis {:?}; expected {ty} batched by {size}", out.var.ty(), out.axis),
         })
+    }
+}
+
+/// Pairs each argument with its normalized batch axis and finds the batch
+/// size: the size of every mapped axis, which must agree, or `axis_size`
+/// when nothing is mapped.
+///
+/// # Errors
+/// An axis out of range for an argument's rank; inconsistent batch sizes;
+/// an `axis_size` that disagrees with the arguments, or none when needed.
+pub(crate) fn batch_args(
+    what: &str,
+    args: &[Var],
+    axes: &[Option<i64>],
+    axis_size: Option<usize>,
+) -> Result<(Vec<Batched>, usize)> {
+    let mut batched = Vec::with_capacity(args.len());
+    let mut size: Option<(usize, usize, usize)> = None; // (size, arg, axis)
+    for (i, (x, a)) in args.iter().zip(axes).enumerate() {
+        let axis =
+            a.map(|a| normalize_axis(what, a, x.shape(), &format!("{i} (in_axes)"))).transpose()?;
+        if let Some(k) = axis {
+            let n = x.shape()[k];
+            match size {
+                Some((m, j, kj)) if m != n => {
+                    return Err(Error::shape(
+                        what,
+                        &[args[j].shape(), x.shape()],
+                        format!("inconsistent batch sizes: argument {j} has {m} along axis {kj}, argument {i} has {n} along axis {k}"),
+                    ))
+                }
+                None => size = Some((n, i, k)),
+                _ => {}
+            }
+        }
+        batched.push(Batched::new(x.clone(), axis));
+    }
+    let size = match (size, axis_size) {
+        (Some((n, i, k)), Some(given)) if n != given => {
+            return Err(Error::invalid(
+                what,
+                "axis_size",
+                format!("{given} differs from argument {i}'s batch size {n} along axis {k}"),
+            ))
+        }
+        (Some((n, ..)), _) => n,
+        (None, Some(n)) => n,
+        (None, None) => {
+            return Err(Error::invalid(
+                what,
+                "axis_size",
+                "no argument is mapped (all in_axes are None), so axis_size must be given",
+            ))
+        }
+    };
+    Ok((batched, size))
+}
+
+/// The entries of `in_axes` for `n` arguments.
+pub(crate) fn axes_for(what: &str, in_axes: &InAxes, n: usize) -> Result<Vec<Option<i64>>> {
+    match in_axes {
+        InAxes::All(a) => Ok(vec![*a; n]),
+        InAxes::Each(v) if v.len() == n => Ok(v.clone()),
+        InAxes::Each(v) => Err(Error::Arity {
+            what: format!("{what} in_axes"),
+            kind: "entries (one per argument)".into(),
+            expected: n,
+            got: v.len(),
+        }),
     }
 }
 
@@ -146,16 +264,32 @@ pub struct Vmap<F, M> {
     in_axes: InAxes,
     out_axes: Option<Vec<i64>>,
     axis_size: Option<usize>,
+    chunk_size: Option<usize>,
     cache: PlanCache,
     _marker: PhantomData<fn() -> M>,
+}
+
+/// A copy with the same settings and an empty plan cache.
+impl<F: Clone, M> Clone for Vmap<F, M> {
+    fn clone(&self) -> Self {
+        Vmap {
+            f: self.f.clone(),
+            in_axes: self.in_axes.clone(),
+            out_axes: self.out_axes.clone(),
+            axis_size: self.axis_size,
+            chunk_size: self.chunk_size,
+            cache: PlanCache::new(),
+            _marker: PhantomData,
+        }
+    }
 }
 
 impl<F, M> std::fmt::Debug for Vmap<F, M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Vmap(in_axes {:?}, out_axes {:?}, axis_size {:?})",
-            self.in_axes, self.out_axes, self.axis_size
+            "Vmap(in_axes {:?}, out_axes {:?}, axis_size {:?}, chunk_size {:?})",
+            self.in_axes, self.out_axes, self.axis_size, self.chunk_size
         )
     }
 }
@@ -179,6 +313,7 @@ pub fn vmap<M, F: Function<M>>(f: F) -> Vmap<F, M> {
         in_axes: InAxes::All(Some(0)),
         out_axes: None,
         axis_size: None,
+        chunk_size: None,
         cache: PlanCache::new(),
         _marker: PhantomData,
     }
@@ -206,17 +341,17 @@ impl<F, M> Vmap<F, M> {
         self
     }
 
+    /// Evaluates the batch in chunks of `k` elements, one after another, to
+    /// bound peak memory: intermediates of one chunk are freed before the
+    /// next runs. Results are the same; work that does not depend on the
+    /// batch is still done once.
+    pub fn chunk_size(mut self, k: usize) -> Self {
+        self.chunk_size = Some(k);
+        self
+    }
+
     fn axes_for(&self, n: usize) -> Result<Vec<Option<i64>>> {
-        match &self.in_axes {
-            InAxes::All(a) => Ok(vec![*a; n]),
-            InAxes::Each(v) if v.len() == n => Ok(v.clone()),
-            InAxes::Each(v) => Err(Error::Arity {
-                what: "vmap in_axes".into(),
-                kind: "entries (one per argument)".into(),
-                expected: n,
-                got: v.len(),
-            }),
-        }
+        axes_for("vmap", &self.in_axes, n)
     }
 }
 
@@ -229,50 +364,15 @@ impl<M, F: Function<M>> Function<M> for Vmap<F, M> {
 
     fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
         let axes = self.axes_for(args.len())?;
-        let mut batched = Vec::with_capacity(args.len());
-        let mut size: Option<(usize, usize, usize)> = None; // (size, arg, axis)
-        for (i, (x, a)) in args.iter().zip(&axes).enumerate() {
-            let axis = a
-                .map(|a| normalize_axis("vmap", a, x.shape(), &format!("{i} (in_axes)")))
-                .transpose()?;
-            if let Some(k) = axis {
-                let n = x.shape()[k];
-                match size {
-                    Some((m, j, kj)) if m != n => {
-                        return Err(Error::shape(
-                            "vmap",
-                            &[args[j].shape(), x.shape()],
-                            format!("inconsistent batch sizes: argument {j} has {m} along axis {kj}, argument {i} has {n} along axis {k}"),
-                        ))
-                    }
-                    None => size = Some((n, i, k)),
-                    _ => {}
-                }
-            }
-            batched.push(Batched::new(x.clone(), axis));
-        }
-        let size = match (size, self.axis_size) {
-            (Some((n, i, k)), Some(given)) if n != given => {
-                return Err(Error::invalid(
-                    "vmap",
-                    "axis_size",
-                    format!("{given} differs from argument {i}'s batch size {n} along axis {k}"),
-                ))
-            }
-            (Some((n, ..)), _) => n,
-            (None, Some(n)) => n,
-            (None, None) => {
-                return Err(Error::invalid(
-                    "vmap",
-                    "axis_size",
-                    "no argument is mapped (all in_axes are None), so axis_size must be given",
-                ))
-            }
-        };
+        let (batched, size) = batch_args("vmap", args, &axes, self.axis_size)?;
         let elem_types: Vec<TensorType> =
             batched.iter().map(|b| TensorType::new(b.var.dtype(), b.logical_shape())).collect();
         let graph = trace_types(&self.f, &elem_types)?;
-        let outs = vmap_graph(&graph, &batched, size)?;
+        let outs = match self.chunk_size {
+            Some(0) => return Err(Error::invalid("vmap", "chunk_size", "must be at least 1")),
+            Some(k) if k < size => vmap_chunked(&graph, &batched, size, k)?,
+            _ => vmap_graph(&graph, &batched, size)?,
+        };
         let out_axes: Vec<i64> = match &self.out_axes {
             None => vec![0; outs.len()],
             Some(v) if v.len() == 1 => vec![v[0]; outs.len()],

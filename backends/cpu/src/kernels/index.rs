@@ -28,16 +28,22 @@ fn resolve(op: &str, idx: &[i64], size: usize, axis: usize, shape: &[usize]) -> 
         .collect()
 }
 
-fn outer_inner(shape: &[usize], axis: usize) -> (usize, usize) {
-    (shape[..axis].iter().product(), shape[axis + 1..].iter().product())
+/// The operand viewed as `[batch, outer, dim, inner]` around `axis`.
+fn split(shape: &[usize], batch_dims: usize, axis: usize) -> (usize, usize, usize, usize) {
+    let p = |s: &[usize]| s.iter().product::<usize>();
+    (p(&shape[..batch_dims]), p(&shape[batch_dims..axis]), shape[axis], p(&shape[axis + 1..]))
 }
 
-fn take_typed<T: Copy>(x: &[T], idx: &[usize], outer: usize, dim: usize, inner: usize) -> Vec<T> {
-    let mut out = Vec::with_capacity(outer * idx.len() * inner);
-    for o in 0..outer {
-        for &i in idx {
-            let at = (o * dim + i) * inner;
-            out.extend_from_slice(&x[at..at + inner]);
+fn take_typed<T: Copy>(x: &[T], idx: &[usize], dims: (usize, usize, usize, usize)) -> Vec<T> {
+    let (batch, outer, dim, inner) = dims;
+    let n = idx.len() / batch.max(1);
+    let mut out = Vec::with_capacity(batch * outer * n * inner);
+    for b in 0..batch {
+        for o in 0..outer {
+            for &i in &idx[b * n..(b + 1) * n] {
+                let at = ((b * outer + o) * dim + i) * inner;
+                out.extend_from_slice(&x[at..at + inner]);
+            }
         }
     }
     out
@@ -48,27 +54,28 @@ pub fn take(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Re
     arity(op, inputs, 2)?;
     let t = op.try_downcast::<Take>()?;
     let (x, idx) = (inputs[0], inputs[1]);
-    let dim = x.shape()[t.axis];
-    let idx = resolve("take", idx.as_slice::<i64>()?, dim, t.axis, x.shape())?;
-    let (outer, inner) = outer_inner(x.shape(), t.axis);
-    let storage = anvil_core::with_storage!(x.storage(), v => Element::into_storage(take_typed(v, &idx, outer, dim, inner)));
+    let dims = split(x.shape(), t.batch_dims, t.axis);
+    let idx = resolve("take", idx.as_slice::<i64>()?, dims.2, t.axis, x.shape())?;
+    let storage = anvil_core::with_storage!(x.storage(), v => Element::into_storage(take_typed(v, &idx, dims)));
     Tensor::from_storage(storage, &out.shape)
 }
 
 fn scatter_typed<T: Element + std::ops::Add<Output = T>>(
     u: &[T],
     idx: &[usize],
-    outer: usize,
-    size: usize,
-    inner: usize,
+    dims: (usize, usize, usize, usize),
 ) -> Vec<T> {
-    let mut out = vec![T::from_scalar(Scalar::I64(0)); outer * size * inner];
-    for o in 0..outer {
-        for (j, &i) in idx.iter().enumerate() {
-            let src = &u[(o * idx.len() + j) * inner..][..inner];
-            let dst = &mut out[(o * size + i) * inner..][..inner];
-            for (d, &s) in dst.iter_mut().zip(src) {
-                *d = *d + s;
+    let (batch, outer, size, inner) = dims;
+    let n = idx.len() / batch.max(1);
+    let mut out = vec![T::from_scalar(Scalar::I64(0)); batch * outer * size * inner];
+    for b in 0..batch {
+        for o in 0..outer {
+            for (j, &i) in idx[b * n..(b + 1) * n].iter().enumerate() {
+                let src = &u[((b * outer + o) * n + j) * inner..][..inner];
+                let dst = &mut out[((b * outer + o) * size + i) * inner..][..inner];
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d = *d + s;
+                }
             }
         }
     }
@@ -86,11 +93,11 @@ pub fn scatter_add(
     let s = op.try_downcast::<ScatterAdd>()?;
     let (u, idx) = (inputs[0], inputs[1]);
     let idx = resolve("scatter_add", idx.as_slice::<i64>()?, s.size, s.axis, &out.shape)?;
-    let (outer, inner) = outer_inner(&out.shape, s.axis);
+    let dims = split(&out.shape, s.batch_dims, s.axis);
     let storage = match u.storage() {
-        Storage::F64(v) => f64::into_storage(scatter_typed(v, &idx, outer, s.size, inner)),
-        Storage::F32(v) => f32::into_storage(scatter_typed(v, &idx, outer, s.size, inner)),
-        Storage::I64(v) => i64::into_storage(scatter_typed(v, &idx, outer, s.size, inner)),
+        Storage::F64(v) => f64::into_storage(scatter_typed(v, &idx, dims)),
+        Storage::F32(v) => f32::into_storage(scatter_typed(v, &idx, dims)),
+        Storage::I64(v) => i64::into_storage(scatter_typed(v, &idx, dims)),
         Storage::Bool(_) => return Err(unsupported(op, 0, u.dtype())),
     };
     Tensor::from_storage(storage, &out.shape)

@@ -7,6 +7,7 @@
 //! the same function for itself (`register_kernel!(MyOp, unary::<MyOp>)`).
 
 pub mod constant;
+pub mod control;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;

@@ -1,0 +1,279 @@
+//! `map`: a loop over a batch as one op, and the fallback of `vmap` for ops
+//! without a batching rule.
+//!
+//! [`map(f)`](map) applies `f` to every slice of its mapped arguments and
+//! stacks the results, like `jax.lax.map`: the result equals `vmap(f)`'s,
+//! but `f` is not batched — its graph becomes the body of one
+//! [`Map`] node, run as a (parallel) loop by the backend. With
+//! [`MapFn::batch_size`], `f` is vmapped over chunks of that many elements and
+//! the loop runs over chunks, trading memory for vectorization.
+//!
+//! `Map` has a batching rule (registered here), so `vmap(map(f))` and
+//! `map` inside `vmap` compose: the body is vmapped and the loop stays a loop.
+//! `vmap` itself turns an op without a batching rule into a one-node `Map`
+//! ([`map_fallback`]), printing a one-time warning naming the op.
+
+use crate::passes::dce;
+use crate::vmap::{axes_for, batch_args, vmap_graph, InAxes};
+use anvil_core::function::trace_types;
+use anvil_core::{
+    register_rule, trace_with, Batched, Error, Function, Graph, Op, PlanCache, Result, TensorType,
+    Var,
+};
+use anvil_ops::batching::{at_front, move_axis};
+use anvil_ops::control::Map;
+use anvil_ops::{concatenate, VarExt};
+use std::any::TypeId;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+/// Emits one `Map` node per output of `body`, over `args` whose batch axis
+/// is 0 (mapped) or absent (shared). Each node's body is `body` cut down to
+/// that output, so nodes never carry dead code.
+pub(crate) fn emit_map(body: &Graph, args: &[Batched], size: usize) -> Result<Vec<Var>> {
+    let mapped: Vec<bool> = args.iter().map(|b| b.axis.is_some()).collect();
+    let refs: Vec<&Var> = args.iter().map(|b| &b.var).collect();
+    body.outputs()
+        .iter()
+        .map(|&o| {
+            let mut one = body.clone();
+            one.set_outputs(vec![o]);
+            let op = Map { body: Arc::new(dce(&one)?), mapped: mapped.clone(), size };
+            Ok(Var::apply_op(Box::new(op), &refs))
+        })
+        .collect()
+}
+
+/// `body` vmapped: a graph over inputs with a leading batch of `size` where
+/// `axes[i]` is `Some(0)`, returning every output batched along axis 0.
+fn vmapped_body(body: &Graph, axes: &[Option<usize>], size: usize) -> Result<Graph> {
+    let types: Vec<TensorType> = body
+        .input_types()
+        .into_iter()
+        .zip(axes)
+        .map(|(t, a)| match a {
+            Some(_) => {
+                let mut shape = vec![size];
+                shape.extend_from_slice(&t.shape);
+                TensorType::new(t.dtype, shape)
+            }
+            None => t,
+        })
+        .collect();
+    trace_with(&types, |vars| {
+        let args: Vec<Batched> =
+            vars.iter().zip(axes).map(|(v, a)| Batched::new(v.clone(), *a)).collect();
+        let outs = vmap_graph(body, &args, size)?;
+        Ok(outs.iter().map(|o| at_front(o, size)).collect())
+    })
+}
+
+/// The batching rule of `Map`: the body is vmapped, the loop stays a loop.
+/// Mapped operands get the new batch axis right after the loop axis, shared
+/// ones in front; the result's batch axis is 1.
+fn vmap_map(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let m = op.try_downcast::<Map>()?;
+    anvil_core::op::expect_arity(op, args, m.mapped.len())?;
+    let mut operands = Vec::with_capacity(args.len());
+    let mut axes = Vec::with_capacity(args.len());
+    for (b, &mapped) in args.iter().zip(&m.mapped) {
+        match b.axis {
+            None => operands.push(b.var.clone()),
+            Some(k) => operands.push(move_axis(&b.var, k, usize::from(mapped))),
+        }
+        axes.push(b.axis.map(|_| 0));
+    }
+    let body = vmapped_body(&m.body, &axes, size)?;
+    let op = Map { body: Arc::new(body), mapped: m.mapped.clone(), size: m.size };
+    let refs: Vec<&Var> = operands.iter().collect();
+    Ok(Batched::new(Var::apply_op(Box::new(op), &refs), Some(1)))
+}
+
+register_rule!(VmapRule, Map, vmap_map);
+
+static FALLBACKS: Mutex<Vec<(TypeId, &'static str)>> = Mutex::new(Vec::new());
+
+/// The ops `vmap` has run as a `map` loop because they have no batching
+/// rule, in the order first met (each is warned about once per process).
+pub fn map_fallbacks() -> Vec<&'static str> {
+    FALLBACKS.lock().map(|f| f.iter().map(|(_, n)| *n).collect()).unwrap_or_default()
+}
+
+/// Batches `op` by looping over the batch: a `Map` whose body is the op
+/// alone. Used by `vmap` for ops without a batching rule; the first use for
+/// each op type prints a warning naming the op.
+///
+/// # Errors
+/// The op's shape rule failing on the element types.
+pub fn map_fallback(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    if let Ok(mut seen) = FALLBACKS.lock() {
+        if !seen.iter().any(|(t, _)| *t == op.op_type()) {
+            seen.push((op.op_type(), op.name()));
+            eprintln!(
+                "anvil: warning: op `{}` has no batching rule; vmap runs it as a loop over the batch (map). \
+                 Register a VmapRule for it to get a batched kernel.",
+                op.name()
+            );
+        }
+    }
+    let types: Vec<TensorType> =
+        args.iter().map(|b| TensorType::new(b.var.dtype(), b.logical_shape())).collect();
+    let body = trace_with(&types, |vars| {
+        let refs: Vec<&Var> = vars.iter().collect();
+        Ok(vec![Var::apply_op(op.boxed(), &refs)])
+    })?;
+    let operands: Vec<Batched> = args
+        .iter()
+        .map(|b| match b.axis {
+            Some(_) => Batched::new(at_front(b, size), Some(0)),
+            None => b.clone(),
+        })
+        .collect();
+    let out = emit_map(&body, &operands, size)?.remove(0);
+    Ok(Batched::new(out, Some(0)))
+}
+
+/// `f` applied to each slice of its mapped arguments, as a loop; see [`map`].
+pub struct MapFn<F, M> {
+    f: F,
+    in_axes: InAxes,
+    batch_size: Option<usize>,
+    cache: PlanCache,
+    _marker: PhantomData<fn() -> M>,
+}
+
+/// A copy with the same settings and an empty plan cache.
+impl<F: Clone, M> Clone for MapFn<F, M> {
+    fn clone(&self) -> Self {
+        MapFn {
+            f: self.f.clone(),
+            in_axes: self.in_axes.clone(),
+            batch_size: self.batch_size,
+            cache: PlanCache::new(),
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<F, M> std::fmt::Debug for MapFn<F, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MapFn(in_axes {:?}, batch_size {:?})", self.in_axes, self.batch_size)
+    }
+}
+
+/// Maps `f` over axis 0 of its arguments as a loop, like `jax.lax.map`: the
+/// same result as [`vmap`](crate::vmap()), computed one element (or one chunk,
+/// with [`MapFn::batch_size`]) at a time, in parallel on the CPU. Use it for
+/// code that does not batch well, or to bound memory.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::transforms::map;
+/// let xs = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2])?;
+/// let w = Tensor::from_vec(vec![1.0, -1.0], &[2])?;
+/// let f = map(|x: &Var, w: &Var| (x * w).sum(&[0])).in_axes([Some(0), None]).batch_size(2);
+/// assert_eq!(f.call((&xs, &w))?.to_vec::<f64>()?, vec![-1.0, -1.0, -1.0]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn map<M, F: Function<M>>(f: F) -> MapFn<F, M> {
+    MapFn {
+        f,
+        in_axes: InAxes::All(Some(0)),
+        batch_size: None,
+        cache: PlanCache::new(),
+        _marker: PhantomData,
+    }
+}
+
+impl<F, M> MapFn<F, M> {
+    /// Which axis of each argument is looped over; `None` shares the
+    /// argument. Default: axis 0 of every argument.
+    pub fn in_axes(mut self, axes: impl Into<InAxes>) -> Self {
+        self.in_axes = axes.into();
+        self
+    }
+
+    /// Runs `f` vmapped over chunks of `k` elements, looping over the
+    /// chunks (a last, smaller chunk is vmapped inline).
+    pub fn batch_size(mut self, k: usize) -> Self {
+        self.batch_size = Some(k);
+        self
+    }
+}
+
+impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
+    type Output = F::Output;
+
+    fn arity(&self) -> Option<usize> {
+        self.f.arity()
+    }
+
+    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+        let axes = axes_for("map", &self.in_axes, args.len())?;
+        let (batched, size) = batch_args("map", args, &axes, None)?;
+        let front: Vec<Batched> = batched
+            .iter()
+            .map(|b| match b.axis {
+                Some(_) => Batched::new(at_front(b, size), Some(0)),
+                None => b.clone(),
+            })
+            .collect();
+        let elem_types: Vec<TensorType> =
+            front.iter().map(|b| TensorType::new(b.var.dtype(), b.logical_shape())).collect();
+        let graph = trace_types(&self.f, &elem_types)?;
+        let k = match self.batch_size {
+            Some(0) => return Err(Error::invalid("map", "batch_size", "must be at least 1")),
+            Some(k) if k < size => k,
+            _ => return emit_map(&graph, &front, size),
+        };
+        let (chunks, rest) = (size / k, size % k);
+        let axes: Vec<Option<usize>> = front.iter().map(|b| b.axis).collect();
+        let body = vmapped_body(&graph, &axes, k)?;
+        let rows = |b: &Batched, start: usize, stop: usize| {
+            b.var.slice_axis(0, Some(start as i64), Some(stop as i64), 1)
+        };
+        let looped: Vec<Batched> = front
+            .iter()
+            .map(|b| match b.axis {
+                Some(_) => {
+                    let mut shape = vec![chunks as i64, k as i64];
+                    shape.extend(b.logical_shape().iter().map(|&d| d as i64));
+                    Batched::new(rows(b, 0, chunks * k).reshape(&shape), Some(0))
+                }
+                None => b.clone(),
+            })
+            .collect();
+        let mut outs: Vec<Var> = emit_map(&body, &looped, chunks)?
+            .into_iter()
+            .map(|o| {
+                let mut shape = vec![(chunks * k) as i64];
+                shape.extend(o.shape()[2..].iter().map(|&d| d as i64));
+                o.reshape(&shape)
+            })
+            .collect();
+        if rest > 0 {
+            let tail: Vec<Batched> = front
+                .iter()
+                .map(|b| match b.axis {
+                    Some(_) => Batched::new(rows(b, chunks * k, size), Some(0)),
+                    None => b.clone(),
+                })
+                .collect();
+            let tail_outs = vmap_graph(&graph, &tail, rest)?;
+            outs = outs
+                .iter()
+                .zip(&tail_outs)
+                .map(|(o, t)| concatenate(&[o, &at_front(t, rest)], 0))
+                .collect();
+        }
+        Ok(outs)
+    }
+
+    fn cache(&self) -> Option<&PlanCache> {
+        Some(&self.cache)
+    }
+
+    fn name(&self) -> String {
+        format!("map({})", self.f.name())
+    }
+}
