@@ -46,13 +46,16 @@ pub use anvil_cpu::{self as cpu, Ctx};
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };
-pub use anvil_transforms::{self as transforms, map, vmap};
+pub use anvil_transforms::{
+    self as transforms, grad, hessian, jacfwd, jacrev, jvp, map, value_and_grad, vjp, vmap,
+};
 
 /// Everything a program needs: `use anvil::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        concatenate, eye, full, iota, jit, map, stack, trace, vmap, where_, Call, DType, Error,
-        Function, Result, SliceSpec, Tensor, Var, VarExt,
+        concatenate, eye, full, grad, hessian, iota, jacfwd, jacrev, jit, jvp, map, stack, trace,
+        value_and_grad, vjp, vmap, where_, Call, DType, Error, Function, Result, SliceSpec, Tensor,
+        Var, VarExt,
     };
 }
 
@@ -98,8 +101,11 @@ impl<M, F: Function<M> + ?Sized> Call<M> for F {
     }
 }
 
+/// Traces, simplifies (common subexpressions merged, dead nodes dropped:
+/// transforms emit both) and compiles.
 fn compile<M, F: Function<M> + ?Sized>(f: &F, types: &[TensorType]) -> Result<cpu::Plan> {
-    cpu::compile(&trace_types(f, types)?)
+    let graph = trace_types(f, types)?;
+    cpu::compile(&transforms::dce(&transforms::cse(&graph)?)?)
 }
 
 /// A function with a cache of compiled plans (see [`jit`]).

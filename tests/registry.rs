@@ -102,6 +102,7 @@ fn standard_ops() -> Vec<Box<dyn Op>> {
         Box::new(Ceil),
         Box::new(Round),
         Box::new(Erf),
+        Box::new(StopGradient),
         Box::new(Add),
         Box::new(Sub),
         Box::new(Mul),

@@ -34,7 +34,10 @@ pub use function::{trace, trace_types, trace_with, Args, Function, Outputs, Plan
 pub use graph::{Constant, Graph, Node, NodeId, Parameter};
 pub use op::Op;
 pub use registry::{Registered, RuleTable};
-pub use rules::{vmap_rules, Batched, VmapFn, VmapRule};
+pub use rules::{
+    jvp_rules, transpose_rules, vmap_rules, Batched, JvpFn, JvpRule, LinearArg, TransposeFn,
+    TransposeRule, VmapFn, VmapRule,
+};
 pub use shape::{SliceSpec, TensorType};
 pub use tensor::{Storage, Tensor};
 pub use trace::{OperatorImpl, Tracer, Var};

@@ -92,6 +92,9 @@ pub trait VarExt {
         round => Round;
         /// Error function.
         erf => Erf;
+        /// The same value, seen as a constant by differentiation
+        /// (`jax.lax.stop_gradient`).
+        stop_gradient => StopGradient;
     }
 
     /// `x * x`.
@@ -213,7 +216,7 @@ impl VarExt for Var {
         neg => Neg; sin => Sin; cos => Cos; tan => Tan; exp => Exp; log => Log; log1p => Log1p;
         expm1 => Expm1; sqrt => Sqrt; rsqrt => Rsqrt; recip => Recip; tanh => Tanh;
         logistic => Logistic; abs => Abs; sign => Sign; floor => Floor; ceil => Ceil;
-        round => Round; erf => Erf;
+        round => Round; erf => Erf; stop_gradient => StopGradient;
     }
 
     fn square(&self) -> Var {

@@ -31,7 +31,7 @@ pub fn var(x: &Var, axes: &[i64], keepdims: bool) -> Var {
 /// The shift is a constant for differentiation purposes in exact arithmetic,
 /// so its gradient contributions cancel.
 pub fn logsumexp(x: &Var, axes: &[i64], keepdims: bool) -> Var {
-    let m = x.max(axes, true);
+    let m = x.max(axes, true).stop_gradient();
     let m = m.select_finite();
     let s = (x - &m).exp().sum_keepdims(axes).log() + &m;
     if keepdims || axes.is_empty() {
@@ -43,7 +43,7 @@ pub fn logsumexp(x: &Var, axes: &[i64], keepdims: bool) -> Var {
 
 /// `exp(x) / sum(exp(x))` along `axis`, shifted by the maximum.
 pub fn softmax(x: &Var, axis: i64) -> Var {
-    let m = x.max(&[axis], true);
+    let m = x.max(&[axis], true).stop_gradient();
     let e = (x - &m).exp();
     &e / &e.sum_keepdims(&[axis])
 }

@@ -201,6 +201,9 @@ unary_ops! {
     Round = "round", Float, |x| x.round_ties_even(), int: |x| x;
     /// The error function.
     Erf = "erf", Float, |x| Special::erf(x), int: |x| x;
+    /// The identity, whose derivative is zero: differentiation treats its
+    /// result as a constant (`jax.lax.stop_gradient`).
+    StopGradient = "stop_gradient", Numeric, |x| x, int: |x| x;
 }
 
 macro_rules! binary_ops {
@@ -363,7 +366,289 @@ macro_rules! register_elementwise {
 }
 
 register_elementwise!(
-    Neg, Sin, Cos, Tan, Exp, Log, Log1p, Expm1, Sqrt, Rsqrt, Recip, Tanh, Logistic, Abs, Sign,
-    Floor, Ceil, Round, Erf, Add, Sub, Mul, Div, Pow, Max, Min, Atan2, Lt, Le, Gt, Ge, Eq, Ne,
-    Select, Cast
+    Neg,
+    Sin,
+    Cos,
+    Tan,
+    Exp,
+    Log,
+    Log1p,
+    Expm1,
+    Sqrt,
+    Rsqrt,
+    Recip,
+    Tanh,
+    Logistic,
+    Abs,
+    Sign,
+    Floor,
+    Ceil,
+    Round,
+    Erf,
+    StopGradient,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Max,
+    Min,
+    Atan2,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    Select,
+    Cast
 );
+
+// ------------------------------------------------------------ derivatives
+
+use crate::ad::{add_tangents, dense, scale, unbroadcast};
+use crate::api::VarExt;
+use anvil_core::{LinearArg, Var};
+
+/// The derivative of a unary elementwise op: `dy/dx` at `x`, given `y =
+/// op(x)`, as a traced value; `None` where it is zero everywhere (`floor`).
+/// Implementing it gives an op its jvp rule through [`jvp_unary`], and
+/// reverse mode follows (the tangent is `t * dy/dx`, which transposes).
+pub trait UnaryDerivative: Op {
+    /// `dy/dx`, elementwise.
+    fn derivative(&self, x: &Var, y: &Var) -> Option<Var>;
+}
+
+/// The jvp rule of every unary op with a [`UnaryDerivative`]: `t * dy/dx`.
+///
+/// # Errors
+/// An op of another type than `O` (a registration bug).
+pub fn jvp_unary<O: UnaryDerivative>(
+    op: &dyn Op,
+    primals: &[Var],
+    tangents: &[Option<Var>],
+    out: &Var,
+) -> Result<Option<Var>> {
+    let o = op.try_downcast::<O>()?;
+    expect_arity(op, primals, 1)?;
+    Ok(match (&tangents[0], o.derivative(&primals[0], out)) {
+        (Some(t), Some(d)) => Some(t * &d),
+        _ => None,
+    })
+}
+
+macro_rules! unary_derivatives {
+    ($($op:ident => |$x:ident, $y:ident| $d:expr;)*) => {$(
+        impl UnaryDerivative for $op {
+            #[allow(unused_variables)]
+            fn derivative(&self, $x: &Var, $y: &Var) -> Option<Var> {
+                $d
+            }
+        }
+        register_rule!(JvpRule, $op, jvp_unary::<$op>);
+    )*};
+}
+
+unary_derivatives! {
+    Sin => |x, y| Some(x.cos());
+    Cos => |x, y| Some(-x.sin());
+    Tan => |x, y| Some(y.square() + 1.0);
+    Exp => |x, y| Some(y.clone());
+    Log => |x, y| Some(x.recip());
+    Log1p => |x, y| Some((x + 1.0).recip());
+    Expm1 => |x, y| Some(y + 1.0);
+    Sqrt => |x, y| Some(y.recip() * 0.5);
+    Rsqrt => |x, y| Some(y / x * -0.5);
+    Recip => |x, y| Some(-y.square());
+    Tanh => |x, y| Some(1.0 - y.square());
+    Logistic => |x, y| Some(y * &(1.0 - y));
+    Abs => |x, y| Some(x.sign());
+    Erf => |x, y| Some((-x.square()).exp() * std::f64::consts::FRAC_2_SQRT_PI);
+    Sign => |x, y| None;
+    Floor => |x, y| None;
+    Ceil => |x, y| None;
+    Round => |x, y| None;
+    StopGradient => |x, y| None;
+}
+
+fn jvp_neg(_: &dyn Op, _: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(t[0].as_ref().map(|t| -t))
+}
+
+fn transpose_neg(_: &dyn Op, ct: &Var, _: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    Ok(vec![Some(-ct)])
+}
+
+fn jvp_add(_: &dyn Op, _: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    Ok(add_tangents(t[0].clone(), t[1].clone(), out.shape()))
+}
+
+fn jvp_sub(_: &dyn Op, _: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    Ok(add_tangents(t[0].clone(), t[1].as_ref().map(|t| -t), out.shape()))
+}
+
+/// The cotangent of each linear operand of `a ± b`: `ct` (negated for the
+/// subtrahend), summed down to the operand's shape.
+fn transpose_add_sub(sign: f64, ct: &Var, args: &[LinearArg]) -> Vec<Option<Var>> {
+    args.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            a.is_linear().then(|| {
+                let c = unbroadcast(ct, a.shape());
+                if i == 1 && sign < 0.0 {
+                    -c
+                } else {
+                    c
+                }
+            })
+        })
+        .collect()
+}
+
+fn transpose_add(_: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    Ok(transpose_add_sub(1.0, ct, args))
+}
+
+fn transpose_sub(_: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    Ok(transpose_add_sub(-1.0, ct, args))
+}
+
+fn jvp_mul(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    let da = scale(&t[0], || p[1].clone());
+    let db = scale(&t[1], || p[0].clone());
+    Ok(add_tangents(da, db, out.shape()))
+}
+
+/// `a * b` is linear in whichever operand is not known.
+fn transpose_mul(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    match (args[0].known(), args[1].known()) {
+        (None, Some(b)) => Ok(vec![Some(unbroadcast(&(ct * b), args[0].shape())), None]),
+        (Some(a), None) => Ok(vec![None, Some(unbroadcast(&(ct * a), args[1].shape()))]),
+        _ => Err(nonlinear(op, "exactly one operand")),
+    }
+}
+
+fn jvp_div(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    let da = t[0].as_ref().map(|t| t / &p[1]);
+    let db = t[1].as_ref().map(|t| -(t * &(out / &p[1])));
+    Ok(add_tangents(da, db, out.shape()))
+}
+
+/// `a / b` is linear in `a` for a known `b`.
+fn transpose_div(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    match (&args[0], args[1].known()) {
+        (LinearArg::Linear(a), Some(b)) => Ok(vec![Some(unbroadcast(&(ct / b), &a.shape)), None]),
+        _ => Err(nonlinear(op, "the numerator only")),
+    }
+}
+
+fn nonlinear(op: &dyn Op, which: &str) -> Error {
+    Error::invalid(
+        op.name(),
+        "transpose",
+        format!("the op is linear in {which}; a jvp rule emitted it on tangents otherwise"),
+    )
+}
+
+fn jvp_pow(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    let (a, b) = (&p[0], &p[1]);
+    let da = scale(&t[0], || b * &a.pow(&(b - 1.0)));
+    // log(a) where a != 0, so that 0^b with a tangent on b stays finite (as JAX).
+    let db = scale(&t[1], || {
+        let safe = a.equal(&a.zeros_like()).select(&a.ones_like(), a);
+        out * &safe.log()
+    });
+    Ok(add_tangents(da, db, out.shape()))
+}
+
+/// The share of `a` in `max(a, b)` (`min` with `lt`): 1 where it wins, 1/2 at ties.
+fn winner_share(a: &Var, b: &Var, wins: Var) -> Var {
+    let dt = a.dtype();
+    wins.cast(dt) + a.equal(b).cast(dt) * 0.5
+}
+
+fn jvp_max_min(p: &[Var], t: &[Option<Var>], out: &Var, is_max: bool) -> Option<Var> {
+    let (a, b) = (&p[0], &p[1]);
+    let wins = |x: &Var, y: &Var| if is_max { x.gt(y) } else { x.lt(y) };
+    let da = scale(&t[0], || winner_share(a, b, wins(a, b)));
+    let db = scale(&t[1], || winner_share(b, a, wins(b, a)));
+    add_tangents(da, db, out.shape())
+}
+
+fn jvp_max(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    Ok(jvp_max_min(p, t, out, true))
+}
+
+fn jvp_min(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    Ok(jvp_max_min(p, t, out, false))
+}
+
+fn jvp_atan2(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    let (a, b) = (&p[0], &p[1]);
+    let r2 = || a.square() + b.square();
+    let da = scale(&t[0], || b / &r2());
+    let db = scale(&t[1], || -(a / &r2()));
+    Ok(add_tangents(da, db, out.shape()))
+}
+
+fn jvp_select(_: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    if t[1].is_none() && t[2].is_none() {
+        return Ok(None);
+    }
+    Ok(Some(p[0].select(&dense(&t[1], &p[1]), &dense(&t[2], &p[2]))))
+}
+
+/// `select(c, x, y)` is linear in its branches for a known condition.
+fn transpose_select(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let c = args[0].known().ok_or_else(|| nonlinear(op, "its branches"))?;
+    let zero = ct.zeros_like();
+    let branch = |i: usize, on: &Var, off: &Var| {
+        args[i].is_linear().then(|| unbroadcast(&c.select(on, off), args[i].shape()))
+    };
+    Ok(vec![None, branch(1, ct, &zero), branch(2, &zero, ct)])
+}
+
+/// A tangent only flows through float-to-float casts.
+fn jvp_cast(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    let c = op.try_downcast::<Cast>()?;
+    Ok(t[0]
+        .as_ref()
+        .filter(|_| c.dtype.is_float() && p[0].dtype().is_float())
+        .map(|t| t.cast(c.dtype)))
+}
+
+fn transpose_cast(_: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    Ok(vec![match &args[0] {
+        LinearArg::Linear(t) => Some(ct.cast(t.dtype)),
+        LinearArg::Known(_) => None,
+    }])
+}
+
+fn jvp_zero(_: &dyn Op, _: &[Var], _: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(None)
+}
+
+register_rule!(JvpRule, Neg, jvp_neg);
+register_rule!(TransposeRule, Neg, transpose_neg);
+register_rule!(JvpRule, Add, jvp_add);
+register_rule!(TransposeRule, Add, transpose_add);
+register_rule!(JvpRule, Sub, jvp_sub);
+register_rule!(TransposeRule, Sub, transpose_sub);
+register_rule!(JvpRule, Mul, jvp_mul);
+register_rule!(TransposeRule, Mul, transpose_mul);
+register_rule!(JvpRule, Div, jvp_div);
+register_rule!(TransposeRule, Div, transpose_div);
+register_rule!(JvpRule, Pow, jvp_pow);
+register_rule!(JvpRule, Max, jvp_max);
+register_rule!(JvpRule, Min, jvp_min);
+register_rule!(JvpRule, Atan2, jvp_atan2);
+register_rule!(JvpRule, Select, jvp_select);
+register_rule!(TransposeRule, Select, transpose_select);
+register_rule!(JvpRule, Cast, jvp_cast);
+register_rule!(TransposeRule, Cast, transpose_cast);
+register_rule!(JvpRule, Lt, jvp_zero);
+register_rule!(JvpRule, Le, jvp_zero);
+register_rule!(JvpRule, Gt, jvp_zero);
+register_rule!(JvpRule, Ge, jvp_zero);
+register_rule!(JvpRule, Eq, jvp_zero);
+register_rule!(JvpRule, Ne, jvp_zero);

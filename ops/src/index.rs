@@ -217,3 +217,41 @@ fn vmap_scatter_add(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batche
 
 register_rule!(VmapRule, Take, vmap_take);
 register_rule!(VmapRule, ScatterAdd, vmap_scatter_add);
+
+// ---------------------------------------------------------- derivatives
+
+use anvil_core::LinearArg;
+
+/// `take` and `scatter_add` are linear in their first operand; the indices
+/// carry no tangent.
+fn jvp_first_operand(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(t[0].as_ref().map(|t| Var::apply_op(op.boxed(), &[t, &p[1]])))
+}
+
+fn known_indices<'a>(op: &dyn Op, args: &'a [LinearArg]) -> Result<&'a Var> {
+    args[1].known().ok_or_else(|| {
+        Error::invalid(op.name(), "transpose", "the indices (argument 1) must be known, not linear")
+    })
+}
+
+/// The transpose of a gather is a scatter-add into a zero axis of the operand's size.
+fn transpose_take(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let t = op.try_downcast::<Take>()?;
+    let idx = known_indices(op, args)?;
+    let size = args[0].shape()[t.axis];
+    let s = ScatterAdd { axis: t.axis, size, batch_dims: t.batch_dims };
+    Ok(vec![args[0].is_linear().then(|| Var::apply_op(Box::new(s), &[ct, idx])), None])
+}
+
+/// The transpose of a scatter-add is a gather.
+fn transpose_scatter_add(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let s = op.try_downcast::<ScatterAdd>()?;
+    let idx = known_indices(op, args)?;
+    let t = Take { axis: s.axis, batch_dims: s.batch_dims };
+    Ok(vec![args[0].is_linear().then(|| Var::apply_op(Box::new(t), &[ct, idx])), None])
+}
+
+register_rule!(JvpRule, Take, jvp_first_operand);
+register_rule!(TransposeRule, Take, transpose_take);
+register_rule!(JvpRule, ScatterAdd, jvp_first_operand);
+register_rule!(TransposeRule, ScatterAdd, transpose_scatter_add);

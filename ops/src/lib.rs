@@ -19,6 +19,7 @@
 //! does that.
 #![warn(missing_docs)]
 
+pub mod ad;
 pub mod api;
 pub mod batching;
 pub mod composite;

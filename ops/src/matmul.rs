@@ -80,3 +80,58 @@ fn vmap_matmul(_op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> 
 }
 
 register_rule!(VmapRule, Matmul, vmap_matmul);
+
+// ---------------------------------------------------------- derivatives
+
+use crate::ad::{add_tangents, unbroadcast};
+use anvil_core::{LinearArg, Var};
+
+fn jvp_matmul(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    let da = t[0].as_ref().map(|t| t.matmul(&p[1]));
+    let db = t[1].as_ref().map(|t| p[0].matmul(t));
+    Ok(add_tangents(da, db, out.shape()))
+}
+
+fn as_i64(s: &[usize]) -> Vec<i64> {
+    s.iter().map(|&d| d as i64).collect()
+}
+
+/// Promotes 1-D operands to matrices as `numpy.matmul` does (a row on the
+/// left, a column on the right).
+fn promoted(shape: &[usize], left: bool) -> Vec<usize> {
+    match (shape, left) {
+        ([k], true) => vec![1, *k],
+        ([k], false) => vec![*k, 1],
+        _ => shape.to_vec(),
+    }
+}
+
+/// `a @ b` is linear in whichever operand is not known: the cotangent of `a`
+/// is `ct @ b^T`, of `b` is `a^T @ ct`, on the operands promoted to
+/// matrices, summed over broadcast batch axes and reshaped back.
+fn transpose_matmul(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let (sa, sb) = (args[0].shape(), args[1].shape());
+    let (pa, pb) = (promoted(sa, true), promoted(sb, false));
+    let out = anvil_core::shape::matmul_shape("matmul", &pa, &pb)?;
+    let ct = ct.reshape(&as_i64(&out));
+    match (args[0].known(), args[1].known()) {
+        (None, Some(b)) => {
+            let b = b.reshape(&as_i64(&pb));
+            let ca = unbroadcast(&ct.matmul(&b.swap_axes(-1, -2)), &pa);
+            Ok(vec![Some(ca.reshape(&as_i64(sa))), None])
+        }
+        (Some(a), None) => {
+            let a = a.reshape(&as_i64(&pa));
+            let cb = unbroadcast(&a.swap_axes(-1, -2).matmul(&ct), &pb);
+            Ok(vec![None, Some(cb.reshape(&as_i64(sb)))])
+        }
+        _ => Err(Error::invalid(
+            op.name(),
+            "transpose",
+            "matmul is linear in exactly one operand; a jvp rule emitted it on two tangents",
+        )),
+    }
+}
+
+register_rule!(JvpRule, Matmul, jvp_matmul);
+register_rule!(TransposeRule, Matmul, transpose_matmul);

@@ -301,3 +301,125 @@ register_rule!(VmapRule, BroadcastTo, vmap_broadcast_to);
 register_rule!(VmapRule, Pad, vmap_pad);
 register_rule!(VmapRule, Slice, vmap_slice);
 register_rule!(VmapRule, Concatenate, vmap_concatenate);
+
+// ---------------------------------------------------------- derivatives
+
+use crate::ad::dense;
+use anvil_core::{LinearArg, Tensor};
+
+/// The jvp of an op that is linear in its one operand: the op on the tangent.
+pub fn jvp_linear_unary(
+    op: &dyn Op,
+    _: &[Var],
+    tangents: &[Option<Var>],
+    _: &Var,
+) -> Result<Option<Var>> {
+    Ok(tangents[0].as_ref().map(|t| Var::apply_op(op.boxed(), &[t])))
+}
+
+/// The cotangent of the one operand, when it is linear.
+fn unary_ct(args: &[LinearArg], f: impl FnOnce(&[usize]) -> Var) -> Vec<Option<Var>> {
+    vec![args[0].is_linear().then(|| f(args[0].shape()))]
+}
+
+fn transpose_reshape(_: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    Ok(unary_ct(args, |s| ct.reshape(&s.iter().map(|&d| d as i64).collect::<Vec<_>>())))
+}
+
+fn transpose_permute(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let p = op.try_downcast::<Permute>()?;
+    let inv: Vec<i64> =
+        anvil_core::shape::inverse_perm(&p.perm).iter().map(|&a| a as i64).collect();
+    Ok(unary_ct(args, |_| ct.permute(&inv)))
+}
+
+fn transpose_broadcast_to(_: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    Ok(unary_ct(args, |s| crate::ad::unbroadcast(ct, s)))
+}
+
+/// A tangent is padded with zeros, whatever the primal's fill value.
+fn jvp_pad(op: &dyn Op, _: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    let p = op.try_downcast::<Pad>()?;
+    Ok(t[0].as_ref().map(|t| {
+        let zero = Pad { widths: p.widths.clone(), value: Scalar::I64(0).cast(t.dtype()) };
+        Var::apply_op(Box::new(zero), &[t])
+    }))
+}
+
+fn transpose_pad(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let p = op.try_downcast::<Pad>()?;
+    Ok(unary_ct(args, |s| {
+        let specs: Vec<SliceSpec> = p
+            .widths
+            .iter()
+            .zip(s)
+            .map(|(&(lo, _), &d)| SliceSpec::range(lo as i64, (lo + d) as i64))
+            .collect();
+        Var::apply_op(Box::new(Slice { specs }), &[ct])
+    }))
+}
+
+/// The transpose of a strided slice, one axis at a time: a unit-step slice
+/// is undone by zero padding, any other by a `scatter_add` of the selected
+/// positions (`first + step * i`) into a zero axis of the full size.
+fn transpose_slice(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let s = op.try_downcast::<Slice>()?;
+    let shape = args[0].shape().to_vec();
+    let resolved = s.resolve(&shape)?;
+    let mut out = ct.clone();
+    for (axis, (&(first, step, len), &d)) in resolved.iter().zip(&shape).enumerate() {
+        if len == d && step == 1 {
+            continue;
+        }
+        out = if step == 1 {
+            let mut widths = vec![(0, 0); shape.len()];
+            widths[axis] = (first as usize, d - first as usize - len);
+            out.pad(&widths, 0.0)
+        } else {
+            let idx: Vec<i64> = (0..len as i64).map(|i| first + step * i).collect();
+            let idx = Tensor::from_vec(idx, &[len])?;
+            out.scatter_add(&out.constant_like(idx), axis as i64, d)
+        };
+    }
+    Ok(vec![args[0].is_linear().then_some(out)])
+}
+
+/// Missing tangents of some operands are zeros of their shape.
+fn jvp_concatenate(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    if t.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let dense: Vec<Var> = p.iter().zip(t).map(|(p, t)| dense(t, p)).collect();
+    let refs: Vec<&Var> = dense.iter().collect();
+    Ok(Some(Var::apply_op(op.boxed(), &refs)))
+}
+
+/// Each linear operand gets its slice of the cotangent.
+fn transpose_concatenate(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let c = op.try_downcast::<Concatenate>()?;
+    let mut start = 0;
+    Ok(args
+        .iter()
+        .map(|a| {
+            let n = a.shape()[c.axis];
+            let piece = a.is_linear().then(|| {
+                ct.slice_axis(c.axis as i64, Some(start as i64), Some((start + n) as i64), 1)
+            });
+            start += n;
+            piece
+        })
+        .collect())
+}
+
+register_rule!(JvpRule, Reshape, jvp_linear_unary);
+register_rule!(TransposeRule, Reshape, transpose_reshape);
+register_rule!(JvpRule, Permute, jvp_linear_unary);
+register_rule!(TransposeRule, Permute, transpose_permute);
+register_rule!(JvpRule, BroadcastTo, jvp_linear_unary);
+register_rule!(TransposeRule, BroadcastTo, transpose_broadcast_to);
+register_rule!(JvpRule, Pad, jvp_pad);
+register_rule!(TransposeRule, Pad, transpose_pad);
+register_rule!(JvpRule, Slice, jvp_linear_unary);
+register_rule!(TransposeRule, Slice, transpose_slice);
+register_rule!(JvpRule, Concatenate, jvp_concatenate);
+register_rule!(TransposeRule, Concatenate, transpose_concatenate);

@@ -166,3 +166,75 @@ register_rule!(VmapRule, ReduceMax, vmap_reduce::<ReduceMax>);
 register_rule!(VmapRule, ReduceMin, vmap_reduce::<ReduceMin>);
 register_rule!(VmapRule, ReduceProd, vmap_reduce::<ReduceProd>);
 register_rule!(VmapRule, ArgReduce, vmap_arg_reduce);
+
+// ---------------------------------------------------------- derivatives
+
+use crate::api::VarExt;
+use anvil_core::LinearArg;
+
+/// `v` with the reduced axes of `o` restored as size-1 axes (a no-op with keepdims).
+fn keep_reduced_axes<O: ReduceMath>(o: &O, v: &Var, input_shape: &[usize]) -> Var {
+    if o.keepdims() {
+        return v.clone();
+    }
+    let shape: Vec<i64> = input_shape
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| if o.axes().contains(&i) { 1 } else { d as i64 })
+        .collect();
+    v.reshape(&shape)
+}
+
+fn jvp_sum(op: &dyn Op, _: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(t[0].as_ref().map(|t| Var::apply_op(op.boxed(), &[t])))
+}
+
+/// The transpose of a sum broadcasts the cotangent back over the reduced axes.
+fn transpose_sum(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let o = op.try_downcast::<ReduceSum>()?;
+    let shape = args[0].shape();
+    Ok(vec![args[0].is_linear().then(|| keep_reduced_axes(o, ct, shape).broadcast_to(shape))])
+}
+
+/// `max`/`min`: the tangent at the extreme, averaged over ties (as JAX).
+fn jvp_extreme<O: ReduceMath>(
+    op: &dyn Op,
+    p: &[Var],
+    t: &[Option<Var>],
+    out: &Var,
+) -> Result<Option<Var>> {
+    let o = op.try_downcast::<O>()?;
+    let Some(t) = &t[0] else { return Ok(None) };
+    let x = &p[0];
+    let at = x.equal(&keep_reduced_axes(o, out, x.shape())).cast(x.dtype());
+    let axes: Vec<i64> = o.axes().iter().map(|&a| a as i64).collect();
+    let (num, count) = if o.keepdims() {
+        ((t * &at).sum_keepdims(&axes), at.sum_keepdims(&axes))
+    } else {
+        ((t * &at).sum(&axes), at.sum(&axes))
+    };
+    Ok(Some(num / count))
+}
+
+/// `prod`: `sum(t * prod / x)`. Exact where no reduced element is zero; at
+/// a zero element this gives NaN (a product-of-the-others formulation is
+/// future work).
+fn jvp_prod(op: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    let o = op.try_downcast::<ReduceProd>()?;
+    let Some(t) = &t[0] else { return Ok(None) };
+    let x = &p[0];
+    let scaled = t * &(keep_reduced_axes(o, out, x.shape()) / x);
+    let axes: Vec<i64> = o.axes().iter().map(|&a| a as i64).collect();
+    Ok(Some(if o.keepdims() { scaled.sum_keepdims(&axes) } else { scaled.sum(&axes) }))
+}
+
+fn jvp_arg(_: &dyn Op, _: &[Var], _: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(None)
+}
+
+register_rule!(JvpRule, ReduceSum, jvp_sum);
+register_rule!(TransposeRule, ReduceSum, transpose_sum);
+register_rule!(JvpRule, ReduceMax, jvp_extreme::<ReduceMax>);
+register_rule!(JvpRule, ReduceMin, jvp_extreme::<ReduceMin>);
+register_rule!(JvpRule, ReduceProd, jvp_prod);
+register_rule!(JvpRule, ArgReduce, jvp_arg);

@@ -8,10 +8,14 @@
 //! common-subexpression elimination ([`cse`]).
 #![warn(missing_docs)]
 
+pub mod ad;
+pub mod diff;
 pub mod map;
 pub mod passes;
 pub mod vmap;
 
+pub use ad::{jvp_graph, transpose_graph, vjp_graph};
+pub use diff::{grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, Grad, Jacobian, Jvp, Vjp};
 pub use map::{map, map_fallback, map_fallbacks, MapFn};
 pub use passes::{cse, dce};
-pub use vmap::{vmap, vmap_graph, InAxes, Vmap};
+pub use vmap::{vmap, vmap_graph, vmap_graph_chunked, InAxes, Vmap};

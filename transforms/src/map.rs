@@ -277,3 +277,95 @@ impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
         format!("map({})", self.f.name())
     }
 }
+
+// ---------------------------------------------------------- derivatives
+
+/// The jvp of `Map`: a map of the body's jvp, over the primals and the
+/// tangents (a tangent is mapped exactly when its primal is).
+fn jvp_map(op: &dyn Op, primals: &[Var], tangents: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    let m = op.try_downcast::<Map>()?;
+    let body_in = m.body.input_types();
+    let with_t: Vec<usize> = (0..primals.len()).filter(|&i| tangents[i].is_some()).collect();
+    let mut types = body_in.clone();
+    types.extend(with_t.iter().map(|&i| body_in[i].clone()));
+    let n = primals.len();
+    let body = trace_with(&types, |vars| {
+        let mut ts: Vec<Option<Var>> = vec![None; n];
+        for (k, &i) in with_t.iter().enumerate() {
+            ts[i] = Some(vars[n + k].clone());
+        }
+        let (outs, touts) = crate::ad::jvp_graph(&m.body, &vars[..n], &ts)?;
+        Ok(vec![touts[0].clone().unwrap_or_else(|| outs[0].zeros_like())])
+    })?;
+    let mut args: Vec<Batched> = primals
+        .iter()
+        .zip(&m.mapped)
+        .map(|(p, &mp)| Batched::new(p.clone(), mp.then_some(0)))
+        .collect();
+    args.extend(with_t.iter().map(|&i| {
+        Batched::new(
+            tangents[i].clone().unwrap_or_else(|| primals[i].clone()),
+            m.mapped[i].then_some(0),
+        )
+    }));
+    Ok(Some(emit_map(&body, &args, m.size)?.remove(0)))
+}
+
+/// The transpose of a `Map` linear in some operands: a map of the body's
+/// transpose over the known operands and the cotangent; a shared (unmapped)
+/// linear operand's cotangent is summed over the loop.
+fn transpose_map(
+    op: &dyn Op,
+    ct: &Var,
+    args: &[anvil_core::LinearArg],
+) -> Result<Vec<Option<Var>>> {
+    let m = op.try_downcast::<Map>()?;
+    let body_in = m.body.input_types();
+    let linear: Vec<bool> = args.iter().map(anvil_core::LinearArg::is_linear).collect();
+    let known_idx: Vec<usize> = (0..args.len()).filter(|&i| !linear[i]).collect();
+    let mut types: Vec<TensorType> = known_idx.iter().map(|&i| body_in[i].clone()).collect();
+    types.push(m.body.output_types()[0].clone());
+    let body = trace_with(&types, |vars| {
+        let mut known: Vec<Option<Var>> = vec![None; args.len()];
+        for (k, &i) in known_idx.iter().enumerate() {
+            known[i] = Some(vars[k].clone());
+        }
+        let ct = vars[known_idx.len()].clone();
+        let (_, cts) = crate::ad::transpose_graph(&m.body, &linear, &known, &[Some(ct)])?;
+        // One output per linear operand, zeros where the cotangent is zero.
+        Ok((0..args.len())
+            .filter(|&i| linear[i])
+            .map(|i| {
+                cts[i].clone().unwrap_or_else(|| {
+                    vars[known_idx.len()].constant_like(anvil_core::Tensor::zeros_of(
+                        &body_in[i].shape,
+                        body_in[i].dtype,
+                    ))
+                })
+            })
+            .collect())
+    })?;
+    let mut operands: Vec<Batched> = known_idx
+        .iter()
+        .map(|&i| {
+            Batched::new(
+                args[i].known().cloned().unwrap_or_else(|| ct.clone()),
+                m.mapped[i].then_some(0),
+            )
+        })
+        .collect();
+    operands.push(Batched::new(ct.clone(), Some(0)));
+    let mut outs = emit_map(&body, &operands, m.size)?.into_iter();
+    Ok((0..args.len())
+        .map(|i| {
+            if !linear[i] {
+                return None;
+            }
+            let c = outs.next()?;
+            Some(if m.mapped[i] { c } else { c.sum(&[0]) })
+        })
+        .collect())
+}
+
+register_rule!(JvpRule, Map, jvp_map);
+register_rule!(TransposeRule, Map, transpose_map);

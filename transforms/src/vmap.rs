@@ -87,6 +87,24 @@ fn vmap_graph_sharing(
         .collect()
 }
 
+/// [`vmap_graph`], evaluated in chunks of `chunk` elements when given (see
+/// [`Vmap::chunk_size`]).
+///
+/// # Errors
+/// As [`vmap_graph`]; a chunk size of zero.
+pub fn vmap_graph_chunked(
+    graph: &Graph,
+    args: &[Batched],
+    size: usize,
+    chunk: Option<usize>,
+) -> Result<Vec<Batched>> {
+    match chunk {
+        Some(0) => Err(Error::invalid("vmap", "chunk_size", "must be at least 1")),
+        Some(k) if k < size => vmap_chunked(graph, args, size, k),
+        _ => vmap_graph(graph, args, size),
+    }
+}
+
 /// `graph` vmapped over chunks of `k` elements, concatenated: the outputs
 /// have their batch axis in front.
 fn vmap_chunked(graph: &Graph, args: &[Batched], size: usize, k: usize) -> Result<Vec<Batched>> {
@@ -368,11 +386,7 @@ impl<M, F: Function<M>> Function<M> for Vmap<F, M> {
         let elem_types: Vec<TensorType> =
             batched.iter().map(|b| TensorType::new(b.var.dtype(), b.logical_shape())).collect();
         let graph = trace_types(&self.f, &elem_types)?;
-        let outs = match self.chunk_size {
-            Some(0) => return Err(Error::invalid("vmap", "chunk_size", "must be at least 1")),
-            Some(k) if k < size => vmap_chunked(&graph, &batched, size, k)?,
-            _ => vmap_graph(&graph, &batched, size)?,
-        };
+        let outs = vmap_graph_chunked(&graph, &batched, size, self.chunk_size)?;
         let out_axes: Vec<i64> = match &self.out_axes {
             None => vec![0; outs.len()],
             Some(v) if v.len() == 1 => vec![v[0]; outs.len()],

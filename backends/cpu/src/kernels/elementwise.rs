@@ -165,7 +165,7 @@ macro_rules! register_family {
     };
 }
 
-register_family!(unary: Neg, Sin, Cos, Tan, Exp, Log, Log1p, Expm1, Sqrt, Rsqrt, Recip, Tanh, Logistic, Abs, Sign, Floor, Ceil, Round, Erf);
+register_family!(unary: Neg, Sin, Cos, Tan, Exp, Log, Log1p, Expm1, Sqrt, Rsqrt, Recip, Tanh, Logistic, Abs, Sign, Floor, Ceil, Round, Erf, StopGradient);
 register_family!(binary: Add, Sub, Mul, Div, Pow, Max, Min, Atan2);
 register_family!(compare: Lt, Le, Gt, Ge, Eq, Ne);
 register_kernel!(Select, select);

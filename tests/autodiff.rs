@@ -1,0 +1,463 @@
+//! Forward and reverse mode against finite differences, closed forms and
+//! each other; composed programs (per-example gradients, Hessians,
+//! Hessian-vector products, higher derivatives); graph structure; errors.
+
+use anvil::prelude::*;
+use anvil::testing::run;
+use anvil::{Op, TensorType};
+
+fn rand(shape: &[usize], seed: u64) -> Tensor {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    let n: usize = shape.iter().product();
+    let v = (0..n)
+        .map(|_| {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        })
+        .collect();
+    Tensor::from_vec(v, shape).unwrap()
+}
+
+fn axpy(a: f64, x: &Tensor, y: &Tensor) -> Tensor {
+    let v: Vec<f64> = x
+        .to_vec::<f64>()
+        .unwrap()
+        .iter()
+        .zip(y.to_vec::<f64>().unwrap())
+        .map(|(x, y)| a * x + y)
+        .collect();
+    Tensor::from_vec(v, x.shape()).unwrap()
+}
+
+fn dot(a: &Tensor, b: &Tensor) -> f64 {
+    a.to_vec::<f64>().unwrap().iter().zip(b.to_vec::<f64>().unwrap()).map(|(x, y)| x * y).sum()
+}
+
+/// A nonlinear function touching many ops: elementwise, broadcasting,
+/// reductions, movement, matmul, indexing, select.
+fn many_ops(x: &Var) -> Var {
+    // x: [3, 4]
+    let w = x.constant_like(
+        Tensor::from_vec((0..8).map(|i| (i as f64 * 0.37).sin()).collect(), &[4, 2]).unwrap(),
+    );
+    let h = x.matmul(&w).tanh(); // [3, 2]
+    let s = x.softmax(-1) * x.exp().log1p(); // [3, 4]
+    let g = s.index(1, &[0, 3, 3]).sum(&[1]); // [3]
+    let m = x.max(&[0], false) + x.min(&[1], true).sum_all(); // [4]
+    let p = x.slice_axis(1, Some(3), None, -2).pad(&[(1, 0), (0, 1)], 0.0); // [4, 3]
+    let c = concatenate(&[&p.transpose(), &h.transpose().pad(&[(0, 1), (0, 0)], 0.0)], 1); // [3, 7]
+    let sel = where_(&x.gt(&x.zeros_like()), &x.sin(), &x.square()); // [3, 4]
+    let z = x.atan2(&(x.square() + 1.0)) + x.abs().sqrt() * x.cos();
+    let q = (x.square() + 0.5).powf(1.5).prod(&[1], false); // [3]
+    let e = x.erf().sum(&[0]) * x.logistic().mean_axes(&[0], false); // [4]
+    let sc = x.reshape(&[12]).scatter_add(
+        &x.constant_like(
+            Tensor::from_vec(vec![0i64, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2], &[12]).unwrap(),
+        ),
+        0,
+        3,
+    );
+    concatenate(
+        &[
+            &(g + q).reshape(&[3]),
+            &(m * e),
+            &c.sum(&[0]),
+            &sel.sum(&[1]),
+            &z.logsumexp(&[0], false),
+            &sc,
+            &stack(&[&x.norm(), &x.var(&[0, 1], false)], 0),
+        ],
+        0,
+    )
+}
+
+/// jvp against central differences, at several random directions.
+#[test]
+fn jvp_matches_finite_differences() {
+    let x = rand(&[3, 4], 1);
+    for seed in 0..3 {
+        let v = rand(&[3, 4], 10 + seed);
+        let out = jvp(many_ops).call((&x, &v)).unwrap();
+        let h = 1e-6;
+        let plus = jit(many_ops).call(&axpy(h, &v, &x)).unwrap();
+        let minus = jit(many_ops).call(&axpy(-h, &v, &x)).unwrap();
+        let fd = axpy(-1.0, &minus, &plus)
+            .to_vec::<f64>()
+            .unwrap()
+            .iter()
+            .map(|d| d / (2.0 * h))
+            .collect::<Vec<_>>();
+        let fd = Tensor::from_vec(fd, out[1].shape()).unwrap();
+        out[1].assert_allclose(&fd, 1e-6, 1e-7);
+        out[0].assert_allclose(&jit(many_ops).call(&x).unwrap(), 0.0, 0.0);
+    }
+}
+
+/// Transposition by the dot-product test: <u, J v> = <J^T u, v>.
+#[test]
+fn vjp_is_the_transpose_of_jvp() {
+    let x = rand(&[3, 4], 2);
+    let y = jit(many_ops).call(&x).unwrap();
+    for seed in 0..3 {
+        let v = rand(&[3, 4], 20 + seed);
+        let u = rand(y.shape(), 30 + seed);
+        let jv = jvp(many_ops).call((&x, &v)).unwrap().remove(1);
+        let out = vjp(many_ops).call((&x, &u)).unwrap();
+        out[0].assert_allclose(&y, 0.0, 0.0);
+        let lhs = dot(&u, &jv);
+        let rhs = dot(&out[1], &v);
+        assert!(
+            (lhs - rhs).abs() <= 1e-12 * (1.0 + lhs.abs()),
+            "<u, Jv> = {lhs}, <J^T u, v> = {rhs}"
+        );
+    }
+}
+
+#[test]
+fn jacfwd_and_jacrev_agree_and_match_finite_differences() {
+    let x = rand(&[3, 4], 3);
+    let jf = jacfwd(many_ops).call(&x).unwrap();
+    let jr = jacrev(many_ops).call(&x).unwrap();
+    let out_n = jit(many_ops).call(&x).unwrap().shape()[0];
+    assert_eq!(jf.shape(), &[out_n, 3, 4]);
+    jf.assert_allclose(&jr, 1e-12, 1e-12);
+    // chunked: same numbers
+    jacfwd(many_ops).chunk_size(5).call(&x).unwrap().assert_allclose(&jf, 1e-14, 1e-14);
+    jacrev(many_ops).chunk_size(7).call(&x).unwrap().assert_allclose(&jf, 1e-14, 1e-14);
+    // column j of the Jacobian by central differences
+    for j in [0, 5, 11] {
+        let mut e = vec![0.0; 12];
+        e[j] = 1.0;
+        let e = Tensor::from_vec(e, &[3, 4]).unwrap();
+        let h = 1e-6;
+        let d = axpy(
+            -1.0,
+            &jit(many_ops).call(&axpy(-h, &e, &x)).unwrap(),
+            &jit(many_ops).call(&axpy(h, &e, &x)).unwrap(),
+        );
+        let col: Vec<f64> = (0..out_n).map(|i| jf.to_vec::<f64>().unwrap()[i * 12 + j]).collect();
+        for (a, b) in col.iter().zip(d.to_vec::<f64>().unwrap()) {
+            assert!((a - b / (2.0 * h)).abs() < 1e-6, "column {j}: {a} vs {}", b / (2.0 * h));
+        }
+    }
+}
+
+/// hessian(logsumexp(A x)) = A^T (diag(p) - p p^T) A with p = softmax(A x).
+#[test]
+fn hessian_of_logsumexp_matches_closed_form() {
+    let (m, n) = (5, 3);
+    let a = rand(&[m, n], 4);
+    let x = rand(&[n], 5);
+    let f = |x: &Var, a: &Var| a.matmul(x).logsumexp(&[0], false);
+    let h = hessian(f).call((&x, &a)).unwrap();
+    assert_eq!(h.shape(), &[n, n]);
+    let av = a.to_vec::<f64>().unwrap();
+    let xv = x.to_vec::<f64>().unwrap();
+    let z: Vec<f64> = (0..m).map(|i| (0..n).map(|j| av[i * n + j] * xv[j]).sum()).collect();
+    let zmax = z.iter().cloned().fold(f64::MIN, f64::max);
+    let e: Vec<f64> = z.iter().map(|z| (z - zmax).exp()).collect();
+    let s: f64 = e.iter().sum();
+    let p: Vec<f64> = e.iter().map(|e| e / s).collect();
+    let mut want = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            let mut acc = 0.0;
+            for k in 0..m {
+                acc += av[k * n + i] * p[k] * av[k * n + j];
+                for l in 0..m {
+                    acc -= av[k * n + i] * p[k] * p[l] * av[l * n + j];
+                }
+            }
+            want[i * n + j] = acc;
+        }
+    }
+    h.assert_allclose(&Tensor::from_vec(want, &[n, n]).unwrap(), 1e-12, 1e-13);
+    // The gradient is A^T p.
+    let g = grad(f).call((&x, &a)).unwrap();
+    let want_g: Vec<f64> = (0..n).map(|j| (0..m).map(|k| av[k * n + j] * p[k]).sum()).collect();
+    g.assert_allclose(&Tensor::from_vec(want_g, &[n]).unwrap(), 1e-13, 1e-14);
+}
+
+/// A Hessian-vector product by forward-over-reverse equals H v.
+#[test]
+fn hessian_vector_product_equals_hessian_times_v() {
+    let f = |x: &Var| (x.sin() * x.roll_free()).sum_all() + x.square().sum_all().sqrt();
+    let x = rand(&[4], 6);
+    let v = rand(&[4], 7);
+    let hvp = jvp(grad(f)).call((&x, &v)).unwrap().remove(1);
+    let h = hessian(f).call(&x).unwrap();
+    let hv: Vec<f64> = (0..4)
+        .map(|i| {
+            (0..4)
+                .map(|j| h.to_vec::<f64>().unwrap()[i * 4 + j] * v.to_vec::<f64>().unwrap()[j])
+                .sum()
+        })
+        .collect();
+    hvp.assert_allclose(&Tensor::from_vec(hv, &[4]).unwrap(), 1e-12, 1e-13);
+    // H is symmetric, and jacrev(jacrev) agrees with jacfwd(jacrev).
+    let hrr = jacrev(jacrev(f)).call(&x).unwrap();
+    h.assert_allclose(&hrr, 1e-12, 1e-13);
+    let hff = jacfwd(jacfwd(f)).call(&x).unwrap();
+    h.assert_allclose(&hff, 1e-12, 1e-13);
+}
+
+trait RollFree {
+    fn roll_free(&self) -> Var;
+}
+impl RollFree for Var {
+    /// x shifted by one (a cyclic roll), from slices and concatenate.
+    fn roll_free(&self) -> Var {
+        concatenate(
+            &[&self.slice_axis(0, Some(1), None, 1), &self.slice_axis(0, Some(0), Some(1), 1)],
+            0,
+        )
+    }
+}
+
+#[test]
+fn third_derivatives_of_sin() {
+    let f = |x: &Var| x.sin();
+    for x in [0.0f64, 0.3, -1.2, 2.5] {
+        let t = Tensor::scalar(x);
+        let d1 = grad(f).call(&t).unwrap().item().unwrap();
+        let d2 = grad(grad(f)).call(&t).unwrap().item().unwrap();
+        let d3 = grad(grad(grad(f))).call(&t).unwrap().item().unwrap();
+        assert!(
+            (d1 - x.cos()).abs() < 1e-15
+                && (d2 + x.sin()).abs() < 1e-15
+                && (d3 + x.cos()).abs() < 1e-15,
+            "{x}: {d1} {d2} {d3}"
+        );
+    }
+}
+
+fn mlp(x: &Var, w1: &Var, w2: &Var) -> Var {
+    x.matmul(w1).tanh().matmul(w2)
+}
+
+/// Per-example gradients: vmap(grad(loss)) against a loop of grad.
+#[test]
+fn per_example_gradients_of_an_mlp() {
+    let loss = |w1: &Var, x: &Var, y: &Var| {
+        let w2 = w1.constant_like(Tensor::from_vec(vec![0.5, -1.0, 0.25], &[3, 1]).unwrap());
+        (mlp(x, w1, &w2) - y).square().sum_all()
+    };
+    let w1 = rand(&[4, 3], 8);
+    let xs = rand(&[6, 4], 9);
+    let ys = rand(&[6, 1], 10);
+    let per_ex = vmap(grad(loss)).in_axes([None, Some(0), Some(0)]).call((&w1, &xs, &ys)).unwrap();
+    assert_eq!(per_ex.shape(), &[6, 4, 3]);
+    for i in 0..6 {
+        let g = grad(loss)
+            .call((&w1, &xs.select_axis(0, i).unwrap(), &ys.select_axis(0, i).unwrap()))
+            .unwrap();
+        per_ex.select_axis(0, i).unwrap().assert_allclose(&g, 1e-14, 1e-14);
+    }
+}
+
+/// jacfwd of an MLP against the hand-derived Jacobian W2^T diag(1 - h^2) W1^T.
+#[test]
+fn jacfwd_of_an_mlp_matches_the_hand_derived_jacobian() {
+    let (w1, w2, x) = (rand(&[4, 5], 11), rand(&[5, 3], 12), rand(&[4], 13));
+    let j = jacfwd(mlp).call((&x, &w1, &w2)).unwrap();
+    assert_eq!(j.shape(), &[3, 4]);
+    let (a, b, xv) =
+        (w1.to_vec::<f64>().unwrap(), w2.to_vec::<f64>().unwrap(), x.to_vec::<f64>().unwrap());
+    let h: Vec<f64> =
+        (0..5).map(|k| (0..4).map(|i| xv[i] * a[i * 5 + k]).sum::<f64>().tanh()).collect();
+    let want: Vec<f64> = (0..3)
+        .flat_map(|o| {
+            let (a, b, h) = (&a, &b, &h);
+            (0..4).map(move |i| {
+                (0..5).map(|k| b[k * 3 + o] * (1.0 - h[k] * h[k]) * a[i * 5 + k]).sum()
+            })
+        })
+        .collect();
+    j.assert_allclose(&Tensor::from_vec(want, &[3, 4]).unwrap(), 1e-13, 1e-14);
+    let jr = jacrev(mlp).call((&x, &w1, &w2)).unwrap();
+    j.assert_allclose(&jr, 1e-13, 1e-14);
+    // Several arguments: one Jacobian per argument.
+    let js = jacfwd(mlp).argnums(&[0, 2]).call((&x, &w1, &w2)).unwrap();
+    assert_eq!(js[1].shape(), &[3, 5, 3]);
+    js[1].assert_allclose(
+        &jacrev(mlp).argnums(&[0, 2]).call((&x, &w1, &w2)).unwrap()[1],
+        1e-13,
+        1e-14,
+    );
+}
+
+/// The primal of jacfwd is computed once at its unbatched shape; only the
+/// tangent computation is batched over the basis.
+#[test]
+fn jacfwd_does_not_batch_the_primal() {
+    let f = |x: &Var| x.sin().exp().sum(&[0]);
+    let x = rand(&[5], 14);
+    let g = anvil::transforms::dce(&trace(&jacfwd(f), &x).unwrap()).unwrap();
+    let sins: Vec<String> =
+        g.iter().filter(|(_, n)| n.op.name() == "sin").map(|(_, n)| n.ty.to_string()).collect();
+    assert_eq!(sins, vec!["f64[5]"], "{g}");
+    let exps: Vec<String> =
+        g.iter().filter(|(_, n)| n.op.name() == "exp").map(|(_, n)| n.ty.to_string()).collect();
+    assert_eq!(exps, vec!["f64[5]"], "{g}");
+}
+
+/// An input without a tangent adds no node to the tangent computation.
+#[test]
+fn inputs_without_tangents_cost_nothing() {
+    let f = |x: &Var, w: &Var| (x.sin() * w.exp().cos()).sum_all();
+    let x = rand(&[3], 15);
+    let w = rand(&[3], 16);
+    // Tangent only for x: the graph of (x, w, tx) -> jvp.
+    let with_one = anvil::core::trace_with(&[x.ty(), w.ty(), x.ty()], |v| {
+        let g = trace(&f, (&x, &w))?;
+        let (_, t) = anvil::transforms::jvp_graph(&g, &v[..2], &[Some(v[2].clone()), None])?;
+        Ok(vec![t[0].clone().unwrap()])
+    })
+    .unwrap();
+    let primal = trace(&f, (&x, &w)).unwrap();
+    // The primal's nodes plus the tangent of x: cos(x), t * cos(x), times
+    // cos(exp(w)) (a primal value), sum. Nothing differentiates w.
+    let extra = with_one.len() - primal.len() - 1; // minus the tangent input
+    assert_eq!(extra, 4, "{with_one}");
+    assert_eq!(with_one.count::<anvil::ops::elementwise::Exp>(), 1, "{with_one}");
+    // No op that differentiates w (sin of exp(w), the derivative of cos) appears.
+    assert_eq!(with_one.count::<anvil::ops::elementwise::Sin>(), 1, "{with_one}");
+}
+
+#[test]
+fn stop_gradient_blocks_derivatives() {
+    let f = |x: &Var| (x.stop_gradient() * x).sum_all();
+    let x = rand(&[3], 17);
+    let g = grad(f).call(&x).unwrap();
+    g.assert_allclose(&x, 0.0, 0.0); // d/dx (c * x) with c = x held constant
+}
+
+#[test]
+fn value_and_grad_and_argnums() {
+    let f = |x: &Var, y: &Var| (x * y).sum_all() + y.square().sum_all();
+    let (x, y) = (rand(&[2], 18), rand(&[2], 19));
+    let out = value_and_grad(f).argnums(&[0, 1]).call((&x, &y)).unwrap();
+    assert_eq!(out.len(), 3);
+    out[1].assert_allclose(&y, 0.0, 0.0);
+    out[2].assert_allclose(&axpy(2.0, &y, &x), 1e-15, 1e-15);
+    let v = jit(f).call((&x, &y)).unwrap();
+    out[0].assert_allclose(&v, 0.0, 0.0);
+}
+
+#[test]
+fn grad_errors_name_the_problem() {
+    let x = rand(&[3], 20);
+    let e = grad(|x: &Var| x.sin()).call(&x).unwrap_err().to_string();
+    assert!(e.contains("grad") && e.contains("scalar") && e.contains("[3]"), "{e}");
+    let i = Tensor::from_vec(vec![1i64, 2], &[2]).unwrap();
+    let e = grad(|x: &Var| x.cast(DType::F64).sum_all()).call(&i).unwrap_err().to_string();
+    assert!(e.contains("grad") && e.contains("i64") && e.contains('0'), "{e}");
+    let e = grad(|x: &Var| x.sum_all()).argnums(&[3]).call(&x).unwrap_err().to_string();
+    assert!(e.contains("argnums"), "{e}");
+}
+
+/// An op with a kernel but no jvp rule.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct NoJvp;
+impl Op for NoJvp {
+    fn name(&self) -> &'static str {
+        "test.no_jvp"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> anvil::Result<TensorType> {
+        Ok(inputs[0].clone())
+    }
+}
+fn identity(
+    _: &dyn Op,
+    inputs: &[&Tensor],
+    _: &TensorType,
+    _: &anvil::Ctx,
+) -> anvil::Result<Tensor> {
+    Ok(inputs[0].clone())
+}
+anvil::cpu::register_kernel!(NoJvp, identity);
+
+#[test]
+fn differentiating_an_op_without_a_rule_is_an_error_naming_it() {
+    let f = |x: &Var| x.apply(NoJvp, &[]).sum_all();
+    let x = rand(&[3], 21);
+    assert!(jit(f).call(&x).is_ok());
+    for e in [grad(f).call(&x).unwrap_err(), jacfwd(f).call(&x).unwrap_err()] {
+        let e = e.to_string();
+        assert!(e.contains("test.no_jvp") && e.contains("jvp rule"), "{e}");
+    }
+    // Under stop_gradient, it is fine.
+    let g = |x: &Var| x.stop_gradient().apply(NoJvp, &[]).sum_all() + x.sum_all();
+    assert_eq!(grad(g).call(&x).unwrap().to_vec::<f64>().unwrap(), vec![1.0; 3]);
+}
+
+/// map composes with differentiation: grad through a map, jacfwd of a map.
+#[test]
+fn map_under_grad_and_jacobians() {
+    let body = |x: &Var, w: &Var| x.matmul(w).sin().sum_all();
+    let m = map(body).in_axes([Some(0), None]);
+    let f = move |xs: &Var, w: &Var| {
+        m.apply(&[xs.clone(), w.clone()]).unwrap().remove(0).square().sum_all()
+    };
+    let v = |xs: &Var, w: &Var| {
+        vmap(body)
+            .in_axes([Some(0), None])
+            .apply(&[xs.clone(), w.clone()])
+            .unwrap()
+            .remove(0)
+            .square()
+            .sum_all()
+    };
+    let (xs, w) = (rand(&[4, 3], 22), rand(&[3, 2], 23));
+    let gm = grad(f.clone()).argnums(&[0, 1]).call((&xs, &w)).unwrap();
+    let gv = grad(v).argnums(&[0, 1]).call((&xs, &w)).unwrap();
+    gm[0].assert_allclose(&gv[0], 1e-13, 1e-14);
+    gm[1].assert_allclose(&gv[1], 1e-13, 1e-14);
+    let hm = hessian(f).call((&xs, &w)).unwrap();
+    let hv = hessian(v).call((&xs, &w)).unwrap();
+    hm.assert_allclose(&hv, 1e-12, 1e-13);
+}
+
+#[test]
+fn jvp_and_vjp_of_several_outputs() {
+    let f = |x: &Var, y: &Var| vec![x * y, (x + y).sin().sum_all()];
+    let (x, y) = (rand(&[3], 24), rand(&[3], 25));
+    let (tx, ty) = (rand(&[3], 26), rand(&[3], 27));
+    let out = run(&jvp(f), &[x.clone(), y.clone(), tx.clone(), ty.clone()]).unwrap();
+    assert_eq!(out.len(), 4);
+    let want = axpy(
+        1.0,
+        &Tensor::from_vec(
+            tx.to_vec::<f64>()
+                .unwrap()
+                .iter()
+                .zip(y.to_vec::<f64>().unwrap())
+                .map(|(a, b)| a * b)
+                .collect(),
+            &[3],
+        )
+        .unwrap(),
+        &Tensor::from_vec(
+            ty.to_vec::<f64>()
+                .unwrap()
+                .iter()
+                .zip(x.to_vec::<f64>().unwrap())
+                .map(|(a, b)| a * b)
+                .collect(),
+            &[3],
+        )
+        .unwrap(),
+    );
+    out[2].assert_allclose(&want, 1e-15, 1e-15);
+    let js = jacrev(f).argnums(&[0, 1]).call((&x, &y)).unwrap();
+    let jf = jacfwd(f).argnums(&[0, 1]).call((&x, &y)).unwrap();
+    assert_eq!(js.len(), 4);
+    for (a, b) in js.iter().zip(&jf) {
+        a.assert_allclose(b, 1e-14, 1e-14);
+    }
+    let _ = rand(&[1], 0);
+}
