@@ -400,9 +400,7 @@ fn differentiating_an_op_without_a_rule_is_an_error_naming_it() {
 fn map_under_grad_and_jacobians() {
     let body = |x: &Var, w: &Var| x.matmul(w).sin().sum_all();
     let m = map(body).in_axes([Some(0), None]);
-    let f = move |xs: &Var, w: &Var| {
-        m.apply(&[xs.clone(), w.clone()]).unwrap().remove(0).square().sum_all()
-    };
+    let f = move |xs: &Var, w: &Var| m.invoke(&[xs, w]).square().sum_all();
     let v = |xs: &Var, w: &Var| {
         vmap(body)
             .in_axes([Some(0), None])

@@ -136,12 +136,20 @@ fn standard_ops() -> Vec<Box<dyn Op>> {
         Box::new(Full { shape: vec![], value: Scalar::F64(0.0) }),
         Box::new(Iota { shape: vec![1], axis: 0, dtype: DType::F64 }),
         Box::new(anvil::core::Constant { value: Tensor::scalar(0.0) }),
-        Box::new(anvil::ops::control::Map {
-            body: std::sync::Arc::new(trace(&|x: &Var| x.sin(), &Tensor::zeros(&[2])).unwrap()),
-            mapped: vec![true],
-            size: 3,
+        Box::new(anvil::ops::control::Map { body: body(), mapped: vec![true], size: 3 }),
+        Box::new(anvil::ops::control::CustomJvpCall { primal: body(), jvp: body() }),
+        Box::new(anvil::ops::control::CustomVjpCall { primal: body(), fwd: body(), bwd: body() }),
+        Box::new(anvil::ops::control::CustomVjpTangent {
+            bwd: body(),
+            residuals: 0,
+            out: Tensor::zeros(&[2]).ty(),
         }),
     ]
+}
+
+/// A small traced graph, for the ops that hold sub-graphs.
+fn body() -> std::sync::Arc<anvil::Graph> {
+    std::sync::Arc::new(trace(&|x: &Var| x.sin(), &Tensor::zeros(&[2])).unwrap())
 }
 
 #[test]

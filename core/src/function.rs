@@ -45,6 +45,33 @@ pub trait Function<M> {
     fn name(&self) -> String {
         "function".into()
     }
+
+    /// Calls the function on traced values inside another traced function
+    /// and returns its first output, like an op: an error is recorded in
+    /// the trace (the call that runs the trace returns it) and the result is
+    /// poisoned. `vmap(f).invoke(&[&x])`, `softplus.invoke(&[&x])`.
+    fn invoke(&self, args: &[&Var]) -> Var {
+        let owned: Vec<Var> = args.iter().map(|&v| v.clone()).collect();
+        let tracer = args
+            .first()
+            .map(|a| a.tracer().clone())
+            .unwrap_or_else(crate::trace::current_or_detached);
+        match self.apply(&owned) {
+            Ok(mut outs) if !outs.is_empty() => outs.swap_remove(0),
+            Ok(_) => {
+                tracer.record(Error::invalid(
+                    self.name(),
+                    "outputs",
+                    "the function returned no output",
+                ));
+                tracer.poisoned()
+            }
+            Err(e) => {
+                tracer.record(e);
+                tracer.poisoned()
+            }
+        }
+    }
 }
 
 /// Checks the number of arguments given to a function.

@@ -46,7 +46,7 @@ pub(crate) fn emit_map(body: &Graph, args: &[Batched], size: usize) -> Result<Ve
 
 /// `body` vmapped: a graph over inputs with a leading batch of `size` where
 /// `axes[i]` is `Some(0)`, returning every output batched along axis 0.
-fn vmapped_body(body: &Graph, axes: &[Option<usize>], size: usize) -> Result<Graph> {
+pub(crate) fn vmapped_body(body: &Graph, axes: &[Option<usize>], size: usize) -> Result<Graph> {
     let types: Vec<TensorType> = body
         .input_types()
         .into_iter()
@@ -106,6 +106,11 @@ pub fn map_fallbacks() -> Vec<&'static str> {
 /// # Errors
 /// The op's shape rule failing on the element types.
 pub fn map_fallback(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    warn_once(op);
+    map_loop(op, args, size)
+}
+
+fn warn_once(op: &dyn Op) {
     if let Ok(mut seen) = FALLBACKS.lock() {
         if !seen.iter().any(|(t, _)| *t == op.op_type()) {
             seen.push((op.op_type(), op.name()));
@@ -116,6 +121,15 @@ pub fn map_fallback(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batche
             );
         }
     }
+}
+
+/// A batching rule that loops: `op` alone as the body of a `Map` over the
+/// batched operands (the rule of ops that are best run one element at a
+/// time, and the fallback for ops without a rule).
+///
+/// # Errors
+/// The op's shape rule failing on the element types.
+pub fn map_loop(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
     let types: Vec<TensorType> =
         args.iter().map(|b| TensorType::new(b.var.dtype(), b.logical_shape())).collect();
     let body = trace_with(&types, |vars| {

@@ -6,7 +6,7 @@
 use super::arity;
 use crate::{compile, register_kernel, Ctx};
 use anvil_core::{Result, Tensor, TensorType};
-use anvil_ops::control::Map;
+use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
 use rayon::prelude::*;
 
 /// The kernel of [`Map`].
@@ -44,3 +44,51 @@ pub fn map(
 }
 
 register_kernel!(Map, map);
+
+/// Runs a one-output body on the operands (sequentially inside: the caller
+/// may already be one iteration of a parallel loop).
+fn run_body(body: &anvil_core::Graph, inputs: &[&Tensor], ctx: &Ctx) -> Result<Tensor> {
+    let args: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+    Ok(compile(body)?.run(&args, ctx)?.swap_remove(0))
+}
+
+/// The kernel of [`CustomJvpCall`]: the primal function.
+pub fn custom_jvp_call(
+    op: &dyn anvil_core::Op,
+    inputs: &[&Tensor],
+    _: &TensorType,
+    ctx: &Ctx,
+) -> Result<Tensor> {
+    run_body(&op.try_downcast::<CustomJvpCall>()?.primal, inputs, ctx)
+}
+
+/// The kernel of [`CustomVjpCall`]: the primal function.
+pub fn custom_vjp_call(
+    op: &dyn anvil_core::Op,
+    inputs: &[&Tensor],
+    _: &TensorType,
+    ctx: &Ctx,
+) -> Result<Tensor> {
+    run_body(&op.try_downcast::<CustomVjpCall>()?.primal, inputs, ctx)
+}
+
+/// A [`CustomVjpTangent`] has no forward evaluation: the function only has
+/// a reverse-mode derivative.
+pub fn custom_vjp_tangent(
+    op: &dyn anvil_core::Op,
+    _: &[&Tensor],
+    _: &TensorType,
+    _: &Ctx,
+) -> Result<Tensor> {
+    Err(anvil_core::Error::MissingRule {
+        op: op.name().into(),
+        what: "forward-mode derivative".into(),
+        hint:
+            " (a custom_vjp function supports reverse mode only; use custom_jvp for forward mode)"
+                .into(),
+    })
+}
+
+register_kernel!(CustomJvpCall, custom_jvp_call);
+register_kernel!(CustomVjpCall, custom_vjp_call);
+register_kernel!(CustomVjpTangent, custom_vjp_tangent);

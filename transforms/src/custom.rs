@@ -1,0 +1,299 @@
+//! Functions with user-given derivatives: [`custom_jvp`] and [`custom_vjp`],
+//! as in JAX.
+//!
+//! A custom-derivative function is one node (`CustomJvpCall` or
+//! `CustomVjpCall`) holding the traced function and its derivative as
+//! sub-graphs. The CPU runs the function; transforms use the derivative:
+//!
+//! - `custom_jvp`: jvp inlines the user's jvp; reverse mode transposes it
+//!   (so it must be linear in the tangents, as in JAX); `vmap` batches the
+//!   function and its jvp together.
+//! - `custom_vjp`: reverse mode inlines `fwd` for the residuals and
+//!   transposes a tangent node whose transpose is `bwd`; `vmap` runs the call
+//!   as a loop (`map`), which composes with every transform; forward mode is
+//!   an error naming the function, as in JAX.
+
+use crate::map::{map_loop, vmapped_body};
+use anvil_core::function::trace_types;
+use anvil_core::{
+    register_rule, Batched, Error, Function, Graph, LinearArg, Op, PlanCache, Result, TensorType,
+    Var,
+};
+use anvil_ops::batching::at_front;
+use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent};
+use anvil_ops::VarExt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Emits `graph` on `args` into their trace and returns its outputs.
+///
+/// # Errors
+/// A wrong number of arguments; an invalid graph.
+pub fn inline_graph(graph: &Graph, args: &[Var]) -> Result<Vec<Var>> {
+    let (outs, _) = crate::ad::jvp_graph(graph, args, &vec![None; args.len()])?;
+    Ok(outs)
+}
+
+fn types_of(args: &[Var]) -> Vec<TensorType> {
+    args.iter().map(|a| a.ty().clone()).collect()
+}
+
+/// Checks that `g`'s outputs have the types `want`, naming `what`.
+fn expect_outputs(what: &str, g: &Graph, want: &[TensorType]) -> Result<()> {
+    let got = g.output_types();
+    if got == want {
+        return Ok(());
+    }
+    let show =
+        |ts: &[TensorType]| ts.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    Err(Error::invalid(
+        what,
+        "outputs",
+        format!("returns ({}); expected ({})", show(&got), show(want)),
+    ))
+}
+
+fn one_output(what: &str, g: &Graph) -> Result<TensorType> {
+    match g.output_types().as_slice() {
+        [t] => Ok(t.clone()),
+        ts => Err(Error::invalid(
+            what,
+            "function",
+            format!("must have exactly one output, has {}", ts.len()),
+        )),
+    }
+}
+
+// ------------------------------------------------------------ custom_jvp
+
+/// A function with a custom jvp; see [`custom_jvp`].
+pub struct CustomJvp<F, J, M, MJ> {
+    f: F,
+    jvp: J,
+    cache: PlanCache,
+    _marker: PhantomData<fn() -> (M, MJ)>,
+}
+
+impl<F: Clone, J: Clone, M, MJ> Clone for CustomJvp<F, J, M, MJ> {
+    fn clone(&self) -> Self {
+        CustomJvp {
+            f: self.f.clone(),
+            jvp: self.jvp.clone(),
+            cache: PlanCache::new(),
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<F, J, M, MJ> std::fmt::Debug for CustomJvp<F, J, M, MJ> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CustomJvp")
+    }
+}
+
+/// `f` with the forward-mode derivative `jvp` (`jax.custom_jvp`).
+///
+/// `jvp` takes `f`'s arguments followed by one tangent per argument and
+/// returns `[f(x), tangent of f(x)]`; it must be linear in the tangents,
+/// because reverse mode transposes it. `f` has one output.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::transforms::{custom_jvp, grad};
+/// // softplus(x) = log(1 + e^x), whose naive derivative overflows for large x.
+/// let softplus = custom_jvp(
+///     |x: &Var| x.exp().log1p(),
+///     |x: &Var, t: &Var| vec![x.exp().log1p(), t * &x.logistic()],
+/// );
+/// let g = grad(move |x: &Var| softplus.invoke(&[x]).sum_all())
+///     .call(&Tensor::from_vec(vec![0.0, 1000.0], &[2])?)?;
+/// assert_eq!(g.to_vec::<f64>()?, vec![0.5, 1.0]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn custom_jvp<M, MJ, F: Function<M>, J: Function<MJ>>(f: F, jvp: J) -> CustomJvp<F, J, M, MJ> {
+    CustomJvp { f, jvp, cache: PlanCache::new(), _marker: PhantomData }
+}
+
+impl<M, MJ, F: Function<M>, J: Function<MJ>> Function<M> for CustomJvp<F, J, M, MJ> {
+    type Output = F::Output;
+    fn arity(&self) -> Option<usize> {
+        self.f.arity()
+    }
+    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+        let types = types_of(args);
+        let primal = trace_types(&self.f, &types)?;
+        let out = one_output("custom_jvp", &primal)?;
+        let jvp = trace_types(&self.jvp, &[types.clone(), types].concat())?;
+        expect_outputs("custom_jvp rule", &jvp, &[out.clone(), out])?;
+        let op = CustomJvpCall { primal: Arc::new(primal), jvp: Arc::new(jvp) };
+        let refs: Vec<&Var> = args.iter().collect();
+        Ok(vec![Var::apply_op(Box::new(op), &refs)])
+    }
+    fn cache(&self) -> Option<&PlanCache> {
+        Some(&self.cache)
+    }
+    fn name(&self) -> String {
+        format!("custom_jvp({})", self.f.name())
+    }
+}
+
+/// The user's jvp, inlined.
+fn jvp_custom_jvp(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    let c = op.try_downcast::<CustomJvpCall>()?;
+    let mut args = p.to_vec();
+    args.extend(p.iter().zip(t).map(|(p, t)| t.clone().unwrap_or_else(|| p.zeros_like())));
+    Ok(Some(inline_graph(&c.jvp, &args)?.swap_remove(1)))
+}
+
+/// The function and its jvp, both batched (tangents batched like their primals).
+fn vmap_custom_jvp(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let c = op.try_downcast::<CustomJvpCall>()?;
+    let axes: Vec<Option<usize>> = args.iter().map(|b| b.axis.map(|_| 0)).collect();
+    let primal = vmapped_body(&c.primal, &axes, size)?;
+    let jvp = vmapped_body(&c.jvp, &[axes.clone(), axes].concat(), size)?;
+    let vars: Vec<Var> = args
+        .iter()
+        .map(|b| if b.axis.is_some() { at_front(b, size) } else { b.var.clone() })
+        .collect();
+    let refs: Vec<&Var> = vars.iter().collect();
+    let op = CustomJvpCall { primal: Arc::new(primal), jvp: Arc::new(jvp) };
+    Ok(Batched::new(Var::apply_op(Box::new(op), &refs), Some(0)))
+}
+
+register_rule!(JvpRule, CustomJvpCall, jvp_custom_jvp);
+register_rule!(VmapRule, CustomJvpCall, vmap_custom_jvp);
+
+// ------------------------------------------------------------ custom_vjp
+
+/// The marker of a [`CustomVjp`]: the three functions' markers.
+type Markers<M, MF, MB> = PhantomData<fn() -> (M, MF, MB)>;
+
+/// A function with a custom vjp; see [`custom_vjp`].
+pub struct CustomVjp<F, Fw, B, M, MF, MB> {
+    f: F,
+    fwd: Fw,
+    bwd: B,
+    cache: PlanCache,
+    _marker: Markers<M, MF, MB>,
+}
+
+impl<F: Clone, Fw: Clone, B: Clone, M, MF, MB> Clone for CustomVjp<F, Fw, B, M, MF, MB> {
+    fn clone(&self) -> Self {
+        CustomVjp {
+            f: self.f.clone(),
+            fwd: self.fwd.clone(),
+            bwd: self.bwd.clone(),
+            cache: PlanCache::new(),
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<F, Fw, B, M, MF, MB> std::fmt::Debug for CustomVjp<F, Fw, B, M, MF, MB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CustomVjp")
+    }
+}
+
+/// `f` with the reverse-mode derivative given by `fwd` and `bwd`
+/// (`jax.custom_vjp`).
+///
+/// `fwd` takes `f`'s arguments and returns `[f(x), residuals...]`; `bwd`
+/// takes the residuals and the output's cotangent and returns one cotangent
+/// per argument of `f`. Reverse mode (`grad`, `vjp`, `jacrev`, and `vmap` of
+/// them) uses them; forward mode (`jvp`, `jacfwd`) is an error, as in JAX.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::transforms::{custom_vjp, grad};
+/// // The identity, with its gradient clipped to [-1, 1].
+/// let clip = custom_vjp(
+///     |x: &Var| x.clone(),
+///     |x: &Var| vec![x.clone()],
+///     |ct: &Var| vec![ct.maximum(&ct.full_like(-1.0)).minimum(&ct.full_like(1.0))],
+/// );
+/// let f = move |x: &Var| (clip.invoke(&[x]) * 10.0).sum_all();
+/// let g = grad(f).call(&Tensor::from_vec(vec![1.0, 2.0], &[2])?)?;
+/// assert_eq!(g.to_vec::<f64>()?, vec![1.0, 1.0]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn custom_vjp<M, MF, MB, F: Function<M>, Fw: Function<MF>, B: Function<MB>>(
+    f: F,
+    fwd: Fw,
+    bwd: B,
+) -> CustomVjp<F, Fw, B, M, MF, MB> {
+    CustomVjp { f, fwd, bwd, cache: PlanCache::new(), _marker: PhantomData }
+}
+
+impl<M, MF, MB, F: Function<M>, Fw: Function<MF>, B: Function<MB>> Function<M>
+    for CustomVjp<F, Fw, B, M, MF, MB>
+{
+    type Output = F::Output;
+    fn arity(&self) -> Option<usize> {
+        self.f.arity()
+    }
+    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+        let types = types_of(args);
+        let primal = trace_types(&self.f, &types)?;
+        let out = one_output("custom_vjp", &primal)?;
+        let fwd = trace_types(&self.fwd, &types)?;
+        let fwd_out = fwd.output_types();
+        if fwd_out.first() != Some(&out) {
+            return Err(Error::invalid(
+                "custom_vjp fwd",
+                "outputs",
+                format!("must start with the function's output {out}"),
+            ));
+        }
+        let mut bwd_in = fwd_out[1..].to_vec();
+        bwd_in.push(out);
+        let bwd = trace_types(&self.bwd, &bwd_in)?;
+        expect_outputs("custom_vjp bwd", &bwd, &types)?;
+        let op = CustomVjpCall { primal: Arc::new(primal), fwd: Arc::new(fwd), bwd: Arc::new(bwd) };
+        let refs: Vec<&Var> = args.iter().collect();
+        Ok(vec![Var::apply_op(Box::new(op), &refs)])
+    }
+    fn cache(&self) -> Option<&PlanCache> {
+        Some(&self.cache)
+    }
+    fn name(&self) -> String {
+        format!("custom_vjp({})", self.f.name())
+    }
+}
+
+/// Residuals from `fwd`, then a tangent node that only reverse mode can use.
+fn jvp_custom_vjp(op: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    let c = op.try_downcast::<CustomVjpCall>()?;
+    if t.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut operands: Vec<Var> = inline_graph(&c.fwd, p)?.split_off(1);
+    let residuals = operands.len();
+    operands.extend(p.iter().zip(t).map(|(p, t)| t.clone().unwrap_or_else(|| p.zeros_like())));
+    let refs: Vec<&Var> = operands.iter().collect();
+    let op = CustomVjpTangent { bwd: c.bwd.clone(), residuals, out: out.ty().clone() };
+    Ok(Some(Var::apply_op(Box::new(op), &refs)))
+}
+
+/// The transpose of the tangent node is the user's `bwd`.
+fn transpose_custom_vjp(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let c = op.try_downcast::<CustomVjpTangent>()?;
+    let mut inputs = args[..c.residuals]
+        .iter()
+        .map(|a| {
+            a.known()
+                .cloned()
+                .ok_or_else(|| Error::invalid(op.name(), "transpose", "residuals must be known"))
+        })
+        .collect::<Result<Vec<Var>>>()?;
+    inputs.push(ct.clone());
+    let cts = inline_graph(&c.bwd, &inputs)?;
+    let mut out: Vec<Option<Var>> = vec![None; c.residuals];
+    out.extend(args[c.residuals..].iter().zip(cts).map(|(a, ct)| a.is_linear().then_some(ct)));
+    Ok(out)
+}
+
+register_rule!(JvpRule, CustomVjpCall, jvp_custom_vjp);
+register_rule!(VmapRule, CustomVjpCall, map_loop);
+register_rule!(TransposeRule, CustomVjpTangent, transpose_custom_vjp);
+register_rule!(VmapRule, CustomVjpTangent, map_loop);
