@@ -131,6 +131,7 @@ fn standard_ops() -> Vec<Box<dyn Op>> {
         Box::new(ReduceProd { axes: axes(), keepdims: false }),
         Box::new(ArgReduce { axis: 0, keepdims: false, max: true }),
         Box::new(Matmul),
+        Box::new(anvil::ops::linalg::Solve),
         Box::new(Take::new(0)),
         Box::new(ScatterAdd::new(0, 1)),
         Box::new(Full { shape: vec![], value: Scalar::F64(0.0) }),

@@ -328,6 +328,7 @@ impl Graph {
             writeln!(f)?;
             for g in n.op.subgraphs() {
                 g.write_indented(f, indent + 4)?;
+                writeln!(f)?;
             }
         }
         let outs: Vec<String> = self.outputs.iter().map(ToString::to_string).collect();

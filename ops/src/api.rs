@@ -194,6 +194,9 @@ pub trait VarExt {
 
     /// Matrix product with `numpy.matmul` semantics.
     fn matmul(&self, other: &Var) -> Var;
+    /// `A⁻¹ b` for square `A = self` (batch axes allowed): `b` is `[..., n]`
+    /// or `[..., n, k]`, as `jnp.linalg.solve`.
+    fn solve(&self, b: &Var) -> Var;
     /// Gathers along `axis` by an `i64` index tensor (`numpy.take`).
     fn take(&self, indices: &Var, axis: i64) -> Var;
     /// Indexes `axis` by a list of integers (negative count from the end).
@@ -446,6 +449,9 @@ impl VarExt for Var {
 
     fn matmul(&self, other: &Var) -> Var {
         self.apply(Matmul, &[other])
+    }
+    fn solve(&self, b: &Var) -> Var {
+        self.apply(crate::linalg::Solve, &[b])
     }
     fn take(&self, indices: &Var, axis: i64) -> Var {
         build(&[self, indices], || {

@@ -412,8 +412,11 @@ impl<M, F: Function<M>> Function<M> for Vmap<F, M> {
                     &b.logical_shape(),
                     &format!("output {i} (out_axes)"),
                 )?;
-                let front = at_front(b, size);
-                Ok(move_axis(&front, 0, to))
+                // One move, from where the batch axis is to where it goes.
+                Ok(match b.axis {
+                    Some(k) => move_axis(&b.var, k, to),
+                    None => move_axis(&at_front(b, size), 0, to),
+                })
             })
             .collect()
     }

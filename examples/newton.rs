@@ -1,0 +1,69 @@
+//! Newton's method on a nonlinear system, with its Jacobian from `jacfwd`.
+//!
+//! The system is the 1-D Bratu problem discretised by finite differences:
+//! find `u` on `n` interior points of (0, 1) with
+//! `(2 u_i - u_{i-1} - u_{i+1}) / h² - λ e^{u_i} = 0` and `u = 0` at both ends.
+//! Each Newton step `u ← u - J(u)⁻¹ F(u)` is one traced function: the
+//! Jacobian comes from `jacfwd`, the linear solve from `solve` (LU), and
+//! `jit` compiles it once. `vmap` then runs Newton for several `λ` at once.
+//!
+//! Run: `cargo run --release --example newton`
+
+use anvil::prelude::*;
+
+/// The residual `F(u; λ)`.
+fn residual(u: &Var, lam: &Var) -> Var {
+    let n = u.shape()[0];
+    let h = 1.0 / (n as f64 + 1.0);
+    let padded = u.pad(&[(1, 1)], 0.0); // u_0 = u_{n+1} = 0
+    let left = padded.slice_axis(0, Some(0), Some(n as i64), 1);
+    let right = padded.slice_axis(0, Some(2), None, 1);
+    (u * 2.0 - left - right) / (h * h) - lam * &u.exp()
+}
+
+/// One Newton step.
+fn newton_step(u: &Var, lam: &Var) -> Var {
+    let jacobian = jacfwd(residual).invoke(&[u, lam]);
+    u - &jacobian.solve(&residual(u, lam))
+}
+
+fn main() -> anvil::Result<()> {
+    let n = 16;
+    let lam = Tensor::scalar(1.0);
+    let step = jit(newton_step);
+    let norm = jit(|u: &Var, lam: &Var| residual(u, lam).norm());
+
+    println!("Bratu problem, n = {n}, λ = 1: Newton from u = 0");
+    let mut u = Tensor::zeros(&[n]);
+    for k in 0..6 {
+        println!("  step {k}: |F(u)| = {:.3e}", norm.call((&u, &lam))?.item()?);
+        u = step.call((&u, &lam))?;
+    }
+    println!("  final:  |F(u)| = {:.3e}", norm.call((&u, &lam))?.item()?);
+    println!("  u(1/2) ≈ {:.10}", u.to_vec::<f64>()?[n / 2]);
+
+    // The Jacobian is tridiagonal: check one row against the stencil.
+    let j = jit(jacfwd(residual)).call((&u, &lam))?;
+    let h2 = ((n + 1) * (n + 1)) as f64;
+    let jv = j.to_vec::<f64>()?;
+    let row = &jv[n..n + 3];
+    let diag = 2.0 * h2 - u.to_vec::<f64>()?[1].exp();
+    println!("  J[1, 0..3] = {row:.4?} (stencil: [{:.4}, {diag:.4}, {:.4}])", -h2, -h2);
+
+    // Several λ at once: vmap the step over λ (u batched too).
+    let lams = Tensor::from_vec(vec![0.5, 1.0, 2.0, 3.0], &[4])?;
+    let batched_step = jit(vmap(newton_step));
+    let batched_norm = jit(vmap(|u: &Var, lam: &Var| residual(u, lam).norm()));
+    let mut us = Tensor::zeros(&[4, n]);
+    for _ in 0..8 {
+        us = batched_step.call((&us, &lams))?;
+    }
+    let norms = batched_norm.call((&us, &lams))?;
+    let norms: Vec<String> = norms.to_vec::<f64>()?.iter().map(|r| format!("{r:.1e}")).collect();
+    println!("\nvmap over λ = {lams}: after 8 steps |F(u)| = [{}]", norms.join(", "));
+    let uv = us.to_vec::<f64>()?;
+    for (i, l) in lams.to_vec::<f64>()?.iter().enumerate() {
+        println!("  λ = {l}: u(1/2) ≈ {:.8}", uv[i * n + n / 2]);
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! `solve`: values, batching, derivatives, errors.
+
+use anvil::prelude::*;
+use anvil::testing::check_vmap;
+
+fn well_conditioned(n: usize, seed: u64) -> Tensor {
+    let v: Vec<f64> = (0..n * n)
+        .map(|k| {
+            let (i, j) = (k / n, k % n);
+            let noise = ((k as u64 * 2654435761 + seed * 97) % 1000) as f64 / 1000.0 - 0.5;
+            if i == j {
+                n as f64 + noise
+            } else {
+                noise
+            }
+        })
+        .collect();
+    Tensor::from_vec(v, &[n, n]).unwrap()
+}
+
+fn vec_of(n: usize, seed: u64) -> Tensor {
+    Tensor::from_vec((0..n).map(|i| ((i as f64 + 1.0) * (seed as f64 + 0.7)).sin()).collect(), &[n])
+        .unwrap()
+}
+
+#[test]
+fn solve_inverts_matmul_for_vectors_matrices_and_batches() {
+    let a = well_conditioned(4, 1);
+    let x = vec_of(4, 2);
+    let b = jit(|a: &Var, x: &Var| a.matmul(x)).call((&a, &x)).unwrap();
+    jit(|a: &Var, b: &Var| a.solve(b)).call((&a, &b)).unwrap().assert_allclose(&x, 1e-13, 1e-13);
+    let xs = Tensor::stack(&[vec_of(4, 3), vec_of(4, 4)], 1).unwrap(); // [4, 2]
+    let bs = jit(|a: &Var, x: &Var| a.matmul(x)).call((&a, &xs)).unwrap();
+    jit(|a: &Var, b: &Var| a.solve(b)).call((&a, &bs)).unwrap().assert_allclose(&xs, 1e-13, 1e-13);
+    // vmap: every combination of batched operands, at the front and the back
+    let a3 =
+        Tensor::stack(&[well_conditioned(4, 5), well_conditioned(4, 6), well_conditioned(4, 7)], 0)
+            .unwrap();
+    let b3 = Tensor::stack(&[vec_of(4, 8), vec_of(4, 9), vec_of(4, 10)], 0).unwrap();
+    let f = |a: &Var, b: &Var| a.solve(b);
+    for (args, axes) in [
+        ([a3.clone(), b3.clone()], [Some(0), Some(0)]),
+        ([a3.clone(), x.clone()], [Some(0), None]),
+        ([a.clone(), b3.clone()], [None, Some(0)]),
+        ([a.clone(), Tensor::stack(&[vec_of(4, 8), vec_of(4, 9)], 1).unwrap()], [None, Some(1)]),
+    ] {
+        if let Err(e) = check_vmap(&f, &args, &axes, 1e-13, 1e-13) {
+            panic!("{e}");
+        }
+    }
+}
+
+/// jvp against central differences and the dot-product test of the vjp,
+/// in both operands.
+#[test]
+fn solve_derivatives() {
+    let f = |a: &Var, b: &Var| a.solve(b).sin();
+    let (a, b) = (well_conditioned(3, 11), vec_of(3, 12));
+    let (da, db) = (well_conditioned(3, 13), vec_of(3, 14));
+    let out = jvp(f).call((&a, &b, &da, &db)).unwrap();
+    let h = 1e-6;
+    let shift = |t: &Tensor, d: &Tensor, s: f64| {
+        let v: Vec<f64> = t
+            .to_vec::<f64>()
+            .unwrap()
+            .iter()
+            .zip(d.to_vec::<f64>().unwrap())
+            .map(|(x, y)| x + s * y)
+            .collect();
+        Tensor::from_vec(v, t.shape()).unwrap()
+    };
+    let fp =
+        jit(f).call((&shift(&a, &da, h), &shift(&b, &db, h))).unwrap().to_vec::<f64>().unwrap();
+    let fm =
+        jit(f).call((&shift(&a, &da, -h), &shift(&b, &db, -h))).unwrap().to_vec::<f64>().unwrap();
+    for (i, t) in out[1].to_vec::<f64>().unwrap().iter().enumerate() {
+        assert!((t - (fp[i] - fm[i]) / (2.0 * h)).abs() < 1e-7, "{i}");
+    }
+    let u = vec_of(3, 15);
+    let cts = vjp(f).call((&a, &b, &u)).unwrap();
+    let dot = |x: &Tensor, y: &Tensor| -> f64 {
+        x.to_vec::<f64>().unwrap().iter().zip(y.to_vec::<f64>().unwrap()).map(|(p, q)| p * q).sum()
+    };
+    let lhs = dot(&u, &out[1]);
+    let rhs = dot(&cts[1], &da) + dot(&cts[2], &db);
+    assert!((lhs - rhs).abs() < 1e-12, "{lhs} vs {rhs}");
+    // Second order: hessian in b of sum(solve(A, b)^2) = 2 A^-T A^-1.
+    let hb = hessian(|b: &Var, a: &Var| a.solve(b).square().sum_all()).call((&b, &a)).unwrap();
+    let ainv = jit(|a: &Var| a.solve(&eye(3))).call(&a).unwrap();
+    let want = jit(|m: &Var| m.transpose().matmul(m) * 2.0).call(&ainv).unwrap();
+    hb.assert_allclose(&want, 1e-12, 1e-12);
+}
+
+#[test]
+fn solve_shape_errors() {
+    let e = jit(|a: &Var, b: &Var| a.solve(b))
+        .call((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[3])))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("solve") && e.contains("square"), "{e}");
+    let e = jit(|a: &Var, b: &Var| a.solve(b))
+        .call((&Tensor::zeros(&[3, 3]), &Tensor::zeros(&[4])))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("solve") && e.contains("[4]"), "{e}");
+}
