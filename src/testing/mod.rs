@@ -1,5 +1,41 @@
 //! Generic checks for ops and transforms, usable from any crate's tests
 //! (including a plugin crate's, for its own ops).
+//!
+//! - [`run`] and [`check_vmap`]: run any function; compare `vmap(f)` with a
+//!   loop over slices.
+//! - The conformance kit, driven by the op registries: an [`OpSample`] is
+//!   one op with valid inputs and a description ([`InputKind`]) of how to
+//!   draw more; [`standard_samples`] covers every standard op;
+//!   [`check_op_vmap`] checks an op's batching rule in every batching
+//!   configuration, nested too; [`missing_samples`] lists the registered ops
+//!   no sample covers.
+//!
+//! A plugin crate checks its ops with the same functions:
+//!
+//! ```
+//! use anvil::testing::{check_op_vmap, missing_samples, standard_samples};
+//! # use anvil::testing::{InputKind, OpSample};
+//! # use anvil::ops::elementwise::Sin;
+//! let mine = vec![OpSample::new(Sin).input(InputKind::Uniform { lo: -1.0, hi: 1.0 }, &[3])];
+//! for s in &mine {
+//!     check_op_vmap(s)?;
+//! }
+//! // Every op registered with a kernel (the standard ones and the plugin's)
+//! // needs a sample; a test asserts that this list is empty.
+//! let mut all = standard_samples();
+//! all.extend(mine);
+//! let missing = missing_samples(&all);
+//! assert!(!missing.contains(&"Sin"), "ops without a sample: {missing:?}");
+//! # Ok::<(), String>(())
+//! ```
+
+mod conformance;
+mod sample;
+mod samples;
+
+pub use conformance::{check_op_vmap, missing_samples};
+pub use sample::{InputKind, OpSample, SplitMix64};
+pub use samples::standard_samples;
 
 use crate::{run_graph, trace_types, vmap, Function, Result, Tensor, TensorType};
 

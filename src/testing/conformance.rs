@@ -1,0 +1,326 @@
+//! Registry-driven conformance checks: every op's batching rule against a
+//! loop, and every registered op covered by a sample.
+
+use super::{check_vmap, run, OpSample};
+use crate::core::{Parameter, Registered};
+use crate::{trace_types, vmap, Function, Result, Tensor, TensorType};
+use std::any::TypeId;
+use std::collections::HashSet;
+
+/// The batch size of the one-level checks.
+const B: usize = 3;
+/// The batch sizes of the nested checks (inner, outer): different, so that a
+/// rule that confuses the two batch axes fails on shapes or values.
+const B_INNER: usize = 3;
+const B_OUTER: usize = 2;
+
+/// The in_axes configurations tried for the inputs in `subset`: every
+/// batched input at the front, in the middle, at the back, and alternating
+/// front and back. Inputs outside `subset` are `None`.
+fn axis_configs(ranks: &[usize], subset: &[bool]) -> Vec<Vec<Option<usize>>> {
+    let pick = |f: &dyn Fn(usize, usize) -> usize| -> Vec<Option<usize>> {
+        let mut n = 0;
+        ranks
+            .iter()
+            .zip(subset)
+            .map(|(&r, &b)| {
+                b.then(|| {
+                    n += 1;
+                    f(r, n - 1)
+                })
+            })
+            .collect()
+    };
+    let mut out = vec![
+        pick(&|_, _| 0),
+        pick(&|r, _| r.div_ceil(2)),
+        pick(&|r, _| r),
+        pick(&|r, n| if n % 2 == 0 { 0 } else { r }),
+        pick(&|r, n| if n % 2 == 0 { r } else { 0 }),
+    ];
+    let mut seen = HashSet::new();
+    out.retain(|c| seen.insert(c.clone()));
+    out
+}
+
+/// The subsets of `n` inputs that are batched: all non-empty ones up to
+/// [`MAX_ALL_SUBSETS`] inputs; beyond, each input alone, each input shared
+/// with all the others batched, and all of them.
+fn subsets(n: usize) -> Vec<Vec<bool>> {
+    if n <= MAX_ALL_SUBSETS {
+        return (1u32..1 << n).map(|m| (0..n).map(|i| m >> i & 1 == 1).collect()).collect();
+    }
+    let mut out: Vec<Vec<bool>> = (0..n).map(|j| (0..n).map(|i| i == j).collect()).collect();
+    out.extend((0..n).map(|j| (0..n).map(|i| i != j).collect()));
+    out.push(vec![true; n]);
+    out
+}
+
+/// Ops with at most this many operands are checked with every subset batched.
+const MAX_ALL_SUBSETS: usize = 6;
+
+/// Input `i` of `sample` batched: variants `first..first + n` stacked along `axis`.
+fn stacked(sample: &OpSample, i: usize, first: usize, n: usize, axis: usize) -> Result<Tensor> {
+    let parts: Vec<Tensor> = (first..first + n).map(|k| sample.variant(i, k)).collect();
+    Tensor::stack(&parts, axis)
+}
+
+/// Checks that the op of `sample` batches correctly: `vmap` of the op
+/// equals a loop over the batch that applies the op to each element and
+/// stacks the results.
+///
+/// For every non-empty subset of the inputs being batched (the others shared,
+/// `None` in `in_axes`; for ops of more than 6 operands, each one alone,
+/// all but one, and all) and with the batch axis at the front, in the middle
+/// and at the back of each batched input (and alternating between inputs),
+/// each batched input is a stack of 3 different values of its
+/// [`InputKind`](super::InputKind), and [`check_vmap`] compares. Then nested
+/// `vmap(vmap(op))` with batch sizes 3 (inner) and 2 (outer), at different
+/// axes at each level and with inputs batched at one level only, is compared
+/// with a double loop. An op without operands (a constant) has nothing to
+/// batch and passes; for an op that cannot be evaluated
+/// ([`OpSample::evaluable`] is false) only the types of the batched results
+/// are checked.
+///
+/// Generic over the op: a plugin crate calls it on its own samples.
+///
+/// ```
+/// use anvil::ops::elementwise::Atan2;
+/// use anvil::testing::{check_op_vmap, InputKind, OpSample};
+///
+/// let sample = OpSample::new(Atan2)
+///     .input(InputKind::Uniform { lo: -1.0, hi: 1.0 }, &[2, 3])
+///     .input(InputKind::AwayFromZero { lo: 0.2, hi: 1.0 }, &[3]);
+/// check_op_vmap(&sample)?;
+/// # Ok::<(), String>(())
+/// ```
+///
+/// # Errors
+/// A message naming the op ([`OpSample::describe`]), the `in_axes` and the
+/// mismatch (or the failure of either side), for every configuration that
+/// failed.
+pub fn check_op_vmap(sample: &OpSample) -> std::result::Result<(), String> {
+    let n = sample.inputs.len();
+    if n == 0 {
+        return Ok(());
+    }
+    if sample.kinds.len() != n {
+        return Err(format!(
+            "{}: {} inputs but {} input kinds",
+            sample.describe(),
+            n,
+            sample.kinds.len()
+        ));
+    }
+    let out = sample.output_type()?;
+    if sample.evaluable {
+        sample.run()?;
+    }
+    let f = sample.function();
+    let ranks: Vec<usize> = sample.inputs.iter().map(Tensor::rank).collect();
+    let mut failures = Vec::new();
+    for subset in subsets(n) {
+        for axes in axis_configs(&ranks, &subset) {
+            let args: Result<Vec<Tensor>> = axes
+                .iter()
+                .enumerate()
+                .map(|(i, a)| match a {
+                    Some(k) => stacked(sample, i, 0, B, *k),
+                    None => Ok(sample.inputs[i].clone()),
+                })
+                .collect();
+            let r =
+                args.map_err(|e| format!("building the batched inputs: {e}")).and_then(|args| {
+                    if sample.evaluable {
+                        check_vmap(&f, &args, &axes, sample.rtol, sample.atol)
+                    } else {
+                        check_types(&f, &args, &[&axes], &[B], &out)
+                    }
+                });
+            if let Err(e) = r {
+                failures.push(format!("{}: vmap with in_axes {axes:?}: {e}", sample.describe()));
+            }
+        }
+    }
+    for (outer, inner) in nested_configs(&ranks) {
+        if let Err(e) = check_nested(sample, &f, &outer, &inner, &out) {
+            failures.push(format!(
+                "{}: vmap(vmap(op, in_axes {inner:?}), in_axes {outer:?}): {e}",
+                sample.describe()
+            ));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n"))
+    }
+}
+
+/// One `Option<usize>` per input: its batch axis, if batched.
+type InAxes = Vec<Option<usize>>;
+
+/// `(outer in_axes, inner in_axes)` pairs for the nested check. Inner axes
+/// index a value of rank `r + 1` (the outer axis removed), outer axes a value
+/// of rank `r + 2` when the input is batched at both levels.
+fn nested_configs(ranks: &[usize]) -> Vec<(InAxes, InAxes)> {
+    let mut out = vec![
+        // Inner at the front, outer at the back.
+        (ranks.iter().map(|&r| Some(r + 1)).collect(), ranks.iter().map(|_| Some(0)).collect()),
+        // Inner at the back, outer second.
+        (ranks.iter().map(|_| Some(1)).collect(), ranks.iter().map(|&r| Some(r)).collect()),
+    ];
+    if ranks.len() >= 2 {
+        // The first input batched at the outer level only, the others at the inner level only.
+        out.push((
+            ranks.iter().enumerate().map(|(i, _)| (i == 0).then_some(0)).collect(),
+            ranks.iter().enumerate().map(|(i, &r)| (i != 0).then_some(r)).collect(),
+        ));
+        // The first input batched at the inner level only, the others at the outer level only.
+        out.push((
+            ranks.iter().enumerate().map(|(i, &r)| (i != 0).then_some(r)).collect(),
+            ranks.iter().enumerate().map(|(i, _)| (i == 0).then_some(0)).collect(),
+        ));
+    }
+    out
+}
+
+/// Builds the doubly batched inputs, runs `vmap(vmap(f))` and compares it
+/// with a double loop.
+fn check_nested<M, F: Function<M> + Clone>(
+    sample: &OpSample,
+    f: &F,
+    outer: &[Option<usize>],
+    inner: &[Option<usize>],
+    out: &TensorType,
+) -> std::result::Result<(), String> {
+    let err = |e: crate::Error| e.to_string();
+    let mut args = Vec::with_capacity(outer.len());
+    for (i, (o, n)) in outer.iter().zip(inner).enumerate() {
+        let t = match (o, n) {
+            (Some(o), Some(n)) => {
+                let rows: Vec<Tensor> = (0..B_OUTER)
+                    .map(|j| stacked(sample, i, j * B_INNER, B_INNER, *n))
+                    .collect::<Result<_>>()
+                    .map_err(err)?;
+                Tensor::stack(&rows, *o).map_err(err)?
+            }
+            (Some(o), None) => stacked(sample, i, 0, B_OUTER, *o).map_err(err)?,
+            (None, Some(n)) => stacked(sample, i, 0, B_INNER, *n).map_err(err)?,
+            (None, None) => sample.inputs[i].clone(),
+        };
+        args.push(t);
+    }
+    if !sample.evaluable {
+        return check_types(f, &args, &[outer, inner], &[B_OUTER, B_INNER], out);
+    }
+    let vv = vmap(vmap(f.clone()).in_axes(to_i64(inner))).in_axes(to_i64(outer));
+    let got = run(&vv, &args).map_err(|e| format!("vmap failed: {e}"))?;
+    // The double loop.
+    let mut rows: Vec<Vec<Vec<Tensor>>> = Vec::with_capacity(B_OUTER);
+    for j in 0..B_OUTER {
+        let outer_slice: Vec<Tensor> = args
+            .iter()
+            .zip(outer)
+            .map(|(a, o)| o.map_or_else(|| Ok(a.clone()), |o| a.select_axis(o, j)))
+            .collect::<Result<_>>()
+            .map_err(err)?;
+        let mut row = Vec::with_capacity(B_INNER);
+        for i in 0..B_INNER {
+            let elem: Vec<Tensor> = outer_slice
+                .iter()
+                .zip(inner)
+                .map(|(a, n)| n.map_or_else(|| Ok(a.clone()), |n| a.select_axis(n, i)))
+                .collect::<Result<_>>()
+                .map_err(err)?;
+            row.push(run(f, &elem).map_err(|e| format!("element ({j}, {i}) failed: {e}"))?);
+        }
+        rows.push(row);
+    }
+    for (o, got) in got.iter().enumerate() {
+        let per_row: Vec<Tensor> = rows
+            .iter()
+            .map(|row| {
+                let parts: Vec<Tensor> = row.iter().map(|outs| outs[o].clone()).collect();
+                Tensor::stack(&parts, 0)
+            })
+            .collect::<Result<_>>()
+            .map_err(err)?;
+        let want = Tensor::stack(&per_row, 0).map_err(err)?;
+        if !got.allclose(&want, sample.rtol, sample.atol) {
+            return Err(format!(
+                "output {o} differs from the double loop (max |diff| {:?}):\n vmap:\n{got}\n loop:\n{want}",
+                got.max_abs_diff(&want)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn to_i64(axes: &[Option<usize>]) -> Vec<Option<i64>> {
+    axes.iter().map(|a| a.map(|k| k as i64)).collect()
+}
+
+/// For an op that cannot be evaluated: `f` vmapped once per level of
+/// `levels` (outermost first, with batch sizes `sizes`) traces on `args`
+/// and gives the element type `out` with the batch axes in front.
+fn check_types<M, F: Function<M> + Clone>(
+    f: &F,
+    args: &[Tensor],
+    levels: &[&[Option<usize>]],
+    sizes: &[usize],
+    out: &TensorType,
+) -> std::result::Result<(), String> {
+    let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
+    let traced = match levels {
+        [one] => trace_types(&vmap(f.clone()).in_axes(to_i64(one)), &types),
+        [outer, inner] => trace_types(
+            &vmap(vmap(f.clone()).in_axes(to_i64(inner))).in_axes(to_i64(outer)),
+            &types,
+        ),
+        _ => return Err(format!("{} levels of vmap: only 1 or 2 are checked", levels.len())),
+    };
+    let graph = traced.map_err(|e| format!("tracing vmap failed: {e}"))?;
+    let mut shape = sizes.to_vec();
+    shape.extend_from_slice(&out.shape);
+    let want = TensorType::new(out.dtype, shape);
+    match graph.output_types().as_slice() {
+        [got] if *got == want => Ok(()),
+        got => Err(format!(
+            "vmap gives {got:?}, expected [{want}] (types only: the op is not evaluable)"
+        )),
+    }
+}
+
+/// Whether a registration is local to a test target (a `tests/` directory):
+/// such ops are test fixtures, not part of the op set samples must cover.
+fn is_test_local(location: &str) -> bool {
+    location.starts_with("tests/")
+        || location.starts_with("tests\\")
+        || location.contains("/tests/")
+        || location.contains("\\tests\\")
+}
+
+/// The op types with a registered CPU kernel for which `samples` has no
+/// sample (compared by `TypeId`), by the name written at the registration,
+/// sorted. The graph's structural `Parameter` and ops registered from a
+/// `tests/` directory (test fixtures) are not asked for.
+///
+/// ```
+/// use anvil::testing::{missing_samples, standard_samples};
+/// assert!(missing_samples(&[]).contains(&"Sin"));
+/// assert!(!missing_samples(&standard_samples()).contains(&"Sin"));
+/// ```
+pub fn missing_samples(samples: &[OpSample]) -> Vec<&'static str> {
+    let covered: HashSet<TypeId> = samples.iter().map(|s| s.op.op_type()).collect();
+    let mut missing: Vec<&'static str> = crate::cpu::kernels()
+        .entries()
+        .filter(|e| e.op_type() != TypeId::of::<Parameter>())
+        .filter(|e| !is_test_local(e.location()))
+        .filter(|e| !covered.contains(&e.op_type()))
+        .map(|e| e.op_name())
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    missing
+}

@@ -1,0 +1,406 @@
+//! [`OpSample`]: one concrete instance of an op with valid inputs, and the
+//! deterministic generator ([`SplitMix64`]) its inputs and their batched
+//! variants are drawn from.
+
+use super::run;
+use crate::{DType, Op, Tensor, TensorType, Var};
+
+/// A small deterministic pseudo-random generator (SplitMix64): the same seed
+/// gives the same numbers on every platform, so samples and their batched
+/// variants are reproducible.
+///
+/// ```
+/// use anvil::testing::SplitMix64;
+/// let mut a = SplitMix64::new(7);
+/// let mut b = SplitMix64::new(7);
+/// assert_eq!(a.next_u64(), b.next_u64());
+/// let u = a.next_f64();
+/// assert!((0.0..1.0).contains(&u));
+/// ```
+#[derive(Clone, Debug)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64 { state: seed }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A float uniform in `[0, 1)`.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A float uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.next_f64()
+    }
+
+    /// An integer uniform in `[lo, hi)` (`lo` when the range is empty).
+    pub fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        if hi <= lo {
+            return lo;
+        }
+        let span = hi.abs_diff(lo);
+        lo.wrapping_add((self.next_u64() % span) as i64)
+    }
+
+    /// Shuffles `v` in place (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next_u64() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+/// What an input of an [`OpSample`] is, and so how further values of it are
+/// drawn (the batched variants `vmap` checks stack, the points a
+/// finite-difference check may perturb). Real-valued kinds keep away from the
+/// points where the ops they feed are not smooth.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputKind {
+    /// Real values uniform in `[lo, hi)` (positive ranges for `log`, `sqrt`...).
+    Uniform {
+        /// Lower bound (inclusive).
+        lo: f64,
+        /// Upper bound (exclusive).
+        hi: f64,
+    },
+    /// Real values of either sign with `|x|` uniform in `[lo, hi)`: for `abs`,
+    /// `sign`, `recip` and divisors, kept away from 0.
+    AwayFromZero {
+        /// Smallest magnitude (positive).
+        lo: f64,
+        /// Largest magnitude.
+        hi: f64,
+    },
+    /// Real values uniform in `[lo, hi)` but at least 0.1 away from every
+    /// multiple of 0.5: for `floor`, `ceil`, `round` and casts to integers.
+    OffGrid {
+        /// Lower bound.
+        lo: f64,
+        /// Upper bound.
+        hi: f64,
+    },
+    /// Pairwise-distinct reals, a random pick of points `0.1 * (k + offset)`
+    /// for integers `k`, for `max`, `min`, `argmax` and comparisons: no ties
+    /// within a tensor, and none between an input with offset 0 and one with
+    /// offset 0.5 (at least 0.05 apart).
+    Distinct {
+        /// Shift of the grid, in units of the grid step (0.1).
+        offset: f64,
+    },
+    /// Square matrices in the last two axes (any leading batch axes), well
+    /// conditioned: entries uniform in `[-1, 1)` plus `n + 0.5` on the
+    /// diagonal (strictly diagonally dominant), for `solve`-like ops. On a
+    /// shape whose last two axes are not square, like `Uniform` in `[-1, 1)`.
+    WellConditioned,
+    /// Integer data (not indices) uniform in `[lo, hi)`, for `i64` ops.
+    Int {
+        /// Lower bound (inclusive).
+        lo: i64,
+        /// Upper bound (exclusive).
+        hi: i64,
+    },
+    /// `i64` indices into an axis of `size` entries: in `[0, size)`, or in
+    /// `[-size, size)` when `negative` (negative indices count from the end).
+    /// Always in bounds, and repeats are likely (which `scatter_add` must
+    /// accumulate).
+    Index {
+        /// The size of the indexed axis.
+        size: usize,
+        /// Whether negative indices are drawn too.
+        negative: bool,
+    },
+    /// Booleans, each a fair coin.
+    Bool,
+    /// Never varied: every element of a batch is the sample's own input
+    /// (for an input that only one value makes valid).
+    Fixed,
+}
+
+impl InputKind {
+    /// The dtype a value of this kind has by default: `f64` for the real
+    /// kinds, `i64` for integers and indices, `bool` for booleans. `None` for
+    /// [`InputKind::Fixed`], whose value is given.
+    pub fn default_dtype(&self) -> Option<DType> {
+        match self {
+            InputKind::Uniform { .. }
+            | InputKind::AwayFromZero { .. }
+            | InputKind::OffGrid { .. }
+            | InputKind::Distinct { .. }
+            | InputKind::WellConditioned => Some(DType::F64),
+            InputKind::Int { .. } | InputKind::Index { .. } => Some(DType::I64),
+            InputKind::Bool => Some(DType::Bool),
+            InputKind::Fixed => None,
+        }
+    }
+
+    /// Whether the kind is real-valued (a float input of this kind is a
+    /// point a derivative can be taken at).
+    pub fn is_real(&self) -> bool {
+        self.default_dtype() == Some(DType::F64)
+    }
+
+    /// A fresh value of this kind, of `shape`, cast to `dtype`; `None` for
+    /// [`InputKind::Fixed`].
+    pub fn generate(&self, shape: &[usize], dtype: DType, rng: &mut SplitMix64) -> Option<Tensor> {
+        let n: usize = shape.iter().product();
+        let t = match *self {
+            InputKind::Uniform { lo, hi } => {
+                f64s((0..n).map(|_| rng.uniform(lo, hi)).collect(), shape)
+            }
+            InputKind::AwayFromZero { lo, hi } => f64s(
+                (0..n)
+                    .map(|_| {
+                        let m = rng.uniform(lo, hi);
+                        if rng.next_u64() & 1 == 0 {
+                            m
+                        } else {
+                            -m
+                        }
+                    })
+                    .collect(),
+                shape,
+            ),
+            InputKind::OffGrid { lo, hi } => f64s(
+                (0..n)
+                    .map(|_| {
+                        let x = rng.uniform(lo, hi);
+                        let base = (2.0 * x).floor() / 2.0;
+                        base + (x - base).clamp(0.1, 0.4)
+                    })
+                    .collect(),
+                shape,
+            ),
+            InputKind::Distinct { offset } => {
+                let m = n as i64 + 4;
+                let mut ks: Vec<i64> = (-m..m).collect();
+                rng.shuffle(&mut ks);
+                f64s(ks[..n].iter().map(|&k| 0.1 * (k as f64 + offset)).collect(), shape)
+            }
+            InputKind::WellConditioned => {
+                let mut v: Vec<f64> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+                if let [.., r, c] = *shape {
+                    if r == c && r > 0 {
+                        for (i, x) in v.iter_mut().enumerate() {
+                            if i % (r * r) % (r + 1) == 0 {
+                                *x += r as f64 + 0.5;
+                            }
+                        }
+                    }
+                }
+                f64s(v, shape)
+            }
+            InputKind::Int { lo, hi } => {
+                Tensor::from_vec((0..n).map(|_| rng.int(lo, hi)).collect::<Vec<i64>>(), shape)
+                    .ok()?
+            }
+            InputKind::Index { size, negative } => {
+                let size = size as i64;
+                let lo = if negative { -size } else { 0 };
+                Tensor::from_vec((0..n).map(|_| rng.int(lo, size)).collect::<Vec<i64>>(), shape)
+                    .ok()?
+            }
+            InputKind::Bool => Tensor::from_vec(
+                (0..n).map(|_| rng.next_u64() & 1 == 1).collect::<Vec<bool>>(),
+                shape,
+            )
+            .ok()?,
+            InputKind::Fixed => return None,
+        };
+        Some(if t.dtype() == dtype { t } else { t.cast(dtype) })
+    }
+}
+
+fn f64s(v: Vec<f64>, shape: &[usize]) -> Tensor {
+    Tensor::from_vec(v, shape).unwrap_or_else(|_| Tensor::zeros(shape))
+}
+
+/// FNV-1a, to derive a sample's seed from its description.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xCBF2_9CE4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3))
+}
+
+/// One concrete instance of an op with valid sample inputs: what the
+/// conformance checks ([`check_op_vmap`](super::check_op_vmap), and the
+/// derivative checks to come) run an op on.
+///
+/// Each input comes with its [`InputKind`], which says how to draw more
+/// values like it (all valid for the op: indices in bounds, positive values
+/// for `log`). Build one with [`OpSample::new`] and the builder methods; a
+/// plugin crate builds samples of its own ops the same way.
+///
+/// ```
+/// use anvil::ops::reduce::ReduceMax;
+/// use anvil::testing::{InputKind, OpSample};
+///
+/// let s = OpSample::new(ReduceMax { axes: vec![1], keepdims: true })
+///     .input(InputKind::Distinct { offset: 0.0 }, &[2, 3]);
+/// assert_eq!(s.describe(), "reduce_max[axes=[1], keepdims=true](f64[2,3])");
+/// assert_eq!(s.output_type()?.shape, vec![2, 1]);
+/// // Variant 0 is the input itself; the others are fresh draws of its kind.
+/// assert_eq!(s.variant(0, 0), s.inputs[0]);
+/// assert_ne!(s.variant(0, 1), s.inputs[0]);
+/// # Ok::<(), String>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct OpSample {
+    /// The op, with its parameters.
+    pub op: Box<dyn Op>,
+    /// One valid value per operand.
+    pub inputs: Vec<Tensor>,
+    /// What each input is (same length as `inputs`).
+    pub kinds: Vec<InputKind>,
+    /// Relative tolerance when comparing results computed two ways.
+    pub rtol: f64,
+    /// Absolute tolerance when comparing results computed two ways.
+    pub atol: f64,
+    /// Whether the op can be evaluated. `false` for an op that exists only
+    /// to be transformed (the tangent node of a `custom_vjp`, whose kernel is
+    /// an error): checks then compare types only.
+    pub evaluable: bool,
+}
+
+impl OpSample {
+    /// A sample of `op` with no inputs yet and tolerances of `1e-12`.
+    pub fn new(op: impl Op) -> OpSample {
+        OpSample::from_boxed(Box::new(op))
+    }
+
+    /// Like [`OpSample::new`], for an op already boxed.
+    pub fn from_boxed(op: Box<dyn Op>) -> OpSample {
+        OpSample {
+            op,
+            inputs: Vec::new(),
+            kinds: Vec::new(),
+            rtol: 1e-12,
+            atol: 1e-12,
+            evaluable: true,
+        }
+    }
+
+    /// Adds an input of `kind` and `shape`, of the kind's default dtype
+    /// (`f64`, `i64` or `bool`), drawn deterministically from the sample's
+    /// description so far.
+    ///
+    /// # Panics
+    /// For [`InputKind::Fixed`], which has no values of its own (use
+    /// [`OpSample::given`]).
+    pub fn input(self, kind: InputKind, shape: &[usize]) -> OpSample {
+        let dtype = kind.default_dtype().expect("InputKind::Fixed needs a value: use given()");
+        self.input_dtype(kind, shape, dtype)
+    }
+
+    /// Like [`OpSample::input`], cast to `dtype` (an `f32` input of a real
+    /// kind, an `f64` input holding integers).
+    ///
+    /// # Panics
+    /// For [`InputKind::Fixed`].
+    pub fn input_dtype(self, kind: InputKind, shape: &[usize], dtype: DType) -> OpSample {
+        let seed = fnv1a(
+            format!("{}/{}/{kind:?}/{shape:?}/{dtype}", self.describe(), self.inputs.len())
+                .as_bytes(),
+        );
+        let t = kind
+            .generate(shape, dtype, &mut SplitMix64::new(seed))
+            .expect("InputKind::Fixed needs a value: use given()");
+        self.given(t, kind)
+    }
+
+    /// Adds an input with the given value; `kind` says how to draw more
+    /// values like it (variants are cast to `value`'s dtype).
+    pub fn given(mut self, value: Tensor, kind: InputKind) -> OpSample {
+        self.inputs.push(value);
+        self.kinds.push(kind);
+        self
+    }
+
+    /// Sets the tolerances used when comparing results.
+    pub fn tol(mut self, rtol: f64, atol: f64) -> OpSample {
+        self.rtol = rtol;
+        self.atol = atol;
+        self
+    }
+
+    /// Marks the op as not evaluable (see [`OpSample::evaluable`]).
+    pub fn not_evaluable(mut self) -> OpSample {
+        self.evaluable = false;
+        self
+    }
+
+    /// The op and the input types, as in error messages:
+    /// `sum[axes=[0], keepdims=false](f64[2,3])`.
+    pub fn describe(&self) -> String {
+        let types: Vec<String> = self.inputs.iter().map(|t| t.ty().to_string()).collect();
+        format!("{}({})", self.op.display(), types.join(", "))
+    }
+
+    /// Which inputs are differentiable: floats of a real-valued kind.
+    pub fn differentiable(&self) -> Vec<bool> {
+        self.inputs
+            .iter()
+            .zip(&self.kinds)
+            .map(|(t, k)| t.dtype().is_float() && k.is_real())
+            .collect()
+    }
+
+    /// The op's result type on the sample's inputs.
+    ///
+    /// # Errors
+    /// The shape rule's error, naming the sample.
+    pub fn output_type(&self) -> std::result::Result<TensorType, String> {
+        let types: Vec<TensorType> = self.inputs.iter().map(Tensor::ty).collect();
+        self.op.infer(&types).map_err(|e| format!("{}: {e}", self.describe()))
+    }
+
+    /// Variant `k` of input `i`: the input itself for `k == 0` (and for a
+    /// [`InputKind::Fixed`] input), otherwise a fresh value of the input's
+    /// kind, shape and dtype, the same for the same `(i, k)`.
+    ///
+    /// # Panics
+    /// When `i` is not an input index.
+    pub fn variant(&self, i: usize, k: usize) -> Tensor {
+        let base = &self.inputs[i];
+        if k == 0 {
+            return base.clone();
+        }
+        let seed = fnv1a(format!("{}/variant/{i}/{k}", self.describe()).as_bytes());
+        self.kinds[i]
+            .generate(base.shape(), base.dtype(), &mut SplitMix64::new(seed))
+            .unwrap_or_else(|| base.clone())
+    }
+
+    /// The function that applies the op to its arguments, for the checks.
+    pub fn function(&self) -> impl Fn(&[Var]) -> Vec<Var> + Clone {
+        let op = self.op.clone();
+        move |xs: &[Var]| {
+            let refs: Vec<&Var> = xs.iter().collect();
+            vec![Var::apply_op(op.clone(), &refs)]
+        }
+    }
+
+    /// Runs the op on the sample's own inputs.
+    ///
+    /// # Errors
+    /// The op failing on them (a bad sample, or a broken kernel), naming the sample.
+    pub fn run(&self) -> std::result::Result<Tensor, String> {
+        run(&self.function(), &self.inputs)
+            .map_err(|e| format!("{}: fails on the sample's own inputs: {e}", self.describe()))
+            .map(|mut v| v.swap_remove(0))
+    }
+}

@@ -1,0 +1,411 @@
+//! [`standard_samples`]: sample instances of every standard op.
+
+use super::{InputKind, OpSample};
+use crate::ops::constant::{Full, Iota};
+use crate::ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
+use crate::ops::elementwise::*;
+use crate::ops::index::{ScatterAdd, Take};
+use crate::ops::linalg::Solve;
+use crate::ops::matmul::Matmul;
+use crate::ops::movement::{BroadcastTo, Concatenate, Pad, Permute, Reshape, Slice};
+use crate::ops::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
+use crate::{trace, DType, Op, Scalar, SliceSpec, Tensor, TensorType, Var, VarExt};
+use std::sync::Arc;
+
+fn uniform(lo: f64, hi: f64) -> InputKind {
+    InputKind::Uniform { lo, hi }
+}
+fn away(lo: f64, hi: f64) -> InputKind {
+    InputKind::AwayFromZero { lo, hi }
+}
+fn off_grid(lo: f64, hi: f64) -> InputKind {
+    InputKind::OffGrid { lo, hi }
+}
+fn distinct(offset: f64) -> InputKind {
+    InputKind::Distinct { offset }
+}
+fn int(lo: i64, hi: i64) -> InputKind {
+    InputKind::Int { lo, hi }
+}
+fn index(size: usize, negative: bool) -> InputKind {
+    InputKind::Index { size, negative }
+}
+const SYM: InputKind = InputKind::Uniform { lo: -1.0, hi: 1.0 };
+
+fn indices(v: &[i64], shape: &[usize]) -> Tensor {
+    Tensor::from_vec(v.to_vec(), shape).expect("index literal matches its shape")
+}
+
+/// A sample of a binary op on two inputs.
+fn binary(op: &dyn Op, a: (InputKind, &[usize]), b: (InputKind, &[usize])) -> OpSample {
+    OpSample::from_boxed(op.boxed()).input(a.0, a.1).input(b.0, b.1)
+}
+
+/// Sample instances of every standard op, for the conformance checks: small
+/// shapes (at most 4 per axis), deterministic pseudo-random inputs away from
+/// the points where the op is not smooth, and several samples per op where
+/// its parameters or operand ranks matter: reductions over different axes
+/// with and without `keepdims`, `take` with indices of rank 0, 1 and 2 and
+/// negative indices, `scatter_add` with repeated indices, slices with
+/// negative steps, `matmul` of vectors, matrices and stacks, broadcasting
+/// binary ops, integer and boolean operands, and `map` over small traced
+/// bodies.
+///
+/// Ops without operands (`full`, `iota`, captured constants) have a sample
+/// too, so that [`missing_samples`](super::missing_samples) finds every op
+/// covered; `vmap` has nothing to batch in them. The graph's structural
+/// `Parameter` has none.
+pub fn standard_samples() -> Vec<OpSample> {
+    let mut s = Vec::new();
+    unary_samples(&mut s);
+    binary_samples(&mut s);
+    movement_samples(&mut s);
+    reduce_samples(&mut s);
+    matmul_samples(&mut s);
+    index_samples(&mut s);
+    constant_samples(&mut s);
+    map_samples(&mut s);
+    custom_derivative_samples(&mut s);
+    s
+}
+
+fn unary_samples(s: &mut Vec<OpSample>) {
+    let unary: Vec<(Box<dyn Op>, InputKind)> = vec![
+        (Box::new(Neg), SYM),
+        (Box::new(Sin), uniform(-3.0, 3.0)),
+        (Box::new(Cos), uniform(-3.0, 3.0)),
+        (Box::new(Tan), uniform(-1.2, 1.2)),
+        (Box::new(Exp), uniform(-2.0, 2.0)),
+        (Box::new(Log), uniform(0.5, 3.0)),
+        (Box::new(Log1p), uniform(-0.5, 2.0)),
+        (Box::new(Expm1), SYM),
+        (Box::new(Sqrt), uniform(0.3, 3.0)),
+        (Box::new(Rsqrt), uniform(0.3, 3.0)),
+        (Box::new(Recip), away(0.5, 2.0)),
+        (Box::new(Tanh), uniform(-2.0, 2.0)),
+        (Box::new(Logistic), uniform(-3.0, 3.0)),
+        (Box::new(Abs), away(0.2, 2.0)),
+        (Box::new(Sign), away(0.2, 2.0)),
+        (Box::new(Floor), off_grid(-2.0, 2.0)),
+        (Box::new(Ceil), off_grid(-2.0, 2.0)),
+        (Box::new(Round), off_grid(-2.0, 2.0)),
+        (Box::new(Erf), uniform(-2.0, 2.0)),
+        (Box::new(StopGradient), SYM),
+    ];
+    for (op, kind) in unary {
+        s.push(OpSample::from_boxed(op).input(kind, &[2, 3]));
+    }
+    // Other ranks and dtypes.
+    s.push(OpSample::new(Sin).input(SYM, &[]));
+    s.push(OpSample::new(Exp).input(SYM, &[2, 3, 4]));
+    s.push(OpSample::new(Tanh).input_dtype(SYM, &[4], DType::F32).tol(1e-6, 1e-6));
+    s.push(OpSample::new(Neg).input(int(-5, 6), &[2, 3]));
+    s.push(OpSample::new(Abs).input(int(-5, 6), &[3]));
+    s.push(OpSample::new(Sign).input(int(-5, 6), &[2, 2]));
+    s.push(OpSample::new(StopGradient).input(int(-5, 6), &[3]));
+    // Casts between every pair of dtype families.
+    s.push(OpSample::new(Cast { dtype: DType::F32 }).input(SYM, &[2, 3]));
+    s.push(OpSample::new(Cast { dtype: DType::F64 }).input_dtype(SYM, &[3], DType::F32));
+    s.push(OpSample::new(Cast { dtype: DType::I64 }).input(off_grid(-3.0, 3.0), &[2, 3]));
+    s.push(OpSample::new(Cast { dtype: DType::F64 }).input(int(-5, 6), &[3]));
+    s.push(OpSample::new(Cast { dtype: DType::F64 }).input(InputKind::Bool, &[2, 2]));
+    s.push(OpSample::new(Cast { dtype: DType::Bool }).input(away(0.2, 1.0), &[3]));
+}
+
+fn binary_samples(s: &mut Vec<OpSample>) {
+    let ops: Vec<(Box<dyn Op>, InputKind, InputKind)> = vec![
+        (Box::new(Add), SYM, SYM),
+        (Box::new(Sub), SYM, SYM),
+        (Box::new(Mul), SYM, SYM),
+        (Box::new(Div), SYM, away(0.5, 2.0)),
+        (Box::new(Pow), uniform(0.5, 2.0), uniform(-1.5, 1.5)),
+        (Box::new(Max), distinct(0.0), distinct(0.5)),
+        (Box::new(Min), distinct(0.0), distinct(0.5)),
+        (Box::new(Atan2), away(0.2, 1.0), away(0.2, 1.0)),
+    ];
+    // Same shapes, broadcasting both ways, and a scalar operand.
+    let shapes: [(&[usize], &[usize]); 3] = [(&[2, 3], &[2, 3]), (&[2, 1], &[3]), (&[], &[2, 3])];
+    for (op, ka, kb) in &ops {
+        for (sa, sb) in shapes {
+            s.push(binary(op.as_ref(), (ka.clone(), sa), (kb.clone(), sb)));
+        }
+    }
+    // Integer arithmetic.
+    let ints: Vec<(Box<dyn Op>, InputKind)> = vec![
+        (Box::new(Add), int(-5, 6)),
+        (Box::new(Sub), int(-5, 6)),
+        (Box::new(Mul), int(-5, 6)),
+        (Box::new(Div), int(1, 4)),
+        (Box::new(Max), int(-5, 6)),
+        (Box::new(Min), int(-5, 6)),
+    ];
+    for (op, kb) in ints {
+        s.push(binary(op.as_ref(), (int(-9, 10), &[3]), (kb, &[2, 3])));
+    }
+    // Comparisons of floats (no ties), of integers (ties likely) and of booleans.
+    let cmps: Vec<Box<dyn Op>> =
+        vec![Box::new(Lt), Box::new(Le), Box::new(Gt), Box::new(Ge), Box::new(Eq), Box::new(Ne)];
+    for op in &cmps {
+        s.push(binary(op.as_ref(), (distinct(0.0), &[2, 3]), (distinct(0.5), &[3])));
+        s.push(binary(op.as_ref(), (int(0, 3), &[2, 3]), (int(0, 3), &[2, 3])));
+    }
+    s.push(binary(&Eq, (InputKind::Bool, &[2, 3]), (InputKind::Bool, &[3])));
+    s.push(binary(&Ne, (InputKind::Bool, &[2]), (InputKind::Bool, &[2])));
+    s.push(OpSample::new(Lt).input_dtype(distinct(0.0), &[3], DType::F32).input_dtype(
+        distinct(0.5),
+        &[3],
+        DType::F32,
+    ));
+    // select: three operands that broadcast together.
+    let bool_ = InputKind::Bool;
+    s.push(
+        OpSample::new(Select).input(bool_.clone(), &[2, 3]).input(SYM, &[2, 3]).input(SYM, &[2, 3]),
+    );
+    s.push(OpSample::new(Select).input(bool_.clone(), &[2, 1]).input(SYM, &[3]).input(SYM, &[]));
+    s.push(OpSample::new(Select).input(bool_.clone(), &[]).input(SYM, &[2]).input(SYM, &[2]));
+    s.push(
+        OpSample::new(Select).input(bool_, &[3]).input(int(-5, 6), &[3]).input(int(-5, 6), &[1]),
+    );
+}
+
+fn movement_samples(s: &mut Vec<OpSample>) {
+    let reshape = |from: &[usize], to: &[usize]| {
+        OpSample::new(Reshape { shape: to.to_vec() }).input(SYM, from)
+    };
+    s.push(reshape(&[2, 3], &[3, 2]));
+    s.push(reshape(&[2, 3], &[6]));
+    s.push(reshape(&[], &[1, 1]));
+    s.push(reshape(&[2, 1, 3], &[3, 2]));
+    s.push(reshape(&[4], &[2, 2]));
+    s.push(OpSample::new(Reshape { shape: vec![4] }).input(int(-5, 6), &[2, 2]));
+
+    let permute = |from: &[usize], perm: &[usize]| {
+        OpSample::new(Permute { perm: perm.to_vec() }).input(SYM, from)
+    };
+    s.push(permute(&[2, 3], &[1, 0]));
+    s.push(permute(&[2, 3, 4], &[2, 0, 1]));
+    s.push(permute(&[2, 3, 4], &[1, 2, 0]));
+    s.push(permute(&[3], &[0]));
+
+    let bcast = |from: &[usize], to: &[usize]| {
+        OpSample::new(BroadcastTo { shape: to.to_vec() }).input(SYM, from)
+    };
+    s.push(bcast(&[3], &[2, 3]));
+    s.push(bcast(&[2, 1], &[2, 3]));
+    s.push(bcast(&[], &[2]));
+    s.push(bcast(&[1, 3], &[2, 2, 3]));
+    s.push(bcast(&[2, 3], &[2, 3]));
+
+    let pad = |from: &[usize], widths: &[(usize, usize)], value: Scalar, kind: InputKind| {
+        OpSample::new(Pad { widths: widths.to_vec(), value }).input(kind, from)
+    };
+    s.push(pad(&[2, 3], &[(1, 0), (0, 2)], Scalar::F64(0.5), SYM));
+    s.push(pad(&[3], &[(2, 1)], Scalar::F64(-1.0), SYM));
+    s.push(pad(&[2, 2], &[(0, 0), (1, 1)], Scalar::I64(7), int(-5, 6)));
+    s.push(pad(&[], &[], Scalar::F64(0.0), SYM));
+
+    let spec = |start: Option<i64>, stop: Option<i64>, step: i64| SliceSpec { start, stop, step };
+    let slice =
+        |from: &[usize], specs: Vec<SliceSpec>| OpSample::new(Slice { specs }).input(SYM, from);
+    s.push(slice(&[4, 3], vec![spec(Some(-1), None, -2), SliceSpec::FULL]));
+    s.push(slice(&[4], vec![SliceSpec::range(1, 3)]));
+    s.push(slice(&[3, 4], vec![spec(None, None, -1), spec(Some(1), Some(4), 2)]));
+    s.push(slice(&[4], vec![spec(Some(3), Some(0), -1)]));
+    s.push(slice(
+        &[2, 3, 4],
+        vec![spec(Some(1), None, 1), spec(None, Some(-1), 1), spec(None, None, -3)],
+    ));
+    s.push(slice(&[4], vec![spec(Some(2), Some(2), 1)])); // empty result
+
+    s.push(OpSample::new(Concatenate { axis: 0 }).input(SYM, &[2, 3]).input(SYM, &[1, 3]));
+    s.push(
+        OpSample::new(Concatenate { axis: 1 })
+            .input(SYM, &[2, 1])
+            .input(SYM, &[2, 3])
+            .input(SYM, &[2, 2]),
+    );
+    s.push(OpSample::new(Concatenate { axis: 0 }).input(SYM, &[3]));
+    s.push(OpSample::new(Concatenate { axis: 0 }).input(int(-5, 6), &[2]).input(int(-5, 6), &[3]));
+}
+
+fn reduce_samples(s: &mut Vec<OpSample>) {
+    // (shape, axes, keepdims)
+    let cases: [(&[usize], &[usize], bool); 6] = [
+        (&[2, 3], &[0], false),
+        (&[2, 3], &[1], true),
+        (&[2, 3, 4], &[0, 2], false),
+        (&[2, 3, 4], &[1], true),
+        (&[2, 3], &[0, 1], false),
+        (&[3], &[], false),
+    ];
+    for (shape, axes, keepdims) in cases {
+        let axes = axes.to_vec();
+        let ops: Vec<(Box<dyn Op>, InputKind)> = vec![
+            (Box::new(ReduceSum { axes: axes.clone(), keepdims }), SYM),
+            (Box::new(ReduceMax { axes: axes.clone(), keepdims }), distinct(0.0)),
+            (Box::new(ReduceMin { axes: axes.clone(), keepdims }), distinct(0.0)),
+            (Box::new(ReduceProd { axes, keepdims }), uniform(0.5, 1.5)),
+        ];
+        for (op, kind) in ops {
+            s.push(OpSample::from_boxed(op).input(kind, shape));
+        }
+    }
+    s.push(OpSample::new(ReduceSum { axes: vec![1], keepdims: false }).input(int(-5, 6), &[2, 3]));
+    s.push(OpSample::new(ReduceMax { axes: vec![0], keepdims: true }).input(int(-5, 6), &[3, 2]));
+
+    // (shape, axis, keepdims, max)
+    let args: [(&[usize], usize, bool, bool); 5] = [
+        (&[3, 4], 0, false, true),
+        (&[3, 4], 1, true, false),
+        (&[2, 3, 4], 1, false, true),
+        (&[2, 3, 4], 2, true, true),
+        (&[4], 0, false, false),
+    ];
+    for (shape, axis, keepdims, max) in args {
+        s.push(OpSample::new(ArgReduce { axis, keepdims, max }).input(distinct(0.0), shape));
+    }
+}
+
+fn matmul_samples(s: &mut Vec<OpSample>) {
+    let pairs: [(&[usize], &[usize]); 9] = [
+        (&[2, 3], &[3, 4]),
+        (&[3], &[3, 2]),
+        (&[2, 3], &[3]),
+        (&[3], &[3]),
+        (&[2, 2, 3], &[3, 4]),
+        (&[2, 3], &[2, 3, 2]),
+        (&[3], &[2, 3, 2]),
+        (&[2, 2, 3], &[2, 3, 2]),
+        (&[2, 1, 2, 3], &[3, 3, 2]),
+    ];
+    for (a, b) in pairs {
+        s.push(binary(&Matmul, (SYM, a), (SYM, b)));
+    }
+    s.push(
+        OpSample::new(Matmul)
+            .input_dtype(SYM, &[2, 3], DType::F32)
+            .input_dtype(SYM, &[3, 2], DType::F32)
+            .tol(1e-5, 1e-5),
+    );
+    // solve: vector and matrix right-hand sides, with and without batch axes.
+    let wc = InputKind::WellConditioned;
+    s.push(OpSample::new(Solve).input(wc.clone(), &[3, 3]).input(SYM, &[3]).tol(1e-10, 1e-10));
+    s.push(OpSample::new(Solve).input(wc.clone(), &[3, 3]).input(SYM, &[3, 2]).tol(1e-10, 1e-10));
+    s.push(
+        OpSample::new(Solve).input(wc.clone(), &[2, 3, 3]).input(SYM, &[2, 3]).tol(1e-10, 1e-10),
+    );
+    s.push(OpSample::new(Solve).input(wc, &[2, 3, 3]).input(SYM, &[2, 3, 2]).tol(1e-10, 1e-10));
+}
+
+fn index_samples(s: &mut Vec<OpSample>) {
+    // take: indices of rank 0, 1 and 2, negative ones, several axes, batch_dims.
+    let take = |t: Take, x: (InputKind, &[usize]), idx: Tensor, kind: InputKind| {
+        OpSample::new(t).input(x.0, x.1).given(idx, kind)
+    };
+    s.push(take(Take::new(0), (SYM, &[4, 3]), indices(&[-2], &[]), index(4, true)));
+    s.push(take(Take::new(0), (SYM, &[4, 3]), indices(&[3, -4], &[2]), index(4, true)));
+    s.push(take(Take::new(1), (SYM, &[3, 4]), indices(&[0, 3, 3, 1], &[2, 2]), index(4, false)));
+    s.push(take(Take::new(2), (SYM, &[2, 3, 4]), indices(&[-1, 0, 2], &[3]), index(4, true)));
+    s.push(take(Take::new(0), (int(-5, 6), &[3]), indices(&[2, 2, 0, 1], &[4]), index(3, false)));
+    s.push(take(
+        Take { axis: 1, batch_dims: 1 },
+        (SYM, &[2, 3]),
+        indices(&[0, 2, -1, 1], &[2, 2]),
+        index(3, true),
+    ));
+    s.push(take(
+        Take { axis: 2, batch_dims: 1 },
+        (SYM, &[2, 3, 4]),
+        indices(&[0, 3, 3, 1, 2, 0], &[2, 3]),
+        index(4, false),
+    ));
+
+    // scatter_add: repeated and negative indices, ranks 0 to 2, batch_dims.
+    let scatter = |op: ScatterAdd, u: (InputKind, &[usize]), idx: Tensor| {
+        let kind = index(op.size, true);
+        OpSample::new(op).input(u.0, u.1).given(idx, kind)
+    };
+    s.push(scatter(ScatterAdd::new(0, 3), (SYM, &[4, 2]), indices(&[1, 1, -1, 0], &[4])));
+    s.push(scatter(ScatterAdd::new(1, 4), (SYM, &[2, 3]), indices(&[0, 3, 3], &[3])));
+    s.push(scatter(ScatterAdd::new(0, 3), (SYM, &[2, 2, 3]), indices(&[2, 0, 2, -3], &[2, 2])));
+    s.push(scatter(ScatterAdd::new(0, 4), (SYM, &[3]), indices(&[-1], &[])));
+    s.push(scatter(
+        ScatterAdd { axis: 1, size: 4, batch_dims: 1 },
+        (SYM, &[2, 3]),
+        indices(&[1, 1, 3, 0, -1, 0], &[2, 3]),
+    ));
+    s.push(scatter(ScatterAdd::new(0, 2), (int(-5, 6), &[3]), indices(&[1, 0, 1], &[3])));
+}
+
+fn constant_samples(s: &mut Vec<OpSample>) {
+    s.push(OpSample::new(Full { shape: vec![2, 3], value: Scalar::F64(1.5) }));
+    s.push(OpSample::new(Iota { shape: vec![2, 3], axis: 1, dtype: DType::I64 }));
+    let value = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).expect("literal matches its shape");
+    s.push(OpSample::new(crate::core::Constant { value }));
+}
+
+fn map_samples(s: &mut Vec<OpSample>) {
+    let v3 = Tensor::zeros(&[3]);
+    let two = trace(&|x: &Var, w: &Var| (x * w).sin() + x, (&v3, &v3)).expect("traceable body");
+    let two = Arc::new(two);
+    let one = Arc::new(trace(&|x: &Var| x.sum(&[0]).exp(), &v3).expect("traceable body"));
+    let map = |body: &Arc<crate::Graph>, mapped: &[bool], size: usize| Map {
+        body: body.clone(),
+        mapped: mapped.to_vec(),
+        size,
+    };
+    s.push(OpSample::new(map(&two, &[true, false], 2)).input(SYM, &[2, 3]).input(SYM, &[3]));
+    s.push(OpSample::new(map(&two, &[true, true], 2)).input(SYM, &[2, 3]).input(SYM, &[2, 3]));
+    s.push(OpSample::new(map(&one, &[true], 4)).input(SYM, &[4, 3]));
+}
+
+fn custom_derivative_samples(s: &mut Vec<OpSample>) {
+    let traced = |f: &dyn Fn(&[Var]) -> Vec<Var>, shapes: &[&[usize]]| {
+        let args: Vec<Tensor> = shapes.iter().map(|sh| Tensor::zeros(sh)).collect();
+        Arc::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable body"))
+    };
+    // custom_jvp of x * y + sin(x), with broadcasting, and its true jvp.
+    let primal = traced(&|v| vec![&v[0] * &v[1] + v[0].sin()], &[&[2, 3], &[3]]);
+    let jvp = traced(
+        &|v| {
+            let (x, y, tx, ty) = (&v[0], &v[1], &v[2], &v[3]);
+            vec![x * y + x.sin(), tx * y + x * ty + tx * &x.cos()]
+        },
+        &[&[2, 3], &[3], &[2, 3], &[3]],
+    );
+    s.push(OpSample::new(CustomJvpCall { primal, jvp }).input(SYM, &[2, 3]).input(SYM, &[3]));
+
+    // custom_vjp of sin(x * w): fwd keeps cos(x * w), x and w; bwd uses them.
+    let primal = traced(&|v| vec![(&v[0] * &v[1]).sin()], &[&[3], &[3]]);
+    let fwd = traced(
+        &|v| {
+            let xw = &v[0] * &v[1];
+            vec![xw.sin(), xw.cos(), v[0].clone(), v[1].clone()]
+        },
+        &[&[3], &[3]],
+    );
+    let bwd = traced(
+        &|v| {
+            let (c, x, w, ct) = (&v[0], &v[1], &v[2], &v[3]);
+            let g = ct * c;
+            vec![&g * w, &g * x]
+        },
+        &[&[3], &[3], &[3], &[3]],
+    );
+    s.push(
+        OpSample::new(CustomVjpCall { primal, fwd, bwd: bwd.clone() })
+            .input(SYM, &[3])
+            .input(SYM, &[3]),
+    );
+    // Its tangent node: residuals (c, x, w), then the tangents of x and w.
+    // It has no forward evaluation (only a transpose), so only types are checked.
+    let mut tangent = OpSample::new(CustomVjpTangent {
+        bwd,
+        residuals: 3,
+        out: TensorType::new(DType::F64, vec![3]),
+    });
+    for _ in 0..5 {
+        tangent = tangent.input(SYM, &[3]);
+    }
+    s.push(tangent.not_evaluable());
+}
