@@ -35,6 +35,11 @@ pub mod testing;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+/// The custom-op guide's code, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/custom-ops.md")]
+struct CustomOpsGuideDoctests;
+
 use std::marker::PhantomData;
 use std::sync::Arc;
 

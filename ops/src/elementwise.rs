@@ -652,3 +652,69 @@ register_rule!(JvpRule, Gt, jvp_zero);
 register_rule!(JvpRule, Ge, jvp_zero);
 register_rule!(JvpRule, Eq, jvp_zero);
 register_rule!(JvpRule, Ne, jvp_zero);
+
+/// Declares a float unary elementwise op from its scalar function and its
+/// derivative, with every rule: the op struct and its shape rule, its
+/// [`UnaryMath`] (so the CPU backend's generic `unary` kernel applies: one
+/// `register_kernel!` line in a backend crate), its batching rule and its
+/// jvp rule (reverse mode follows by transposition).
+///
+/// ```
+/// use anvil_ops::{unary_elementwise_op, VarExt};
+///
+/// unary_elementwise_op! {
+///     /// `x³`, a plugin op.
+///     pub struct Cube = "myplugin.cube";
+///     f64: |x| x * x * x;
+///     f32: |x| x * x * x;
+///     derivative: |x, _y| x.square() * 3.0;
+/// }
+/// ```
+#[macro_export]
+macro_rules! unary_elementwise_op {
+    (
+        $(#[$doc:meta])* $vis:vis struct $name:ident = $s:literal;
+        f64: |$x:ident| $f64:expr;
+        f32: |$x32:ident| $f32:expr;
+        derivative: |$dx:ident, $dy:ident| $d:expr;
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        $vis struct $name;
+
+        impl $crate::anvil_core::Op for $name {
+            fn name(&self) -> &'static str {
+                $s
+            }
+            fn infer(
+                &self,
+                inputs: &[$crate::anvil_core::TensorType],
+            ) -> $crate::anvil_core::Result<$crate::anvil_core::TensorType> {
+                $crate::elementwise::unary_rule(self, $crate::elementwise::Domain::Float, inputs)
+            }
+        }
+
+        impl $crate::elementwise::UnaryMath for $name {
+            fn f64(&self, $x: f64) -> f64 {
+                $f64
+            }
+            fn f32(&self, $x32: f32) -> f32 {
+                $f32
+            }
+        }
+
+        impl $crate::elementwise::UnaryDerivative for $name {
+            #[allow(unused_variables)]
+            fn derivative(
+                &self,
+                $dx: &$crate::anvil_core::Var,
+                $dy: &$crate::anvil_core::Var,
+            ) -> Option<$crate::anvil_core::Var> {
+                Some($d)
+            }
+        }
+
+        $crate::anvil_core::register_rule!(VmapRule, $name, $crate::batching::vmap_elementwise);
+        $crate::anvil_core::register_rule!(JvpRule, $name, $crate::elementwise::jvp_unary::<$name>);
+    };
+}

@@ -45,3 +45,6 @@ inventory::submit! {
         neg: |a: &Var| a.apply(elementwise::Neg, &[]),
     }
 }
+
+#[doc(hidden)]
+pub use anvil_core;

@@ -1,0 +1,63 @@
+//! CPU kernels of the `anvil-special` example plugin. Link this crate
+//! (`use anvil_special_cpu as _;`) to run its ops on the CPU.
+//!
+//! The Bessel functions use anvil's generic elementwise kernel (their scalar
+//! math comes from `UnaryMath`); the cumulative sum has its own kernel.
+#![warn(missing_docs)]
+
+use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
+use anvil_cpu::kernels::elementwise::unary;
+use anvil_cpu::{register_kernel, Ctx};
+use anvil_special::{BesselJ0, BesselJ1, CumSum};
+
+fn cumsum_typed<T: Copy + std::ops::Add<Output = T>>(
+    x: &[T],
+    outer: usize,
+    dim: usize,
+    inner: usize,
+    reverse: bool,
+) -> Vec<T> {
+    let mut out = x.to_vec();
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * dim + j) * inner + i;
+            let order: Box<dyn Iterator<Item = usize>> =
+                if reverse { Box::new((0..dim).rev()) } else { Box::new(0..dim) };
+            let mut prev: Option<usize> = None;
+            for j in order {
+                if let Some(p) = prev {
+                    out[at(j)] = out[at(j)] + out[at(p)];
+                }
+                prev = Some(j);
+            }
+        }
+    }
+    out
+}
+
+/// The kernel of [`CumSum`].
+pub fn cumsum(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
+    anvil_core::op::expect_arity(op, inputs, 1)?;
+    let c = op.try_downcast::<CumSum>()?;
+    let s = inputs[0].shape();
+    let (outer, dim, inner) =
+        (s[..c.axis].iter().product(), s[c.axis], s[c.axis + 1..].iter().product());
+    let storage = match inputs[0].storage() {
+        Storage::F64(v) => f64::into_storage(cumsum_typed(v, outer, dim, inner, c.reverse)),
+        Storage::F32(v) => f32::into_storage(cumsum_typed(v, outer, dim, inner, c.reverse)),
+        Storage::I64(v) => i64::into_storage(cumsum_typed(v, outer, dim, inner, c.reverse)),
+        Storage::Bool(_) => {
+            return Err(anvil_core::Error::dtype(
+                op.name(),
+                "0",
+                inputs[0].dtype(),
+                "a numeric type",
+            ))
+        }
+    };
+    Tensor::from_storage(storage, &out.shape)
+}
+
+register_kernel!(BesselJ0, unary::<BesselJ0>);
+register_kernel!(BesselJ1, unary::<BesselJ1>);
+register_kernel!(CumSum, cumsum);

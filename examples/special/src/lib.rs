@@ -1,0 +1,124 @@
+//! An example anvil plugin: ops defined outside anvil, with every rule.
+//!
+//! - [`BesselJ0`] and [`BesselJ1`]: the Bessel functions of the first kind,
+//!   nonlinear elementwise ops declared with
+//!   [`anvil_ops::unary_elementwise_op!`] from their scalar functions
+//!   (`libm`) and derivatives (`J0' = -J1`, `J1' = J0 - J1 / x`). One
+//!   declaration each gives the op, its batching rule and its jvp rule;
+//!   reverse mode follows by transposition.
+//! - [`CumSum`]: a cumulative sum along an axis, a linear op with a batching
+//!   rule, a jvp rule (itself, on the tangent) and a transpose rule (the
+//!   reversed cumulative sum).
+//!
+//! The CPU kernels are in `anvil-special-cpu`; link it (`use
+//! anvil_special_cpu as _;`) to run these ops. Without it, running one is an
+//! `Err` naming the op and the missing kernel.
+#![warn(missing_docs)]
+
+use anvil_core::op::expect_arity;
+use anvil_core::shape::normalize_axis;
+use anvil_core::{register_rule, Batched, Error, LinearArg, Op, Result, TensorType, Var};
+use anvil_ops::batching::physical_axis;
+use anvil_ops::unary_elementwise_op;
+use anvil_ops::VarExt;
+
+unary_elementwise_op! {
+    /// The Bessel function of the first kind of order 0.
+    pub struct BesselJ0 = "special.j0";
+    f64: |x| libm::j0(x);
+    f32: |x| libm::j0f(x);
+    derivative: |x, _y| -x.apply(BesselJ1, &[]);
+}
+
+unary_elementwise_op! {
+    /// The Bessel function of the first kind of order 1.
+    pub struct BesselJ1 = "special.j1";
+    f64: |x| libm::j1(x);
+    f32: |x| libm::j1f(x);
+    // J1' = J0 - J1 / x, with its limit 1/2 at x = 0.
+    derivative: |x, y| {
+        let at_zero = x.equal(&x.zeros_like());
+        let safe_x = at_zero.select(&x.ones_like(), x);
+        let general = x.apply(BesselJ0, &[]) - y / &safe_x;
+        at_zero.select(&x.full_like(0.5), &general)
+    };
+}
+
+/// The cumulative sum along `axis` (`numpy.cumsum`), or from the end when
+/// `reverse` is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CumSum {
+    /// The axis (non-negative).
+    pub axis: usize,
+    /// Sum from the last element backwards.
+    pub reverse: bool,
+}
+
+impl Op for CumSum {
+    fn name(&self) -> &'static str {
+        "special.cumsum"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        anvil_ops::elementwise::Domain::Numeric.check(self.name(), 0, inputs[0].dtype)?;
+        if self.axis >= inputs[0].rank() {
+            return Err(Error::AxisOutOfRange {
+                op: self.name().into(),
+                axis: self.axis as i64,
+                shape: inputs[0].shape.clone(),
+                arg: "0".into(),
+            });
+        }
+        Ok(inputs[0].clone())
+    }
+    fn params(&self) -> String {
+        format!("axis={}, reverse={}", self.axis, self.reverse)
+    }
+}
+
+/// Batching: the same sum along the same axis, shifted past the batch axis.
+fn vmap_cumsum(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+    let c = op.try_downcast::<CumSum>()?;
+    let k = args[0].axis.unwrap_or(0);
+    let op = CumSum { axis: physical_axis(c.axis, k), reverse: c.reverse };
+    Ok(Batched::new(args[0].var.apply(op, &[]), args[0].axis))
+}
+
+/// The transpose of a cumulative sum is the cumulative sum the other way.
+fn transpose_cumsum(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let c = op.try_downcast::<CumSum>()?;
+    let op = CumSum { axis: c.axis, reverse: !c.reverse };
+    Ok(vec![args[0].is_linear().then(|| ct.apply(op, &[]))])
+}
+
+register_rule!(VmapRule, CumSum, vmap_cumsum);
+register_rule!(JvpRule, CumSum, anvil_ops::movement::jvp_linear_unary);
+register_rule!(TransposeRule, CumSum, transpose_cumsum);
+
+/// The plugin's ops as methods on traced values.
+pub trait SpecialExt {
+    /// `J0(x)`, elementwise.
+    fn j0(&self) -> Var;
+    /// `J1(x)`, elementwise.
+    fn j1(&self) -> Var;
+    /// The cumulative sum along `axis` (negative counts from the end).
+    fn cumsum(&self, axis: i64) -> Var;
+}
+
+impl SpecialExt for Var {
+    fn j0(&self) -> Var {
+        self.apply(BesselJ0, &[])
+    }
+    fn j1(&self) -> Var {
+        self.apply(BesselJ1, &[])
+    }
+    fn cumsum(&self, axis: i64) -> Var {
+        match normalize_axis("special.cumsum", axis, self.shape(), "0") {
+            Ok(axis) => self.apply(CumSum { axis, reverse: false }, &[]),
+            Err(e) => {
+                self.tracer().record(e);
+                self.tracer().poisoned()
+            }
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The example plugin crates (`examples/special`, `examples/special-cpu`)
+//! linked into a program: their ops are registered with every rule, pass
+//! the conformance kit, and give the right Jacobians, per-example gradients
+//! and Hessians against closed forms.
+
+use anvil::prelude::*;
+use anvil::testing::{check_op_vmap, InputKind, OpSample};
+use anvil_special::{BesselJ0, BesselJ1, CumSum, SpecialExt};
+use anvil_special_cpu as _;
+
+fn j0(x: f64) -> f64 {
+    series::j0(x)
+}
+fn j1(x: f64) -> f64 {
+    series::j1(x)
+}
+
+/// Independent reference values: the power series of J0 and J1 (converge
+/// fast for |x| < 5), not the plugin's kernel.
+mod series {
+    pub fn j0(x: f64) -> f64 {
+        series(x, 0)
+    }
+    pub fn j1(x: f64) -> f64 {
+        series(x, 1)
+    }
+    fn series(x: f64, n: i32) -> f64 {
+        let mut term = (x / 2.0).powi(n); // k = 0: (x/2)^n / n!, n <= 1
+        let mut sum = term;
+        for k in 1..60 {
+            term *= -(x * x / 4.0) / (k as f64 * (k + n) as f64);
+            sum += term;
+        }
+        sum
+    }
+}
+
+fn xs() -> Tensor {
+    Tensor::from_vec(vec![0.3, 1.1, 2.5, -0.7], &[4]).unwrap()
+}
+
+#[test]
+fn the_plugin_ops_are_registered_with_every_rule() {
+    use anvil::core::{jvp_rules, transpose_rules, vmap_rules};
+    let kernels = anvil::cpu::kernels();
+    let ops: Vec<Box<dyn anvil::Op>> =
+        vec![Box::new(BesselJ0), Box::new(BesselJ1), Box::new(CumSum { axis: 0, reverse: false })];
+    for op in &ops {
+        assert!(kernels.lookup(op.as_ref()).unwrap().is_some(), "{} kernel", op.name());
+        assert!(vmap_rules().lookup(op.as_ref()).unwrap().is_some(), "{} vmap", op.name());
+        assert!(jvp_rules().lookup(op.as_ref()).unwrap().is_some(), "{} jvp", op.name());
+    }
+    assert!(
+        transpose_rules().lookup(ops[2].as_ref()).unwrap().is_some(),
+        "cumsum is linear: transpose rule"
+    );
+    assert!(transpose_rules().lookup(ops[0].as_ref()).unwrap().is_none(), "j0 is not linear");
+}
+
+fn plugin_samples() -> Vec<OpSample> {
+    let u = InputKind::Uniform { lo: -3.0, hi: 3.0 };
+    vec![
+        OpSample::new(BesselJ0).input(u.clone(), &[2, 3]),
+        OpSample::new(BesselJ1).input(u.clone(), &[3]),
+        OpSample::new(CumSum { axis: 0, reverse: false }).input(u.clone(), &[4]),
+        OpSample::new(CumSum { axis: 1, reverse: false }).input(u.clone(), &[2, 3, 2]),
+        OpSample::new(CumSum { axis: 0, reverse: true }).input(u, &[3, 2]),
+    ]
+}
+
+#[test]
+fn the_plugin_ops_pass_the_conformance_kit() {
+    for s in plugin_samples() {
+        if let Err(e) = check_op_vmap(&s) {
+            panic!("{e}");
+        }
+    }
+}
+
+#[test]
+fn values_match_the_series() {
+    let got = jit(|x: &Var| x.j0()).call(&xs()).unwrap().to_vec::<f64>().unwrap();
+    let got1 = jit(|x: &Var| x.j1()).call(&xs()).unwrap().to_vec::<f64>().unwrap();
+    for (i, &x) in xs().to_vec::<f64>().unwrap().iter().enumerate() {
+        assert!((got[i] - j0(x)).abs() < 1e-14 && (got1[i] - j1(x)).abs() < 1e-14, "{x}");
+    }
+    let c = jit(|x: &Var| x.cumsum(-1)).call(&xs()).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(c, vec![0.3, 0.3 + 1.1, 0.3 + 1.1 + 2.5, 0.3 + 1.1 + 2.5 - 0.7]);
+}
+
+#[test]
+fn jacobians_against_closed_forms() {
+    let x = xs();
+    let xv = x.to_vec::<f64>().unwrap();
+    // d J0(x) / dx = -J1(x), a diagonal Jacobian.
+    let jf = jacfwd(|x: &Var| x.j0()).call(&x).unwrap();
+    let jr = jacrev(|x: &Var| x.j0()).call(&x).unwrap();
+    let mut want = vec![0.0; 16];
+    for i in 0..4 {
+        want[i * 4 + i] = -j1(xv[i]);
+    }
+    let want = Tensor::from_vec(want, &[4, 4]).unwrap();
+    jf.assert_allclose(&want, 1e-13, 1e-14);
+    jr.assert_allclose(&want, 1e-13, 1e-14);
+    // The Jacobian of a cumulative sum is lower-triangular ones, both ways.
+    let lower: Vec<f64> = (0..16).map(|k| if k % 4 <= k / 4 { 1.0 } else { 0.0 }).collect();
+    let lower = Tensor::from_vec(lower, &[4, 4]).unwrap();
+    jacrev(|x: &Var| x.cumsum(0)).call(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
+    jacfwd(|x: &Var| x.cumsum(0)).call(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
+}
+
+/// Per-example gradients of `sum(J0(w * x))` in `w`: `-x J1(w x)`.
+#[test]
+fn per_example_gradients() {
+    let w = Tensor::from_vec(vec![0.5, -1.5, 2.0], &[3]).unwrap();
+    let batch = Tensor::from_vec(vec![0.1, 0.2, 0.3, 1.0, -1.0, 0.5], &[2, 3]).unwrap();
+    let loss = |w: &Var, x: &Var| (w * x).j0().sum_all();
+    let g = vmap(grad(loss)).in_axes([None, Some(0)]).call((&w, &batch)).unwrap();
+    let (wv, bv) = (w.to_vec::<f64>().unwrap(), batch.to_vec::<f64>().unwrap());
+    let want: Vec<f64> = (0..6).map(|k| -bv[k] * j1(wv[k % 3] * bv[k])).collect();
+    g.assert_allclose(&Tensor::from_vec(want, &[2, 3]).unwrap(), 1e-13, 1e-14);
+}
+
+/// Hessians: of `sum(J0(x))`, `diag(-(J0 - J1/x))`; of `|cumsum(x)|² / 2`,
+/// `Cᵀ C` with `C` lower-triangular ones, i.e. `n - max(i, j)`.
+#[test]
+fn hessians_against_closed_forms() {
+    let x = xs();
+    let xv = x.to_vec::<f64>().unwrap();
+    let h = hessian(|x: &Var| x.j0().sum_all()).call(&x).unwrap();
+    let mut want = vec![0.0; 16];
+    for i in 0..4 {
+        want[i * 4 + i] = -(j0(xv[i]) - j1(xv[i]) / xv[i]);
+    }
+    h.assert_allclose(&Tensor::from_vec(want, &[4, 4]).unwrap(), 1e-12, 1e-13);
+    let h = hessian(|x: &Var| x.cumsum(0).square().sum_all() * 0.5).call(&x).unwrap();
+    let want: Vec<f64> = (0..16).map(|k| (4 - (k / 4).max(k % 4)) as f64).collect();
+    h.assert_allclose(&Tensor::from_vec(want, &[4, 4]).unwrap(), 1e-14, 1e-14);
+    // J1' at 0 is the limit 1/2, not NaN.
+    let d =
+        grad(|x: &Var| x.j1().sum_all()).call(&Tensor::from_vec(vec![0.0], &[1]).unwrap()).unwrap();
+    assert_eq!(d.to_vec::<f64>().unwrap(), vec![0.5]);
+}
