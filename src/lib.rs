@@ -58,9 +58,9 @@ pub use anvil_transforms::{
 /// Everything a program needs: `use anvil::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        concatenate, eye, full, grad, hessian, iota, jacfwd, jacrev, jit, jvp, map, stack, trace,
-        value_and_grad, vjp, vmap, where_, Call, DType, Error, Function, Result, SliceSpec, Tensor,
-        Var, VarExt,
+        concatenate, eye, full, grad, hessian, iota, jacfwd, jacrev, jit, jvp, linearize, map,
+        stack, trace, value_and_grad, vjp, vmap, where_, Call, DType, Error, Function, Result,
+        SliceSpec, Tensor, Var, VarExt,
     };
 }
 
@@ -179,4 +179,75 @@ impl<M, F: Function<M>> Function<M> for Jit<F, M> {
 /// As [`cpu::compile`] and [`cpu::Plan::run`].
 pub fn run_graph(graph: &Graph, args: &[Tensor]) -> Result<Vec<Tensor>> {
     cpu::compile(graph)?.run(args, &Ctx::default())
+}
+
+/// The marker of [`Linearized`] as a [`Function`].
+#[derive(Debug)]
+pub enum LinearizedFn {}
+
+/// A function's linear part at a point: its jvp with the primal computation
+/// already done (see [`linearize`]). Call it on tangents; `vmap` it over a
+/// batch of tangents for a Jacobian.
+pub struct Linearized {
+    graph: Graph,
+    residuals: Vec<Tensor>,
+    cache: PlanCache,
+}
+
+impl std::fmt::Debug for Linearized {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Linearized({} residuals, {} nodes)", self.residuals.len(), self.graph.len())
+    }
+}
+
+impl Function<LinearizedFn> for Linearized {
+    type Output = Vec<Tensor>;
+    fn arity(&self) -> Option<usize> {
+        Some(self.graph.inputs().len() - self.residuals.len())
+    }
+    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+        anvil_core::function::check_arity("linearized", self.arity(), args.len())?;
+        let tracer = args
+            .first()
+            .map_or_else(anvil_core::trace::current_or_detached, |a| a.tracer().clone());
+        let mut vars: Vec<Var> =
+            self.residuals.iter().map(|r| tracer.constant(r.clone())).collect();
+        vars.extend(args.iter().cloned());
+        transforms::inline_graph(&self.graph, &vars)
+    }
+    fn cache(&self) -> Option<&PlanCache> {
+        Some(&self.cache)
+    }
+    fn name(&self) -> String {
+        "linearized".into()
+    }
+}
+
+/// Evaluates `f` at `primals` and returns its outputs and its linearization
+/// there (`jax.linearize`): a function of tangents (one per float argument)
+/// returning the outputs' tangents, without recomputing `f`. The primal
+/// part runs once, here; the values the linear part needs are kept.
+///
+/// ```
+/// use anvil::prelude::*;
+/// let x = Tensor::from_vec(vec![0.0, 1.0], &[2])?;
+/// let (y, f_jvp) = anvil::linearize(&|x: &Var| x.sin(), &[x.clone()])?;
+/// assert_eq!(y[0].to_vec::<f64>()?, vec![0.0, 1f64.sin()]);
+/// let t = f_jvp.call(&Tensor::from_vec(vec![2.0, 2.0], &[2])?)?;
+/// assert_eq!(t[0].to_vec::<f64>()?, vec![2.0, 2.0 * 1f64.cos()]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`Call::call`], and an op without a jvp rule.
+pub fn linearize<M, F: Function<M>>(
+    f: &F,
+    primals: &[Tensor],
+) -> Result<(Vec<Tensor>, Linearized)> {
+    let types: Vec<TensorType> = primals.iter().map(Tensor::ty).collect();
+    let graph = trace_types(f, &types)?;
+    let lin = transforms::linearize_graph(&graph, &types)?;
+    let mut values = run_graph(&lin.primal, primals)?;
+    let residuals = values.split_off(lin.outputs);
+    Ok((values, Linearized { graph: lin.linear, residuals, cache: PlanCache::new() }))
 }

@@ -459,3 +459,29 @@ fn jvp_and_vjp_of_several_outputs() {
     }
     let _ = rand(&[1], 0);
 }
+
+/// linearize: the primal once, then jvps at any tangents, and vmap over
+/// tangents for a Jacobian.
+#[test]
+fn linearize_gives_the_jvp_without_the_primal() {
+    let x = rand(&[3, 4], 40);
+    let (y, lin) = anvil::linearize(&many_ops, std::slice::from_ref(&x)).unwrap();
+    y[0].assert_allclose(&jit(many_ops).call(&x).unwrap(), 0.0, 0.0);
+    for seed in 0..2 {
+        let v = rand(&[3, 4], 41 + seed);
+        let t = lin.call(&v).unwrap();
+        t[0].assert_allclose(&jvp(many_ops).call((&x, &v)).unwrap()[1], 1e-14, 1e-14);
+    }
+    // The linear graph holds no transcendental op: they ran in the primal part.
+    let g = trace(&lin, &x).unwrap();
+    for name in ["sin", "exp", "tanh", "erf", "log1p"] {
+        assert!(g.iter().all(|(_, n)| n.op.name() != name), "{name} in the linear part:\n{g}");
+    }
+    // vmap over a basis of tangents is the Jacobian.
+    let basis = Tensor::eye(12).reshape(&[12, 3, 4]).unwrap();
+    let cols = vmap(lin).call(&basis).unwrap().remove(0); // [12, out]
+    let jf = jacfwd(many_ops).call(&x).unwrap(); // [out, 3, 4]
+    let out_n = jf.shape()[0];
+    let jt = jit(move |j: &Var| j.reshape(&[out_n as i64, 12]).transpose()).call(&jf).unwrap();
+    cols.assert_allclose(&jt, 1e-13, 1e-13);
+}

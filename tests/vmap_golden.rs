@@ -192,11 +192,9 @@ fn stack_of_reductions_reindexed_by_a_list() {
 }
 
 /// `map(f)` is one `map` node whose body is `f` traced at the element
-/// shapes, with the shared `w` passed through unmapped (`in_axes=[0,-]`).
-///
-/// KNOWN INEFFICIENCY: `exp %1` in the body depends only on the shared
-/// argument but runs once per iteration (4 times); hoisting loop-invariant
-/// nodes out of the body would run it once, as `vmap` does.
+/// shapes. `exp(w)` depends only on the shared `w`: it is hoisted out of the
+/// loop and runs once, and the loop reads it as a shared operand
+/// (`in_axes=[0,-]`); `w` itself is no longer an operand.
 #[test]
 fn map_prints_its_body() {
     let f = map(|x: &Var, w: &Var| x.matmul(&w.exp()).sin()).in_axes([Some(0), None]);
@@ -204,14 +202,14 @@ fn map_prints_its_body() {
     golden(
         &g,
         r#"graph(%0: f64[4,3], %1: f64[3,2]) {
-  %2: f64[4,2] = map[size=4, in_axes=[0,-], body=5 nodes] %0, %1
+  %2: f64[3,2] = exp %1
+  %3: f64[4,2] = map[size=4, in_axes=[0,-], body=4 nodes] %0, %2
     graph(%0: f64[3], %1: f64[3,2]) {
-      %2: f64[3,2] = exp %1
-      %3: f64[2] = matmul %0, %2
-      %4: f64[2] = sin %3
-      return %4
+      %2: f64[2] = matmul %0, %1
+      %3: f64[2] = sin %2
+      return %3
     }
-  return %2
+  return %3
 }"#,
     );
 }
@@ -226,7 +224,7 @@ fn map_prints_its_body() {
 /// put the loop axis first, and the result back: `Map` only loops over axis
 /// 0 of its operands and writes axis 0 of its result (KNOWN INEFFICIENCY:
 /// a loop axis parameter on `Map` would avoid both copies). The body's
-/// `exp %1` is loop-invariant, as in `map_prints_its_body`.
+/// loop-invariant `exp(w)` is hoisted, as in `map_prints_its_body`.
 #[test]
 fn vmap_of_map_vmaps_the_body_and_keeps_the_loop() {
     let m = map(|x: &Var, w: &Var| x.matmul(&w.exp()).sin()).in_axes([Some(0), None]);
@@ -235,15 +233,15 @@ fn vmap_of_map_vmaps_the_body_and_keeps_the_loop() {
     golden(
         &g,
         r#"graph(%0: f64[4,5,3], %1: f64[3,2]) {
-  %2: f64[4,5,2] = map[size=4, in_axes=[0,-], body=5 nodes] %0, %1
+  %2: f64[3,2] = exp %1
+  %3: f64[4,5,2] = map[size=4, in_axes=[0,-], body=4 nodes] %0, %2
     graph(%0: f64[5,3], %1: f64[3,2]) {
-      %2: f64[3,2] = exp %1
-      %3: f64[5,2] = matmul %0, %2
-      %4: f64[5,2] = sin %3
-      return %4
+      %2: f64[5,2] = matmul %0, %1
+      %3: f64[5,2] = sin %2
+      return %3
     }
-  %3: f64[5,4,2] = permute[perm=[1, 0, 2]] %2
-  return %3
+  %4: f64[5,4,2] = permute[perm=[1, 0, 2]] %3
+  return %4
 }"#,
     );
     let f = vmap(m).in_axes([Some(0), None]);
@@ -251,16 +249,16 @@ fn vmap_of_map_vmaps_the_body_and_keeps_the_loop() {
     golden(
         &g,
         r#"graph(%0: f64[5,4,3], %1: f64[3,2]) {
-  %2: f64[4,5,3] = permute[perm=[1, 0, 2]] %0
-  %3: f64[4,5,2] = map[size=4, in_axes=[0,-], body=5 nodes] %2, %1
+  %2: f64[3,2] = exp %1
+  %3: f64[4,5,3] = permute[perm=[1, 0, 2]] %0
+  %4: f64[4,5,2] = map[size=4, in_axes=[0,-], body=4 nodes] %3, %2
     graph(%0: f64[5,3], %1: f64[3,2]) {
-      %2: f64[3,2] = exp %1
-      %3: f64[5,2] = matmul %0, %2
-      %4: f64[5,2] = sin %3
-      return %4
+      %2: f64[5,2] = matmul %0, %1
+      %3: f64[5,2] = sin %2
+      return %3
     }
-  %4: f64[5,4,2] = permute[perm=[1, 0, 2]] %3
-  return %4
+  %5: f64[5,4,2] = permute[perm=[1, 0, 2]] %4
+  return %5
 }"#,
     );
 }

@@ -21,6 +21,7 @@
 //! movement ops, sums, matmul, take/scatter_add, select, cast...) need a
 //! transpose rule.
 
+use crate::replay::{replay, value};
 use anvil_core::{
     jvp_rules, trace_with, transpose_rules, Error, Graph, LinearArg, Op, Parameter, Result,
     TensorType, Var,
@@ -204,27 +205,15 @@ pub fn transpose_graph(
     Ok((outs, in_cts))
 }
 
-/// Reverse mode: emits `graph` on `primals`, and the cotangent of every
-/// input given cotangents of the outputs (`None`: zero). Returns the
-/// outputs and the input cotangents (`None`: zero, or an input that is not
-/// a float and so has no cotangent).
-///
-/// # Errors
-/// As [`jvp_graph`] and [`transpose_graph`].
-pub fn vjp_graph(
-    graph: &Graph,
-    primals: &[Var],
-    cts: &[Option<Var>],
-) -> Result<(Vec<Var>, Vec<Option<Var>>)> {
-    let n = primals.len();
-    anvil_core::function::check_arity("vjp", Some(graph.inputs().len()), n)?;
-    anvil_core::function::check_arity("vjp cotangents", Some(graph.outputs().len()), cts.len())?;
-    let float: Vec<bool> = primals.iter().map(|p| p.dtype().is_float()).collect();
-    let mut types: Vec<TensorType> = primals.iter().map(|p| p.ty().clone()).collect();
-    types.extend(primals.iter().filter(|p| p.dtype().is_float()).map(|p| p.ty().clone()));
-    let m = graph.outputs().len();
-    // The jvp, with tangent inputs for the float primals: outputs, then
-    // output tangents (zeros where symbolic, which stay known and get no cotangent).
+/// The jvp of `graph` as a graph of its own: inputs are the primals, then
+/// one tangent per float primal; outputs are the outputs, then their
+/// tangents (zeros where symbolic: those stay known, not linear). Also
+/// returns which primals are float.
+fn jvp_trace(graph: &Graph, primal_types: &[TensorType]) -> Result<(Graph, Vec<bool>)> {
+    let n = primal_types.len();
+    let float: Vec<bool> = primal_types.iter().map(|t| t.dtype.is_float()).collect();
+    let mut types = primal_types.to_vec();
+    types.extend(primal_types.iter().filter(|t| t.dtype.is_float()).cloned());
     let lin = trace_with(&types, |vars| {
         let mut next = n;
         let ts: Vec<Option<Var>> = float
@@ -244,6 +233,100 @@ pub fn vjp_graph(
             .collect();
         Ok(outs.into_iter().chain(touts).collect())
     })?;
+    Ok((lin, float))
+}
+
+/// A function split into its primal part and its linear part, as
+/// `jax.linearize` does; see [`linearize_graph`].
+#[derive(Clone, Debug)]
+pub struct Linearization {
+    /// `primals -> (outputs..., residuals...)`.
+    pub primal: Graph,
+    /// `(residuals..., tangents of the float primals...) -> output tangents`,
+    /// linear in the tangents.
+    pub linear: Graph,
+    /// The number of outputs of the function (the residuals follow them in
+    /// `primal`'s outputs).
+    pub outputs: usize,
+}
+
+/// Splits the jvp of `graph` at primals of types `primal_types` into the
+/// part that depends only on the primals (run once) and the part that is
+/// linear in the tangents; the values passed from the first to the second
+/// are the residuals. Evaluating `primal` and then `linear` on any tangents
+/// gives the jvp without recomputing the primal.
+///
+/// # Errors
+/// As [`jvp_graph`].
+pub fn linearize_graph(graph: &Graph, primal_types: &[TensorType]) -> Result<Linearization> {
+    let n = primal_types.len();
+    let (lin, _) = jvp_trace(graph, primal_types)?;
+    let m = graph.outputs().len();
+    let mut is_linear = vec![false; lin.len()];
+    for (k, &input) in lin.inputs().iter().enumerate() {
+        is_linear[input.index()] = k >= n;
+    }
+    for (id, node) in lin.iter() {
+        if node.inputs.iter().any(|i| is_linear[i.index()]) {
+            is_linear[id.index()] = true;
+        }
+    }
+    // Residuals: known values read by linear nodes, or returned as tangents.
+    let mut residual: Vec<anvil_core::NodeId> = Vec::new();
+    let mut note = |id: anvil_core::NodeId| {
+        if !is_linear[id.index()] && !residual.contains(&id) {
+            residual.push(id);
+        }
+    };
+    for (id, node) in lin.iter() {
+        if is_linear[id.index()] && !node.op.is::<Parameter>() {
+            node.inputs.iter().for_each(|&i| note(i));
+        }
+    }
+    lin.outputs()[m..].iter().for_each(|&o| note(o));
+    let primal = trace_with(primal_types, |vars| {
+        let mut env: Vec<Option<Var>> = vec![None; lin.len()];
+        for (k, &input) in lin.inputs().iter().enumerate().take(n) {
+            env[input.index()] = Some(vars[k].clone());
+        }
+        replay(&lin, &mut env, |id| !is_linear[id.index()])?;
+        lin.outputs()[..m].iter().chain(&residual).map(|&o| value(&env, o)).collect()
+    })?;
+    let mut types: Vec<TensorType> = residual.iter().map(|&r| lin.ty(r).clone()).collect();
+    types.extend(lin.input_types()[n..].iter().cloned());
+    let linear = trace_with(&types, |vars| {
+        let mut env: Vec<Option<Var>> = vec![None; lin.len()];
+        for (k, &r) in residual.iter().enumerate() {
+            env[r.index()] = Some(vars[k].clone());
+        }
+        for (k, &input) in lin.inputs().iter().enumerate().skip(n) {
+            env[input.index()] = Some(vars[residual.len() + k - n].clone());
+        }
+        replay(&lin, &mut env, |id| is_linear[id.index()])?;
+        lin.outputs()[m..].iter().map(|&o| value(&env, o)).collect()
+    })?;
+    Ok(Linearization { primal, linear, outputs: m })
+}
+
+/// Reverse mode: emits `graph` on `primals`, and the cotangent of every
+/// input given cotangents of the outputs (`None`: zero). Returns the
+/// outputs and the input cotangents (`None`: zero, or an input that is not
+/// a float and so has no cotangent).
+///
+/// # Errors
+/// As [`jvp_graph`] and [`transpose_graph`].
+pub fn vjp_graph(
+    graph: &Graph,
+    primals: &[Var],
+    cts: &[Option<Var>],
+) -> Result<(Vec<Var>, Vec<Option<Var>>)> {
+    let n = primals.len();
+    anvil_core::function::check_arity("vjp", Some(graph.inputs().len()), n)?;
+    anvil_core::function::check_arity("vjp cotangents", Some(graph.outputs().len()), cts.len())?;
+    let primal_types: Vec<TensorType> = primals.iter().map(|p| p.ty().clone()).collect();
+    let (lin, float) = jvp_trace(graph, &primal_types)?;
+    let m = graph.outputs().len();
+    let types = lin.input_types();
     let linear: Vec<bool> = (0..types.len()).map(|i| i >= n).collect();
     let known: Vec<Option<Var>> =
         primals.iter().cloned().map(Some).chain((n..types.len()).map(|_| None)).collect();

@@ -13,9 +13,10 @@ pub mod custom;
 pub mod diff;
 pub mod map;
 pub mod passes;
+mod replay;
 pub mod vmap;
 
-pub use ad::{jvp_graph, transpose_graph, vjp_graph};
+pub use ad::{jvp_graph, linearize_graph, transpose_graph, vjp_graph, Linearization};
 pub use custom::{custom_jvp, custom_vjp, inline_graph, CustomJvp, CustomVjp};
 pub use diff::{grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, Grad, Jacobian, Jvp, Vjp};
 pub use map::{map, map_fallback, map_fallbacks, MapFn};

@@ -14,6 +14,7 @@
 //! ([`map_fallback`]), printing a one-time warning naming the op.
 
 use crate::passes::dce;
+use crate::replay::{drop_unused_inputs, replay, value};
 use crate::vmap::{axes_for, batch_args, vmap_graph, InAxes};
 use anvil_core::function::trace_types;
 use anvil_core::{
@@ -30,18 +31,87 @@ use std::sync::{Arc, Mutex};
 /// Emits one `Map` node per output of `body`, over `args` whose batch axis
 /// is 0 (mapped) or absent (shared). Each node's body is `body` cut down to
 /// that output, so nodes never carry dead code.
+///
+/// Work in the body that depends only on shared operands (loop-invariant)
+/// is hoisted out and done once, before the loop: the values the loop needs
+/// from it become extra shared operands.
 pub(crate) fn emit_map(body: &Graph, args: &[Batched], size: usize) -> Result<Vec<Var>> {
-    let mapped: Vec<bool> = args.iter().map(|b| b.axis.is_some()).collect();
-    let refs: Vec<&Var> = args.iter().map(|b| &b.var).collect();
+    let (body, args) = hoist_invariants(body, args)?;
     body.outputs()
         .iter()
         .map(|&o| {
             let mut one = body.clone();
             one.set_outputs(vec![o]);
-            let op = Map { body: Arc::new(dce(&one)?), mapped: mapped.clone(), size };
+            let (one, kept) = drop_unused_inputs(&dce(&one)?)?;
+            let mapped = kept.iter().map(|&k| args[k].axis.is_some()).collect();
+            let refs: Vec<&Var> = kept.iter().map(|&k| &args[k].var).collect();
+            let op = Map { body: Arc::new(one), mapped, size };
             Ok(Var::apply_op(Box::new(op), &refs))
         })
         .collect()
+}
+
+/// Splits off the loop-invariant part of `body`: nodes with operands that
+/// depend on no mapped operand. Those read by the loop (or returned) are
+/// computed here, in the caller's trace, and passed to a new body as shared
+/// operands. Nodes without operands (constants) stay in the body.
+fn hoist_invariants(body: &Graph, args: &[Batched]) -> Result<(Graph, Vec<Batched>)> {
+    let mut variant = vec![false; body.len()];
+    for (&input, a) in body.inputs().iter().zip(args) {
+        variant[input.index()] = a.axis.is_some();
+    }
+    for (id, node) in body.iter() {
+        variant[id.index()] |= node.inputs.iter().any(|i| variant[i.index()]);
+    }
+    let hoistable = |id: anvil_core::NodeId| {
+        let node = body.node(id);
+        !variant[id.index()] && !node.inputs.is_empty() && !node.op.is::<anvil_core::Parameter>()
+    };
+    let mut frontier: Vec<anvil_core::NodeId> = Vec::new();
+    for (id, node) in body.iter() {
+        if variant[id.index()] {
+            for &i in &node.inputs {
+                if hoistable(i) && !frontier.contains(&i) {
+                    frontier.push(i);
+                }
+            }
+        }
+    }
+    for &o in body.outputs() {
+        if hoistable(o) && !frontier.contains(&o) {
+            frontier.push(o);
+        }
+    }
+    if frontier.is_empty() {
+        return Ok((body.clone(), args.to_vec()));
+    }
+    // The invariant values, once, from the shared operands.
+    let mut env: Vec<Option<Var>> = vec![None; body.len()];
+    for (&input, a) in body.inputs().iter().zip(args) {
+        if a.axis.is_none() {
+            env[input.index()] = Some(a.var.clone());
+        }
+    }
+    replay(body, &mut env, |id| !variant[id.index()])?;
+    let hoisted: Vec<Var> = frontier.iter().map(|&f| value(&env, f)).collect::<Result<_>>()?;
+    // The new body reads the hoisted values as inputs.
+    let mut types = body.input_types();
+    types.extend(hoisted.iter().map(|h| h.ty().clone()));
+    let n = body.inputs().len();
+    let new_body = trace_with(&types, |vars| {
+        let mut env: Vec<Option<Var>> = vec![None; body.len()];
+        for (k, &input) in body.inputs().iter().enumerate() {
+            env[input.index()] = Some(vars[k].clone());
+        }
+        for (k, f) in frontier.iter().enumerate() {
+            env[f.index()] = Some(vars[n + k].clone());
+        }
+        replay(body, &mut env, |id| !hoistable(id))?;
+        body.outputs().iter().map(|&o| value(&env, o)).collect()
+    })?;
+    let mut new_args = args.to_vec();
+    new_args.extend(hoisted.into_iter().map(|h| Batched::new(h, None)));
+    Ok((new_body, new_args))
 }
 
 /// `body` vmapped: a graph over inputs with a leading batch of `size` where
