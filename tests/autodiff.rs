@@ -485,3 +485,23 @@ fn linearize_gives_the_jvp_without_the_primal() {
     let jt = jit(move |j: &Var| j.reshape(&[out_n as i64, 12]).transpose()).call(&jf).unwrap();
     cols.assert_allclose(&jt, 1e-13, 1e-13);
 }
+
+/// The gradient of a product is exact with zeros among the factors.
+#[test]
+fn prod_gradient_with_zeros() {
+    let f = |x: &Var| x.prod(&[0], false);
+    let g = |v: Vec<f64>| {
+        grad(f).call(&Tensor::from_vec(v, &[4]).unwrap()).unwrap().to_vec::<f64>().unwrap()
+    };
+    assert_eq!(g(vec![2.0, 3.0, 4.0, 5.0]), vec![60.0, 40.0, 30.0, 24.0]);
+    assert_eq!(g(vec![2.0, 0.0, 4.0, 5.0]), vec![0.0, 40.0, 0.0, 0.0]);
+    assert_eq!(g(vec![0.0, 0.0, 4.0, 5.0]), vec![0.0; 4]);
+    // keepdims and several axes
+    let x = Tensor::from_vec(vec![1.0, 2.0, 0.0, 3.0, 4.0, 5.0], &[2, 3]).unwrap();
+    let j = jacrev(|x: &Var| x.prod(&[1], true)).call(&x).unwrap();
+    assert_eq!(j.shape(), &[2, 1, 2, 3]);
+    assert_eq!(
+        j.to_vec::<f64>().unwrap(),
+        vec![0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 20.0, 15.0, 12.0]
+    );
+}

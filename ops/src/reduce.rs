@@ -216,15 +216,27 @@ fn jvp_extreme<O: ReduceMath>(
     Ok(Some(num / count))
 }
 
-/// `prod`: `sum(t * prod / x)`. Exact where no reduced element is zero; at
-/// a zero element this gives NaN (a product-of-the-others formulation is
-/// future work).
-fn jvp_prod(op: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+/// `prod`: `sum(t_i * prod_{j != i} x_j)`. The product of the others is
+/// `prod / x_i` when no element is zero; with exactly one zero, it is the
+/// product of the nonzero elements at the zero and 0 elsewhere; with two or
+/// more, 0 everywhere. So the first derivative is exact at zeros too (a
+/// second derivative at an exact zero misses the terms through the other
+/// zero's position).
+fn jvp_prod(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
     let o = op.try_downcast::<ReduceProd>()?;
     let Some(t) = &t[0] else { return Ok(None) };
     let x = &p[0];
-    let scaled = t * &(keep_reduced_axes(o, out, x.shape()) / x);
     let axes: Vec<i64> = o.axes().iter().map(|&a| a as i64).collect();
+    let is_zero = x.equal(&x.zeros_like());
+    let nonzero = is_zero.select(&x.ones_like(), x);
+    let prod_nonzero = nonzero.prod(&axes, true);
+    let zeros = is_zero.cast(x.dtype()).sum_keepdims(&axes);
+    let none = zeros.equal(&zeros.zeros_like());
+    let one = zeros.equal(&zeros.ones_like());
+    let at_single_zero =
+        one.select(&is_zero.select(&prod_nonzero, &x.zeros_like()), &x.zeros_like());
+    let others = none.select(&(&prod_nonzero / &nonzero), &at_single_zero);
+    let scaled = t * &others;
     Ok(Some(if o.keepdims() { scaled.sum_keepdims(&axes) } else { scaled.sum(&axes) }))
 }
 
