@@ -505,3 +505,38 @@ fn prod_gradient_with_zeros() {
         vec![0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 20.0, 15.0, 12.0]
     );
 }
+
+/// A linear op with a jvp rule but no transpose rule: forward mode works,
+/// reverse mode is an error naming the op and the missing rule.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Twice;
+impl Op for Twice {
+    fn name(&self) -> &'static str {
+        "test.twice"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> anvil::Result<TensorType> {
+        Ok(inputs[0].clone())
+    }
+}
+fn twice(_: &dyn Op, inputs: &[&Tensor], _: &TensorType, _: &anvil::Ctx) -> anvil::Result<Tensor> {
+    let v = inputs[0].to_vec::<f64>()?.iter().map(|x| 2.0 * x).collect();
+    Tensor::from_vec(v, inputs[0].shape())
+}
+fn twice_jvp(op: &dyn Op, _: &[Var], t: &[Option<Var>], _: &Var) -> anvil::Result<Option<Var>> {
+    Ok(t[0].as_ref().map(|t| Var::apply_op(op.boxed(), &[t])))
+}
+anvil::cpu::register_kernel!(Twice, twice);
+anvil::core::register_rule!(JvpRule, Twice, twice_jvp);
+
+#[test]
+fn reverse_mode_through_a_linear_op_without_transpose_rule_is_an_error() {
+    let f = |x: &Var| x.apply(Twice, &[]).sin().sum_all();
+    let x = rand(&[3], 50);
+    let v = Tensor::ones(&[3]);
+    assert!(jvp(f).call((&x, &v)).is_ok());
+    assert!(jacfwd(f).call(&x).is_ok());
+    for e in [grad(f).call(&x).unwrap_err(), jacrev(f).call(&x).unwrap_err()] {
+        let e = e.to_string();
+        assert!(e.contains("test.twice") && e.contains("transpose rule"), "{e}");
+    }
+}
