@@ -106,11 +106,13 @@ impl<M, F: Function<M> + ?Sized> Call<M> for F {
     }
 }
 
-/// Traces, simplifies (common subexpressions merged, dead nodes dropped:
-/// transforms emit both) and compiles.
+/// Traces, simplifies (products with an identity, chains of movement ops,
+/// common subexpressions, dead nodes: transforms emit all of them) and
+/// compiles.
 fn compile<M, F: Function<M> + ?Sized>(f: &F, types: &[TensorType]) -> Result<cpu::Plan> {
     let graph = trace_types(f, types)?;
-    cpu::compile(&transforms::dce(&transforms::cse(&graph)?)?)
+    let graph = transforms::dce(&transforms::cse(&transforms::simplify(&graph)?)?)?;
+    cpu::compile(&graph)
 }
 
 /// A function with a cache of compiled plans (see [`jit`]).

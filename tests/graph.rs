@@ -130,3 +130,28 @@ fn values_and_inputs_pass_through() {
     assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![1.0]);
     assert_eq!(out[1], out[2]);
 }
+
+/// `simplify` folds the identity product of a jacfwd seed and chains of
+/// movement ops, without changing values.
+#[test]
+fn simplify_removes_identity_products_and_movement_chains() {
+    use anvil::transforms::{dce, simplify};
+    let w = Tensor::from_vec((0..16).map(|i| (i as f64).sin()).collect(), &[4, 4]).unwrap();
+    let f = |x: &Var, w: &Var| w.matmul(x).tanh();
+    let x = Tensor::from_vec(vec![0.1, 0.2, 0.3, 0.4], &[4]).unwrap();
+    let j = anvil::jacfwd(f);
+    let g = dce(&trace(&j, (&x, &w)).unwrap()).unwrap();
+    let s = dce(&simplify(&g).unwrap()).unwrap();
+    let matmuls = |g: &anvil::Graph| g.iter().filter(|(_, n)| n.op.name() == "matmul").count();
+    assert!(matmuls(&s) < matmuls(&g), "before:\n{g}\nafter:\n{s}");
+    assert_eq!(matmuls(&s), 1, "{s}");
+    let a = anvil::run_graph(&g, &[x.clone(), w.clone()]).unwrap();
+    let b = anvil::run_graph(&s, &[x.clone(), w.clone()]).unwrap();
+    a[0].assert_allclose(&b[0], 0.0, 0.0);
+    // transpose of transpose, reshape of reshape
+    let h = |x: &Var| x.transpose().transpose().reshape(&[2, 2]).reshape(&[4]).sin();
+    let g = trace(&h, &x).unwrap();
+    let s = simplify(&g).unwrap();
+    let s = dce(&s).unwrap();
+    assert_eq!(s.len(), 2, "{s}"); // the input and sin
+}

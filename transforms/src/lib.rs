@@ -20,5 +20,5 @@ pub use ad::{jvp_graph, linearize_graph, transpose_graph, vjp_graph, Linearizati
 pub use custom::{custom_jvp, custom_vjp, inline_graph, CustomJvp, CustomVjp};
 pub use diff::{grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, Grad, Jacobian, Jvp, Vjp};
 pub use map::{map, map_fallback, map_fallbacks, MapFn};
-pub use passes::{cse, dce};
+pub use passes::{cse, dce, simplify};
 pub use vmap::{vmap, vmap_graph, vmap_graph_chunked, InAxes, Vmap};

@@ -75,3 +75,108 @@ pub fn dce(g: &Graph) -> Result<Graph> {
 pub fn cse(g: &Graph) -> Result<Graph> {
     rebuild(g, &vec![true; g.len()], true)
 }
+
+/// Algebraic simplification: rewrites that remove work transforms tend to
+/// create, applied in one forward sweep.
+///
+/// - a matrix product with an identity constant (the `W @ I` of a `jacfwd`
+///   seed) is the other operand;
+/// - a permute of a permute is one permute, and the identity permute is
+///   nothing;
+/// - a reshape of a reshape is one reshape, and a reshape, broadcast or
+///   cast to the operand's own type is nothing.
+///
+/// Values and types are unchanged, so the graph's signature is too.
+///
+/// # Errors
+/// An invalid input graph.
+pub fn simplify(g: &Graph) -> Result<Graph> {
+    use anvil_ops::elementwise::Cast;
+    use anvil_ops::matmul::Matmul;
+    use anvil_ops::movement::{BroadcastTo, Permute, Reshape};
+    g.verify()?;
+    let mut out = Graph::new();
+    let mut map: Vec<NodeId> = Vec::with_capacity(g.len());
+    for (_, n) in g.iter() {
+        let ins: Vec<NodeId> = n.inputs.iter().map(|i| map[i.index()]).collect();
+        if n.op.is::<Parameter>() {
+            map.push(out.add_input(n.ty.clone())?);
+            continue;
+        }
+        let same_type = |i: NodeId, out: &Graph| *out.ty(i) == n.ty;
+        let replaced = if n.op.is::<Matmul>() {
+            let (a, b) = (ins[0], ins[1]);
+            if is_identity(out.node(b)) && same_type(a, &out) {
+                Some(a)
+            } else if is_identity(out.node(a)) && same_type(b, &out) {
+                Some(b)
+            } else {
+                None
+            }
+        } else if n.op.is::<Reshape>() || n.op.is::<BroadcastTo>() || n.op.is::<Cast>() {
+            same_type(ins[0], &out).then_some(ins[0])
+        } else {
+            None
+        };
+        if let Some(r) = replaced {
+            map.push(r);
+            continue;
+        }
+        // Fold a chain of two into one node.
+        let inner = ins.first().map(|&i| out.node(i));
+        let fused: Option<(Box<dyn Op>, NodeId)> = match (n.op.downcast_ref::<Permute>(), inner) {
+            (Some(p), Some(node)) => node.op.downcast_ref::<Permute>().map(|q| {
+                let perm: Vec<usize> = p.perm.iter().map(|&a| q.perm[a]).collect();
+                (Box::new(Permute { perm }) as Box<dyn Op>, node.inputs[0])
+            }),
+            _ => None,
+        }
+        .or_else(|| match (n.op.downcast_ref::<Reshape>(), inner) {
+            (Some(r), Some(node)) if node.op.is::<Reshape>() => {
+                Some((Box::new(r.clone()) as Box<dyn Op>, node.inputs[0]))
+            }
+            _ => None,
+        });
+        let id = match fused {
+            Some((op, src)) => {
+                let identity = op
+                    .downcast_ref::<Permute>()
+                    .is_some_and(|p| p.perm.iter().enumerate().all(|(i, &a)| i == a));
+                if (identity || op.is::<Reshape>()) && *out.ty(src) == n.ty {
+                    src
+                } else {
+                    out.push_node(Node { op, inputs: vec![src], ty: n.ty.clone() })?
+                }
+            }
+            None => {
+                let identity =
+                    n.op.downcast_ref::<Permute>()
+                        .is_some_and(|p| p.perm.iter().enumerate().all(|(i, &a)| i == a));
+                if identity {
+                    ins[0]
+                } else {
+                    out.push_node(Node { op: n.op.clone(), inputs: ins, ty: n.ty.clone() })?
+                }
+            }
+        };
+        map.push(id);
+    }
+    out.set_outputs(g.outputs().iter().map(|o| map[o.index()]).collect());
+    Ok(out)
+}
+
+/// Whether a node is a constant square identity matrix.
+fn is_identity(node: &Node) -> bool {
+    let Some(c) = node.op.downcast_ref::<anvil_core::Constant>() else { return false };
+    let t = &c.value;
+    match t.shape() {
+        [r, k] if r == k && t.dtype().is_float() => {
+            let r = *r;
+            t.to_f64_vec()
+                .iter()
+                .enumerate()
+                .all(|(i, &x)| x == if i / r == i % r { 1.0 } else { 0.0 })
+        }
+        _ => false,
+    }
+}
