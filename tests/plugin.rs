@@ -4,7 +4,7 @@
 //! and Hessians against closed forms.
 
 use anvil::prelude::*;
-use anvil::testing::{check_op_vmap, InputKind, OpSample};
+use anvil::testing::{check_op, rule_report, InputKind, OpSample};
 use anvil_special::{BesselJ0, BesselJ1, CumSum, SpecialExt};
 use anvil_special_cpu as _;
 
@@ -68,13 +68,28 @@ fn plugin_samples() -> Vec<OpSample> {
     ]
 }
 
+/// Every check of the kit: vmap against loops (every batch position,
+/// nested), jvp against finite differences, the dot-product test of the
+/// transpose, vmap of jvp.
 #[test]
 fn the_plugin_ops_pass_the_conformance_kit() {
     for s in plugin_samples() {
-        if let Err(e) = check_op_vmap(&s) {
-            panic!("{e}");
-        }
+        let report = check_op(&s);
+        assert!(report.is_ok(), "{report}");
     }
+    // Registry introspection lists them with their rules.
+    let report = rule_report();
+    let row = |name: &str| {
+        report.iter().find(|r| r.op == name).unwrap_or_else(|| panic!("{name} not listed"))
+    };
+    let cumsum = row("CumSum");
+    assert!(
+        cumsum.kernel && cumsum.vmap && cumsum.jvp && cumsum.transpose,
+        "{:?}",
+        cumsum.location
+    );
+    let j0 = row("BesselJ0");
+    assert!(j0.kernel && j0.vmap && j0.jvp && !j0.transpose);
 }
 
 #[test]

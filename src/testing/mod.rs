@@ -9,16 +9,25 @@
 //!   [`check_op_vmap`] checks an op's batching rule in every batching
 //!   configuration, nested too; [`missing_samples`] lists the registered ops
 //!   no sample covers.
+//! - The derivative checks: [`check_op_jvp`] compares an op's jvp rule with
+//!   finite differences; [`check_op_transpose`] checks the transpose rules
+//!   of what the jvp emits by the dot-product test `<u, J v> = <J^T u, v>`;
+//!   [`check_op_vmap_of_jvp`] checks that the jvp batches (as `jacfwd`
+//!   needs). [`check_op`] runs every check on a sample and reports each
+//!   outcome (passed, trivial, skipped and why, failed and how).
+//! - [`rule_report`]: every registered op type and which kernel and rules
+//!   it has.
 //!
 //! A plugin crate checks its ops with the same functions:
 //!
 //! ```
-//! use anvil::testing::{check_op_vmap, missing_samples, standard_samples};
+//! use anvil::testing::{check_op, missing_samples, standard_samples};
 //! # use anvil::testing::{InputKind, OpSample};
 //! # use anvil::ops::elementwise::Sin;
 //! let mine = vec![OpSample::new(Sin).input(InputKind::Uniform { lo: -1.0, hi: 1.0 }, &[3])];
 //! for s in &mine {
-//!     check_op_vmap(s)?;
+//!     // vmap, jvp against finite differences, transpose, vmap of jvp.
+//!     check_op(s).into_result()?;
 //! }
 //! // Every op registered with a kernel (the standard ones and the plugin's)
 //! // needs a sample; a test asserts that this list is empty.
@@ -29,12 +38,19 @@
 //! # Ok::<(), String>(())
 //! ```
 
+mod ad;
 mod conformance;
+mod report;
 mod sample;
 mod samples;
 
+pub use ad::{
+    check_op, check_op_jvp, check_op_transpose, check_op_vmap_of_jvp, CheckOutcome,
+    ConformanceResult,
+};
 pub use conformance::{check_op_vmap, missing_samples};
-pub use sample::{InputKind, OpSample, SplitMix64};
+pub use report::{rule_report, RuleReport, RuleReportTable};
+pub use sample::{Derivative, InputKind, OpSample, SplitMix64};
 pub use samples::standard_samples;
 
 use crate::{run_graph, trace_types, vmap, Function, Result, Tensor, TensorType};

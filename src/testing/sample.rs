@@ -230,15 +230,35 @@ fn f64s(v: Vec<f64>, shape: &[usize]) -> Tensor {
 }
 
 /// FNV-1a, to derive a sample's seed from its description.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes
         .iter()
         .fold(0xCBF2_9CE4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3))
 }
 
+/// How the derivative checks treat an op whose derivative is not simply
+/// the derivative of the function it computes (see [`OpSample::derivative`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Derivative {
+    /// The usual case: forward and reverse mode, checked against finite
+    /// differences of the op's own values.
+    #[default]
+    FiniteDifferences,
+    /// The derivative is zero by definition, whatever the op computes
+    /// (`stop_gradient`, the identity with no derivative): the jvp must be
+    /// zero, and finite differences are not compared.
+    Zero,
+    /// Reverse mode only (a `custom_vjp` call, as in JAX): the op's jvp rule
+    /// emits a tangent that only reverse mode can use, so the forward-mode
+    /// checks are skipped, and the vjp is compared with finite differences
+    /// (the dot-product test with `J v` from finite differences).
+    ReverseOnly,
+}
+
 /// One concrete instance of an op with valid sample inputs: what the
-/// conformance checks ([`check_op_vmap`](super::check_op_vmap), and the
-/// derivative checks to come) run an op on.
+/// conformance checks ([`check_op_vmap`](super::check_op_vmap),
+/// [`check_op_jvp`](super::check_op_jvp) and the other derivative checks,
+/// [`check_op`](super::check_op) for all of them) run an op on.
 ///
 /// Each input comes with its [`InputKind`], which says how to draw more
 /// values like it (all valid for the op: indices in bounds, positive values
@@ -274,6 +294,10 @@ pub struct OpSample {
     /// to be transformed (the tangent node of a `custom_vjp`, whose kernel is
     /// an error): checks then compare types only.
     pub evaluable: bool,
+    /// How the derivative checks treat the op:
+    /// [`Derivative::FiniteDifferences`] unless set with
+    /// [`OpSample::zero_derivative`] or [`OpSample::reverse_only`].
+    pub derivative: Derivative,
 }
 
 impl OpSample {
@@ -291,6 +315,7 @@ impl OpSample {
             rtol: 1e-12,
             atol: 1e-12,
             evaluable: true,
+            derivative: Derivative::FiniteDifferences,
         }
     }
 
@@ -340,6 +365,20 @@ impl OpSample {
     /// Marks the op as not evaluable (see [`OpSample::evaluable`]).
     pub fn not_evaluable(mut self) -> OpSample {
         self.evaluable = false;
+        self
+    }
+
+    /// Marks the op's derivative as zero by definition
+    /// ([`Derivative::Zero`]), like `stop_gradient`'s.
+    pub fn zero_derivative(mut self) -> OpSample {
+        self.derivative = Derivative::Zero;
+        self
+    }
+
+    /// Marks the op as differentiable in reverse mode only
+    /// ([`Derivative::ReverseOnly`]), like a `custom_vjp` call.
+    pub fn reverse_only(mut self) -> OpSample {
+        self.derivative = Derivative::ReverseOnly;
         self
     }
 

@@ -55,6 +55,10 @@ fn binary(op: &dyn Op, a: (InputKind, &[usize]), b: (InputKind, &[usize])) -> Op
 /// too, so that [`missing_samples`](super::missing_samples) finds every op
 /// covered; `vmap` has nothing to batch in them. The graph's structural
 /// `Parameter` has none.
+///
+/// For the derivative checks, the `stop_gradient` samples are marked
+/// [`zero_derivative`](OpSample::zero_derivative) and the `custom_vjp` call
+/// [`reverse_only`](OpSample::reverse_only).
 pub fn standard_samples() -> Vec<OpSample> {
     let mut s = Vec::new();
     unary_samples(&mut s);
@@ -93,7 +97,10 @@ fn unary_samples(s: &mut Vec<OpSample>) {
         (Box::new(StopGradient), SYM),
     ];
     for (op, kind) in unary {
-        s.push(OpSample::from_boxed(op).input(kind, &[2, 3]));
+        let sample = OpSample::from_boxed(op).input(kind, &[2, 3]);
+        // stop_gradient is the identity with a zero derivative by definition.
+        let zero = sample.op.is::<StopGradient>();
+        s.push(if zero { sample.zero_derivative() } else { sample });
     }
     // Other ranks and dtypes.
     s.push(OpSample::new(Sin).input(SYM, &[]));
@@ -102,7 +109,7 @@ fn unary_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Neg).input(int(-5, 6), &[2, 3]));
     s.push(OpSample::new(Abs).input(int(-5, 6), &[3]));
     s.push(OpSample::new(Sign).input(int(-5, 6), &[2, 2]));
-    s.push(OpSample::new(StopGradient).input(int(-5, 6), &[3]));
+    s.push(OpSample::new(StopGradient).input(int(-5, 6), &[3]).zero_derivative());
     // Casts between every pair of dtype families.
     s.push(OpSample::new(Cast { dtype: DType::F32 }).input(SYM, &[2, 3]));
     s.push(OpSample::new(Cast { dtype: DType::F64 }).input_dtype(SYM, &[3], DType::F32));
@@ -376,6 +383,7 @@ fn custom_derivative_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(CustomJvpCall { primal, jvp }).input(SYM, &[2, 3]).input(SYM, &[3]));
 
     // custom_vjp of sin(x * w): fwd keeps cos(x * w), x and w; bwd uses them.
+    // Reverse mode only: its forward mode is unsupported by design, as in JAX.
     let primal = traced(&|v| vec![(&v[0] * &v[1]).sin()], &[&[3], &[3]]);
     let fwd = traced(
         &|v| {
@@ -395,7 +403,8 @@ fn custom_derivative_samples(s: &mut Vec<OpSample>) {
     s.push(
         OpSample::new(CustomVjpCall { primal, fwd, bwd: bwd.clone() })
             .input(SYM, &[3])
-            .input(SYM, &[3]),
+            .input(SYM, &[3])
+            .reverse_only(),
     );
     // Its tangent node: residuals (c, x, w), then the tangents of x and w.
     // It has no forward evaluation (only a transpose), so only types are checked.
