@@ -90,7 +90,9 @@ impl<M, F: Function<M> + ?Sized> Call<M> for F {
 
     fn call_with(&self, args: impl Args, ctx: &Ctx) -> Result<Self::Output> {
         let args = args.into_tensors();
-        anvil_core::function::check_arity(&self.name(), self.arity(), args.len())?;
+        if self.arity().is_some_and(|n| n != args.len()) {
+            anvil_core::function::check_arity(&self.name(), self.arity(), args.len())?;
+        }
         let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
         let plan = match self.cache() {
             Some(cache) => {
@@ -110,9 +112,71 @@ impl<M, F: Function<M> + ?Sized> Call<M> for F {
 /// common subexpressions, dead nodes: transforms emit all of them) and
 /// compiles.
 fn compile<M, F: Function<M> + ?Sized>(f: &F, types: &[TensorType]) -> Result<cpu::Plan> {
-    let graph = trace_types(f, types)?;
-    let graph = transforms::dce(&transforms::cse(&transforms::simplify(&graph)?)?)?;
-    cpu::compile(&graph)
+    cpu::compile(&optimize(&trace_types(f, types)?)?)
+}
+
+/// The graph a call of `f` on arguments like `args` runs: traced, then
+/// simplified (see [`transforms::simplify`]), constants folded, common
+/// subexpressions merged and dead nodes dropped (`jax.jit(f).lower(x)`).
+///
+/// ```
+/// use anvil::prelude::*;
+/// // The transposes cancel: what runs is one sin.
+/// let g = anvil::lower(&|x: &Var| x.transpose().transpose().sin(), &Tensor::zeros(&[2, 3]))?;
+/// assert_eq!(g.len(), 2);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`trace`].
+pub fn lower<M, F: Function<M> + ?Sized>(f: &F, args: impl Args) -> Result<Graph> {
+    optimize(&trace(f, args)?)
+}
+
+fn optimize(graph: &Graph) -> Result<Graph> {
+    let graph = transforms::simplify(&fold_constants(&transforms::simplify(graph)?)?)?;
+    transforms::dce(&transforms::cse(&graph)?)
+}
+
+/// Evaluates, once at compile time, the nodes whose operands are all
+/// constants (a slice of the `jacfwd` seed, say), when their result is
+/// small enough to keep in the plan.
+fn fold_constants(g: &Graph) -> Result<Graph> {
+    const MAX_FOLDED: usize = 1 << 16;
+    let mut out = Graph::new();
+    let mut map: Vec<NodeId> = Vec::with_capacity(g.len());
+    let ctx = Ctx::sequential();
+    for (_, n) in g.iter() {
+        if n.op.is::<anvil_core::Parameter>() {
+            map.push(out.add_input(n.ty.clone())?);
+            continue;
+        }
+        let ins: Vec<NodeId> = n.inputs.iter().map(|i| map[i.index()]).collect();
+        let values: Option<Vec<&Tensor>> = ins
+            .iter()
+            .map(|&i| out.node(i).op.downcast_ref::<anvil_core::Constant>().map(|c| &c.value))
+            .collect();
+        let folded = match values {
+            Some(vals) if !vals.is_empty() && n.ty.numel() <= MAX_FOLDED => {
+                match cpu::kernels().lookup(n.op.as_ref()) {
+                    Ok(Some(k)) => (k.kernel)(n.op.as_ref(), &vals, &n.ty, &ctx).ok(),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let node = match folded {
+            Some(value) => anvil_core::Node {
+                op: Box::new(anvil_core::Constant { value }),
+                inputs: vec![],
+                ty: n.ty.clone(),
+            },
+            None => anvil_core::Node { op: n.op.clone(), inputs: ins, ty: n.ty.clone() },
+        };
+        map.push(out.push_node(node)?);
+    }
+    out.set_outputs(g.outputs().iter().map(|o| map[o.index()]).collect());
+    Ok(out)
 }
 
 /// A function with a cache of compiled plans (see [`jit`]).

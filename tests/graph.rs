@@ -141,10 +141,13 @@ fn simplify_removes_identity_products_and_movement_chains() {
     let x = Tensor::from_vec(vec![0.1, 0.2, 0.3, 0.4], &[4]).unwrap();
     let j = anvil::jacfwd(f);
     let g = dce(&trace(&j, (&x, &w)).unwrap()).unwrap();
-    let s = dce(&simplify(&g).unwrap()).unwrap();
-    let matmuls = |g: &anvil::Graph| g.iter().filter(|(_, n)| n.op.name() == "matmul").count();
-    assert!(matmuls(&s) < matmuls(&g), "before:\n{g}\nafter:\n{s}");
-    assert_eq!(matmuls(&s), 1, "{s}");
+    let s = anvil::lower(&j, (&x, &w)).unwrap();
+    let count =
+        |g: &anvil::Graph, name: &str| g.iter().filter(|(_, n)| n.op.name() == name).count();
+    // J = diag(1 - tanh²) W: the primal's product is the only one (W @ I
+    // is folded away, the seed's batch axis stays last), and no transpose.
+    assert_eq!(count(&s, "matmul"), 1, "{s}");
+    assert_eq!(count(&s, "permute"), 0, "{s}");
     let a = anvil::run_graph(&g, &[x.clone(), w.clone()]).unwrap();
     let b = anvil::run_graph(&s, &[x.clone(), w.clone()]).unwrap();
     a[0].assert_allclose(&b[0], 0.0, 0.0);

@@ -61,23 +61,39 @@ fn front_with_rank(b: &Batched, rank: usize) -> Var {
 }
 
 /// The rule of every broadcasting elementwise op (unary, binary, `select`,
-/// `cast`): applies the op to the operands as they are when their batch
-/// axes line up, else moves batch axes to the front (no broadcast copies).
+/// `cast`). When every batched operand has its batch axis at the same place
+/// `k` and the full rank, the op applies in place and the result keeps the
+/// batch axis at `k`; an unbatched operand is used as it is where NumPy's
+/// right-aligned broadcasting already lines it up, or gets a size-1 axis
+/// at `k` (a reshape, no copy). Otherwise batch axes move to the front. The
+/// broadcast is never materialised.
 pub fn vmap_elementwise(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
     let rank = args.iter().map(Batched::logical_rank).max().unwrap_or(0);
     let batched: Vec<&Batched> = args.iter().filter(|a| a.axis.is_some()).collect();
     let k = batched.first().and_then(|b| b.axis);
-    let in_place = k.is_some_and(|k| {
-        batched.iter().all(|b| b.axis == Some(k) && b.logical_rank() == rank)
-            && args.iter().filter(|a| a.axis.is_none()).all(|u| k < rank + 1 - u.logical_rank())
-    });
-    let (vars, axis): (Vec<Var>, usize) = if in_place {
-        (args.iter().map(|a| a.var.clone()).collect(), k.unwrap_or(0))
-    } else {
-        (args.iter().map(|a| front_with_rank(a, rank)).collect(), 0)
+    let in_place =
+        k.filter(|&k| batched.iter().all(|b| b.axis == Some(k) && b.logical_rank() == rank));
+    let (vars, axis): (Vec<Var>, usize) = match in_place {
+        Some(k) => (args.iter().map(|a| aligned_at(a, k, rank)).collect(), k),
+        None => (args.iter().map(|a| front_with_rank(a, rank)).collect(), 0),
     };
     let refs: Vec<&Var> = vars.iter().collect();
     Ok(Batched::new(Var::apply_op(op.boxed(), &refs), Some(axis)))
+}
+
+/// An operand of an elementwise op whose result has the batch axis at `k`
+/// and `rank` element axes: a batched operand as it is; an unbatched one as
+/// it is when right-aligned broadcasting puts its axes after `k`, else
+/// reshaped to the full rank with a size-1 axis at `k`.
+fn aligned_at(a: &Batched, k: usize, rank: usize) -> Var {
+    let r = a.logical_rank();
+    if a.axis.is_some() || k < rank + 1 - r {
+        return a.var.clone();
+    }
+    let mut shape: Vec<i64> = std::iter::repeat_n(1, rank - r).collect();
+    shape.extend(a.var.shape().iter().map(|&d| d as i64));
+    shape.insert(k, 1);
+    a.var.reshape(&shape)
 }
 
 /// Maps a logical axis to its physical position next to batch axis `k`.

@@ -52,6 +52,12 @@ fn vmap_matmul(_op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> 
     match (a.axis, b.axis, ra, rb) {
         // Batched vectors against an unbatched matrix or vector: [B, K] @ [K, N].
         (Some(_), None, 1, 1..=2) => return Ok(Batched::new(front(a).matmul(&b.var), Some(0))),
+        // An unbatched matrix or vector against vectors batched along their
+        // last axis ([K, B], as a jacfwd seed is): one product, [M, K] @ [K, B].
+        (None, Some(1), 1..=2, 1) => {
+            let axis = if ra == 2 { 1 } else { 0 };
+            return Ok(Batched::new(a.var.matmul(&b.var), Some(axis)));
+        }
         // An unbatched matrix against batched vectors: [B, K] @ [K, M].
         (None, Some(_), 1..=2, 1) => {
             return Ok(Batched::new(front(b).matmul(&a.var.transpose()), Some(0)))

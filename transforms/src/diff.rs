@@ -398,33 +398,41 @@ impl<F, M, O> Jacobian<F, M, O> {
     }
 }
 
-/// `eye(n)` as a basis of `shape`: `[n] ++ shape`, `n = numel(shape)`.
-fn basis(like: &Var, ty: &TensorType) -> Result<Var> {
+/// `eye(n)` as a basis of tangents of type `ty` (`n = numel(ty)`), the
+/// basis axis last: `shape ++ [n]` (`[n] ++ shape` with `front`). The
+/// identity is symmetric, so both are the same data. With the axis last, a
+/// chain of elementwise ops keeps it last and the Jacobian `[out..., in...]`
+/// needs no transpose at the end.
+fn basis(like: &Var, ty: &TensorType, front: bool) -> Result<Var> {
     let n = ty.numel();
-    let mut shape = vec![n as i64];
-    shape.extend(ty.shape.iter().map(|&d| d as i64));
+    let mut shape: Vec<i64> = ty.shape.iter().map(|&d| d as i64).collect();
+    if front {
+        shape.insert(0, n as i64);
+    } else {
+        shape.push(n as i64);
+    }
     let eye = Tensor::eye(n).cast(ty.dtype).reshape(&shape)?;
     Ok(like.constant_like(eye))
 }
 
-/// `[n, S...]` with the basis axis in front → `S ++ T` (`T` the basis's shape).
-fn basis_last(b: &Batched, n: usize, basis_shape: &[usize], forward: bool) -> Var {
-    let front = at_front(b, n);
-    let elem: Vec<usize> = front.shape()[1..].to_vec();
+/// A batched result over a basis of `basis_shape` → the Jacobian block
+/// `[out..., in...]`: for `jacfwd` the basis axis (the input's) goes last,
+/// for `jacrev` (the output's) first.
+fn jacobian_block(b: &Batched, n: usize, basis_shape: &[usize], forward: bool) -> Var {
     let to_i64 = |s: &[usize]| s.iter().map(|&d| d as i64).collect::<Vec<_>>();
-    if forward {
-        // [n_in, out...] -> [out..., in...]
-        let m: usize = elem.iter().product();
-        let t = front.reshape(&[n as i64, m as i64]).transpose();
-        let mut shape = to_i64(&elem);
-        shape.extend(to_i64(basis_shape));
-        t.reshape(&shape)
-    } else {
-        // [n_out, in...] -> [out..., in...]
-        let mut shape = to_i64(basis_shape);
-        shape.extend(to_i64(&elem));
-        front.reshape(&shape)
-    }
+    let elem = b.logical_shape();
+    let mut shape = if forward { to_i64(&elem) } else { to_i64(basis_shape) };
+    shape.extend(if forward { to_i64(basis_shape) } else { to_i64(&elem) });
+    let moved = match b.axis {
+        Some(k) if forward => anvil_ops::batching::move_axis(&b.var, k, b.var.rank() - 1),
+        _ if forward => {
+            let mut target = elem.clone();
+            target.push(n);
+            b.var.unsqueeze(-1).broadcast_to(&target)
+        }
+        _ => at_front(b, n),
+    };
+    moved.reshape(&shape)
 }
 
 impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Jacobian<F, M, O> {
@@ -444,11 +452,12 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Jacobian<F, M, O
             for &a in &self.argnums {
                 let tangent_fn = jvp_direction(&graph, &types, a)?;
                 let size = types[a].numel();
-                let batched: Vec<Batched> =
-                    shared().chain([Batched::new(basis(&args[a], &types[a])?, Some(0))]).collect();
+                let last = types[a].rank();
+                let seed = Batched::new(basis(&args[a], &types[a], false)?, Some(last));
+                let batched: Vec<Batched> = shared().chain([seed]).collect();
                 let outs = vmap_graph_chunked(&tangent_fn, &batched, size, self.chunk_size)?;
                 for (k, o) in outs.iter().enumerate() {
-                    jac[k].push(basis_last(o, size, &types[a].shape, true));
+                    jac[k].push(jacobian_block(o, size, &types[a].shape, true));
                 }
             }
         } else {
@@ -464,10 +473,10 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Jacobian<F, M, O
                 let ct_fn = vjp_direction(&graph, &types, k, &self.argnums)?;
                 let size = out.numel();
                 let batched: Vec<Batched> =
-                    shared().chain([Batched::new(basis(&args[0], out)?, Some(0))]).collect();
+                    shared().chain([Batched::new(basis(&args[0], out, true)?, Some(0))]).collect();
                 let outs = vmap_graph_chunked(&ct_fn, &batched, size, self.chunk_size)?;
                 for o in &outs {
-                    jac[k].push(basis_last(o, size, &out.shape, false));
+                    jac[k].push(jacobian_block(o, size, &out.shape, false));
                 }
             }
         }

@@ -77,7 +77,7 @@ impl Plan {
     /// # Errors
     /// A wrong number of arguments, or an argument of the wrong dtype or shape.
     pub fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {
-        let tys = self.input_types();
+        let tys: Vec<&TensorType> = self.graph.inputs().iter().map(|&i| self.graph.ty(i)).collect();
         if tys.len() != inputs.len() {
             return Err(Error::Arity {
                 what: "call".into(),
@@ -122,16 +122,23 @@ impl Plan {
                     inputs[next_input - 1].clone()
                 }
                 Some(kernel) => {
-                    let args: Vec<&Tensor> = node
-                        .inputs
-                        .iter()
-                        .map(|i| slots[i.index()].as_ref())
-                        .collect::<Option<_>>()
-                        .ok_or_else(|| Error::InvalidGraph {
+                    let arg = |k: usize| {
+                        slots[node.inputs[k].index()].as_ref().ok_or_else(|| Error::InvalidGraph {
                             node: step.node.index(),
                             msg: "input value was freed early".into(),
-                        })?;
-                    let out = kernel(node.op.as_ref(), &args, &node.ty, ctx)?;
+                        })
+                    };
+                    // Up to three operands on the stack: no allocation per step.
+                    let out = match node.inputs.len() {
+                        0 => kernel(node.op.as_ref(), &[], &node.ty, ctx)?,
+                        1 => kernel(node.op.as_ref(), &[arg(0)?], &node.ty, ctx)?,
+                        2 => kernel(node.op.as_ref(), &[arg(0)?, arg(1)?], &node.ty, ctx)?,
+                        3 => kernel(node.op.as_ref(), &[arg(0)?, arg(1)?, arg(2)?], &node.ty, ctx)?,
+                        n => {
+                            let args = (0..n).map(arg).collect::<Result<Vec<&Tensor>>>()?;
+                            kernel(node.op.as_ref(), &args, &node.ty, ctx)?
+                        }
+                    };
                     debug_assert_eq!(
                         out.ty(),
                         node.ty,
