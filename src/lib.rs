@@ -142,7 +142,7 @@ fn optimize(graph: &Graph) -> Result<Graph> {
 /// constants (a slice of the `jacfwd` seed, say), when their result is
 /// small enough to keep in the plan.
 fn fold_constants(g: &Graph) -> Result<Graph> {
-    const MAX_FOLDED: usize = 1 << 16;
+    const MAX_FOLDED: usize = 1 << 23; // 64 MiB of f64
     let mut out = Graph::new();
     let mut map: Vec<NodeId> = Vec::with_capacity(g.len());
     let ctx = Ctx::sequential();

@@ -104,3 +104,22 @@ fn solve_shape_errors() {
         .to_string();
     assert!(e.contains("solve") && e.contains("[4]"), "{e}");
 }
+
+/// A shared matrix (or vector) against a stack of column vectors is one
+/// GEMM in the kernel; it must equal the per-element products.
+#[test]
+fn shared_matrix_times_stacked_columns() {
+    let a = well_conditioned(4, 20);
+    let av = vec_of(4, 21);
+    let cols = Tensor::stack(&(0..5).map(|i| vec_of(4, 30 + i)).collect::<Vec<_>>(), 0).unwrap();
+    let cols = cols.reshape(&[5, 4, 1]).unwrap();
+    for lhs in [a, av] {
+        let got = jit(|a: &Var, b: &Var| a.matmul(b)).call((&lhs, &cols)).unwrap();
+        for i in 0..5 {
+            let want = jit(|a: &Var, b: &Var| a.matmul(b))
+                .call((&lhs, &cols.select_axis(0, i).unwrap()))
+                .unwrap();
+            got.select_axis(0, i).unwrap().assert_allclose(&want, 1e-14, 1e-14);
+        }
+    }
+}

@@ -117,6 +117,13 @@ fn promoted(shape: &[usize], left: bool) -> Vec<usize> {
 /// matrices, summed over broadcast batch axes and reshaped back.
 fn transpose_matmul(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
     let (sa, sb) = (args[0].shape(), args[1].shape());
+    // Matrix-vector products transpose to vector-matrix products, which stay
+    // one GEMM when a batch of cotangents comes through vmap (jacrev).
+    match (args[0].known(), args[1].known(), sa.len(), sb.len()) {
+        (Some(a), None, 2, 1) => return Ok(vec![None, Some(ct.matmul(a))]),
+        (None, Some(b), 1, 2) => return Ok(vec![Some(b.matmul(ct)), None]),
+        _ => {}
+    }
     let (pa, pb) = (promoted(sa, true), promoted(sb, false));
     let out = anvil_core::shape::matmul_shape("matmul", &pa, &pb)?;
     let ct = ct.reshape(&as_i64(&out));

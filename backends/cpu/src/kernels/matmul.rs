@@ -5,7 +5,9 @@
 //! folded into the rows of one large GEMM (`[B*m, k] @ [k, n]`), which is
 //! what makes a batched product against shared weights — the Jacobian of an
 //! MLP — a single call into faer. Otherwise each broadcast batch pair is one
-//! GEMM, the batch split across threads when the products are small.
+//! GEMM, the batch split across threads when the products are small — except
+//! a shared matrix against a stack of column vectors, which is again one
+//! GEMM (`V @ Aᵀ`, on a transposed view of `A`).
 
 use super::{arity, unsupported};
 use crate::strided::broadcast_strides;
@@ -60,6 +62,22 @@ macro_rules! typed_matmul {
                 // Fold every batch of `a` into the rows of one GEMM.
                 let rows = nb * m;
                 gemm(&mut out, a, b, rows, ctx.gemm_par(rows * k * n));
+                return out;
+            }
+            if l.batch_a.is_empty() && n == 1 {
+                // A shared matrix against a stack of column vectors (a
+                // batched backward pass): out[b] = A v_b for every b is one
+                // GEMM, V @ Aᵀ, on a transposed view of A (no copy).
+                let rows = nb;
+                let c = MatMut::from_row_major_slice_mut(&mut out, rows, m);
+                faer_matmul(
+                    c,
+                    Accum::Replace,
+                    MatRef::from_row_major_slice(b, rows, k),
+                    MatRef::from_row_major_slice(a, m, k).transpose(),
+                    1.0 as $t,
+                    ctx.gemm_par(rows * k * m),
+                );
                 return out;
             }
             let sa: Vec<isize> = broadcast_strides(&l.batch_a, &l.batch);

@@ -26,10 +26,59 @@ fn gather_tensor(
     Tensor::from_storage(storage, shape)
 }
 
-/// `permute`: a gather through permuted strides.
+/// Swaps the last two axes of `batch` row-major `r × c` matrices, in
+/// 32 × 32 tiles so that both the reads and the writes stay in cache (a
+/// plain strided gather reads one element per cache line).
+fn transpose_last2<T: Copy + Default + Send + Sync>(
+    x: &[T],
+    batch: usize,
+    r: usize,
+    c: usize,
+    ctx: &Ctx,
+) -> Vec<T> {
+    const TILE: usize = 32;
+    let mut out = vec![T::default(); batch * r * c];
+    let per_matrix = |(b, dst): (usize, &mut [T])| {
+        let src = &x[b * r * c..(b + 1) * r * c];
+        for i0 in (0..r).step_by(TILE) {
+            for j0 in (0..c).step_by(TILE) {
+                for j in j0..(j0 + TILE).min(c) {
+                    for i in i0..(i0 + TILE).min(r) {
+                        dst[j * r + i] = src[i * c + j];
+                    }
+                }
+            }
+        }
+    };
+    if r * c == 0 {
+        return out;
+    }
+    if ctx.parallel(out.len()) && batch > 1 {
+        use rayon::prelude::*;
+        out.par_chunks_mut(r * c).enumerate().for_each(per_matrix);
+    } else {
+        out.chunks_mut(r * c).enumerate().for_each(per_matrix);
+    }
+    out
+}
+
+/// `permute`: a gather through permuted strides; a swap of the last two
+/// axes (a transpose, possibly batched) is a tiled copy.
 pub fn permute(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
     arity(op, inputs, 1)?;
     let p = op.try_downcast::<Permute>()?;
+    let rank = p.perm.len();
+    let swaps_last_two = rank >= 2
+        && p.perm[..rank - 2].iter().enumerate().all(|(i, &a)| i == a)
+        && p.perm[rank - 2] == rank - 1
+        && p.perm[rank - 1] == rank - 2;
+    if swaps_last_two {
+        let sh = inputs[0].shape();
+        let (r, c) = (sh[rank - 2], sh[rank - 1]);
+        let batch = sh[..rank - 2].iter().product();
+        let storage = with_storage!(inputs[0].storage(), v => Element::into_storage(transpose_last2(v, batch, r, c, ctx)));
+        return Tensor::from_storage(storage, &out.shape);
+    }
     let s = contiguous_strides(inputs[0].shape());
     let strides: Vec<isize> = p.perm.iter().map(|&a| s[a]).collect();
     gather_tensor(inputs[0], 0, &strides, &out.shape, ctx)

@@ -1,0 +1,297 @@
+//! The benchmark workloads W1–W8 of `shared/bench/README.md`, written with
+//! anvil's public API as a user would, with the same functions, sizes,
+//! inputs (NumPy's `default_rng(0)`, re-implemented in [`npy_random`]) and
+//! dtype (f64) as `jax_reference.py`.
+//!
+//! Each [`Workload`] owns its inputs and its `jit`-compiled transform; its
+//! `call` is the timed part (the cached call, like JAX's jitted call). Shared
+//! by the criterion bench (`benches/workloads.rs`) and the comparison runner
+//! (`benches/runner.rs`, used by `bench/compare`).
+#![allow(dead_code)] // each bench binary uses a different part
+
+pub mod npy_random;
+
+use anvil::prelude::*;
+use npy_random::NpRng;
+
+/// A result of one call: every output leaf, in JAX's order.
+pub type Outs = Vec<Tensor>;
+
+/// One workload at one size, ready to call.
+pub struct Workload {
+    /// `W1_mlp_jacfwd`, ... as printed by `jax_reference.py`.
+    pub name: &'static str,
+    /// `n=64`, ... as printed by `jax_reference.py`.
+    pub size: String,
+    /// W7 is timed call by call (latency); the others by batches of calls.
+    pub latency: bool,
+    call: Box<dyn FnMut() -> anvil::Result<Outs>>,
+}
+
+impl Workload {
+    fn new(
+        name: &'static str,
+        size: impl Into<String>,
+        call: impl FnMut() -> anvil::Result<Outs> + 'static,
+    ) -> Workload {
+        Workload { name, size: size.into(), latency: false, call: Box::new(call) }
+    }
+
+    /// The timed part: one call of the compiled transform on its inputs.
+    pub fn call(&mut self) -> anvil::Result<Outs> {
+        (self.call)()
+    }
+
+    /// `name/size`, for criterion.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.name, self.size)
+    }
+}
+
+impl std::fmt::Debug for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Workload({} {})", self.name, self.size)
+    }
+}
+
+fn tensor(data: Vec<f64>, shape: &[usize]) -> Tensor {
+    Tensor::from_vec(data, shape).expect("shape matches the data")
+}
+
+fn scaled(rng: &mut NpRng, shape: &[usize], s: f64) -> Tensor {
+    let n = shape.iter().product();
+    tensor(rng.normals(n).into_iter().map(|v| v * s).collect(), shape)
+}
+
+/// Every workload whose name starts with one of `prefixes` (all if empty),
+/// in `jax_reference.py`'s order.
+pub fn select(prefixes: &[String]) -> Vec<Workload> {
+    let want = |name: &str| prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p));
+    let mut out = Vec::new();
+    if want("W1") {
+        out.extend([64, 256, 512].map(|n| mlp("W1_mlp_jacfwd", true, n)));
+    }
+    if want("W2") {
+        out.extend([256, 512].map(|n| mlp("W2_mlp_jacrev", false, n)));
+    }
+    if want("W3") {
+        out.push(w3(1000));
+    }
+    if want("W4") {
+        out.push(w4(2000));
+    }
+    if want("W5") {
+        out.push(w5(256, 64, 256, 1));
+    }
+    if want("W6") {
+        out.push(w6(512, 256));
+    }
+    if want("W7") {
+        out.push(w7());
+    }
+    if want("W8") {
+        out.extend(w8(200, 10));
+    }
+    out
+}
+
+// ------------------------------------------------------------------ W1 / W2
+
+/// `W3 tanh(W2 tanh(W1 x + b1) + b2) + b3`; args `x, W1, b1, W2, b2, W3, b3`.
+fn mlp_fn(a: &[Var]) -> Vec<Var> {
+    let (x, w1, b1, w2, b2, w3, b3) = (&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6]);
+    let h1 = (w1.matmul(x) + b1).tanh();
+    let h2 = (w2.matmul(&h1) + b2).tanh();
+    vec![w3.matmul(&h2) + b3]
+}
+
+fn mlp(name: &'static str, forward: bool, n: usize) -> Workload {
+    // Draw order: W1, b1, W2, b2, W3, b3, x.
+    let mut rng = NpRng::new(0);
+    let s = 1.0 / (n as f64).sqrt();
+    let w1 = scaled(&mut rng, &[n, n], s);
+    let b1 = scaled(&mut rng, &[n], 0.1);
+    let w2 = scaled(&mut rng, &[n, n], s);
+    let b2 = scaled(&mut rng, &[n], 0.1);
+    let w3 = scaled(&mut rng, &[n, n], s);
+    let b3 = scaled(&mut rng, &[n], 0.1);
+    let x = scaled(&mut rng, &[n], 1.0);
+    let args = vec![x, w1, b1, w2, b2, w3, b3];
+    let size = format!("n={n}");
+    if forward {
+        let f = jit(jacfwd(mlp_fn));
+        Workload::new(name, size, move || f.call(&args))
+    } else {
+        let f = jit(jacrev(mlp_fn));
+        Workload::new(name, size, move || f.call(&args))
+    }
+}
+
+// ------------------------------------------------------------------ W3
+
+/// `softmax(x) * sum(sin(x)^2) + exp(-x^2) * x`.
+fn elementwise_f(x: &Var) -> Var {
+    x.softmax(-1) * x.sin().square().sum_all() + (-x.square()).exp() * x
+}
+
+fn w3(n: usize) -> Workload {
+    let x = scaled(&mut NpRng::new(0), &[n], 1.0);
+    let f = jit(jacfwd(elementwise_f));
+    Workload::new("W3_elementwise_jacfwd", format!("n={n}"), move || Ok(vec![f.call(&x)?]))
+}
+
+// ------------------------------------------------------------------ W4
+
+/// `(u[i-1] - 2 u[i] + u[i+1]) n^2 + u[i]^3 - sin(u[i])`, zero boundaries.
+fn pde_residual(u: &Var) -> Var {
+    let n = u.shape()[0];
+    let up = u.pad(&[(1, 1)], 0.0);
+    let left = up.slice_axis(0, None, Some(-2), 1);
+    let right = up.slice_axis(0, Some(2), None, 1);
+    (left - u * 2.0 + right) * (n as f64).powi(2) + u.powf(3.0) - u.sin()
+}
+
+fn w4(n: usize) -> Workload {
+    let u = scaled(&mut NpRng::new(0), &[n], 1.0);
+    let f = jit(jacfwd(pde_residual));
+    Workload::new("W4_pde_residual_jacfwd", format!("n={n}"), move || Ok(vec![f.call(&u)?]))
+}
+
+// ------------------------------------------------------------------ W5
+
+/// `mean((W2 tanh(W1 x + b1) + b2 - y)^2)`; args `W1, b1, W2, b2, x, y`.
+fn w5_loss(a: &[Var]) -> Vec<Var> {
+    let (w1, b1, w2, b2, x, y) = (&a[0], &a[1], &a[2], &a[3], &a[4], &a[5]);
+    let pred = w2.matmul(&(w1.matmul(x) + b1).tanh()) + b2;
+    vec![(pred - y).square().mean()]
+}
+
+fn w5(batch: usize, din: usize, hidden: usize, dout: usize) -> Workload {
+    // Draw order: W1, b1, W2, b2, X, Y.
+    let mut rng = NpRng::new(0);
+    let w1 = scaled(&mut rng, &[hidden, din], 1.0 / (din as f64).sqrt());
+    let b1 = scaled(&mut rng, &[hidden], 0.1);
+    let w2 = scaled(&mut rng, &[dout, hidden], 1.0 / (hidden as f64).sqrt());
+    let b2 = scaled(&mut rng, &[dout], 0.1);
+    let xs = scaled(&mut rng, &[batch, din], 1.0);
+    let ys = scaled(&mut rng, &[batch, dout], 1.0);
+    let args = vec![w1, b1, w2, b2, xs, ys];
+    // vmap(grad(loss), in_axes=(None, 0, 0)) with params = (W1, b1, W2, b2).
+    let f = jit(vmap(grad(w5_loss).argnums(&[0, 1, 2, 3])).in_axes([
+        None,
+        None,
+        None,
+        None,
+        Some(0),
+        Some(0),
+    ]));
+    Workload::new(
+        "W5_per_example_grads",
+        format!("batch={batch},in={din},hidden={hidden},out={dout}"),
+        move || f.call(&args),
+    )
+}
+
+// ------------------------------------------------------------------ W6
+
+/// `logsumexp(A x)`.
+fn w6_f(x: &Var, a: &Var) -> Var {
+    a.matmul(x).logsumexp(&[0], false)
+}
+
+fn w6(m: usize, n: usize) -> Workload {
+    // Draw order: A, x.
+    let mut rng = NpRng::new(0);
+    let a = scaled(&mut rng, &[m, n], 1.0 / (n as f64).sqrt());
+    let x = scaled(&mut rng, &[n], 1.0);
+    let f = jit(hessian(w6_f));
+    Workload::new("W6_hessian_logsumexp", format!("A={m}x{n}"), move || Ok(vec![f.call((&x, &a))?]))
+}
+
+// ------------------------------------------------------------------ W7
+
+/// `sin(x) * x[::-1]`.
+fn w7_f(x: &Var) -> Var {
+    x.sin() * x.flip(&[0])
+}
+
+fn w7() -> Workload {
+    let x = tensor(vec![0.1, 0.2, 0.3], &[3]);
+    let f = jit(jacfwd(w7_f));
+    let mut w = Workload::new("W7_tiny_call_overhead", "n=3", move || Ok(vec![f.call(&x)?]));
+    w.latency = true;
+    w
+}
+
+// ------------------------------------------------------------------ W8
+
+/// `F(x) = x + 0.1 tanh(M x) - b`.
+fn w8_f(x: &Var, m: &Var, b: &Var) -> Var {
+    x + m.matmul(x).tanh() * 0.1 - b
+}
+
+/// One Newton step: `x - solve(jacfwd(F)(x), F(x))`.
+fn w8_step(x: &Var, m: &Var, b: &Var) -> Var {
+    let jac = jacfwd(w8_f).invoke(&[x, m, b]);
+    x - jac.solve(&w8_f(x, m, b))
+}
+
+/// W8a: all iterations in one jit (anvil has no `fori_loop`: the Rust loop
+/// is unrolled into the trace). W8b: a loop of calls to a jitted step.
+fn w8(n: usize, iters: usize) -> Vec<Workload> {
+    // Draw order: M, b.
+    let mut rng = NpRng::new(0);
+    let m = scaled(&mut rng, &[n, n], 1.0 / (n as f64).sqrt());
+    let b = scaled(&mut rng, &[n], 1.0);
+    let x0 = Tensor::zeros(&[n]);
+    let size = format!("n={n},iters={iters}");
+
+    let (ma, ba, xa) = (m.clone(), b.clone(), x0.clone());
+    let solve_unrolled = jit(move |x0: &Var, m: &Var, b: &Var| {
+        let mut x = x0.clone();
+        for _ in 0..iters {
+            x = w8_step(&x, m, b);
+        }
+        x
+    });
+    let a = Workload::new("W8a_newton_fori_jit", size.clone(), move || {
+        Ok(vec![solve_unrolled.call((&xa, &ma, &ba))?])
+    });
+
+    let step = jit(w8_step);
+    let b_ = Workload::new("W8b_newton_pyloop_jit_step", size, move || {
+        let mut x = x0.clone();
+        for _ in 0..iters {
+            x = step.call((&x, &m, &b))?;
+        }
+        Ok(vec![x])
+    });
+    vec![a, b_]
+}
+
+// ------------------------------------------------------------------ checksums
+
+/// `(sum, wsum)` as in `jax_reference.py`: the sum of all entries, and
+/// `sum_k flat[k] cos(k)` over all leaves raveled and concatenated.
+pub fn checksum(outs: &[Tensor]) -> (f64, f64) {
+    let (mut s, mut ws, mut k) = (0.0, 0.0, 0usize);
+    for t in outs {
+        for v in t.to_f64_vec() {
+            s += v;
+            ws += v * (k as f64).cos();
+            k += 1;
+        }
+    }
+    (s, ws)
+}
+
+/// `(256,256,64)+(256,256)`, as `jax_reference.py` prints shapes.
+pub fn shapes(outs: &[Tensor]) -> String {
+    outs.iter()
+        .map(|t| {
+            let dims: Vec<String> = t.shape().iter().map(ToString::to_string).collect();
+            format!("({})", dims.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join("+")
+}
