@@ -122,6 +122,10 @@ pub fn simplify(g: &Graph) -> Result<Graph> {
             map.push(r);
             continue;
         }
+        if let Some(r) = rewrite_sum(&mut out, n.op.as_ref(), &ins, &n.ty)? {
+            map.push(r);
+            continue;
+        }
         // Fold a chain of two into one node.
         let inner = ins.first().map(|&i| out.node(i));
         let fused: Option<(Box<dyn Op>, NodeId)> = match (n.op.downcast_ref::<Permute>(), inner) {
@@ -163,6 +167,85 @@ pub fn simplify(g: &Graph) -> Result<Graph> {
     }
     out.set_outputs(g.outputs().iter().map(|o| map[o.index()]).collect());
     Ok(out)
+}
+
+/// Rewrites of sums and differences that save passes over large arrays
+/// (the Jacobians of `jacfwd` are sums of `seed * derivative` terms):
+///
+/// - `a + (-b)` → `a - b`, `(-a) + b` → `b - a`, `a - (-b)` → `a + b`;
+/// - `c*x ± c*y` → `c * (x ± y)`, and `(a + c*x) ± c*y` → `a + c * (x ± y)`:
+///   with `c` a large seed and `x`, `y` small derivatives, one product over
+///   the large shape instead of two.
+///
+/// Returns the node that replaces the sum, if any; only when its type is
+/// the original's.
+fn rewrite_sum(
+    out: &mut Graph,
+    op: &dyn Op,
+    ins: &[NodeId],
+    ty: &anvil_core::TensorType,
+) -> Result<Option<NodeId>> {
+    use anvil_ops::elementwise::{Add, Mul, Neg, Sub};
+    let (is_add, is_sub) = (op.is::<Add>(), op.is::<Sub>());
+    if !(is_add || is_sub) || ins.len() != 2 {
+        return Ok(None);
+    }
+    let (a, b) = (ins[0], ins[1]);
+    let neg_of = |out: &Graph, i: NodeId| out.node(i).op.is::<Neg>().then(|| out.node(i).inputs[0]);
+    let mul_of = |out: &Graph, i: NodeId| {
+        let node = out.node(i);
+        node.op.is::<Mul>().then(|| (node.inputs[0], node.inputs[1]))
+    };
+    let checked =
+        |out: &mut Graph, id: NodeId| -> Option<NodeId> { (*out.ty(id) == *ty).then_some(id) };
+    let push = |out: &mut Graph, op: Box<dyn Op>, xs: &[NodeId]| out.push(op, xs);
+    // Signs.
+    if is_add {
+        if let Some(nb) = neg_of(out, b) {
+            let id = push(out, Box::new(Sub), &[a, nb])?;
+            return Ok(checked(out, id));
+        }
+        if let Some(na) = neg_of(out, a) {
+            let id = push(out, Box::new(Sub), &[b, na])?;
+            return Ok(checked(out, id));
+        }
+    } else if let Some(nb) = neg_of(out, b) {
+        let id = push(out, Box::new(Add), &[a, nb])?;
+        return Ok(checked(out, id));
+    }
+    let combine: Box<dyn Op> = if is_add { Box::new(Add) } else { Box::new(Sub) };
+    // The common factor of two products, and their other factors.
+    let common = |p: (NodeId, NodeId), q: (NodeId, NodeId)| {
+        if p.0 == q.0 {
+            Some((p.0, p.1, q.1))
+        } else if p.1 == q.1 {
+            Some((p.1, p.0, q.0))
+        } else {
+            None
+        }
+    };
+    let Some(q) = mul_of(out, b) else { return Ok(None) };
+    if let Some(p) = mul_of(out, a) {
+        if let Some((c, x, y)) = common(p, q) {
+            let inner = push(out, combine, &[x, y])?;
+            let id = push(out, Box::new(Mul), &[c, inner])?;
+            return Ok(checked(out, id));
+        }
+    }
+    // (a0 + c*x) ± c*y
+    let left = out.node(a);
+    if left.op.is::<Add>() {
+        let (a0, a1) = (left.inputs[0], left.inputs[1]);
+        if let Some(p) = mul_of(out, a1) {
+            if let Some((c, x, y)) = common(p, q) {
+                let inner = push(out, combine, &[x, y])?;
+                let scaled = push(out, Box::new(Mul), &[c, inner])?;
+                let id = push(out, Box::new(Add), &[a0, scaled])?;
+                return Ok(checked(out, id));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Whether a node is a constant square identity matrix.
