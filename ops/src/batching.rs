@@ -61,19 +61,24 @@ fn front_with_rank(b: &Batched, rank: usize) -> Var {
 }
 
 /// The rule of every broadcasting elementwise op (unary, binary, `select`,
-/// `cast`). When every batched operand has its batch axis at the same place
-/// `k` and the full rank, the op applies in place and the result keeps the
-/// batch axis at `k`; an unbatched operand is used as it is where NumPy's
-/// right-aligned broadcasting already lines it up, or gets a size-1 axis
-/// at `k` (a reshape, no copy). Otherwise batch axes move to the front. The
-/// broadcast is never materialised.
+/// `cast`). The result takes its batch axis from the largest batched
+/// operand, which is used as it is; smaller operands are brought to that
+/// layout: a batched one has its batch axis moved to the matching place (a
+/// copy of the small operand only), an unbatched one is used as it is
+/// where NumPy's right-aligned broadcasting already lines it up, or gets a
+/// size-1 axis at the batch position (a reshape, no copy). No broadcast is
+/// materialised, and the large operand is never copied.
 pub fn vmap_elementwise(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
     let rank = args.iter().map(Batched::logical_rank).max().unwrap_or(0);
-    let batched: Vec<&Batched> = args.iter().filter(|a| a.axis.is_some()).collect();
-    let k = batched.first().and_then(|b| b.axis);
-    let in_place =
-        k.filter(|&k| batched.iter().all(|b| b.axis == Some(k) && b.logical_rank() == rank));
-    let (vars, axis): (Vec<Var>, usize) = match in_place {
+    let largest = args
+        .iter()
+        .filter(|a| a.axis.is_some() && a.logical_rank() == rank)
+        .max_by_key(|a| a.var.numel());
+    // Without a full-rank batched operand (a batched scalar times a shared
+    // vector), batch axes that are all last stay last.
+    let all_last = args.iter().all(|a| a.axis.is_none_or(|j| j + 1 == a.var.rank()));
+    let k = largest.and_then(|a| a.axis).or(all_last.then_some(rank));
+    let (vars, axis): (Vec<Var>, usize) = match k {
         Some(k) => (args.iter().map(|a| aligned_at(a, k, rank)).collect(), k),
         None => (args.iter().map(|a| front_with_rank(a, rank)).collect(), 0),
     };
@@ -82,18 +87,36 @@ pub fn vmap_elementwise(op: &dyn Op, args: &[Batched], _size: usize) -> Result<B
 }
 
 /// An operand of an elementwise op whose result has the batch axis at `k`
-/// and `rank` element axes: a batched operand as it is; an unbatched one as
-/// it is when right-aligned broadcasting puts its axes after `k`, else
-/// reshaped to the full rank with a size-1 axis at `k`.
+/// and `rank` element axes, in a layout that broadcasts to it.
+///
+/// A batched operand with `r` element axes lines up with the result's last
+/// `r` element axes; its batch axis moves to where `k` falls among them, or,
+/// when `k` falls among the axes it lacks, it goes in front with size-1 axes
+/// up to `k`. An unbatched operand is used as it is when right-aligned
+/// broadcasting puts its axes after `k`, else reshaped to the full rank
+/// with a size-1 axis at `k`.
 fn aligned_at(a: &Batched, k: usize, rank: usize) -> Var {
     let r = a.logical_rank();
-    if a.axis.is_some() || k < rank + 1 - r {
-        return a.var.clone();
+    let lead = rank - r;
+    match a.axis {
+        Some(j) if k >= lead => move_axis(&a.var, j, k - lead),
+        Some(j) => {
+            let front = move_axis(&a.var, j, 0);
+            let mut shape: Vec<i64> = vec![1; lead + 1 + r];
+            shape[k] = front.shape()[0] as i64;
+            for (i, &d) in front.shape()[1..].iter().enumerate() {
+                shape[lead + 1 + i] = d as i64;
+            }
+            front.reshape(&shape)
+        }
+        None if k < rank + 1 - r => a.var.clone(),
+        None => {
+            let mut shape: Vec<i64> = std::iter::repeat_n(1, lead).collect();
+            shape.extend(a.var.shape().iter().map(|&d| d as i64));
+            shape.insert(k, 1);
+            a.var.reshape(&shape)
+        }
     }
-    let mut shape: Vec<i64> = std::iter::repeat_n(1, rank - r).collect();
-    shape.extend(a.var.shape().iter().map(|&d| d as i64));
-    shape.insert(k, 1);
-    a.var.reshape(&shape)
 }
 
 /// Maps a logical axis to its physical position next to batch axis `k`.
