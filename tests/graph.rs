@@ -158,3 +158,31 @@ fn simplify_removes_identity_products_and_movement_chains() {
     let s = dce(&s).unwrap();
     assert_eq!(s.len(), 2, "{s}"); // the input and sin
 }
+
+/// Elementwise chains are fused into one kernel; the values are those of the
+/// ops one by one, with broadcasting leaves, on one thread and on several.
+#[test]
+fn fused_elementwise_chains_compute_the_same_values() {
+    let (m, n) = (3, 1000);
+    let xv: Vec<f64> = (0..m).map(|i| 0.3 * i as f64 - 0.2).collect();
+    let yv: Vec<f64> = (0..n).map(|j| (j as f64 * 0.01).sin()).collect();
+    let x = Tensor::from_vec(xv.clone(), &[m, 1]).unwrap();
+    let y = Tensor::from_vec(yv.clone(), &[n]).unwrap();
+    let f = |x: &Var, y: &Var| ((x * y + 1.0).sin() / ((-x).exp() + 2.0) - y.tanh()).square();
+    let plan = anvil::cpu::compile(&trace(&f, (&x, &y)).unwrap()).unwrap();
+    // The [3, 1000] result is one node: every full-size op is in it.
+    let big = plan.graph().iter().filter(|(_, node)| node.ty.shape == [m, n]).count();
+    assert_eq!(big, 1, "{}", plan.graph());
+    let want: Vec<f64> = (0..m * n)
+        .map(|k| {
+            let (a, b) = (xv[k / n], yv[k % n]);
+            ((a * b + 1.0).sin() / ((-a).exp() + 2.0) - b.tanh()).powi(2)
+        })
+        .collect();
+    let want = Tensor::from_vec(want, &[m, n]).unwrap();
+    let par = anvil::Ctx { min_parallel_elems: 1, threads: 2, ..anvil::Ctx::default() };
+    for ctx in [anvil::Ctx::sequential(), par] {
+        let got = plan.run(&[x.clone(), y.clone()], &ctx).unwrap().remove(0);
+        got.assert_allclose(&want, 1e-15, 1e-15);
+    }
+}

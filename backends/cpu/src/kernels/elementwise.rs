@@ -159,6 +159,41 @@ pub fn cast(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Re
     Ok(inputs[0].cast(out.dtype))
 }
 
+/// Block math of a unary op, for fusion.
+pub fn chunk_unary<O: UnaryMath>(op: &dyn Op, a: &[f64], out: &mut [f64]) {
+    if let Some(o) = op.downcast_ref::<O>() {
+        for (d, &x) in out.iter_mut().zip(a) {
+            *d = o.f64(x);
+        }
+    }
+}
+
+/// Block math of a binary op, for fusion.
+pub fn chunk_binary<O: BinaryMath>(op: &dyn Op, a: &[f64], b: &[f64], out: &mut [f64]) {
+    if let Some(o) = op.downcast_ref::<O>() {
+        for ((d, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *d = o.f64(x, y);
+        }
+    }
+}
+
+/// Registers the block math of ops for fusion:
+/// `register_fusable!(unary: MyOp);`.
+#[macro_export]
+macro_rules! register_fusable {
+    (unary: $($op:ty),*) => {
+        $( $crate::anvil_core::register_entry!($crate::fusion::FusableMath, $op,
+            math: $crate::fusion::ChunkMath::Unary($crate::kernels::elementwise::chunk_unary::<$op>)); )*
+    };
+    (binary: $($op:ty),*) => {
+        $( $crate::anvil_core::register_entry!($crate::fusion::FusableMath, $op,
+            math: $crate::fusion::ChunkMath::Binary($crate::kernels::elementwise::chunk_binary::<$op>)); )*
+    };
+}
+
+crate::register_fusable!(unary: Neg, Sin, Cos, Tan, Exp, Log, Log1p, Expm1, Sqrt, Rsqrt, Recip, Tanh, Logistic, Abs, Sign, Floor, Ceil, Round, Erf, StopGradient);
+crate::register_fusable!(binary: Add, Sub, Mul, Div, Pow, Max, Min, Atan2);
+
 macro_rules! register_family {
     ($kernel:ident: $($op:ident),*) => {
         $( register_kernel!($op, $kernel::<$op>); )*

@@ -1,0 +1,301 @@
+//! Elementwise fusion: chains of f64 elementwise ops of one shape become one
+//! [`Fused`] node, run in a single pass over memory.
+//!
+//! A node joins the group of its consumer when it is an elementwise op with
+//! fusable math ([`FusableMath`], registered for every standard unary and
+//! binary op), has that consumer as its only use, and has the consumer's
+//! shape. Everything else a group reads — smaller operands that broadcast,
+//! reductions, inputs — is a leaf, read through broadcast strides. The
+//! kernel walks the output in blocks of [`BLOCK`] elements: it gathers each
+//! leaf's block into a small buffer and runs the group's instructions over
+//! the buffers, so intermediates never leave the cache and are never
+//! allocated at full size.
+
+use crate::strided::{broadcast_strides, fill_chunks, for_each_run};
+use crate::{register_kernel, Ctx};
+use anvil_core::{
+    op::expect_arity, DType, Error, Graph, Node, NodeId, Op, Parameter, Result, Tensor, TensorType,
+};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// Elements per block of the fused kernel.
+pub const BLOCK: usize = 512;
+
+/// The math of a fusable elementwise op over a block of `f64`s.
+#[derive(Clone, Copy, Debug)]
+pub enum ChunkMath {
+    /// `out[i] = f(a[i])`.
+    Unary(fn(&dyn Op, &[f64], &mut [f64])),
+    /// `out[i] = f(a[i], b[i])`.
+    Binary(fn(&dyn Op, &[f64], &[f64], &mut [f64])),
+}
+
+anvil_core::registry_entry! {
+    /// The block math of an elementwise op that fusion may inline.
+    pub struct FusableMath { math: ChunkMath }, "fusable math", fusable
+}
+
+/// One instruction of a fused program: an op applied to registers (the
+/// inputs are registers `0..inputs`, instruction `j` writes `inputs + j`).
+#[derive(Clone, Debug)]
+pub struct Instr {
+    /// The op (for printing and for its math's parameters).
+    pub op: Box<dyn Op>,
+    /// Its block math.
+    pub math: ChunkMath,
+    /// The registers it reads.
+    pub args: Vec<usize>,
+}
+
+/// A group of fused elementwise ops; the last instruction is the result.
+#[derive(Clone, Debug)]
+pub struct Fused {
+    /// The instructions, in order.
+    pub program: Arc<Vec<Instr>>,
+    /// The number of inputs (leaves).
+    pub inputs: usize,
+    /// The result type.
+    pub out: TensorType,
+}
+
+impl PartialEq for Fused {
+    fn eq(&self, other: &Fused) -> bool {
+        Arc::ptr_eq(&self.program, &other.program)
+    }
+}
+impl Eq for Fused {}
+impl Hash for Fused {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        std::ptr::hash(Arc::as_ptr(&self.program), state);
+    }
+}
+
+impl Op for Fused {
+    fn name(&self) -> &'static str {
+        "fused"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, self.inputs)?;
+        Ok(self.out.clone())
+    }
+    fn params(&self) -> String {
+        let ops: Vec<String> = self
+            .program
+            .iter()
+            .map(|i| {
+                let args: Vec<String> = i.args.iter().map(|a| format!("r{a}")).collect();
+                format!("{}({})", i.op.display(), args.join(","))
+            })
+            .collect();
+        ops.join("; ")
+    }
+}
+
+/// The math of `op` if it can be fused on these types.
+fn fusable_math(g: &Graph, node: &Node) -> Option<ChunkMath> {
+    if node.ty.dtype != DType::F64 || node.inputs.iter().any(|&i| g.ty(i).dtype != DType::F64) {
+        return None;
+    }
+    let math = fusable().lookup(node.op.as_ref()).ok()??.math;
+    let arity = match math {
+        ChunkMath::Unary(_) => 1,
+        ChunkMath::Binary(_) => 2,
+    };
+    (node.inputs.len() == arity).then_some(math)
+}
+
+/// Replaces every group of two or more fusable elementwise nodes by one
+/// [`Fused`] node. Values, types and the signature are unchanged.
+///
+/// # Errors
+/// An invalid graph.
+pub fn fuse(g: &Graph) -> Result<Graph> {
+    let math: Vec<Option<ChunkMath>> = g.iter().map(|(_, n)| fusable_math(g, n)).collect();
+    // The one node reading each value, if exactly one does (an operand read
+    // twice by the same node, as in `x * x`, still has one consumer).
+    let mut consumer: Vec<Option<NodeId>> = vec![None; g.len()];
+    let mut shared = vec![false; g.len()];
+    for (id, n) in g.iter() {
+        for &i in &n.inputs {
+            match consumer[i.index()] {
+                Some(c) if c != id => shared[i.index()] = true,
+                _ => consumer[i.index()] = Some(id),
+            }
+        }
+    }
+    for o in g.outputs() {
+        shared[o.index()] = true;
+    }
+    // `absorbed[v]`: v is computed inside its consumer's group.
+    let absorbed: Vec<bool> = g
+        .iter()
+        .map(|(id, n)| {
+            math[id.index()].is_some()
+                && !shared[id.index()]
+                && consumer[id.index()]
+                    .is_some_and(|c| math[c.index()].is_some() && g.node(c).ty.shape == n.ty.shape)
+        })
+        .collect();
+    let mut out = Graph::new();
+    let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
+    for (id, n) in g.iter() {
+        if n.op.is::<Parameter>() {
+            map[id.index()] = Some(out.add_input(n.ty.clone())?);
+            continue;
+        }
+        if absorbed[id.index()] {
+            continue;
+        }
+        let has_group = math[id.index()].is_some() && n.inputs.iter().any(|i| absorbed[i.index()]);
+        let new = if has_group {
+            let mut leaves: Vec<NodeId> = Vec::new();
+            let mut program: Vec<Instr> = Vec::new();
+            let mut done = std::collections::HashMap::new();
+            emit(g, id, &absorbed, &math, &mut leaves, &mut program, &mut done)?;
+            // Registers: leaves first, then instructions.
+            let shift = leaves.len();
+            for instr in &mut program {
+                for a in &mut instr.args {
+                    if *a >= LEAF_TAG {
+                        *a -= LEAF_TAG;
+                    } else {
+                        *a += shift;
+                    }
+                }
+            }
+            let inputs = leaves
+                .iter()
+                .map(|l| {
+                    map[l.index()].ok_or_else(|| Error::InvalidGraph {
+                        node: l.index(),
+                        msg: "leaf not emitted".into(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let op = Fused { program: Arc::new(program), inputs: inputs.len(), out: n.ty.clone() };
+            out.push_node(Node { op: Box::new(op), inputs, ty: n.ty.clone() })?
+        } else {
+            let inputs = n
+                .inputs
+                .iter()
+                .map(|i| {
+                    map[i.index()].ok_or_else(|| Error::InvalidGraph {
+                        node: i.index(),
+                        msg: "input not emitted".into(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            out.push_node(Node { op: n.op.clone(), inputs, ty: n.ty.clone() })?
+        };
+        map[id.index()] = Some(new);
+    }
+    let outputs = g
+        .outputs()
+        .iter()
+        .map(|o| {
+            map[o.index()].ok_or_else(|| Error::InvalidGraph {
+                node: o.index(),
+                msg: "output not emitted".into(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    out.set_outputs(outputs);
+    Ok(out)
+}
+
+/// Leaf registers are tagged while the program is built (their final
+/// numbers are known only at the end).
+const LEAF_TAG: usize = usize::MAX / 2;
+
+/// Appends the instructions computing `id` (its absorbed operands first)
+/// and returns its register.
+fn emit(
+    g: &Graph,
+    id: NodeId,
+    absorbed: &[bool],
+    math: &[Option<ChunkMath>],
+    leaves: &mut Vec<NodeId>,
+    program: &mut Vec<Instr>,
+    done: &mut std::collections::HashMap<NodeId, usize>,
+) -> Result<usize> {
+    if let Some(&reg) = done.get(&id) {
+        return Ok(reg);
+    }
+    let n = g.node(id);
+    let mut args = Vec::with_capacity(n.inputs.len());
+    for &i in &n.inputs {
+        let reg = if absorbed[i.index()] {
+            emit(g, i, absorbed, math, leaves, program, done)?
+        } else {
+            let k = leaves.iter().position(|&l| l == i).unwrap_or_else(|| {
+                leaves.push(i);
+                leaves.len() - 1
+            });
+            LEAF_TAG + k
+        };
+        args.push(reg);
+    }
+    let m = math[id.index()]
+        .ok_or_else(|| Error::InvalidGraph { node: id.index(), msg: "not fusable".into() })?;
+    program.push(Instr { op: n.op.clone(), math: m, args });
+    done.insert(id, program.len() - 1);
+    Ok(program.len() - 1)
+}
+
+/// The kernel of [`Fused`].
+pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+    let f = op.try_downcast::<Fused>()?;
+    expect_arity(op, inputs, f.inputs)?;
+    let shape = &out.shape;
+    let leaves: Vec<(&[f64], Vec<isize>)> = inputs
+        .iter()
+        .map(|t| Ok((t.as_slice::<f64>()?, broadcast_strides(t.shape(), shape))))
+        .collect::<Result<_>>()?;
+    let n = out.numel();
+    let regs = f.inputs + f.program.len();
+    let mut result = vec![0.0f64; n];
+    fill_chunks(&mut result, ctx, |chunk, start| {
+        let mut bufs: Vec<Vec<f64>> = vec![vec![0.0; BLOCK]; regs];
+        let mut at = 0;
+        while at < chunk.len() {
+            let len = BLOCK.min(chunk.len() - at);
+            let from = start + at;
+            for (buf, (data, strides)) in bufs.iter_mut().zip(&leaves) {
+                for_each_run(shape, [strides], [0], from, from + len, |pos, [o], [s], run| {
+                    let dst = &mut buf[pos - from..pos - from + run];
+                    if s == 1 {
+                        dst.copy_from_slice(&data[o as usize..o as usize + run]);
+                    } else if s == 0 {
+                        dst.fill(data[o as usize]);
+                    } else {
+                        for (j, d) in dst.iter_mut().enumerate() {
+                            *d = data[(o + j as isize * s) as usize];
+                        }
+                    }
+                });
+            }
+            for (j, instr) in f.program.iter().enumerate() {
+                let dst_reg = f.inputs + j;
+                let mut dst = std::mem::take(&mut bufs[dst_reg]);
+                match instr.math {
+                    ChunkMath::Unary(m) => {
+                        m(instr.op.as_ref(), &bufs[instr.args[0]][..len], &mut dst[..len])
+                    }
+                    ChunkMath::Binary(m) => m(
+                        instr.op.as_ref(),
+                        &bufs[instr.args[0]][..len],
+                        &bufs[instr.args[1]][..len],
+                        &mut dst[..len],
+                    ),
+                }
+                bufs[dst_reg] = dst;
+            }
+            chunk[at..at + len].copy_from_slice(&bufs[regs - 1][..len]);
+            at += len;
+        }
+    });
+    Tensor::from_vec(result, shape)
+}
+
+register_kernel!(Fused, fused);
