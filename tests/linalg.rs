@@ -123,3 +123,24 @@ fn shared_matrix_times_stacked_columns() {
         }
     }
 }
+
+/// Batched outer products (inner size 1) take the kernel's multiply path.
+#[test]
+fn batched_outer_products() {
+    let seq = |n: usize, shape: &[usize]| {
+        Tensor::from_vec((0..n).map(|i| (i as f64 * 0.7).cos()).collect(), shape).unwrap()
+    };
+    let f = |u: &Var, v: &Var| u.matmul(v);
+    let g = |u: &Var, v: &Var| u * v;
+    for (su, sv) in [
+        (vec![2, 3, 1], vec![2, 1, 4]),
+        (vec![2, 1, 3, 1], vec![1, 2, 1, 4]),
+        (vec![3, 1], vec![2, 1, 4]),
+    ] {
+        let (u, v) = (seq(su.iter().product(), &su), seq(sv.iter().product(), &sv));
+        let a = jit(f).call((&u, &v)).unwrap();
+        let b = jit(g).call((&u, &v)).unwrap();
+        assert_eq!(a.shape(), b.shape());
+        a.assert_allclose(&b, 1e-15, 1e-15);
+    }
+}
