@@ -126,6 +126,13 @@ pub fn simplify(g: &Graph) -> Result<Graph> {
             map.push(r);
             continue;
         }
+        // An elementwise op broadcasts by itself: read a broadcast operand's
+        // source instead, when the result's type stays the same.
+        let ins = if broadcasts_itself(n.op.as_ref()) {
+            unbroadcast_operands(&out, ins, &n.ty)
+        } else {
+            ins
+        };
         // Fold a chain of two into one node.
         let inner = ins.first().map(|&i| out.node(i));
         let fused: Option<(Box<dyn Op>, NodeId)> = match (n.op.downcast_ref::<Permute>(), inner) {
@@ -246,6 +253,45 @@ fn rewrite_sum(
         }
     }
     Ok(None)
+}
+
+/// Ops that broadcast their operands themselves (NumPy rules).
+fn broadcasts_itself(op: &dyn Op) -> bool {
+    use anvil_ops::elementwise::{Add, Atan2, Div, Max, Min, Mul, Pow, Select, Sub};
+    op.is::<Add>()
+        || op.is::<Sub>()
+        || op.is::<Mul>()
+        || op.is::<Div>()
+        || op.is::<Pow>()
+        || op.is::<Max>()
+        || op.is::<Min>()
+        || op.is::<Atan2>()
+        || op.is::<Select>()
+}
+
+/// `ins` with every `broadcast_to` operand replaced by its source, one at a
+/// time, as long as the operands still broadcast to the result's shape.
+fn unbroadcast_operands(
+    out: &Graph,
+    mut ins: Vec<NodeId>,
+    ty: &anvil_core::TensorType,
+) -> Vec<NodeId> {
+    use anvil_ops::movement::BroadcastTo;
+    for k in 0..ins.len() {
+        let node = out.node(ins[k]);
+        if !node.op.is::<BroadcastTo>() {
+            continue;
+        }
+        let mut trial = ins.clone();
+        trial[k] = node.inputs[0];
+        let shape = trial.iter().try_fold(Vec::new(), |acc: Vec<usize>, &i| {
+            anvil_core::shape::broadcast_shapes("simplify", &acc, &out.ty(i).shape, "").ok()
+        });
+        if shape.as_deref() == Some(&ty.shape[..]) {
+            ins = trial;
+        }
+    }
+    ins
 }
 
 /// Whether a node is a constant square identity matrix.
