@@ -6,21 +6,8 @@ use anvil::prelude::*;
 use anvil::testing::run;
 use anvil::{Op, TensorType};
 
-fn rand(shape: &[usize], seed: u64) -> Tensor {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-    let n: usize = shape.iter().product();
-    let v = (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-        })
-        .collect();
-    Tensor::from_vec(v, shape).unwrap()
-}
+/// Deterministic inputs, uniform in [-1, 1).
+use anvil::testing::random_tensor as rand;
 
 fn axpy(a: f64, x: &Tensor, y: &Tensor) -> Tensor {
     let v: Vec<f64> = x

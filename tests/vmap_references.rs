@@ -17,22 +17,8 @@ type F1 = fn(&Var) -> Var;
 /// `in_axes` of one level.
 type Axes = Vec<Option<i64>>;
 
-/// A deterministic pseudo-random tensor (SplitMix64), values in [-1, 1).
-fn rand(shape: &[usize], seed: u64) -> Tensor {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-    let n: usize = shape.iter().product();
-    let v = (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-        })
-        .collect();
-    Tensor::from_vec(v, shape).unwrap()
-}
+/// Deterministic inputs, uniform in [-1, 1).
+use anvil::testing::random_tensor as rand;
 
 /// Values in [0.5, 1.5): safe for `log`, `sqrt`, `recip` and `pow`.
 fn rand_pos(shape: &[usize], seed: u64) -> Tensor {

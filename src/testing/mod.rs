@@ -50,7 +50,7 @@ pub use ad::{
 };
 pub use conformance::{check_op_vmap, missing_samples};
 pub use report::{rule_report, RuleReport, RuleReportTable};
-pub use sample::{Derivative, InputKind, OpSample, SplitMix64};
+pub use sample::{random_tensor, Derivative, InputKind, OpSample, SplitMix64};
 pub use samples::standard_samples;
 
 use crate::{run_graph, trace_types, vmap, Function, Result, Tensor, TensorType};

@@ -443,3 +443,21 @@ impl OpSample {
             .map(|mut v| v.swap_remove(0))
     }
 }
+
+/// A deterministic tensor of `shape` with values uniform in `[-1, 1)`, from
+/// [`SplitMix64`] seeded by `seed`: reproducible test inputs.
+///
+/// ```
+/// use anvil::testing::random_tensor;
+/// let a = random_tensor(&[2, 3], 7);
+/// assert_eq!(a, random_tensor(&[2, 3], 7));
+/// assert!(a.to_vec::<f64>()?.iter().all(|v| (-1.0..1.0).contains(v)));
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn random_tensor(shape: &[usize], seed: u64) -> Tensor {
+    let mut rng = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1));
+    let n: usize = shape.iter().product();
+    let values: Vec<f64> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    // The length matches the shape by construction.
+    Tensor::from_vec(values, shape).unwrap_or_else(|_| Tensor::zeros(shape))
+}
