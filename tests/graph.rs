@@ -186,3 +186,37 @@ fn fused_elementwise_chains_compute_the_same_values() {
         got.assert_allclose(&want, 1e-15, 1e-15);
     }
 }
+
+/// A transpose feeding a matrix product is read as a transposed view by
+/// the kernel, not copied; values are unchanged.
+#[test]
+fn transposes_into_matmul_are_views() {
+    let a = Tensor::from_vec((0..12).map(|i| (i as f64 * 0.3).sin()).collect(), &[4, 3]).unwrap();
+    let b = Tensor::from_vec((0..8).map(|i| (i as f64 * 0.7).cos()).collect(), &[4, 2]).unwrap();
+    let v = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).unwrap();
+    let (av, bv) = (a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
+    // aᵀ b: [3, 2]
+    let want: Vec<f64> =
+        (0..6).map(|k| (0..4).map(|r| av[r * 3 + k / 2] * bv[r * 2 + k % 2]).sum()).collect();
+    let f = |a: &Var, b: &Var| a.transpose().matmul(b);
+    let plan = anvil::cpu::compile(&trace(&f, (&a, &b)).unwrap()).unwrap();
+    assert!(plan.graph().iter().all(|(_, n)| n.op.name() != "permute"), "{}", plan.graph());
+    let got = plan.run(&[a.clone(), b.clone()], &anvil::Ctx::default()).unwrap().remove(0);
+    got.assert_allclose(&Tensor::from_vec(want, &[3, 2]).unwrap(), 1e-15, 1e-15);
+    // b aᵀ... as (aᵀ)ᵀ: a @ vᵀ-free cases, and both sides transposed.
+    let g = |a: &Var, b: &Var| b.transpose().matmul(&a.transpose().transpose()).transpose();
+    let got = jit(g).call((&a, &b)).unwrap();
+    let want = jit(|a: &Var, b: &Var| {
+        let bt = b.permute(&[1, 0]) + 0.0; // a copy, not a view
+        (bt.matmul(a)).permute(&[1, 0]) + 0.0
+    })
+    .call((&a, &b))
+    .unwrap();
+    got.assert_allclose(&want, 1e-15, 1e-15);
+    // A vector against a transposed matrix: w bᵀ, [2] @ [2, 4].
+    let w = Tensor::from_vec(vec![0.5, -1.0], &[2]).unwrap();
+    let got = jit(|b: &Var, w: &Var| w.matmul(&b.transpose())).call((&b, &w)).unwrap();
+    let want: Vec<f64> = (0..4).map(|r| 0.5 * bv[r * 2] - bv[r * 2 + 1]).collect();
+    got.assert_allclose(&Tensor::from_vec(want, &[4]).unwrap(), 1e-15, 1e-15);
+    let _ = v;
+}

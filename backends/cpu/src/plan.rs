@@ -33,7 +33,7 @@ struct Step {
 /// an invalid graph.
 pub fn compile(graph: &Graph) -> Result<Plan> {
     graph.verify()?;
-    let graph = &crate::fusion::fuse(graph)?;
+    let graph = &crate::fusion::fuse(&crate::fusion::fold_transposes(graph)?)?;
     let mut last_use = vec![None; graph.len()];
     for (id, n) in graph.iter() {
         for i in &n.inputs {
