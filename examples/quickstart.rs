@@ -1,4 +1,5 @@
-//! anvil's quick start: trace a function, run it, look at its graph.
+//! anvil's quick start: trace a function, run it, look at its graph, then
+//! batch it and differentiate it.
 //!
 //! Run with `cargo run --release --example quickstart`.
 
@@ -26,6 +27,19 @@ fn main() -> anvil::Result<()> {
     let xs = Tensor::from_vec(vec![0.1, 0.2, 0.3, -0.3, 0.0, 0.3], &[2, 3])?;
     let p = layer.call((&w, &xs))?;
     println!("softmax(tanh(x @ w + 1)) for two rows (each row sums to 1):\n{p}");
+
+    // Transforms: derivatives and batching, composed.
+    let loss = |w: &Var, x: &Var| (x.matmul(w) + 1.0).tanh().square().sum_all();
+    let g = grad(loss).call((&w, &x))?;
+    println!("\ngrad of sum(tanh(x @ w + 1)^2) in w, shape {:?}:\n{g}", g.shape());
+    let per_example = vmap(grad(loss)).in_axes([None, Some(0)]).call((&w, &xs))?;
+    println!("per-example gradients vmap(grad(loss)) over 2 rows, shape {:?}", per_example.shape());
+    let sin_jac = jacfwd(|x: &Var| x.sin()).call(&x)?;
+    println!("jacfwd(sin) at x is diag(cos x):\n{sin_jac}");
+    let h = hessian(|x: &Var| x.sin().prod(&[0], false)).call(&x)?;
+    println!("hessian of prod(sin x):\n{h}");
+    let jr = jacrev(|x: &Var| x.sin()).call(&x)?;
+    println!("jacrev agrees with jacfwd: {}", jr.allclose(&sin_jac, 1e-15, 0.0));
 
     // Mistakes are errors that name the op, the shapes and the argument.
     let bad = jit(|a: &Var, b: &Var| a + b);
