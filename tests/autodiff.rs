@@ -527,3 +527,25 @@ fn reverse_mode_through_a_linear_op_without_transpose_rule_is_an_error() {
         assert!(e.contains("test.twice") && e.contains("transpose rule"), "{e}");
     }
 }
+
+/// With `chunk_size`, each chunk builds its own slice of the seed: no
+/// constant of the whole identity appears in the graph.
+#[test]
+fn chunked_jacobians_build_the_seed_per_chunk() {
+    let x = rand(&[6], 60);
+    let f = |x: &Var| x.sin() * x.sum_all();
+    let biggest_constant = |g: &anvil::Graph| {
+        g.iter()
+            .filter(|(_, n)| n.op.is::<anvil::core::Constant>())
+            .map(|(_, n)| n.ty.numel())
+            .max()
+    };
+    // Unchunked, the seed is the whole 6 x 6 identity.
+    assert_eq!(biggest_constant(&trace(&jacfwd(f), &x).unwrap()), Some(36));
+    for j in [jacfwd(f).chunk_size(2), jacrev(f).chunk_size(2)] {
+        let g = trace(&j, &x).unwrap();
+        let biggest = biggest_constant(&g).unwrap_or(0);
+        assert!(biggest <= 12, "a constant of {biggest} elements:\n{g}");
+        j.call(&x).unwrap().assert_allclose(&jacfwd(f).call(&x).unwrap(), 1e-15, 1e-15);
+    }
+}

@@ -110,6 +110,8 @@ fn map_equals_vmap_with_shared_args_and_batch_sizes() {
         map(f).in_axes([Some(0), None]).batch_size(0).call((&xs, &w)),
         Err(Error::InvalidArgument { .. })
     ));
+    let e = map(f).in_axes([None, None]).call((&xs, &w)).unwrap_err().to_string();
+    assert!(e.contains("map") && e.contains("in_axes"), "{e}");
 }
 
 #[test]
@@ -121,7 +123,7 @@ fn map_with_several_outputs_and_parallel_ctx() {
     for (g, w) in got.iter().zip(&want) {
         g.assert_allclose(w, 1e-14, 1e-14);
     }
-    let par = anvil::Ctx { min_parallel_elems: 1, ..anvil::Ctx::default() };
+    let par = anvil::Ctx { threads: 2, min_parallel_elems: 1, ..anvil::Ctx::default() };
     let got = jit(map(|x: &Var| x.exp().sum(&[0]))).call_with(&xs, &par).unwrap();
     got.assert_allclose(&want[0], 1e-14, 1e-14);
 }

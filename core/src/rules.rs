@@ -42,6 +42,11 @@ impl Batched {
         self.var.rank() - usize::from(self.axis.is_some())
     }
 
+    /// The type of one element of the batch.
+    pub fn logical_type(&self) -> crate::shape::TensorType {
+        crate::shape::TensorType::new(self.var.dtype(), self.logical_shape())
+    }
+
     /// The shape of one element of the batch.
     pub fn logical_shape(&self) -> Vec<usize> {
         let mut s = self.var.shape().to_vec();

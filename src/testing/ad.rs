@@ -371,6 +371,18 @@ struct Setup {
 /// The preconditions shared by the derivative checks: a well-formed sample
 /// that can be evaluated, a float output, a differentiable input and a jvp
 /// rule. `Err` is the outcome to report instead of running the check.
+/// [`setup`] for the checks that use forward mode, which a reverse-only
+/// sample (a `custom_vjp` function) skips.
+fn forward_setup(sample: &OpSample) -> std::result::Result<Setup, CheckOutcome> {
+    let s = setup(sample)?;
+    if sample.derivative == Derivative::ReverseOnly {
+        return Err(CheckOutcome::Skipped(
+            "reverse mode only: forward mode is unsupported by design".into(),
+        ));
+    }
+    Ok(s)
+}
+
 fn setup(sample: &OpSample) -> std::result::Result<Setup, CheckOutcome> {
     let name = sample.describe();
     if sample.kinds.len() != sample.inputs.len() {
@@ -534,16 +546,10 @@ fn as_tensor(v: Vec<f64>, shape: &[usize]) -> String {
 // --------------------------------------------------------------------- jvp
 
 fn jvp_outcome(sample: &OpSample) -> CheckOutcome {
-    let s = match setup(sample) {
-        Ok(s) => s,
-        Err(o) => return o,
-    };
-    if sample.derivative == Derivative::ReverseOnly {
-        return CheckOutcome::Skipped(
-            "reverse mode only: forward mode is unsupported by design".into(),
-        );
+    match forward_setup(sample) {
+        Ok(s) => CheckOutcome::from_result(jvp_check(sample, &s)),
+        Err(o) => o,
     }
-    CheckOutcome::from_result(jvp_check(sample, &s))
 }
 
 fn jvp_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), String> {
@@ -692,16 +698,10 @@ fn transpose_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), Stri
 // ------------------------------------------------------------- vmap of jvp
 
 fn vmap_of_jvp_outcome(sample: &OpSample) -> CheckOutcome {
-    let s = match setup(sample) {
-        Ok(s) => s,
-        Err(o) => return o,
-    };
-    if sample.derivative == Derivative::ReverseOnly {
-        return CheckOutcome::Skipped(
-            "reverse mode only: forward mode is unsupported by design".into(),
-        );
+    match forward_setup(sample) {
+        Ok(s) => CheckOutcome::from_result(vmap_of_jvp_check(sample, &s)),
+        Err(o) => o,
     }
-    CheckOutcome::from_result(vmap_of_jvp_check(sample, &s))
 }
 
 fn vmap_of_jvp_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), String> {

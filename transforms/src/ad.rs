@@ -26,7 +26,7 @@ use anvil_core::{
     jvp_rules, trace_with, transpose_rules, Error, Graph, LinearArg, Op, Parameter, Result,
     TensorType, Var,
 };
-use anvil_ops::VarExt;
+use anvil_ops::ad::dense;
 
 fn missing(env: &[Option<Var>], id: anvil_core::NodeId) -> Result<Var> {
     env[id.index()]
@@ -226,11 +226,7 @@ fn jvp_trace(graph: &Graph, primal_types: &[TensorType]) -> Result<(Graph, Vec<b
             })
             .collect();
         let (outs, touts) = jvp_graph(graph, &vars[..n], &ts)?;
-        let touts: Vec<Var> = touts
-            .iter()
-            .zip(&outs)
-            .map(|(t, o)| t.clone().unwrap_or_else(|| o.zeros_like()))
-            .collect();
+        let touts: Vec<Var> = touts.iter().zip(&outs).map(|(t, o)| dense(t, o)).collect();
         Ok(outs.into_iter().chain(touts).collect())
     })?;
     Ok((lin, float))

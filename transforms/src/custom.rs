@@ -19,9 +19,9 @@ use anvil_core::{
     register_rule, Batched, Error, Function, Graph, LinearArg, Op, PlanCache, Result, TensorType,
     Var,
 };
+use anvil_ops::ad::dense;
 use anvil_ops::batching::at_front;
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent};
-use anvil_ops::VarExt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -141,7 +141,7 @@ impl<M, MJ, F: Function<M>, J: Function<MJ>> Function<M> for CustomJvp<F, J, M, 
 fn jvp_custom_jvp(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
     let c = op.try_downcast::<CustomJvpCall>()?;
     let mut args = p.to_vec();
-    args.extend(p.iter().zip(t).map(|(p, t)| t.clone().unwrap_or_else(|| p.zeros_like())));
+    args.extend(p.iter().zip(t).map(|(p, t)| dense(t, p)));
     Ok(Some(inline_graph(&c.jvp, &args)?.swap_remove(1)))
 }
 
@@ -269,7 +269,7 @@ fn jvp_custom_vjp(op: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Resul
     }
     let mut operands: Vec<Var> = inline_graph(&c.fwd, p)?.split_off(1);
     let residuals = operands.len();
-    operands.extend(p.iter().zip(t).map(|(p, t)| t.clone().unwrap_or_else(|| p.zeros_like())));
+    operands.extend(p.iter().zip(t).map(|(p, t)| dense(t, p)));
     let refs: Vec<&Var> = operands.iter().collect();
     let op = CustomVjpTangent { bwd: c.bwd.clone(), residuals, out: out.ty().clone() };
     Ok(Some(Var::apply_op(Box::new(op), &refs)))

@@ -10,11 +10,12 @@
 //! and it runs once.
 
 use crate::ad::{jvp_graph, vjp_graph};
-use crate::vmap::vmap_graph_chunked;
+use crate::vmap::{vmap_graph, vmap_graph_by_chunks};
 use anvil_core::function::{check_arity, trace_types};
 use anvil_core::{
     trace_with, Batched, DType, Error, Function, Graph, PlanCache, Result, Tensor, TensorType, Var,
 };
+use anvil_ops::ad::dense;
 use anvil_ops::batching::at_front;
 use anvil_ops::VarExt;
 use std::marker::PhantomData;
@@ -119,11 +120,7 @@ impl<M, F: Function<M>> Function<M> for Jvp<F, M> {
         let graph = trace_types(&self.f, &types_of(&args[..n]))?;
         let ts: Vec<Option<Var>> = args[n..].iter().cloned().map(Some).collect();
         let (outs, touts) = jvp_graph(&graph, &args[..n], &ts)?;
-        let touts: Vec<Var> = touts
-            .iter()
-            .zip(&outs)
-            .map(|(t, o)| t.clone().unwrap_or_else(|| o.zeros_like()))
-            .collect();
+        let touts: Vec<Var> = touts.iter().zip(&outs).map(|(t, o)| dense(t, o)).collect();
         Ok(outs.into_iter().chain(touts).collect())
     }
     fn cache(&self) -> Option<&PlanCache> {
@@ -180,11 +177,7 @@ impl<M, F: Function<M>> Function<M> for Vjp<F, M> {
         check_arity("vjp cotangents", Some(graph.outputs().len()), args.len() - n)?;
         let cts: Vec<Option<Var>> = args[n..].iter().cloned().map(Some).collect();
         let (outs, in_cts) = vjp_graph(&graph, &args[..n], &cts)?;
-        let in_cts: Vec<Var> = in_cts
-            .iter()
-            .zip(&args[..n])
-            .map(|(c, x)| c.clone().unwrap_or_else(|| x.zeros_like()))
-            .collect();
+        let in_cts: Vec<Var> = in_cts.iter().zip(&args[..n]).map(|(c, x)| dense(c, x)).collect();
         Ok(outs.into_iter().chain(in_cts).collect())
     }
     fn cache(&self) -> Option<&PlanCache> {
@@ -283,8 +276,7 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Grad<F, M, O> {
         };
         let one = args[0].constant_like(Tensor::scalar(1.0).cast(out.dtype));
         let (outs, in_cts) = vjp_graph(&graph, args, &[Some(one)])?;
-        let grads =
-            self.argnums.iter().map(|&a| in_cts[a].clone().unwrap_or_else(|| args[a].zeros_like()));
+        let grads = self.argnums.iter().map(|&a| dense(&in_cts[a], &args[a]));
         Ok(if self.with_value { outs.into_iter().chain(grads).collect() } else { grads.collect() })
     }
     fn cache(&self) -> Option<&PlanCache> {
@@ -398,21 +390,51 @@ impl<F, M, O> Jacobian<F, M, O> {
     }
 }
 
-/// `eye(n)` as a basis of tangents of type `ty` (`n = numel(ty)`), the
-/// basis axis last: `shape ++ [n]` (`[n] ++ shape` with `front`). The
-/// identity is symmetric, so both are the same data. With the axis last, a
-/// chain of elementwise ops keeps it last and the Jacobian `[out..., in...]`
-/// needs no transpose at the end.
-fn basis(like: &Var, ty: &TensorType, front: bool) -> Result<Var> {
+/// Rows `start..start + len` of `eye(n)` as tangents of type `ty` (`n =
+/// numel(ty)`), the basis axis last: `shape ++ [len]` (`[len] ++ shape`
+/// with `front`). With the axis last, a chain of elementwise ops keeps it
+/// last and the Jacobian `[out..., in...]` needs no transpose at the end.
+/// Built per chunk, so `chunk_size` bounds the seed too.
+fn basis(like: &Var, ty: &TensorType, start: usize, len: usize, front: bool) -> Result<Var> {
     let n = ty.numel();
-    let mut shape: Vec<i64> = ty.shape.iter().map(|&d| d as i64).collect();
-    if front {
-        shape.insert(0, n as i64);
+    let value = |row: usize, col: usize| if start + row == col { 1.0 } else { 0.0 };
+    let data: Vec<f64> = if front {
+        (0..len * n).map(|i| value(i / n, i % n)).collect()
     } else {
-        shape.push(n as i64);
+        (0..n * len).map(|i| value(i % len, i / len)).collect()
+    };
+    let mut shape = ty.shape.clone();
+    if front {
+        shape.insert(0, len);
+    } else {
+        shape.push(len);
     }
-    let eye = Tensor::eye(n).cast(ty.dtype).reshape(&shape)?;
-    Ok(like.constant_like(eye))
+    Ok(like.constant_like(Tensor::from_vec(data, &shape)?.cast(ty.dtype)))
+}
+
+/// `graph` (whose last input is the seed) vmapped over the basis of `ty`,
+/// in chunks of `chunk` directions, the seed of each chunk built for it.
+fn over_basis(
+    graph: &Graph,
+    args: &[Var],
+    ty: &TensorType,
+    front: bool,
+    chunk: Option<usize>,
+) -> Result<Vec<Batched>> {
+    let size = ty.numel();
+    let seed_axis = if front { 0 } else { ty.rank() };
+    let like = args.first().ok_or_else(|| Error::invalid("jacobian", "arguments", "none given"))?;
+    let with_seed = |start: usize, len: usize| -> Result<Vec<Batched>> {
+        let seed = Batched::new(basis(like, ty, start, len, front)?, Some(seed_axis));
+        Ok(args.iter().map(|a| Batched::new(a.clone(), None)).chain([seed]).collect())
+    };
+    match chunk {
+        // Chunks go through a batch-in-front concatenation; a single batch
+        // keeps the seed's axis where the ops leave it.
+        Some(k) if k < size => vmap_graph_by_chunks(graph, size, k, with_seed),
+        Some(0) => Err(Error::invalid("jacobian", "chunk_size", "must be at least 1")),
+        _ => vmap_graph(graph, &with_seed(0, size)?, size),
+    }
 }
 
 /// A batched result over a basis of `basis_shape` → the Jacobian block
@@ -424,7 +446,9 @@ fn jacobian_block(b: &Batched, n: usize, basis_shape: &[usize], forward: bool) -
     let mut shape = if forward { to_i64(&elem) } else { to_i64(basis_shape) };
     shape.extend(if forward { to_i64(basis_shape) } else { to_i64(&elem) });
     let moved = match b.axis {
-        Some(k) if forward => anvil_ops::batching::move_axis(&b.var, k, b.var.rank() - 1),
+        Some(k) if forward => {
+            anvil_ops::batching::move_axis(&b.var, k, b.var.rank().saturating_sub(1))
+        }
         _ if forward => {
             let mut target = elem.clone();
             target.push(n);
@@ -447,15 +471,11 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Jacobian<F, M, O
         let graph = trace_types(&self.f, &types)?;
         let out_types = graph.output_types();
         let mut jac: Vec<Vec<Var>> = vec![Vec::new(); out_types.len()];
-        let shared = || args.iter().map(|a| Batched::new(a.clone(), None));
         if self.forward {
             for &a in &self.argnums {
                 let tangent_fn = jvp_direction(&graph, &types, a)?;
                 let size = types[a].numel();
-                let last = types[a].rank();
-                let seed = Batched::new(basis(&args[a], &types[a], false)?, Some(last));
-                let batched: Vec<Batched> = shared().chain([seed]).collect();
-                let outs = vmap_graph_chunked(&tangent_fn, &batched, size, self.chunk_size)?;
+                let outs = over_basis(&tangent_fn, args, &types[a], false, self.chunk_size)?;
                 for (k, o) in outs.iter().enumerate() {
                     jac[k].push(jacobian_block(o, size, &types[a].shape, true));
                 }
@@ -472,9 +492,7 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Jacobian<F, M, O
                 }
                 let ct_fn = vjp_direction(&graph, &types, k, &self.argnums)?;
                 let size = out.numel();
-                let batched: Vec<Batched> =
-                    shared().chain([Batched::new(basis(&args[0], out, true)?, Some(0))]).collect();
-                let outs = vmap_graph_chunked(&ct_fn, &batched, size, self.chunk_size)?;
+                let outs = over_basis(&ct_fn, args, out, true, self.chunk_size)?;
                 for o in &outs {
                     jac[k].push(jacobian_block(o, size, &out.shape, false));
                 }
@@ -518,10 +536,7 @@ fn vjp_direction(
         let cts: Vec<Option<Var>> =
             (0..graph.outputs().len()).map(|j| (j == k).then(|| vars[n].clone())).collect();
         let (_, in_cts) = vjp_graph(graph, &vars[..n], &cts)?;
-        Ok(argnums
-            .iter()
-            .map(|&a| in_cts[a].clone().unwrap_or_else(|| vars[a].zeros_like()))
-            .collect())
+        Ok(argnums.iter().map(|&a| dense(&in_cts[a], &vars[a])).collect())
     })
 }
 

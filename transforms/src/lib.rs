@@ -21,4 +21,4 @@ pub use custom::{custom_jvp, custom_vjp, inline_graph, CustomJvp, CustomVjp};
 pub use diff::{grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, Grad, Jacobian, Jvp, Vjp};
 pub use map::{map, map_fallback, map_fallbacks, MapFn};
 pub use passes::{cse, dce, simplify};
-pub use vmap::{vmap, vmap_graph, vmap_graph_chunked, InAxes, Vmap};
+pub use vmap::{vmap, vmap_graph, vmap_graph_by_chunks, vmap_graph_chunked, InAxes, Vmap};

@@ -21,6 +21,7 @@ use anvil_core::{
     register_rule, trace_with, Batched, Error, Function, Graph, Op, PlanCache, Result, TensorType,
     Var,
 };
+use anvil_ops::ad::dense;
 use anvil_ops::batching::{at_front, move_axis};
 use anvil_ops::control::Map;
 use anvil_ops::{concatenate, VarExt};
@@ -200,21 +201,24 @@ fn warn_once(op: &dyn Op) {
 /// # Errors
 /// The op's shape rule failing on the element types.
 pub fn map_loop(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
-    let types: Vec<TensorType> =
-        args.iter().map(|b| TensorType::new(b.var.dtype(), b.logical_shape())).collect();
+    let types: Vec<TensorType> = args.iter().map(Batched::logical_type).collect();
     let body = trace_with(&types, |vars| {
         let refs: Vec<&Var> = vars.iter().collect();
         Ok(vec![Var::apply_op(op.boxed(), &refs)])
     })?;
-    let operands: Vec<Batched> = args
-        .iter()
+    let out = emit_map(&body, &batch_in_front(args, size), size)?.remove(0);
+    Ok(Batched::new(out, Some(0)))
+}
+
+/// The operands of a loop: batched ones with their batch axis in front
+/// (what `Map` slices), shared ones as they are.
+fn batch_in_front(args: &[Batched], size: usize) -> Vec<Batched> {
+    args.iter()
         .map(|b| match b.axis {
             Some(_) => Batched::new(at_front(b, size), Some(0)),
             None => b.clone(),
         })
-        .collect();
-    let out = emit_map(&body, &operands, size)?.remove(0);
-    Ok(Batched::new(out, Some(0)))
+        .collect()
 }
 
 /// `f` applied to each slice of its mapped arguments, as a loop; see [`map`].
@@ -294,16 +298,16 @@ impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
 
     fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
         let axes = axes_for("map", &self.in_axes, args.len())?;
+        if axes.iter().all(Option::is_none) {
+            return Err(Error::invalid(
+                "map",
+                "in_axes",
+                "no argument is mapped: map loops over at least one",
+            ));
+        }
         let (batched, size) = batch_args("map", args, &axes, None)?;
-        let front: Vec<Batched> = batched
-            .iter()
-            .map(|b| match b.axis {
-                Some(_) => Batched::new(at_front(b, size), Some(0)),
-                None => b.clone(),
-            })
-            .collect();
-        let elem_types: Vec<TensorType> =
-            front.iter().map(|b| TensorType::new(b.var.dtype(), b.logical_shape())).collect();
+        let front = batch_in_front(&batched, size);
+        let elem_types: Vec<TensorType> = front.iter().map(Batched::logical_type).collect();
         let graph = trace_types(&self.f, &elem_types)?;
         let k = match self.batch_size {
             Some(0) => return Err(Error::invalid("map", "batch_size", "must be at least 1")),
@@ -331,7 +335,9 @@ impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
             .into_iter()
             .map(|o| {
                 let mut shape = vec![(chunks * k) as i64];
-                shape.extend(o.shape()[2..].iter().map(|&d| d as i64));
+                // `[chunks, k, ...]` (a poisoned value, whose error is
+                // recorded, has no axes to keep).
+                shape.extend(o.shape().iter().skip(2).map(|&d| d as i64));
                 o.reshape(&shape)
             })
             .collect();
@@ -379,7 +385,7 @@ fn jvp_map(op: &dyn Op, primals: &[Var], tangents: &[Option<Var>], _: &Var) -> R
             ts[i] = Some(vars[n + k].clone());
         }
         let (outs, touts) = crate::ad::jvp_graph(&m.body, &vars[..n], &ts)?;
-        Ok(vec![touts[0].clone().unwrap_or_else(|| outs[0].zeros_like())])
+        Ok(vec![dense(&touts[0], &outs[0])])
     })?;
     let mut args: Vec<Batched> = primals
         .iter()

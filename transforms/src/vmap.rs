@@ -108,11 +108,8 @@ pub fn vmap_graph_chunked(
 /// `graph` vmapped over chunks of `k` elements, concatenated: the outputs
 /// have their batch axis in front.
 fn vmap_chunked(graph: &Graph, args: &[Batched], size: usize, k: usize) -> Result<Vec<Batched>> {
-    let mut shared = vec![None; graph.len()];
-    let mut parts: Vec<Vec<Var>> = vec![Vec::new(); graph.outputs().len()];
-    for start in (0..size).step_by(k) {
-        let n = k.min(size - start);
-        let chunk: Vec<Batched> = args
+    vmap_graph_by_chunks(graph, size, k, |start, n| {
+        Ok(args
             .iter()
             .map(|b| match b.axis {
                 Some(a) => {
@@ -121,8 +118,32 @@ fn vmap_chunked(graph: &Graph, args: &[Batched], size: usize, k: usize) -> Resul
                 }
                 None => b.clone(),
             })
-            .collect();
-        let outs = vmap_graph_sharing(graph, &chunk, n, &mut shared)?;
+            .collect())
+    })
+}
+
+/// `graph` vmapped over a batch of `size` in chunks of `k`, the arguments
+/// of each chunk made by `chunk(start, len)` (so a caller can build them
+/// per chunk — a slice of a `jacfwd` seed — instead of slicing a whole
+/// one). Work that does not depend on the batch is done once for all
+/// chunks; the outputs are concatenated with the batch axis in front.
+///
+/// # Errors
+/// As [`vmap_graph`]; `chunk`'s error.
+pub fn vmap_graph_by_chunks(
+    graph: &Graph,
+    size: usize,
+    k: usize,
+    mut chunk: impl FnMut(usize, usize) -> Result<Vec<Batched>>,
+) -> Result<Vec<Batched>> {
+    if k == 0 {
+        return Err(Error::invalid("vmap", "chunk_size", "must be at least 1"));
+    }
+    let mut shared = vec![None; graph.len()];
+    let mut parts: Vec<Vec<Var>> = vec![Vec::new(); graph.outputs().len()];
+    for start in (0..size).step_by(k) {
+        let n = k.min(size - start);
+        let outs = vmap_graph_sharing(graph, &chunk(start, n)?, n, &mut shared)?;
         for (p, o) in parts.iter_mut().zip(&outs) {
             p.push(at_front(o, n));
         }
@@ -383,8 +404,7 @@ impl<M, F: Function<M>> Function<M> for Vmap<F, M> {
     fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
         let axes = self.axes_for(args.len())?;
         let (batched, size) = batch_args("vmap", args, &axes, self.axis_size)?;
-        let elem_types: Vec<TensorType> =
-            batched.iter().map(|b| TensorType::new(b.var.dtype(), b.logical_shape())).collect();
+        let elem_types: Vec<TensorType> = batched.iter().map(Batched::logical_type).collect();
         let graph = trace_types(&self.f, &elem_types)?;
         let outs = vmap_graph_chunked(&graph, &batched, size, self.chunk_size)?;
         let out_axes: Vec<i64> = match &self.out_axes {

@@ -80,20 +80,24 @@ macro_rules! typed_matmul {
                 );
                 return out;
             }
+            let sa: Vec<isize> = broadcast_strides(&l.batch_a, &l.batch);
+            let sb: Vec<isize> = broadcast_strides(&l.batch_b, &l.batch);
+            let offsets = |i: usize| {
+                let (mut oa, mut ob, mut rem) = (0isize, 0isize, i);
+                for d in (0..l.batch.len()).rev() {
+                    let idx = (rem % l.batch[d]) as isize;
+                    rem /= l.batch[d];
+                    oa += idx * sa[d];
+                    ob += idx * sb[d];
+                }
+                (oa as usize * m * k, ob as usize * k * n)
+            };
             if k == 1 {
                 // Outer products (per-example gradients of a layer): a
                 // multiply per element, no GEMM call per batch.
-                let sa: Vec<isize> = broadcast_strides(&l.batch_a, &l.batch);
-                let sb: Vec<isize> = broadcast_strides(&l.batch_b, &l.batch);
                 let outer = |(i, c): (usize, &mut [$t])| {
-                    let (mut oa, mut ob, mut rem) = (0isize, 0isize, i);
-                    for d in (0..l.batch.len()).rev() {
-                        let idx = (rem % l.batch[d]) as isize;
-                        rem /= l.batch[d];
-                        oa += idx * sa[d];
-                        ob += idx * sb[d];
-                    }
-                    let (col, row) = (&a[oa as usize * m..][..m], &b[ob as usize * n..][..n]);
+                    let (oa, ob) = offsets(i);
+                    let (col, row) = (&a[oa..][..m], &b[ob..][..n]);
                     for (r, &x) in c.chunks_mut(n).zip(col) {
                         for (d, &y) in r.iter_mut().zip(row) {
                             *d = x * y;
@@ -107,18 +111,6 @@ macro_rules! typed_matmul {
                 }
                 return out;
             }
-            let sa: Vec<isize> = broadcast_strides(&l.batch_a, &l.batch);
-            let sb: Vec<isize> = broadcast_strides(&l.batch_b, &l.batch);
-            let offsets = |i: usize| {
-                let (mut oa, mut ob, mut rem) = (0isize, 0isize, i);
-                for d in (0..l.batch.len()).rev() {
-                    let idx = (rem % l.batch[d]) as isize;
-                    rem /= l.batch[d];
-                    oa += idx * sa[d];
-                    ob += idx * sb[d];
-                }
-                (oa as usize * m * k, ob as usize * k * n)
-            };
             let flops = m * k * n;
             let per_batch = |(i, c): (usize, &mut [$t])| {
                 let (oa, ob) = offsets(i);
