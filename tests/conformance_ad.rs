@@ -4,7 +4,10 @@
 //! registered op with a float result has a jvp rule; and the checks catch
 //! wrong jvp and transpose rules.
 
-use anvil::core::{op::expect_arity, register_rule, Batched, LinearArg, Parameter};
+#[macro_use]
+mod common;
+
+use anvil::core::{register_rule, LinearArg, Parameter};
 use anvil::cpu::{register_kernel, Ctx};
 use anvil::ops::control::CustomVjpCall;
 use anvil::ops::elementwise::StopGradient;
@@ -211,21 +214,9 @@ fn every_differentiable_op_has_a_jvp_rule() {
 /// A unary `f64` plugin op with a CPU kernel and an elementwise batching rule.
 macro_rules! unary_op {
     ($name:ident = $s:literal, $kernel:ident) => {
-        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-        struct $name;
-
-        impl Op for $name {
-            fn name(&self) -> &'static str {
-                $s
-            }
-            fn infer(&self, inputs: &[TensorType]) -> anvil::Result<TensorType> {
-                expect_arity(self, inputs, 1)?;
-                Ok(inputs[0].clone())
-            }
-        }
-
+        same_type_op!($name = $s);
         register_kernel!($name, $kernel);
-        register_rule!(VmapRule, $name, keep_axis);
+        register_rule!(VmapRule, $name, common::keep_axis);
     };
 }
 
@@ -239,11 +230,6 @@ fn cube_kernel(_: &dyn Op, x: &[&Tensor], out: &TensorType, _: &Ctx) -> anvil::R
 
 fn triple_kernel(_: &dyn Op, x: &[&Tensor], out: &TensorType, _: &Ctx) -> anvil::Result<Tensor> {
     map_f64(x[0], out, |x| 3.0 * x)
-}
-
-/// Elementwise: the batch axis stays where it is.
-fn keep_axis(op: &dyn Op, args: &[Batched], _size: usize) -> anvil::Result<Batched> {
-    Ok(Batched::new(Var::apply_op(op.boxed(), &[&args[0].var]), args[0].axis))
 }
 
 // x^3, with a right jvp, a wrong one, and none.

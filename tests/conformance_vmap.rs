@@ -2,7 +2,10 @@
 //! CPU kernel has a sample, every sample batches like a loop (one level and
 //! nested), and the check catches a wrong batching rule.
 
-use anvil::core::{op::expect_arity, register_rule, Batched};
+#[macro_use]
+mod common;
+
+use anvil::core::{register_rule, Batched};
 use anvil::cpu::{register_kernel, Ctx};
 use anvil::testing::{check_op_vmap, missing_samples, standard_samples, InputKind, OpSample};
 use anvil::{Op, Tensor, TensorType, Var};
@@ -52,19 +55,7 @@ fn every_sample_batches_like_a_loop() {
 /// batching rule.
 macro_rules! double_op {
     ($name:ident = $s:literal) => {
-        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-        struct $name;
-
-        impl Op for $name {
-            fn name(&self) -> &'static str {
-                $s
-            }
-            fn infer(&self, inputs: &[TensorType]) -> anvil::Result<TensorType> {
-                expect_arity(self, inputs, 1)?;
-                Ok(inputs[0].clone())
-            }
-        }
-
+        same_type_op!($name = $s);
         register_kernel!($name, double_kernel);
     };
 }
@@ -83,9 +74,7 @@ fn double_kernel(
 }
 
 /// Right: elementwise, so the batch axis stays where it is.
-fn keep_axis(op: &dyn Op, args: &[Batched], _size: usize) -> anvil::Result<Batched> {
-    Ok(Batched::new(Var::apply_op(op.boxed(), &[&args[0].var]), args[0].axis))
-}
+use common::keep_axis;
 
 /// Wrong: claims the batch axis is in front wherever it was. The shapes
 /// still fit when the element's axes have the batch size, so only the

@@ -5,26 +5,10 @@
 
 use anvil::cpu::{kernels, register_kernel, Ctx};
 use anvil::prelude::*;
-use anvil::{core::op::expect_arity, Error, Op, Tensor, TensorType};
+#[macro_use]
+mod common;
 
-/// Declares a test op whose result has its one input's type.
-macro_rules! same_type_op {
-    ($(#[$doc:meta])* $name:ident = $s:literal) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-        struct $name;
-
-        impl Op for $name {
-            fn name(&self) -> &'static str {
-                $s
-            }
-            fn infer(&self, inputs: &[TensorType]) -> anvil::Result<TensorType> {
-                expect_arity(self, inputs, 1)?;
-                Ok(inputs[0].clone())
-            }
-        }
-    };
-}
+use anvil::{Error, Op, Tensor, TensorType};
 
 same_type_op!(
     /// `x * x * x`, a plugin op with a hand-written kernel.
