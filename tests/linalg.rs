@@ -144,3 +144,32 @@ fn batched_outer_products() {
         a.assert_allclose(&b, 1e-15, 1e-15);
     }
 }
+
+/// The README's Newton example: steps `u - solve(jacfwd(F)(u), F(u))` on the
+/// Bratu problem converge quadratically to a residual near rounding.
+#[test]
+fn newton_with_jacfwd_and_solve_converges_quadratically() {
+    fn residual(u: &Var, lam: &Var) -> Var {
+        let n = u.shape()[0];
+        let h = 1.0 / (n as f64 + 1.0);
+        let p = u.pad(&[(1, 1)], 0.0);
+        let (l, r) =
+            (p.slice_axis(0, Some(0), Some(n as i64), 1), p.slice_axis(0, Some(2), None, 1));
+        (u * 2.0 - l - r) / (h * h) - lam * &u.exp()
+    }
+    let step =
+        jit(|u: &Var, lam: &Var| u - &jacfwd(residual).invoke(&[u, lam]).solve(&residual(u, lam)));
+    let norm = jit(|u: &Var, lam: &Var| residual(u, lam).norm());
+    let lam = Tensor::scalar(1.0);
+    let mut u = Tensor::zeros(&[16]);
+    let mut res = vec![norm.call((&u, &lam)).unwrap().item().unwrap()];
+    for _ in 0..4 {
+        u = step.call((&u, &lam)).unwrap();
+        res.push(norm.call((&u, &lam)).unwrap().item().unwrap());
+    }
+    assert!(res[3] < 1e-12, "{res:?}");
+    // Quadratic: each error is at most a constant times the square of the last.
+    for k in 1..3 {
+        assert!(res[k + 1] <= 10.0 * res[k] * res[k], "{res:?}");
+    }
+}
