@@ -254,7 +254,7 @@ pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Re
         .collect::<Result<_>>()?;
     let n = out.numel();
     let regs = f.inputs + f.program.len();
-    let mut result = vec![0.0f64; n];
+    let mut result = crate::buffers::take(n);
     fill_chunks(&mut result, ctx, |chunk, start| {
         let mut bufs: Vec<Vec<f64>> = vec![vec![0.0; BLOCK]; regs];
         let mut at = 0;
@@ -448,8 +448,11 @@ macro_rules! typed_matmul_t {
                 _ => return Vec::new(),
             };
             let (m, k, n) = (av.nrows(), av.ncols(), bv.ncols());
-            let mut out = vec![0.0 as $t; m * n];
-            if m * n > 0 {
+            if m * n == 0 || k == 0 {
+                return vec![0.0 as $t; m * n];
+            }
+            let mut out = crate::buffers::take(m * n);
+            {
                 let c = MatMut::from_row_major_slice_mut(&mut out, m, n);
                 matmul(c, Accum::Replace, av, bv, 1.0 as $t, ctx.gemm_par(m * k * n));
             }

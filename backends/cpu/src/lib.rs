@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod buffers;
 pub mod fusion;
 pub mod kernels;
 mod plan;

@@ -4,16 +4,25 @@
 //! naming the op, found before anything runs) and computes, for every step,
 //! which values die after it. Running walks the steps with one slot per node
 //! and drops a value as soon as its last consumer has run, so peak memory is
-//! the live set, not the whole graph.
+//! the live set, not the whole graph. A freed value's buffer, and an output
+//! the caller has dropped by the next call, go to the plan's pool of buffers
+//! ([`crate::buffers`]), from which later steps and calls take theirs.
 
+use crate::buffers::{self, Pool};
 use crate::{kernels, Ctx, KernelFn};
 use anvil_core::{Error, Graph, NodeId, Parameter, Result, Tensor, TensorType};
+use std::sync::Mutex;
 
 /// A graph ready to run on the CPU.
+///
+/// A plan may be run from several threads at once; each call then has buffers
+/// of its own.
 #[derive(Debug)]
 pub struct Plan {
     graph: Graph,
     steps: Vec<Step>,
+    /// Buffers kept between calls (taken out by a call while it runs).
+    pool: Mutex<Pool>,
 }
 
 #[derive(Debug)]
@@ -59,7 +68,7 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
             }
         }
     }
-    Ok(Plan { graph: graph.clone(), steps })
+    Ok(Plan { graph: graph.clone(), steps, pool: Mutex::default() })
 }
 
 impl Plan {
@@ -113,6 +122,29 @@ impl Plan {
     /// a kernel's run-time error (an index out of bounds).
     pub fn run(&self, inputs: &[Tensor], ctx: &Ctx) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
+        // A poisoned lock only means another call panicked: its buffers are
+        // still just buffers.
+        let mut pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|e| e.into_inner()));
+        pool.reclaim_lent();
+        let previous = buffers::install(pool);
+        let result = self.run_steps(inputs, ctx);
+        let mut pool = buffers::uninstall(previous);
+        if let Ok((outputs, peak_bytes)) = &result {
+            pool.trim(*peak_bytes);
+            pool.lend(outputs);
+        }
+        let mut slot = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_empty() || slot.bytes() < pool.bytes() {
+            *slot = pool;
+        }
+        result.map(|(outputs, _)| outputs)
+    }
+
+    /// Runs the steps with the pool installed; returns the outputs and the
+    /// largest number of bytes live at once.
+    fn run_steps(&self, inputs: &[Tensor], ctx: &Ctx) -> Result<(Vec<Tensor>, usize)> {
+        let bytes = |t: &Tensor| t.numel() * t.dtype().size_of();
+        let (mut live, mut peak) = (0usize, 0usize);
         let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.len()];
         let mut next_input = 0;
         for step in &self.steps {
@@ -149,12 +181,18 @@ impl Plan {
                     out
                 }
             };
+            live += bytes(&value);
+            peak = peak.max(live);
             slots[step.node.index()] = Some(value);
             for f in &step.free {
-                slots[f.index()] = None;
+                if let Some(t) = slots[f.index()].take() {
+                    live -= bytes(&t);
+                    buffers::recycle(t);
+                }
             }
         }
-        self.graph
+        let outputs = self
+            .graph
             .outputs()
             .iter()
             .map(|o| {
@@ -163,7 +201,8 @@ impl Plan {
                     msg: "output was not computed".into(),
                 })
             })
-            .collect()
+            .collect::<Result<Vec<Tensor>>>()?;
+        Ok((outputs, peak))
     }
 }
 
@@ -199,5 +238,67 @@ mod tests {
         );
         let run = plan.run(&[Tensor::zeros(&[4])], &Ctx::sequential()).unwrap();
         assert_eq!(run[0].to_vec::<f64>().unwrap(), vec![1f64.sin().cos(); 4]);
+    }
+
+    fn ptr(t: &Tensor) -> *const f64 {
+        t.as_slice::<f64>().unwrap().as_ptr()
+    }
+
+    #[test]
+    fn an_output_the_caller_dropped_is_reused_by_the_next_call_and_a_kept_one_is_not() {
+        let n = 4096; // 32 KiB: pooled.
+        let traced = trace(&|x: &Var| x.exp().sin() + x, &Tensor::zeros(&[n])).unwrap();
+        let plan = compile(&traced).unwrap();
+        let ctx = Ctx::sequential();
+        let x = Tensor::linspace(0.0, 1.0, n);
+        let first = plan.run(std::slice::from_ref(&x), &ctx).unwrap().remove(0);
+        let (p1, v1) = (ptr(&first), first.to_vec::<f64>().unwrap());
+        drop(first);
+        let second = plan.run(std::slice::from_ref(&x), &ctx).unwrap().remove(0);
+        assert_eq!(ptr(&second), p1, "the dropped output's buffer is reused");
+        assert!(second.to_vec::<f64>().unwrap() == v1);
+        // Kept by the caller: the next call must not write into it.
+        let third = plan.run(&[Tensor::zeros(&[n])], &ctx).unwrap().remove(0);
+        assert_ne!(ptr(&third), ptr(&second));
+        assert!(second.to_vec::<f64>().unwrap() == v1, "a kept output was overwritten");
+        assert!(third.to_vec::<f64>().unwrap().iter().all(|&v| v == 1f64.sin()));
+        // The caller's input is never taken, even though the plan reads it last.
+        assert_eq!(x.to_vec::<f64>().unwrap()[n - 1], 1.0);
+    }
+
+    #[test]
+    fn repeated_calls_through_reused_buffers_give_the_same_values() {
+        // Kernels of every kind write into reused (in debug: NaN-poisoned)
+        // buffers from the second call on; every element must be written.
+        let (r, c) = (48usize, 64usize);
+        let f = |a: &Var, b: &Var| {
+            let m = a.matmul(&b.transpose()); // r × r through MatmulT
+            let p = m.pad(&[(1, 2), (0, 3)], 0.5).tanh(); // pad, fused chain
+            let s = p.sum(&[1]).reshape(&[1, (r + 3) as i64]);
+            let cat = anvil_ops::concatenate(&[&s, &s.exp()], 0);
+            let t = a.transpose().exp() * 2.0; // tiled transpose, scalar broadcast
+            vec![cat, t.sum(&[0]), m.matmul(a), p.lt(&m.mean()).select(&p, &p.neg())]
+        };
+        let a = Tensor::from_vec((0..r * c).map(|i| (i as f64 * 0.37).sin()).collect(), &[r, c]);
+        let b = Tensor::from_vec((0..r * c).map(|i| (i as f64 * 0.11).cos()).collect(), &[r, c]);
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let traced =
+            anvil_core::trace_with(&[a.ty(), b.ty()], |v: &[Var]| Ok(f(&v[0], &v[1]))).unwrap();
+        let plan = compile(&traced).unwrap();
+        for ctx in [Ctx::sequential(), Ctx { min_parallel_elems: 64, ..Ctx::default() }] {
+            let first = plan.run(&[a.clone(), b.clone()], &ctx).unwrap();
+            let want: Vec<Vec<f64>> = first.iter().map(|t| t.to_vec().unwrap()).collect();
+            assert!(want.iter().flatten().all(|x| x.is_finite()));
+            drop(first);
+            for _ in 0..3 {
+                let got: Vec<Vec<f64>> = plan
+                    .run(&[a.clone(), b.clone()], &ctx)
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.to_vec().unwrap())
+                    .collect();
+                assert!(got == want, "a call through reused buffers differs");
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! innermost axis, giving the offset of each operand at the start of the run
 //! and its stride within it, so the hot inner loop is a plain strided loop.
 
+use crate::buffers::{self, Pooled};
 use crate::Ctx;
 use rayon::prelude::*;
 
@@ -98,15 +99,14 @@ pub fn fill_chunks<T: Send>(out: &mut [T], ctx: &Ctx, fill: impl Fn(&mut [T], us
 
 /// Gathers `src` read through `strides` from `offset` into a new row-major
 /// buffer of `shape`.
-pub fn gather<T: Copy + Default + Send + Sync>(
+pub fn gather<T: Pooled>(
     src: &[T],
     offset: isize,
     strides: &[isize],
     shape: &[usize],
     ctx: &Ctx,
 ) -> Vec<T> {
-    let n = anvil_core::shape::numel(shape);
-    let mut out = vec![T::default(); n];
+    let mut out = buffers::take(anvil_core::shape::numel(shape));
     fill_chunks(&mut out, ctx, |chunk, start| {
         for_each_run(
             shape,
@@ -131,15 +131,14 @@ pub fn gather<T: Copy + Default + Send + Sync>(
 
 /// `out[i] = f(a[i'], b[i''])` over the broadcast shape `shape`, reading each
 /// operand through its (possibly zero) strides.
-pub fn map2<A: Copy + Sync, B: Copy + Sync, T: Copy + Default + Send>(
+pub fn map2<A: Copy + Sync, B: Copy + Sync, T: Pooled>(
     a: (&[A], &[isize]),
     b: (&[B], &[isize]),
     shape: &[usize],
     ctx: &Ctx,
     f: impl Fn(A, B) -> T + Sync,
 ) -> Vec<T> {
-    let n = anvil_core::shape::numel(shape);
-    let mut out = vec![T::default(); n];
+    let mut out = buffers::take(anvil_core::shape::numel(shape));
     fill_chunks(&mut out, ctx, |chunk, start| {
         for_each_run(
             shape,

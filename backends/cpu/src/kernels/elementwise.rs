@@ -2,17 +2,14 @@
 //! broadcast operands through zero strides.
 
 use super::{arity, unsupported};
+use crate::buffers::{self, Pooled};
 use crate::strided::{broadcast_strides, fill_chunks, for_each_run};
 use crate::{register_kernel, Ctx};
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::elementwise::*;
 
-fn map1<A: Copy + Sync, T: Copy + Default + Send>(
-    x: &[A],
-    ctx: &Ctx,
-    f: impl Fn(A) -> T + Sync,
-) -> Vec<T> {
-    let mut out = vec![T::default(); x.len()];
+fn map1<A: Copy + Sync, T: Pooled>(x: &[A], ctx: &Ctx, f: impl Fn(A) -> T + Sync) -> Vec<T> {
+    let mut out = buffers::take(x.len());
     fill_chunks(&mut out, ctx, |chunk, start| {
         for (d, &v) in chunk.iter_mut().zip(&x[start..]) {
             *d = f(v);
@@ -100,7 +97,7 @@ pub fn compare<O: CompareMath>(
     Tensor::from_vec(v, s)
 }
 
-fn select_typed<T: Copy + Default + Send + Sync>(
+fn select_typed<T: Pooled>(
     c: &[bool],
     t: &[T],
     f: &[T],
@@ -108,7 +105,7 @@ fn select_typed<T: Copy + Default + Send + Sync>(
     shape: &[usize],
     ctx: &Ctx,
 ) -> Vec<T> {
-    let mut out = vec![T::default(); anvil_core::shape::numel(shape)];
+    let mut out = buffers::take(anvil_core::shape::numel(shape));
     fill_chunks(&mut out, ctx, |chunk, start| {
         for_each_run(
             shape,

@@ -43,10 +43,11 @@ macro_rules! typed_matmul {
         fn $name(a: &[$t], b: &[$t], l: &Layout, ctx: &Ctx) -> Vec<$t> {
             let (m, k, n) = (l.m, l.k, l.n);
             let nb = anvil_core::shape::numel(&l.batch);
-            let mut out = vec![0.0 as $t; nb * m * n];
-            if out.is_empty() || k == 0 {
-                return out;
+            if nb * m * n == 0 || k == 0 {
+                return vec![0.0 as $t; nb * m * n];
             }
+            // Every path below writes every element.
+            let mut out = crate::buffers::take(nb * m * n);
             let gemm = |c: &mut [$t], a: &[$t], b: &[$t], rows: usize, par: Par| {
                 let c = MatMut::from_row_major_slice_mut(c, rows, n);
                 faer_matmul(

@@ -4,9 +4,10 @@
 //! `concatenate` copy blocks into a fresh buffer.
 
 use super::arity;
+use crate::buffers::Pooled;
 use crate::strided::{broadcast_strides, contiguous_strides, for_each_run, gather};
 use crate::{register_kernel, Ctx};
-use anvil_core::{with_storage, Element, Op, Result, Scalar, Storage, Tensor, TensorType};
+use anvil_core::{with_storage, Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::movement::*;
 
 /// `reshape`: the same buffer with a new shape.
@@ -29,7 +30,7 @@ fn gather_tensor(
 /// Swaps the last two axes of `batch` row-major `r × c` matrices, in
 /// 32 × 32 tiles so that both the reads and the writes stay in cache (a
 /// plain strided gather reads one element per cache line).
-fn transpose_last2<T: Copy + Default + Send + Sync>(
+fn transpose_last2<T: crate::buffers::Pooled>(
     x: &[T],
     batch: usize,
     r: usize,
@@ -37,7 +38,7 @@ fn transpose_last2<T: Copy + Default + Send + Sync>(
     ctx: &Ctx,
 ) -> Vec<T> {
     const TILE: usize = 32;
-    let mut out = vec![T::default(); batch * r * c];
+    let mut out = crate::buffers::take(batch * r * c);
     let per_matrix = |(b, dst): (usize, &mut [T])| {
         let src = &x[b * r * c..(b + 1) * r * c];
         for i0 in (0..r).step_by(TILE) {
@@ -135,8 +136,9 @@ fn scatter_block<T: Copy>(
     );
 }
 
-fn pad_typed<T: Element>(x: &[T], shape: &[usize], p: &Pad, out_shape: &[usize]) -> Vec<T> {
-    let mut out = vec![T::from_scalar(p.value); anvil_core::shape::numel(out_shape)];
+fn pad_typed<T: Pooled>(x: &[T], shape: &[usize], p: &Pad, out_shape: &[usize]) -> Vec<T> {
+    let mut out =
+        crate::buffers::filled(anvil_core::shape::numel(out_shape), T::from_scalar(p.value));
     let ds = contiguous_strides(out_shape);
     let offset: isize = p.widths.iter().zip(&ds).map(|(&(lo, _), &s)| lo as isize * s).sum();
     scatter_block(x, shape, &mut out, offset, &ds);
@@ -152,9 +154,9 @@ pub fn pad(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Res
     Tensor::from_storage(storage, &out.shape)
 }
 
-fn concat_typed<T: Element>(parts: &[&Tensor], axis: usize, out_shape: &[usize]) -> Result<Vec<T>> {
-    let zero = T::from_scalar(Scalar::I64(0));
-    let mut out = vec![zero; anvil_core::shape::numel(out_shape)];
+fn concat_typed<T: Pooled>(parts: &[&Tensor], axis: usize, out_shape: &[usize]) -> Result<Vec<T>> {
+    // The parts tile the output: every element is written.
+    let mut out = crate::buffers::take(anvil_core::shape::numel(out_shape));
     let ds = contiguous_strides(out_shape);
     let mut at = 0isize;
     for p in parts {

@@ -34,7 +34,7 @@ fn split(shape: &[usize], axes: &[usize]) -> Split {
 /// For each output element (in row-major order of the kept axes), folds
 /// `fold(acc, run)` over its reduced runs, starting from `init`, and maps the
 /// result with `finish`.
-fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: Copy + Default + Send>(
+fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: crate::buffers::Pooled>(
     x: &[T],
     sp: &Split,
     ctx: &Ctx,
@@ -44,7 +44,7 @@ fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: Copy + Default + Send>(
 ) -> Vec<R> {
     let n_out = anvil_core::shape::numel(&sp.kept);
     let n_red = anvil_core::shape::numel(&sp.red);
-    let mut out = vec![R::default(); n_out];
+    let mut out = crate::buffers::take(n_out);
     let par_ctx = if ctx.parallel(n_out * n_red.max(1)) { *ctx } else { Ctx::sequential() };
     let per = |chunk: &mut [R], start: usize| {
         for_each_run(
@@ -85,7 +85,7 @@ fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: Copy + Default + Send>(
     out
 }
 
-fn fold_typed<T: Copy + Sync + Send + Default>(
+fn fold_typed<T: crate::buffers::Pooled>(
     x: &[T],
     sp: &Split,
     ctx: &Ctx,
