@@ -159,6 +159,65 @@ fn simplify_removes_identity_products_and_movement_chains() {
     assert_eq!(s.len(), 2, "{s}"); // the input and sin
 }
 
+/// In a `jacfwd` Jacobian, the products of the identity seed with small
+/// derivatives move to the small operands, and the sums over the seed's
+/// products read the diagonal: W3's Jacobian needs no `n × n` reduction and
+/// only two `n × n` products with the seed. Values are those of the graph
+/// before simplification, and of `jacrev`.
+#[test]
+fn seed_products_move_to_the_small_operands_and_seed_sums_read_the_diagonal() {
+    let n = 50;
+    let f = |x: &Var| x.softmax(-1) * x.sin().square().sum_all() + (-x.square()).exp() * x;
+    let x = Tensor::from_vec((0..n).map(|i| (i as f64 * 0.37).sin()).collect(), &[n]).unwrap();
+    let j = anvil::jacfwd(f);
+    let s = anvil::lower(&j, &x).unwrap();
+    let square = |ty: &anvil::TensorType| ty.shape == [n, n];
+    let reductions_of_squares = s
+        .iter()
+        .filter(|(_, node)| node.op.name() == "sum" && node.inputs.iter().any(|&i| square(s.ty(i))))
+        .count();
+    assert_eq!(reductions_of_squares, 0, "{s}");
+    let seed = s.iter().find(|(_, node)| node.op.name() == "const" && square(&node.ty)).unwrap().0;
+    let seed_products = s.iter().filter(|(_, node)| node.inputs.contains(&seed)).count();
+    assert_eq!(seed_products, 2, "{s}");
+    let raw = anvil::transforms::dce(&trace(&j, &x).unwrap()).unwrap();
+    let want = anvil::run_graph(&raw, std::slice::from_ref(&x)).unwrap().remove(0);
+    let got = anvil::run_graph(&s, std::slice::from_ref(&x)).unwrap().remove(0);
+    got.assert_allclose(&want, 1e-14, 1e-15);
+    let rev = anvil::jit(anvil::jacrev(f)).call(&x).unwrap();
+    got.assert_allclose(&rev, 1e-13, 1e-14);
+}
+
+/// Rewrites around a 0/1 mask are exact, NaN and infinities included:
+/// `(M * a) * b`, `(M * a) / b` and `-(M * a)` against the ops one by one.
+#[test]
+fn mask_rewrites_keep_nans_and_infinities() {
+    let mask = Tensor::from_vec(vec![1.0, 0.0, 0.0, 1.0, 1.0, 0.0], &[2, 3]).unwrap();
+    let a = Tensor::from_vec(vec![f64::INFINITY, 2.0], &[2, 1]).unwrap();
+    let b = Tensor::from_vec(vec![0.0, f64::NAN], &[2, 1]).unwrap();
+    let f = move |a: &Var, b: &Var| {
+        let m = a.constant_like(mask.clone());
+        let ma = &m * a;
+        vec![&ma * b, &ma / b, -&ma, b * &ma]
+    };
+    let raw = trace(&f, (&a, &b)).unwrap();
+    let s = anvil::lower(&f, (&a, &b)).unwrap();
+    // Every result is now the mask times a small operand.
+    let mask_id = s.iter().find(|(_, node)| node.op.name() == "const").unwrap().0;
+    for &o in s.outputs() {
+        let node = s.node(o);
+        assert!(node.op.name() == "mul" && node.inputs.contains(&mask_id), "{s}");
+    }
+    let want = anvil::run_graph(&raw, &[a.clone(), b.clone()]).unwrap();
+    let got = anvil::run_graph(&s, &[a, b]).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        let (g, w) = (g.to_vec::<f64>().unwrap(), w.to_vec::<f64>().unwrap());
+        for (x, y) in g.iter().zip(&w) {
+            assert!(x == y || (x.is_nan() && y.is_nan()), "{g:?} != {w:?}");
+        }
+    }
+}
+
 /// Elementwise chains are fused into one kernel; the values are those of the
 /// ops one by one, with broadcasting leaves, on one thread and on several.
 #[test]

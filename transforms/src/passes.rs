@@ -84,7 +84,9 @@ pub fn cse(g: &Graph) -> Result<Graph> {
 /// - a permute of a permute is one permute, and the identity permute is
 ///   nothing;
 /// - a reshape of a reshape is one reshape, and a reshape, broadcast or
-///   cast to the operand's own type is nothing.
+///   cast to the operand's own type is nothing;
+/// - sums and products around a 0/1 constant (a `jacfwd` seed): see
+///   `rewrite_sum` and `rewrite_masked`.
 ///
 /// Values and types are unchanged, so the graph's signature is too.
 ///
@@ -97,6 +99,7 @@ pub fn simplify(g: &Graph) -> Result<Graph> {
     g.verify()?;
     let mut out = Graph::new();
     let mut map: Vec<NodeId> = Vec::with_capacity(g.len());
+    let mut masks = Masks::default();
     for (_, n) in g.iter() {
         let ins: Vec<NodeId> = n.inputs.iter().map(|i| map[i.index()]).collect();
         if n.op.is::<Parameter>() {
@@ -106,9 +109,9 @@ pub fn simplify(g: &Graph) -> Result<Graph> {
         let same_type = |i: NodeId, out: &Graph| *out.ty(i) == n.ty;
         let replaced = if n.op.is::<Matmul>() {
             let (a, b) = (ins[0], ins[1]);
-            if is_identity(out.node(b)) && same_type(a, &out) {
+            if masks.kind(&out, b) == Mask::Identity && same_type(a, &out) {
                 Some(a)
-            } else if is_identity(out.node(a)) && same_type(b, &out) {
+            } else if masks.kind(&out, a) == Mask::Identity && same_type(b, &out) {
                 Some(b)
             } else {
                 None
@@ -123,6 +126,10 @@ pub fn simplify(g: &Graph) -> Result<Graph> {
             continue;
         }
         if let Some(r) = rewrite_sum(&mut out, n.op.as_ref(), &ins, &n.ty)? {
+            map.push(r);
+            continue;
+        }
+        if let Some(r) = rewrite_masked(&mut out, &mut masks, n.op.as_ref(), &ins, &n.ty)? {
             map.push(r);
             continue;
         }
@@ -294,18 +301,150 @@ fn unbroadcast_operands(
     ins
 }
 
-/// Whether a node is a constant square identity matrix.
-fn is_identity(node: &Node) -> bool {
-    let Some(c) = node.op.downcast_ref::<anvil_core::Constant>() else { return false };
-    let t = &c.value;
-    match t.shape() {
-        [r, k] if r == k && t.dtype().is_float() => {
-            let r = *r;
-            t.to_f64_vec()
-                .iter()
-                .enumerate()
-                .all(|(i, &x)| x == if i / r == i % r { 1.0 } else { 0.0 })
-        }
-        _ => false,
+/// What a constant is, for the rewrites around `jacfwd` seeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mask {
+    /// A square identity matrix.
+    Identity,
+    /// Every element is 0 or 1.
+    ZeroOne,
+    /// Anything else (or not a constant).
+    Other,
+}
+
+/// The [`Mask`] kind of the nodes of a graph under construction, each
+/// constant inspected once (seeds are large).
+#[derive(Default)]
+struct Masks(std::collections::HashMap<NodeId, Mask>);
+
+impl Masks {
+    fn kind(&mut self, g: &Graph, id: NodeId) -> Mask {
+        *self.0.entry(id).or_insert_with(|| {
+            let Some(c) = g.node(id).op.downcast_ref::<anvil_core::Constant>() else {
+                return Mask::Other;
+            };
+            let t = &c.value;
+            if !t.dtype().is_float() {
+                return Mask::Other;
+            }
+            let v = t.to_f64_vec();
+            if v.iter().any(|&x| x != 0.0 && x != 1.0) {
+                return Mask::Other;
+            }
+            match t.shape() {
+                [r, k] if r == k => {
+                    let r = *r;
+                    let eye = v.iter().enumerate().all(|(i, &x)| (x == 1.0) == (i / r == i % r));
+                    if eye {
+                        Mask::Identity
+                    } else {
+                        Mask::ZeroOne
+                    }
+                }
+                _ => Mask::ZeroOne,
+            }
+        })
     }
+}
+
+/// Rewrites around a constant `M` of zeros and ones of the result's full
+/// shape — the seed of `jacfwd`, whose products with small derivatives are
+/// most of a Jacobian's work:
+///
+/// - `(M * a) * b`, `(M * a) / b` and `-(M * a)` become `M * (a * b)`,
+///   `M * (a / b)` and `M * (-a)` when `a` and `b` are smaller than the
+///   result (they broadcast): the arithmetic moves to the small operands.
+///   For `M` in {0, 1} this is exact (up to the sign of a zero), NaN and
+///   infinities included;
+/// - `sum(I * v, axis)` for the identity `I` and a broadcast `v` is the
+///   diagonal of `v`, read without touching the `n × n` product.
+///
+/// Returns the node that replaces the op, if any; only when its type is the
+/// original's.
+fn rewrite_masked(
+    out: &mut Graph,
+    masks: &mut Masks,
+    op: &dyn Op,
+    ins: &[NodeId],
+    ty: &anvil_core::TensorType,
+) -> Result<Option<NodeId>> {
+    use anvil_ops::elementwise::{Div, Mul, Neg};
+    use anvil_ops::movement::{BroadcastTo, Reshape};
+    use anvil_ops::reduce::ReduceSum;
+    let numel = ty.numel();
+    let small = |out: &Graph, i: NodeId| out.ty(i).numel() < numel;
+    // `i` as `M * a` with `M` a 0/1 constant of the full shape: (M, a).
+    let masked = |out: &Graph, masks: &mut Masks, i: NodeId| -> Option<(NodeId, NodeId)> {
+        let node = out.node(i);
+        if !node.op.is::<Mul>() || node.ty != *ty {
+            return None;
+        }
+        let (p, q) = (node.inputs[0], node.inputs[1]);
+        let full = |m: NodeId| out.ty(m).shape == ty.shape;
+        if full(p) && masks.kind(out, p) != Mask::Other && small(out, q) {
+            Some((p, q))
+        } else if full(q) && masks.kind(out, q) != Mask::Other && small(out, p) {
+            Some((q, p))
+        } else {
+            None
+        }
+    };
+    let checked =
+        |out: &mut Graph, id: NodeId| -> Option<NodeId> { (*out.ty(id) == *ty).then_some(id) };
+    if op.is::<Neg>() {
+        if let Some((m, a)) = masked(out, masks, ins[0]) {
+            let na = out.push(Box::new(Neg), &[a])?;
+            let id = out.push(Box::new(Mul), &[m, na])?;
+            return Ok(checked(out, id));
+        }
+    } else if op.is::<Mul>() || op.is::<Div>() {
+        let (x, b) = (ins[0], ins[1]);
+        let found = match masked(out, masks, x) {
+            Some(ma) if small(out, b) => Some((ma, b, false)),
+            // Only a product commutes: `b / (M * a)` is not rewritten.
+            _ if op.is::<Mul>() && small(out, x) => masked(out, masks, b).map(|ma| (ma, x, true)),
+            _ => None,
+        };
+        if let Some(((m, a), b, swapped)) = found {
+            let ab = match (op.is::<Mul>(), swapped) {
+                (true, true) => out.push(Box::new(Mul), &[b, a])?,
+                (true, false) => out.push(Box::new(Mul), &[a, b])?,
+                _ => out.push(Box::new(Div), &[a, b])?,
+            };
+            if small(out, ab) {
+                let id = out.push(Box::new(Mul), &[m, ab])?;
+                return Ok(checked(out, id));
+            }
+        }
+    } else if let Some(r) = op.downcast_ref::<ReduceSum>() {
+        // sum(I * v, axis) over one axis of an n × n product: the diagonal.
+        let node = out.node(ins[0]);
+        let [n, k] = node.ty.shape[..] else { return Ok(None) };
+        if r.axes.len() != 1 || n != k || !node.op.is::<Mul>() {
+            return Ok(None);
+        }
+        let (p, q) = (node.inputs[0], node.inputs[1]);
+        let v = if masks.kind(out, p) == Mask::Identity {
+            q
+        } else if masks.kind(out, q) == Mask::Identity {
+            p
+        } else {
+            return Ok(None);
+        };
+        // v broadcasts to [n, n]: its diagonal is v itself when v has n
+        // elements ([n], [1, n] or [n, 1]), or v everywhere when it has one.
+        let diag = match out.ty(v).numel() {
+            1 => {
+                let s = out.push(Box::new(Reshape { shape: vec![] }), &[v])?;
+                out.push(Box::new(BroadcastTo { shape: vec![n] }), &[s])?
+            }
+            m if m == n && out.ty(v).shape.len() <= 2 => {
+                out.push(Box::new(Reshape { shape: vec![n] }), &[v])?
+            }
+            _ => return Ok(None),
+        };
+        let id = out.push(Box::new(Reshape { shape: ty.shape.clone() }), &[diag])?;
+        return Ok(checked(out, id));
+    }
+    Ok(None)
 }

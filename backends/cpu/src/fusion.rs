@@ -6,10 +6,11 @@
 //! binary op), has that consumer as its only use, and has the consumer's
 //! shape. Everything else a group reads — smaller operands that broadcast,
 //! reductions, inputs — is a leaf, read through broadcast strides. The
-//! kernel walks the output in blocks of [`BLOCK`] elements: it gathers each
-//! leaf's block into a small buffer and runs the group's instructions over
-//! the buffers, so intermediates never leave the cache and are never
-//! allocated at full size.
+//! kernel walks the output in blocks of [`BLOCK`] elements: it reads each
+//! leaf of the output's shape in place and gathers each broadcast leaf's
+//! block into a small buffer, runs the group's instructions over registers
+//! of one block, and writes the last one straight into the output, so
+//! intermediates never leave the cache and are never allocated at full size.
 
 use crate::strided::{broadcast_strides, fill_chunks, for_each_run};
 use crate::{register_kernel, Ctx};
@@ -247,21 +248,32 @@ fn emit(
 pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
     let f = op.try_downcast::<Fused>()?;
     expect_arity(op, inputs, f.inputs)?;
+    let Some(last) = f.program.len().checked_sub(1) else {
+        return Err(Error::invalid("fused", "program", "a fused group without instructions"));
+    };
     let shape = &out.shape;
     let leaves: Vec<(&[f64], Vec<isize>)> = inputs
         .iter()
         .map(|t| Ok((t.as_slice::<f64>()?, broadcast_strides(t.shape(), shape))))
         .collect::<Result<_>>()?;
-    let n = out.numel();
-    let regs = f.inputs + f.program.len();
-    let mut result = crate::buffers::take(n);
+    // Leaves of the output's own shape are read in place; the others
+    // (broadcast operands) are gathered block by block.
+    let direct: Vec<bool> = inputs.iter().map(|t| t.shape() == &shape[..]).collect();
+    let mut result = crate::buffers::take(out.numel());
     fill_chunks(&mut result, ctx, |chunk, start| {
-        let mut bufs: Vec<Vec<f64>> = vec![vec![0.0; BLOCK]; regs];
+        let mut gathered: Vec<Vec<f64>> =
+            direct.iter().map(|&d| if d { vec![] } else { vec![0.0; BLOCK] }).collect();
+        // Every instruction but the last (which writes the output) has a register.
+        let mut regs: Vec<Vec<f64>> = vec![vec![0.0; BLOCK]; last];
         let mut at = 0;
         while at < chunk.len() {
             let len = BLOCK.min(chunk.len() - at);
             let from = start + at;
-            for (buf, (data, strides)) in bufs.iter_mut().zip(&leaves) {
+            for (k, (data, strides)) in leaves.iter().enumerate() {
+                if direct[k] {
+                    continue;
+                }
+                let buf = &mut gathered[k];
                 for_each_run(shape, [strides], [0], from, from + len, |pos, [o], [s], run| {
                     let dst = &mut buf[pos - from..pos - from + run];
                     if s == 1 {
@@ -276,22 +288,22 @@ pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Re
                 });
             }
             for (j, instr) in f.program.iter().enumerate() {
-                let dst_reg = f.inputs + j;
-                let mut dst = std::mem::take(&mut bufs[dst_reg]);
-                match instr.math {
-                    ChunkMath::Unary(m) => {
-                        m(instr.op.as_ref(), &bufs[instr.args[0]][..len], &mut dst[..len])
+                let (done, rest) = regs.split_at_mut(j.min(last));
+                let src = |a: usize| -> &[f64] {
+                    match a.checked_sub(f.inputs) {
+                        Some(r) => &done[r][..len],
+                        None if direct[a] => &leaves[a].0[from..from + len],
+                        None => &gathered[a][..len],
                     }
-                    ChunkMath::Binary(m) => m(
-                        instr.op.as_ref(),
-                        &bufs[instr.args[0]][..len],
-                        &bufs[instr.args[1]][..len],
-                        &mut dst[..len],
-                    ),
+                };
+                let dst = if j == last { &mut chunk[at..at + len] } else { &mut rest[0][..len] };
+                match instr.math {
+                    ChunkMath::Unary(m) => m(instr.op.as_ref(), src(instr.args[0]), dst),
+                    ChunkMath::Binary(m) => {
+                        m(instr.op.as_ref(), src(instr.args[0]), src(instr.args[1]), dst)
+                    }
                 }
-                bufs[dst_reg] = dst;
             }
-            chunk[at..at + len].copy_from_slice(&bufs[regs - 1][..len]);
             at += len;
         }
     });

@@ -3,9 +3,10 @@
 //! outputs are split across threads when there are many of them.
 
 use super::{arity, unsupported};
+use crate::buffers::Pooled;
 use crate::strided::{contiguous_strides, fill_chunks, for_each_run};
 use crate::{register_kernel, Ctx};
-use anvil_core::{Op, Result, Storage, Tensor, TensorType};
+use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::reduce::*;
 
 /// The kept and reduced parts of a shape, with the input strides of each.
@@ -85,11 +86,12 @@ fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: crate::buffers::Pooled>
     out
 }
 
-fn fold_typed<T: crate::buffers::Pooled>(
+fn fold_typed<T: Pooled>(
     x: &[T],
     sp: &Split,
     ctx: &Ctx,
-    (id, f): (T, fn(T, T) -> T),
+    id: T,
+    f: impl Fn(T, T) -> T + Copy + Sync,
 ) -> Vec<T> {
     reduce_with(
         x,
@@ -97,13 +99,79 @@ fn fold_typed<T: crate::buffers::Pooled>(
         ctx,
         id,
         |mut acc, x, o, s, len, _| {
-            for j in 0..len {
-                acc = f(acc, x[(o + j as isize * s) as usize]);
+            if s == 1 {
+                for &v in &x[o as usize..][..len] {
+                    acc = f(acc, v);
+                }
+            } else {
+                for j in 0..len {
+                    acc = f(acc, x[(o + j as isize * s) as usize]);
+                }
             }
             acc
         },
         |a| a,
     )
+}
+
+/// The operand as `[outer, reduced, inner]` when the reduced axes are
+/// consecutive and followed by kept ones (a column sum, or `sum(axis=0)` of
+/// a Jacobian): then whole rows are folded into the output at once, reading
+/// memory in order, instead of walking each output's column with a stride.
+fn rows_layout(shape: &[usize], axes: &[usize]) -> Option<(usize, usize, usize)> {
+    let (&first, &last) = (axes.first()?, axes.last()?);
+    let consecutive = axes.windows(2).all(|w| w[1] == w[0] + 1);
+    let p = |s: &[usize]| s.iter().product::<usize>();
+    let inner = p(&shape[last + 1..]);
+    (consecutive && inner >= 8).then(|| (p(&shape[..first]), p(&shape[first..=last]), inner))
+}
+
+/// `out[o, i] = fold over r of x[o, r, i]`, row by row (see [`rows_layout`]).
+fn fold_rows<T: Pooled>(
+    x: &[T],
+    (outer, red, inner): (usize, usize, usize),
+    ctx: &Ctx,
+    id: T,
+    f: impl Fn(T, T) -> T + Copy + Sync,
+) -> Vec<T> {
+    let mut out = crate::buffers::filled(outer * inner, id);
+    // Columns `c0..c0 + dst.len()` of outer index `o`.
+    let fold = |o: usize, c0: usize, dst: &mut [T]| {
+        for r in 0..red {
+            let row = &x[(o * red + r) * inner + c0..][..dst.len()];
+            for (d, &v) in dst.iter_mut().zip(row) {
+                *d = f(*d, v);
+            }
+        }
+    };
+    if ctx.parallel(x.len()) && !out.is_empty() {
+        use rayon::prelude::*;
+        // About four pieces per thread, each at least a few cache lines wide.
+        let width = (outer * inner).div_ceil(4 * ctx.threads).max(64).min(inner);
+        out.par_chunks_mut(inner).enumerate().for_each(|(o, row)| {
+            row.par_chunks_mut(width).enumerate().for_each(|(p, dst)| fold(o, p * width, dst))
+        });
+    } else {
+        for (o, row) in out.chunks_mut(inner.max(1)).enumerate() {
+            fold(o, 0, row);
+        }
+    }
+    out
+}
+
+/// Folds `x` with `f` from `id`, row by row when the layout allows.
+fn fold_any<T: Pooled>(
+    x: &[T],
+    shape: &[usize],
+    axes: &[usize],
+    ctx: &Ctx,
+    id: T,
+    f: impl Fn(T, T) -> T + Copy + Sync,
+) -> Vec<T> {
+    match rows_layout(shape, axes) {
+        Some(dims) => fold_rows(x, dims, ctx, id, f),
+        None => fold_typed(x, &split(shape, axes), ctx, id, f),
+    }
 }
 
 /// The kernel of every [`ReduceMath`] op.
@@ -116,11 +184,29 @@ pub fn reduce<O: ReduceMath>(
     arity(op, inputs, 1)?;
     let o = op.try_downcast::<O>()?;
     let x = inputs[0];
-    let sp = split(x.shape(), o.axes());
+    let (shape, axes) = (x.shape(), o.axes());
+    // A sum's `+` written out, so that the loops inline and vectorise it
+    // (the op's combining function is a function pointer).
+    let sum = op.is::<ReduceSum>();
     let storage = match x.storage() {
-        Storage::F64(v) => anvil_core::Element::into_storage(fold_typed(v, &sp, ctx, o.f64())),
-        Storage::F32(v) => anvil_core::Element::into_storage(fold_typed(v, &sp, ctx, o.f32())),
-        Storage::I64(v) => anvil_core::Element::into_storage(fold_typed(v, &sp, ctx, o.i64())),
+        Storage::F64(v) if sum => {
+            Element::into_storage(fold_any(v, shape, axes, ctx, 0.0, |a, b| a + b))
+        }
+        Storage::F32(v) if sum => {
+            Element::into_storage(fold_any(v, shape, axes, ctx, 0.0, |a, b| a + b))
+        }
+        Storage::F64(v) => {
+            let (id, f) = o.f64();
+            Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
+        }
+        Storage::F32(v) => {
+            let (id, f) = o.f32();
+            Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
+        }
+        Storage::I64(v) => {
+            let (id, f) = o.i64();
+            Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
+        }
         Storage::Bool(_) => return Err(unsupported(op, 0, x.dtype())),
     };
     Tensor::from_storage(storage, &out.shape)
