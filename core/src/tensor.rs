@@ -92,6 +92,51 @@ impl Storage {
     }
 }
 
+/// A tensor's shape, stored inline up to rank [`Dims::INLINE`] (no
+/// allocation for the shapes of nearly every tensor: a kernel's output costs
+/// its buffer, not also a `Vec` for its shape).
+#[derive(Clone)]
+enum Dims {
+    Inline { len: u8, dims: [usize; Dims::INLINE] },
+    Heap(Vec<usize>),
+}
+
+impl Dims {
+    const INLINE: usize = 6;
+
+    fn new(shape: &[usize]) -> Dims {
+        if shape.len() <= Dims::INLINE {
+            let mut dims = [0; Dims::INLINE];
+            dims[..shape.len()].copy_from_slice(shape);
+            Dims::Inline { len: shape.len() as u8, dims }
+        } else {
+            Dims::Heap(shape.to_vec())
+        }
+    }
+}
+
+impl std::ops::Deref for Dims {
+    type Target = [usize];
+    fn deref(&self) -> &[usize] {
+        match self {
+            Dims::Inline { len, dims } => &dims[..*len as usize],
+            Dims::Heap(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for Dims {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl PartialEq for Dims {
+    fn eq(&self, other: &Dims) -> bool {
+        **self == **other
+    }
+}
+
 /// A dense, row-major, immutable n-dimensional array on the host.
 ///
 /// ```
@@ -103,7 +148,7 @@ impl Storage {
 /// ```
 #[derive(Clone, PartialEq)]
 pub struct Tensor {
-    shape: Vec<usize>,
+    shape: Dims,
     storage: Storage,
 }
 
@@ -129,22 +174,22 @@ impl Tensor {
                 numel: numel(shape),
             });
         }
-        Ok(Tensor { shape: shape.to_vec(), storage })
+        Ok(Tensor { shape: Dims::new(shape), storage })
     }
 
     /// A rank-0 tensor holding one value.
     pub fn scalar<T: Element>(value: T) -> Tensor {
-        Tensor { shape: vec![], storage: T::into_storage(vec![value]) }
+        Tensor { shape: Dims::new(&[]), storage: T::into_storage(vec![value]) }
     }
 
     /// A rank-1 `f64` tensor from a slice.
     pub fn vector(data: &[f64]) -> Tensor {
-        Tensor { shape: vec![data.len()], storage: f64::into_storage(data.to_vec()) }
+        Tensor { shape: Dims::new(&[data.len()]), storage: f64::into_storage(data.to_vec()) }
     }
 
     /// A tensor of `shape` filled with `value`, of `value`'s dtype.
     pub fn full_scalar(shape: &[usize], value: Scalar) -> Tensor {
-        Tensor { shape: shape.to_vec(), storage: Storage::full(value, numel(shape)) }
+        Tensor { shape: Dims::new(shape), storage: Storage::full(value, numel(shape)) }
     }
 
     /// An `f64` tensor of `shape` filled with `value`.
@@ -173,7 +218,7 @@ impl Tensor {
         for i in 0..n {
             v[i * n + i] = 1.0;
         }
-        Tensor { shape: vec![n, n], storage: f64::into_storage(v) }
+        Tensor { shape: Dims::new(&[n, n]), storage: f64::into_storage(v) }
     }
 
     /// `start, start + step, ...` up to but excluding `stop`, in `f64` (as `numpy.arange`).
@@ -210,7 +255,7 @@ impl Tensor {
 
     /// The static type (dtype and shape) of this tensor.
     pub fn ty(&self) -> TensorType {
-        TensorType::new(self.dtype(), self.shape.clone())
+        TensorType::new(self.dtype(), self.shape.to_vec())
     }
 
     /// Number of dimensions.
@@ -268,7 +313,8 @@ impl Tensor {
 
     /// The element at a multi-index.
     pub fn get(&self, index: &[usize]) -> Option<Scalar> {
-        if index.len() != self.rank() || index.iter().zip(&self.shape).any(|(&i, &d)| i >= d) {
+        if index.len() != self.rank() || index.iter().zip(self.shape.iter()).any(|(&i, &d)| i >= d)
+        {
             return None;
         }
         let flat: usize = index.iter().zip(strides(&self.shape)).map(|(i, s)| i * s).sum();
@@ -286,7 +332,7 @@ impl Tensor {
     /// A shape of a different size.
     pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
         let to = crate::shape::reshape_target("Tensor::reshape", &self.shape, shape)?;
-        Ok(Tensor { shape: to, storage: self.storage.clone() })
+        Ok(Tensor { shape: Dims::new(&to), storage: self.storage.clone() })
     }
 
     /// The slice at `index` along `axis`, with that axis removed.
@@ -302,12 +348,12 @@ impl Tensor {
                 axis,
                 size: shape.get(axis).copied().unwrap_or(0),
                 arg: "self".into(),
-                shape: shape.clone(),
+                shape: shape.to_vec(),
             });
         }
         let outer: usize = shape[..axis].iter().product();
         let inner: usize = shape[axis + 1..].iter().product();
-        let mut out_shape = shape.clone();
+        let mut out_shape = shape.to_vec();
         out_shape.remove(axis);
         let storage = with_storage!(&self.storage, v => {
             let mut out = Vec::with_capacity(outer * inner);
@@ -332,7 +378,7 @@ impl Tensor {
             return Err(Error::AxisOutOfRange {
                 op: "Tensor::stack".into(),
                 axis: axis as i64,
-                shape: first.shape.clone(),
+                shape: first.shape.to_vec(),
                 arg: "0".into(),
             });
         }
@@ -349,7 +395,7 @@ impl Tensor {
         }
         let outer: usize = first.shape[..axis].iter().product();
         let inner: usize = first.shape[axis..].iter().product();
-        let mut out_shape = first.shape.clone();
+        let mut out_shape = first.shape.to_vec();
         out_shape.insert(axis, parts.len());
         let storage = with_storage!(&first.storage, v0 => {
             let mut out = Vec::with_capacity(outer * inner * parts.len());
@@ -526,7 +572,7 @@ mod faer_conv {
                 fn from(m: faer::MatRef<'_, $t>) -> Tensor {
                     let (r, c) = (m.nrows(), m.ncols());
                     let data = (0..r * c).map(|k| m[(k / c, k % c)]).collect();
-                    Tensor { shape: vec![r, c], storage: <$t>::into_storage(data) }
+                    Tensor { shape: Dims::new(&[r, c]), storage: <$t>::into_storage(data) }
                 }
             }
             impl From<&faer::Mat<$t>> for Tensor {
@@ -586,6 +632,20 @@ mod tests {
         assert_eq!(Tensor::scalar(0.5).to_string(), "0.5");
         let big = Tensor::zeros(&[2000]);
         assert!(big.to_string().contains("..."));
+    }
+
+    #[test]
+    fn shapes_past_the_inline_rank_behave_the_same() {
+        let shape = [2, 1, 3, 1, 1, 2, 1, 2]; // rank 8: stored on the heap
+        let t = Tensor::from_vec((0..24).map(f64::from).collect(), &shape).unwrap();
+        assert_eq!(t.shape(), &shape);
+        assert_eq!(t.rank(), 8);
+        assert_eq!(t.ty().shape, shape.to_vec());
+        let r = t.reshape(&[4, 6]).unwrap();
+        assert_eq!(r.shape(), &[4, 6]);
+        assert_eq!(r.reshape(&[2, 1, 3, 1, 1, 2, 1, 2]).unwrap(), t);
+        assert_ne!(t, Tensor::from_vec((0..24).map(f64::from).collect(), &[24]).unwrap());
+        assert_eq!(t.get(&[1, 0, 2, 0, 0, 1, 0, 1]).unwrap(), Scalar::F64(23.0));
     }
 
     #[test]

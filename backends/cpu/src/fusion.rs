@@ -12,7 +12,7 @@
 //! of one block, and writes the last one straight into the output, so
 //! intermediates never leave the cache and are never allocated at full size.
 
-use crate::strided::{broadcast_strides, fill_chunks, for_each_run};
+use crate::strided::{broadcast_strides, fill_chunks, for_each_run, Strides};
 use crate::{register_kernel, Ctx};
 use anvil_core::{
     op::expect_arity, DType, Error, Graph, Node, NodeId, Op, Parameter, Result, Tensor, TensorType,
@@ -244,6 +244,9 @@ fn emit(
     Ok(program.len() - 1)
 }
 
+/// How a broadcast leaf is gathered: its strides and its scratch slot.
+type Gather = (Strides, usize);
+
 /// The kernel of [`Fused`].
 pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
     let f = op.try_downcast::<Fused>()?;
@@ -252,28 +255,33 @@ pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Re
         return Err(Error::invalid("fused", "program", "a fused group without instructions"));
     };
     let shape = &out.shape;
-    let leaves: Vec<(&[f64], Vec<isize>)> = inputs
-        .iter()
-        .map(|t| Ok((t.as_slice::<f64>()?, broadcast_strides(t.shape(), shape))))
-        .collect::<Result<_>>()?;
     // Leaves of the output's own shape are read in place; the others
-    // (broadcast operands) are gathered block by block.
-    let direct: Vec<bool> = inputs.iter().map(|t| t.shape() == &shape[..]).collect();
+    // (broadcast operands) are gathered block by block into a scratch slot.
+    let mut slots = 0;
+    let leaves: Vec<(&[f64], Option<Gather>)> = inputs
+        .iter()
+        .map(|t| {
+            let gather = (t.shape() != &shape[..]).then(|| {
+                slots += 1;
+                (broadcast_strides(t.shape(), shape), slots - 1)
+            });
+            Ok((t.as_slice::<f64>()?, gather))
+        })
+        .collect::<Result<_>>()?;
     let mut result = crate::buffers::take(out.numel());
     fill_chunks(&mut result, ctx, |chunk, start| {
-        let mut gathered: Vec<Vec<f64>> =
-            direct.iter().map(|&d| if d { vec![] } else { vec![0.0; BLOCK] }).collect();
-        // Every instruction but the last (which writes the output) has a register.
-        let mut regs: Vec<Vec<f64>> = vec![vec![0.0; BLOCK]; last];
+        let width = BLOCK.min(chunk.len());
+        // The gathered leaves' blocks, then a register for every instruction
+        // but the last (which writes the output), in one allocation.
+        let mut scratch = vec![0.0; (slots + last) * width];
+        let (gathered, regs) = scratch.split_at_mut(slots * width);
         let mut at = 0;
         while at < chunk.len() {
             let len = BLOCK.min(chunk.len() - at);
             let from = start + at;
-            for (k, (data, strides)) in leaves.iter().enumerate() {
-                if direct[k] {
-                    continue;
-                }
-                let buf = &mut gathered[k];
+            for (data, gather) in &leaves {
+                let Some((strides, slot)) = gather else { continue };
+                let buf = &mut gathered[slot * width..][..len];
                 for_each_run(shape, [strides], [0], from, from + len, |pos, [o], [s], run| {
                     let dst = &mut buf[pos - from..pos - from + run];
                     if s == 1 {
@@ -287,16 +295,19 @@ pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Re
                     }
                 });
             }
+            let gathered = &*gathered;
             for (j, instr) in f.program.iter().enumerate() {
-                let (done, rest) = regs.split_at_mut(j.min(last));
+                let (done, rest) = regs.split_at_mut(j.min(last) * width);
                 let src = |a: usize| -> &[f64] {
                     match a.checked_sub(f.inputs) {
-                        Some(r) => &done[r][..len],
-                        None if direct[a] => &leaves[a].0[from..from + len],
-                        None => &gathered[a][..len],
+                        Some(r) => &done[r * width..][..len],
+                        None => match &leaves[a] {
+                            (_, Some((_, slot))) => &gathered[slot * width..][..len],
+                            (data, None) => &data[from..from + len],
+                        },
                     }
                 };
-                let dst = if j == last { &mut chunk[at..at + len] } else { &mut rest[0][..len] };
+                let dst = if j == last { &mut chunk[at..at + len] } else { &mut rest[..len] };
                 match instr.math {
                     ChunkMath::Unary(m) => m(instr.op.as_ref(), src(instr.args[0]), dst),
                     ChunkMath::Binary(m) => {

@@ -23,6 +23,9 @@ pub struct Plan {
     steps: Vec<Step>,
     /// Buffers kept between calls (taken out by a call while it runs).
     pool: Mutex<Pool>,
+    /// Whether any value is large enough to be pooled (tiny plans skip the
+    /// pool: their per-call path is a few microseconds).
+    pooled: bool,
 }
 
 #[derive(Debug)]
@@ -68,7 +71,9 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
             }
         }
     }
-    Ok(Plan { graph: graph.clone(), steps, pool: Mutex::default() })
+    let pooled =
+        graph.iter().any(|(_, n)| n.ty.numel() * n.ty.dtype.size_of() >= buffers::MIN_BYTES);
+    Ok(Plan { graph: graph.clone(), steps, pool: Mutex::default(), pooled })
 }
 
 impl Plan {
@@ -87,16 +92,17 @@ impl Plan {
     /// # Errors
     /// A wrong number of arguments, or an argument of the wrong dtype or shape.
     pub fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {
-        let tys: Vec<&TensorType> = self.graph.inputs().iter().map(|&i| self.graph.ty(i)).collect();
-        if tys.len() != inputs.len() {
+        let params = self.graph.inputs();
+        if params.len() != inputs.len() {
             return Err(Error::Arity {
                 what: "call".into(),
                 kind: "arguments".into(),
-                expected: tys.len(),
+                expected: params.len(),
                 got: inputs.len(),
             });
         }
-        for (i, (t, x)) in tys.iter().zip(inputs).enumerate() {
+        for (i, (&p, x)) in params.iter().zip(inputs).enumerate() {
+            let t = self.graph.ty(p);
             if t.dtype != x.dtype() {
                 return Err(Error::dtype("call", i.to_string(), x.dtype(), t.dtype.name()));
             }
@@ -122,6 +128,9 @@ impl Plan {
     /// a kernel's run-time error (an index out of bounds).
     pub fn run(&self, inputs: &[Tensor], ctx: &Ctx) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
+        if !self.pooled {
+            return self.run_steps(inputs, ctx).map(|(outputs, _)| outputs);
+        }
         // A poisoned lock only means another call panicked: its buffers are
         // still just buffers.
         let mut pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|e| e.into_inner()));

@@ -15,17 +15,74 @@ use rayon::prelude::*;
 /// Elements per parallel task.
 const CHUNK: usize = 1 << 14;
 
+/// Strides in elements, one per axis: inline up to rank 8, so that a
+/// kernel's stride computations do not allocate.
+#[derive(Clone, Debug)]
+pub struct Strides {
+    len: usize,
+    inline: [isize; 8],
+    heap: Vec<isize>,
+}
+
+impl Strides {
+    fn zeros(rank: usize) -> Strides {
+        let heap = if rank > 8 { vec![0; rank] } else { Vec::new() };
+        Strides { len: rank, inline: [0; 8], heap }
+    }
+}
+
+impl std::ops::Deref for Strides {
+    type Target = [isize];
+    fn deref(&self) -> &[isize] {
+        if self.len > 8 {
+            &self.heap
+        } else {
+            &self.inline[..self.len]
+        }
+    }
+}
+
+impl std::ops::DerefMut for Strides {
+    fn deref_mut(&mut self) -> &mut [isize] {
+        if self.len > 8 {
+            &mut self.heap
+        } else {
+            &mut self.inline[..self.len]
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Strides {
+    type Item = &'a isize;
+    type IntoIter = std::slice::Iter<'a, isize>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
 /// Row-major strides of `shape`, in elements, as `isize`.
-pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
-    anvil_core::shape::strides(shape).into_iter().map(|s| s as isize).collect()
+pub fn contiguous_strides(shape: &[usize]) -> Strides {
+    let mut s = Strides::zeros(shape.len());
+    let mut step = 1isize;
+    for (d, &n) in s.iter_mut().zip(shape).rev() {
+        *d = step;
+        step *= n as isize;
+    }
+    s
 }
 
 /// The strides with which an operand of shape `from` is read as the
 /// broadcast shape `to` (0 on broadcast axes).
-pub fn broadcast_strides(from: &[usize], to: &[usize]) -> Vec<isize> {
-    let s = contiguous_strides(from);
+pub fn broadcast_strides(from: &[usize], to: &[usize]) -> Strides {
+    let own = contiguous_strides(from);
     let lead = to.len() - from.len();
-    (0..to.len()).map(|i| if i < lead || from[i - lead] == 1 { 0 } else { s[i - lead] }).collect()
+    let mut s = Strides::zeros(to.len());
+    for (i, d) in s.iter_mut().enumerate().skip(lead) {
+        if from[i - lead] != 1 {
+            *d = own[i - lead];
+        }
+    }
+    s
 }
 
 /// Calls `body(out_start, offsets, inner_strides, len)` for every run of
@@ -49,8 +106,14 @@ pub fn for_each_run<const K: usize>(
     };
     let rank = shape.len();
     let inner_strides: [isize; K] = std::array::from_fn(|k| strides[k][rank - 1]);
-    // Multi-index of `start`.
-    let mut idx = vec![0usize; rank];
+    // Multi-index of `start` (on the stack up to rank 8).
+    let (mut small, mut large) = ([0usize; 8], Vec::new());
+    let idx: &mut [usize] = if rank <= small.len() {
+        &mut small[..rank]
+    } else {
+        large.resize(rank, 0);
+        &mut large
+    };
     let mut rem = start;
     for d in (0..rank).rev() {
         idx[d] = rem % shape[d];
@@ -204,5 +267,18 @@ mod tests {
         assert_eq!(t, vec![0, 3, 1, 4, 2, 5]);
         let f = gather(&src, 2, &[3, -1], &[2, 3], &Ctx::sequential());
         assert_eq!(f, vec![2, 1, 0, 5, 4, 3]);
+    }
+
+    #[test]
+    fn strides_past_the_inline_rank_are_the_same() {
+        // Rank 10 (heap) against rank 3 (inline) of the same layout.
+        let big = [1, 2, 1, 1, 3, 1, 1, 1, 4, 1];
+        assert_eq!(&contiguous_strides(&big)[..], &[24, 12, 12, 12, 4, 4, 4, 4, 1, 1]);
+        assert_eq!(&contiguous_strides(&[2, 3, 4])[..], &[12, 4, 1]);
+        let b = broadcast_strides(&[3, 1, 1, 1, 4, 1], &big);
+        assert_eq!(&b[..], &[0, 0, 0, 0, 4, 0, 0, 0, 1, 0]);
+        let data: Vec<i64> = (0..24).collect();
+        let t = gather(&data, 0, &contiguous_strides(&big), &big, &Ctx::sequential());
+        assert_eq!(t, data);
     }
 }

@@ -3,7 +3,7 @@
 
 use super::{arity, unsupported};
 use crate::buffers::{self, Pooled};
-use crate::strided::{broadcast_strides, fill_chunks, for_each_run};
+use crate::strided::{broadcast_strides, fill_chunks, for_each_run, Strides};
 use crate::{register_kernel, Ctx};
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::elementwise::*;
@@ -36,7 +36,7 @@ pub fn unary<O: UnaryMath>(
     Tensor::from_storage(storage, &out.shape)
 }
 
-fn strides_pair(a: &Tensor, b: &Tensor, out: &[usize]) -> (Vec<isize>, Vec<isize>) {
+fn strides_pair(a: &Tensor, b: &Tensor, out: &[usize]) -> (Strides, Strides) {
     (broadcast_strides(a.shape(), out), broadcast_strides(b.shape(), out))
 }
 
@@ -129,7 +129,7 @@ fn select_typed<T: Pooled>(
 pub fn select(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
     arity(op, inputs, 3)?;
     let s = &out.shape;
-    let st: Vec<Vec<isize>> = inputs.iter().map(|t| broadcast_strides(t.shape(), s)).collect();
+    let st: Vec<Strides> = inputs.iter().map(|t| broadcast_strides(t.shape(), s)).collect();
     let strides = [&st[0][..], &st[1][..], &st[2][..]];
     let c = inputs[0].as_slice::<bool>()?;
     let storage = match (inputs[1].storage(), inputs[2].storage()) {

@@ -81,8 +81,8 @@ macro_rules! typed_matmul {
                 );
                 return out;
             }
-            let sa: Vec<isize> = broadcast_strides(&l.batch_a, &l.batch);
-            let sb: Vec<isize> = broadcast_strides(&l.batch_b, &l.batch);
+            let sa = broadcast_strides(&l.batch_a, &l.batch);
+            let sb = broadcast_strides(&l.batch_b, &l.batch);
             let offsets = |i: usize| {
                 let (mut oa, mut ob, mut rem) = (0isize, 0isize, i);
                 for d in (0..l.batch.len()).rev() {

@@ -81,7 +81,10 @@ pub fn permute(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> 
         return Tensor::from_storage(storage, &out.shape);
     }
     let s = contiguous_strides(inputs[0].shape());
-    let strides: Vec<isize> = p.perm.iter().map(|&a| s[a]).collect();
+    let mut strides = s.clone();
+    for (d, &a) in strides.iter_mut().zip(&p.perm) {
+        *d = s[a];
+    }
     gather_tensor(inputs[0], 0, &strides, &out.shape, ctx)
 }
 
@@ -106,8 +109,10 @@ pub fn slice(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Re
         return Ok(Tensor::zeros_of(&out.shape, out.dtype));
     }
     let offset: isize = r.iter().zip(&s).map(|(&(first, _, _), &st)| first as isize * st).sum();
-    let strides: Vec<isize> =
-        r.iter().zip(&s).map(|(&(_, step, _), &st)| step as isize * st).collect();
+    let mut strides = s.clone();
+    for (d, &(_, step, _)) in strides.iter_mut().zip(&r) {
+        *d *= step as isize;
+    }
     gather_tensor(inputs[0], offset, &strides, &out.shape, ctx)
 }
 
