@@ -93,16 +93,23 @@ impl<M, F: Function<M> + ?Sized> Call<M> for F {
         if self.arity().is_some_and(|n| n != args.len()) {
             anvil_core::function::check_arity(&self.name(), self.arity(), args.len())?;
         }
-        let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
         let plan = match self.cache() {
             Some(cache) => {
-                let any =
-                    cache.get_or_try_insert(&types, || Ok(Arc::new(compile(self, &types)?)))?;
+                let any = match cache.get_for(&args) {
+                    Some(hit) => hit,
+                    None => {
+                        let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
+                        cache.get_or_try_insert(&types, || Ok(Arc::new(compile(self, &types)?)))?
+                    }
+                };
                 any.downcast::<cpu::Plan>().map_err(|_| {
                     Error::invalid(self.name(), "cache", "holds a plan of another backend")
                 })?
             }
-            None => Arc::new(compile(self, &types)?),
+            None => {
+                let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
+                Arc::new(compile(self, &types)?)
+            }
         };
         Self::Output::from_tensors(plan.run(&args, ctx)?)
     }

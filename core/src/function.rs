@@ -339,6 +339,22 @@ impl PlanCache {
         Ok(plan)
     }
 
+    /// The entry whose signature is that of `args`, if any, found without
+    /// building the signature (the per-call path of a cached function). A
+    /// cache with many signatures answers `None` (use
+    /// [`PlanCache::get_or_try_insert`]).
+    pub fn get_for(&self, args: &[Tensor]) -> Option<Arc<dyn Any + Send + Sync>> {
+        let plans = self.lock();
+        if plans.len() > 8 {
+            return None;
+        }
+        let matches = |key: &Vec<TensorType>| {
+            key.len() == args.len()
+                && key.iter().zip(args).all(|(t, a)| t.dtype == a.dtype() && t.shape == a.shape())
+        };
+        plans.iter().find(|(k, _)| matches(k)).map(|(_, p)| p.clone())
+    }
+
     /// Number of cached entries.
     pub fn len(&self) -> usize {
         self.lock().len()
