@@ -211,15 +211,24 @@ pub(crate) fn recycle(t: Tensor) {
 /// assert_eq!(v, [0.0, 1.0, 2.0, 3.0]);
 /// ```
 pub fn take<T: Pooled>(len: usize) -> Vec<T> {
-    if len * T::DTYPE.size_of() >= MIN_BYTES {
-        if let Some(mut v) = CURRENT.with(|c| c.borrow_mut().as_mut().and_then(|p| p.take(len))) {
-            if cfg!(debug_assertions) {
-                v.fill(T::poison());
-            }
-            return v;
+    if len * T::DTYPE.size_of() < MIN_BYTES {
+        return small(len, T::default());
+    }
+    if let Some(mut v) = CURRENT.with(|c| c.borrow_mut().as_mut().and_then(|p| p.take(len))) {
+        if cfg!(debug_assertions) {
+            v.fill(T::poison());
         }
+        return v;
     }
     vec![T::default(); len]
+}
+
+/// A small buffer of `len` copies of `value`: `malloc` and a fill, which for
+/// a few elements is cheaper than the `calloc` that `vec![0.0; len]` becomes.
+pub(crate) fn small<T: Clone>(len: usize, value: T) -> Vec<T> {
+    let mut v = Vec::with_capacity(len);
+    v.resize(len, value);
+    v
 }
 
 /// A buffer of `len` copies of `value` (reused like [`take`]).

@@ -273,7 +273,7 @@ pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Re
         let width = BLOCK.min(chunk.len());
         // The gathered leaves' blocks, then a register for every instruction
         // but the last (which writes the output), in one allocation.
-        let mut scratch = vec![0.0; (slots + last) * width];
+        let mut scratch = crate::buffers::small((slots + last) * width, 0.0);
         let (gathered, regs) = scratch.split_at_mut(slots * width);
         let mut at = 0;
         while at < chunk.len() {

@@ -190,13 +190,17 @@ impl Plan {
                     out
                 }
             };
-            live += bytes(&value);
-            peak = peak.max(live);
+            if self.pooled {
+                live += bytes(&value);
+                peak = peak.max(live);
+            }
             slots[step.node.index()] = Some(value);
             for f in &step.free {
                 if let Some(t) = slots[f.index()].take() {
-                    live -= bytes(&t);
-                    buffers::recycle(t);
+                    if self.pooled {
+                        live -= bytes(&t);
+                        buffers::recycle(t);
+                    }
                 }
             }
         }
