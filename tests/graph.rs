@@ -218,6 +218,38 @@ fn mask_rewrites_keep_nans_and_infinities() {
     }
 }
 
+/// Neutral elements fold away (`x * 1`, `x / 1`, `x + 0`, `x - 0` with
+/// constants), and a sum over the axes a broadcast copied along is a
+/// product by the number of copies; values are unchanged.
+#[test]
+fn neutral_elements_and_sums_of_broadcasts_fold() {
+    let x = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3, 1]).unwrap();
+    let f = |x: &Var| {
+        let ones = x.constant_like(Tensor::ones(&[3, 1]));
+        let zeros = x.constant_like(Tensor::zeros(&[1]));
+        let y = (x * &ones) / &ones + &zeros - &zeros; // x
+        vec![
+            y.broadcast_to(&[4, 3, 5]).sum(&[0, 2]),    // 20 x, as [3]
+            y.broadcast_to(&[3, 5]).sum_keepdims(&[1]), // 5 x, as [3, 1]
+            y.broadcast_to(&[2, 3, 1]).sum(&[0]),       // 2 x
+            y.broadcast_to(&[3, 4]).sum(&[0]),          // not a broadcast axis: kept
+            x * x.constant_like(Tensor::ones(&[3, 4])), // ones wider than x: kept
+        ]
+    };
+    let raw = trace(&f, &x).unwrap();
+    let s = anvil::lower(&f, &x).unwrap();
+    let count = |name: &str| s.iter().filter(|(_, n)| n.op.name() == name).count();
+    assert_eq!(count("div") + count("add") + count("sub"), 0, "{s}");
+    assert_eq!(count("sum"), 1, "only the sum over a non-broadcast axis stays: {s}");
+    assert_eq!(count("broadcast_to"), 1, "{s}");
+    let want = run_graph(&raw, std::slice::from_ref(&x)).unwrap();
+    let got = run_graph(&s, std::slice::from_ref(&x)).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        g.assert_allclose(w, 0.0, 0.0);
+    }
+    assert_eq!(got[0].to_vec::<f64>().unwrap(), vec![10.0, -20.0, 40.0]);
+}
+
 /// Elementwise chains are fused into one kernel; the values are those of the
 /// ops one by one, with broadcasting leaves, on one thread and on several.
 #[test]

@@ -85,6 +85,10 @@ pub fn cse(g: &Graph) -> Result<Graph> {
 ///   nothing;
 /// - a reshape of a reshape is one reshape, and a reshape, broadcast or
 ///   cast to the operand's own type is nothing;
+/// - a product with ones, a quotient by ones, a sum with zeros (constants)
+///   is the other operand;
+/// - a sum over exactly the axes a broadcast copied along is the operand
+///   times the number of copies;
 /// - sums and products around a 0/1 constant (a `jacfwd` seed): see
 ///   `rewrite_sum` and `rewrite_masked`.
 ///
@@ -109,9 +113,9 @@ pub fn simplify(g: &Graph) -> Result<Graph> {
         let same_type = |i: NodeId, out: &Graph| *out.ty(i) == n.ty;
         let replaced = if n.op.is::<Matmul>() {
             let (a, b) = (ins[0], ins[1]);
-            if masks.kind(&out, b) == Mask::Identity && same_type(a, &out) {
+            if masks.kind(&out, b).identity && same_type(a, &out) {
                 Some(a)
-            } else if masks.kind(&out, a) == Mask::Identity && same_type(b, &out) {
+            } else if masks.kind(&out, a).identity && same_type(b, &out) {
                 Some(b)
             } else {
                 None
@@ -119,7 +123,7 @@ pub fn simplify(g: &Graph) -> Result<Graph> {
         } else if n.op.is::<Reshape>() || n.op.is::<BroadcastTo>() || n.op.is::<Cast>() {
             same_type(ins[0], &out).then_some(ins[0])
         } else {
-            None
+            neutral_operand(&out, &mut masks, n.op.as_ref(), &ins, &n.ty)
         };
         if let Some(r) = replaced {
             map.push(r);
@@ -130,6 +134,10 @@ pub fn simplify(g: &Graph) -> Result<Graph> {
             continue;
         }
         if let Some(r) = rewrite_masked(&mut out, &mut masks, n.op.as_ref(), &ins, &n.ty)? {
+            map.push(r);
+            continue;
+        }
+        if let Some(r) = sum_of_broadcast(&mut out, n.op.as_ref(), &ins, &n.ty)? {
             map.push(r);
             continue;
         }
@@ -301,19 +309,22 @@ fn unbroadcast_operands(
     ins
 }
 
-/// What a constant is, for the rewrites around `jacfwd` seeds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mask {
-    /// A square identity matrix.
-    Identity,
+/// What a constant is, for the rewrites around `jacfwd` seeds and neutral
+/// elements (all false for a node that is not a floating-point constant).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Mask {
     /// Every element is 0 or 1.
-    ZeroOne,
-    /// Anything else (or not a constant).
-    Other,
+    zero_one: bool,
+    /// Every element is 1.
+    ones: bool,
+    /// Every element is 0.
+    zeros: bool,
+    /// A square identity matrix.
+    identity: bool,
 }
 
-/// The [`Mask`] kind of the nodes of a graph under construction, each
-/// constant inspected once (seeds are large).
+/// The [`Mask`] of the nodes of a graph under construction, each constant
+/// inspected once (seeds are large).
 #[derive(Default)]
 struct Masks(std::collections::HashMap<NodeId, Mask>);
 
@@ -321,30 +332,102 @@ impl Masks {
     fn kind(&mut self, g: &Graph, id: NodeId) -> Mask {
         *self.0.entry(id).or_insert_with(|| {
             let Some(c) = g.node(id).op.downcast_ref::<anvil_core::Constant>() else {
-                return Mask::Other;
+                return Mask::default();
             };
             let t = &c.value;
             if !t.dtype().is_float() {
-                return Mask::Other;
+                return Mask::default();
             }
             let v = t.to_f64_vec();
-            if v.iter().any(|&x| x != 0.0 && x != 1.0) {
-                return Mask::Other;
-            }
-            match t.shape() {
-                [r, k] if r == k => {
-                    let r = *r;
-                    let eye = v.iter().enumerate().all(|(i, &x)| (x == 1.0) == (i / r == i % r));
-                    if eye {
-                        Mask::Identity
-                    } else {
-                        Mask::ZeroOne
+            let zero_one = v.iter().all(|&x| x == 0.0 || x == 1.0);
+            let identity = zero_one
+                && match t.shape() {
+                    [r, k] if r == k => {
+                        v.iter().enumerate().all(|(i, &x)| (x == 1.0) == (i / r == i % r))
                     }
-                }
-                _ => Mask::ZeroOne,
+                    _ => false,
+                };
+            Mask {
+                zero_one,
+                ones: zero_one && v.iter().all(|&x| x == 1.0),
+                zeros: zero_one && v.iter().all(|&x| x == 0.0),
+                identity,
             }
         })
     }
+}
+
+/// The operand of a binary op that the op leaves unchanged, when the other
+/// is a constant neutral element and the result has the operand's type:
+/// `x * 1`, `1 * x`, `x / 1`, `x + 0`, `0 + x`, `x - 0` (exact, up to the
+/// sign of a zero for the sums).
+fn neutral_operand(
+    out: &Graph,
+    masks: &mut Masks,
+    op: &dyn Op,
+    ins: &[NodeId],
+    ty: &anvil_core::TensorType,
+) -> Option<NodeId> {
+    use anvil_ops::elementwise::{Add, Div, Mul, Sub};
+    let [a, b] = ins[..] else { return None };
+    let keeps = |x: NodeId| *out.ty(x) == *ty;
+    let (ka, kb) = (masks.kind(out, a), masks.kind(out, b));
+    if op.is::<Mul>() {
+        (kb.ones && keeps(a)).then_some(a).or_else(|| (ka.ones && keeps(b)).then_some(b))
+    } else if op.is::<Add>() {
+        (kb.zeros && keeps(a)).then_some(a).or_else(|| (ka.zeros && keeps(b)).then_some(b))
+    } else if op.is::<Div>() {
+        (kb.ones && keeps(a)).then_some(a)
+    } else if op.is::<Sub>() {
+        (kb.zeros && keeps(a)).then_some(a)
+    } else {
+        None
+    }
+}
+
+/// `sum(broadcast_to(x), axes)` over exactly the axes the broadcast added or
+/// stretched: `x` times the number of copies, reshaped (the transpose of a
+/// broadcast meets the broadcast of a cotangent in reverse mode).
+fn sum_of_broadcast(
+    out: &mut Graph,
+    op: &dyn Op,
+    ins: &[NodeId],
+    ty: &anvil_core::TensorType,
+) -> Result<Option<NodeId>> {
+    use anvil_ops::elementwise::Mul;
+    use anvil_ops::movement::{BroadcastTo, Reshape};
+    use anvil_ops::reduce::ReduceSum;
+    let Some(r) = op.downcast_ref::<ReduceSum>() else { return Ok(None) };
+    let node = out.node(ins[0]);
+    if !node.op.is::<BroadcastTo>() {
+        return Ok(None);
+    }
+    let x = node.inputs[0];
+    let (from, to) = (out.ty(x).shape.clone(), node.ty.shape.clone());
+    let lead = to.len() - from.len();
+    // The axes of `to` along which the broadcast copies.
+    let copied: Vec<usize> =
+        (0..to.len()).filter(|&d| d < lead || (from[d - lead] == 1 && to[d] != 1)).collect();
+    let copies: usize = copied.iter().map(|&d| to[d]).product();
+    // Reduced size-1 axes change nothing; every copied axis must be reduced.
+    let reduced: Vec<usize> = r.axes.iter().copied().filter(|&d| to[d] != 1).collect();
+    if reduced != copied || out.ty(x).numel() != ty.numel() {
+        return Ok(None);
+    }
+    let mut id = x;
+    if copies != 1 {
+        let k = out.push(
+            Box::new(anvil_core::Constant {
+                value: anvil_core::Tensor::scalar(copies as f64).cast(ty.dtype),
+            }),
+            &[],
+        )?;
+        id = out.push(Box::new(Mul), &[id, k])?;
+    }
+    if out.ty(id).shape != ty.shape {
+        id = out.push(Box::new(Reshape { shape: ty.shape.clone() }), &[id])?;
+    }
+    Ok((*out.ty(id) == *ty).then_some(id))
 }
 
 /// Rewrites around a constant `M` of zeros and ones of the result's full
@@ -381,9 +464,9 @@ fn rewrite_masked(
         }
         let (p, q) = (node.inputs[0], node.inputs[1]);
         let full = |m: NodeId| out.ty(m).shape == ty.shape;
-        if full(p) && masks.kind(out, p) != Mask::Other && small(out, q) {
+        if full(p) && masks.kind(out, p).zero_one && small(out, q) {
             Some((p, q))
-        } else if full(q) && masks.kind(out, q) != Mask::Other && small(out, p) {
+        } else if full(q) && masks.kind(out, q).zero_one && small(out, p) {
             Some((q, p))
         } else {
             None
@@ -424,9 +507,9 @@ fn rewrite_masked(
             return Ok(None);
         }
         let (p, q) = (node.inputs[0], node.inputs[1]);
-        let v = if masks.kind(out, p) == Mask::Identity {
+        let v = if masks.kind(out, p).identity {
             q
-        } else if masks.kind(out, q) == Mask::Identity {
+        } else if masks.kind(out, q).identity {
             p
         } else {
             return Ok(None);
