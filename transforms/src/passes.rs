@@ -88,9 +88,12 @@ pub fn cse(g: &Graph) -> Result<Graph> {
 /// - a product with ones, a quotient by ones, a sum with zeros (constants)
 ///   is the other operand;
 /// - a sum over exactly the axes a broadcast copied along is the operand
-///   times the number of copies;
+///   times the number of copies (rounded once, so it may differ from the sum
+///   in the last bit);
 /// - sums and products around a 0/1 constant (a `jacfwd` seed): see
-///   `rewrite_sum` and `rewrite_masked`.
+///   `rewrite_sum` and `rewrite_masked` (a sum over the identity seed's
+///   products reads their diagonal and leaves out the seed's zeros, so an
+///   infinite derivative does not turn the other entries into NaN).
 ///
 /// Values and types are unchanged, so the graph's signature is too.
 ///
@@ -387,7 +390,9 @@ fn neutral_operand(
 
 /// `sum(broadcast_to(x), axes)` over exactly the axes the broadcast added or
 /// stretched: `x` times the number of copies, reshaped (the transpose of a
-/// broadcast meets the broadcast of a cotangent in reverse mode).
+/// broadcast meets the broadcast of a cotangent in reverse mode). The
+/// product is rounded once, where the sum of copies rounds at every step:
+/// the two can differ in the last bit (the product is the closer one).
 fn sum_of_broadcast(
     out: &mut Graph,
     op: &dyn Op,
@@ -411,7 +416,8 @@ fn sum_of_broadcast(
     let copies: usize = copied.iter().map(|&d| to[d]).product();
     // Reduced size-1 axes change nothing; every copied axis must be reduced.
     let reduced: Vec<usize> = r.axes.iter().copied().filter(|&d| to[d] != 1).collect();
-    if reduced != copied || out.ty(x).numel() != ty.numel() {
+    // A broadcast to an empty axis sums to zeros, not to `x * 0`.
+    if reduced != copied || out.ty(x).numel() != ty.numel() || copies == 0 {
         return Ok(None);
     }
     let mut id = x;
@@ -434,13 +440,19 @@ fn sum_of_broadcast(
 /// shape — the seed of `jacfwd`, whose products with small derivatives are
 /// most of a Jacobian's work:
 ///
-/// - `(M * a) * b`, `(M * a) / b` and `-(M * a)` become `M * (a * b)`,
-///   `M * (a / b)` and `M * (-a)` when `a` and `b` are smaller than the
-///   result (they broadcast): the arithmetic moves to the small operands.
-///   For `M` in {0, 1} this is exact (up to the sign of a zero), NaN and
-///   infinities included;
-/// - `sum(I * v, axis)` for the identity `I` and a broadcast `v` is the
-///   diagonal of `v`, read without touching the `n × n` product.
+/// - `-(M * a)` becomes `M * (-a)` when `a` is smaller than the result (it
+///   broadcasts): exact for `M` in {0, 1}, NaN and infinities included.
+///   (`(M * a) * b → M * (a * b)` is not done: where `M` is 0 it turns the
+///   exact 0 of `(0 * a) * b` into NaN when `a * b` overflows.)
+/// - `sum(x, axis)` over one axis of an `n × n` chain `x = ((I * v) ∘ b) ∘ c …`
+///   — the identity times broadcast operands, then products, quotients and
+///   negations by broadcast operands — is the chain replayed on the
+///   diagonal: `((v_j ∘ b_j) ∘ c_j) …`, the same operations on the same
+///   values in the same order, so the diagonal entries are exact. The
+///   off-diagonal entries of such a chain are zeros of the seed, `(0 · v) ∘
+///   b …`; the sum leaves them out, so where a derivative is infinite or
+///   NaN the rewritten sum is that entry's value, not the NaN the dense
+///   product `0 · ∞` would spread (and a `-0` diagonal entry stays `-0`).
 ///
 /// Returns the node that replaces the op, if any; only when its type is the
 /// original's.
@@ -451,83 +463,102 @@ fn rewrite_masked(
     ins: &[NodeId],
     ty: &anvil_core::TensorType,
 ) -> Result<Option<NodeId>> {
-    use anvil_ops::elementwise::{Div, Mul, Neg};
-    use anvil_ops::movement::{BroadcastTo, Reshape};
+    use anvil_ops::elementwise::{Mul, Neg};
+    use anvil_ops::movement::Reshape;
     use anvil_ops::reduce::ReduceSum;
     let numel = ty.numel();
     let small = |out: &Graph, i: NodeId| out.ty(i).numel() < numel;
-    // `i` as `M * a` with `M` a 0/1 constant of the full shape: (M, a).
-    let masked = |out: &Graph, masks: &mut Masks, i: NodeId| -> Option<(NodeId, NodeId)> {
-        let node = out.node(i);
-        if !node.op.is::<Mul>() || node.ty != *ty {
-            return None;
-        }
-        let (p, q) = (node.inputs[0], node.inputs[1]);
-        let full = |m: NodeId| out.ty(m).shape == ty.shape;
-        if full(p) && masks.kind(out, p).zero_one && small(out, q) {
-            Some((p, q))
-        } else if full(q) && masks.kind(out, q).zero_one && small(out, p) {
-            Some((q, p))
-        } else {
-            None
-        }
-    };
-    let checked =
-        |out: &mut Graph, id: NodeId| -> Option<NodeId> { (*out.ty(id) == *ty).then_some(id) };
     if op.is::<Neg>() {
-        if let Some((m, a)) = masked(out, masks, ins[0]) {
-            let na = out.push(Box::new(Neg), &[a])?;
-            let id = out.push(Box::new(Mul), &[m, na])?;
-            return Ok(checked(out, id));
-        }
-    } else if op.is::<Mul>() || op.is::<Div>() {
-        let (x, b) = (ins[0], ins[1]);
-        let found = match masked(out, masks, x) {
-            Some(ma) if small(out, b) => Some((ma, b, false)),
-            // Only a product commutes: `b / (M * a)` is not rewritten.
-            _ if op.is::<Mul>() && small(out, x) => masked(out, masks, b).map(|ma| (ma, x, true)),
-            _ => None,
-        };
-        if let Some(((m, a), b, swapped)) = found {
-            let ab = match (op.is::<Mul>(), swapped) {
-                (true, true) => out.push(Box::new(Mul), &[b, a])?,
-                (true, false) => out.push(Box::new(Mul), &[a, b])?,
-                _ => out.push(Box::new(Div), &[a, b])?,
+        let node = out.node(ins[0]);
+        if node.op.is::<Mul>() && node.ty == *ty {
+            let (p, q) = (node.inputs[0], node.inputs[1]);
+            let full = |m: NodeId| out.ty(m).shape == ty.shape;
+            let found = if full(p) && masks.kind(out, p).zero_one && small(out, q) {
+                Some((p, q))
+            } else if full(q) && masks.kind(out, q).zero_one && small(out, p) {
+                Some((q, p))
+            } else {
+                None
             };
-            if small(out, ab) {
-                let id = out.push(Box::new(Mul), &[m, ab])?;
-                return Ok(checked(out, id));
+            if let Some((m, a)) = found {
+                let na = out.push(Box::new(Neg), &[a])?;
+                let id = out.push(Box::new(Mul), &[m, na])?;
+                return Ok((*out.ty(id) == *ty).then_some(id));
             }
         }
     } else if let Some(r) = op.downcast_ref::<ReduceSum>() {
-        // sum(I * v, axis) over one axis of an n × n product: the diagonal.
-        let node = out.node(ins[0]);
-        let [n, k] = node.ty.shape[..] else { return Ok(None) };
-        if r.axes.len() != 1 || n != k || !node.op.is::<Mul>() {
+        let [n, k] = out.ty(ins[0]).shape[..] else { return Ok(None) };
+        if r.axes.len() != 1 || n != k {
             return Ok(None);
         }
-        let (p, q) = (node.inputs[0], node.inputs[1]);
-        let v = if masks.kind(out, p).identity {
-            q
-        } else if masks.kind(out, q).identity {
-            p
-        } else {
-            return Ok(None);
-        };
-        // v broadcasts to [n, n]: its diagonal is v itself when v has n
-        // elements ([n], [1, n] or [n, 1]), or v everywhere when it has one.
-        let diag = match out.ty(v).numel() {
+        if let Some(diag) = diagonal_of_chain(out, masks, ins[0], n)? {
+            let id = out.push(Box::new(Reshape { shape: ty.shape.clone() }), &[diag])?;
+            return Ok((*out.ty(id) == *ty).then_some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// The diagonal, as an `[n]` vector, of an `n × n` node that is the identity
+/// times a broadcast operand followed by products, quotients and negations
+/// with broadcast operands (see [`rewrite_masked`]); the same operations
+/// replayed on the diagonal values. `None` for any other node.
+fn diagonal_of_chain(
+    out: &mut Graph,
+    masks: &mut Masks,
+    id: NodeId,
+    n: usize,
+) -> Result<Option<NodeId>> {
+    use anvil_ops::elementwise::{Div, Mul, Neg};
+    use anvil_ops::movement::{BroadcastTo, Reshape};
+    // The diagonal of a broadcast operand of at most `n` elements: itself
+    // ([n], [1, n] or [n, 1]), or its one value everywhere.
+    let diag_of_small = |out: &mut Graph, v: NodeId| -> Result<Option<NodeId>> {
+        let ty = out.ty(v).clone();
+        Ok(Some(match ty.numel() {
             1 => {
                 let s = out.push(Box::new(Reshape { shape: vec![] }), &[v])?;
                 out.push(Box::new(BroadcastTo { shape: vec![n] }), &[s])?
             }
-            m if m == n && out.ty(v).shape.len() <= 2 => {
+            m if m == n && ty.shape.len() <= 2 && ty.shape.iter().all(|&d| d == 1 || d == n) => {
                 out.push(Box::new(Reshape { shape: vec![n] }), &[v])?
             }
             _ => return Ok(None),
-        };
-        let id = out.push(Box::new(Reshape { shape: ty.shape.clone() }), &[diag])?;
-        return Ok(checked(out, id));
+        }))
+    };
+    let node = out.node(id).clone();
+    if node.ty.shape != [n, n] {
+        return Ok(None);
     }
-    Ok(None)
+    let small = |out: &Graph, i: NodeId| out.ty(i).numel() <= n;
+    if node.op.is::<Neg>() {
+        return match diagonal_of_chain(out, masks, node.inputs[0], n)? {
+            Some(d) => Ok(Some(out.push(Box::new(Neg), &[d])?)),
+            None => Ok(None),
+        };
+    }
+    let (is_mul, is_div) = (node.op.is::<Mul>(), node.op.is::<Div>());
+    if !(is_mul || is_div) {
+        return Ok(None);
+    }
+    let (p, q) = (node.inputs[0], node.inputs[1]);
+    // The chain's start: I * v or v * I.
+    if is_mul && masks.kind(out, p).identity && out.ty(p).shape == [n, n] && small(out, q) {
+        return diag_of_small(out, q);
+    }
+    if is_mul && masks.kind(out, q).identity && out.ty(q).shape == [n, n] && small(out, p) {
+        return diag_of_small(out, p);
+    }
+    // A link: chain ∘ small, or small * chain (in the original order).
+    let (chain, other, chain_first) = if small(out, q) {
+        (p, q, true)
+    } else if is_mul && small(out, p) {
+        (q, p, false)
+    } else {
+        return Ok(None);
+    };
+    let Some(d) = diagonal_of_chain(out, masks, chain, n)? else { return Ok(None) };
+    let Some(o) = diag_of_small(out, other)? else { return Ok(None) };
+    let args = if chain_first { [d, o] } else { [o, d] };
+    Ok(Some(out.push(node.op.clone(), &args)?))
 }

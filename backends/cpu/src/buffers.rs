@@ -78,7 +78,7 @@ pooled!(i64, I64, i64::MIN);
 pooled!(bool, Bool, true);
 
 /// The buffers one plan keeps between its steps and its calls.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct Pool {
     free: HashMap<(DType, usize), Vec<Buf>>,
     /// Bytes held in `free`.
@@ -173,6 +173,42 @@ impl Pool {
     /// Bytes held for reuse.
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
+    }
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("buffers", &self.free.values().map(Vec::len).sum::<usize>())
+            .field("bytes", &self.bytes)
+            .field("lent", &self.lent.len())
+            .finish()
+    }
+}
+
+/// Installs a pool for the calling thread and puts the previous one back
+/// when dropped, even if a kernel panics.
+pub(crate) struct Installed {
+    previous: Option<Option<Pool>>,
+}
+
+impl Installed {
+    /// Makes `pool` the calling thread's pool until [`Installed::finish`] or drop.
+    pub(crate) fn new(pool: Pool) -> Installed {
+        Installed { previous: Some(install(pool)) }
+    }
+
+    /// Removes the pool, puts the previous one back, and returns it.
+    pub(crate) fn finish(mut self) -> Pool {
+        uninstall(self.previous.take().flatten())
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous.take() {
+            uninstall(previous);
+        }
     }
 }
 
@@ -291,5 +327,22 @@ mod tests {
         assert_eq!(pool.bytes(), 0);
         // No pool installed: a fresh buffer.
         assert_eq!(take::<f64>(n), vec![0.0; n]);
+    }
+
+    #[test]
+    fn the_previous_pool_comes_back_even_when_a_kernel_panics() {
+        let n = MIN_BYTES / 8;
+        let mut outer = Pool::default();
+        outer.put(Buf::F64(vec![1.0; n]));
+        let outer = Installed::new(outer);
+        let panicked = std::panic::catch_unwind(|| {
+            let _inner = Installed::new(Pool::default());
+            panic!("a kernel panicked");
+        });
+        assert!(panicked.is_err());
+        // The outer pool is installed again: its buffer is handed out.
+        assert_eq!(CURRENT.with(|c| c.borrow().as_ref().map(Pool::bytes)), Some(n * 8));
+        assert_eq!(outer.finish().bytes(), n * 8);
+        assert!(CURRENT.with(|c| c.borrow().is_none()));
     }
 }

@@ -131,13 +131,13 @@ impl Plan {
         if !self.pooled {
             return self.run_steps(inputs, ctx).map(|(outputs, _)| outputs);
         }
-        // A poisoned lock only means another call panicked: its buffers are
-        // still just buffers.
+        // The lock is never held while kernels run; were it poisoned, the
+        // buffers would still be just buffers.
         let mut pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|e| e.into_inner()));
         pool.reclaim_lent();
-        let previous = buffers::install(pool);
+        let installed = buffers::Installed::new(pool);
         let result = self.run_steps(inputs, ctx);
-        let mut pool = buffers::uninstall(previous);
+        let mut pool = installed.finish();
         if let Ok((outputs, peak_bytes)) = &result {
             pool.trim(*peak_bytes);
             pool.lend(outputs);
