@@ -165,44 +165,25 @@ pub fn fuse(g: &Graph) -> Result<Graph> {
                     }
                 }
             }
-            let inputs = leaves
-                .iter()
-                .map(|l| {
-                    map[l.index()].ok_or_else(|| Error::InvalidGraph {
-                        node: l.index(),
-                        msg: "leaf not emitted".into(),
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let inputs = leaves.iter().map(|&l| get(&map, l)).collect::<Result<Vec<_>>>()?;
             let op = Fused { program: Arc::new(program), inputs: inputs.len(), out: n.ty.clone() };
             out.push_node(Node { op: Box::new(op), inputs, ty: n.ty.clone() })?
         } else {
-            let inputs = n
-                .inputs
-                .iter()
-                .map(|i| {
-                    map[i.index()].ok_or_else(|| Error::InvalidGraph {
-                        node: i.index(),
-                        msg: "input not emitted".into(),
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let inputs = n.inputs.iter().map(|&i| get(&map, i)).collect::<Result<Vec<_>>>()?;
             out.push_node(Node { op: n.op.clone(), inputs, ty: n.ty.clone() })?
         };
         map[id.index()] = Some(new);
     }
-    let outputs = g
-        .outputs()
-        .iter()
-        .map(|o| {
-            map[o.index()].ok_or_else(|| Error::InvalidGraph {
-                node: o.index(),
-                msg: "output not emitted".into(),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let outputs = g.outputs().iter().map(|&o| get(&map, o)).collect::<Result<Vec<_>>>()?;
     out.set_outputs(outputs);
     Ok(out)
+}
+
+/// The node a rewriting pass emitted for `i` of the old graph (an error if
+/// the pass visited a use before its definition).
+fn get(map: &[Option<NodeId>], i: NodeId) -> Result<NodeId> {
+    map[i.index()]
+        .ok_or_else(|| Error::InvalidGraph { node: i.index(), msg: "operand not emitted".into() })
 }
 
 /// Leaf registers are tagged while the program is built (their final
@@ -413,12 +394,6 @@ pub fn fold_transposes(g: &Graph) -> Result<Graph> {
     }
     let mut out = Graph::new();
     let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
-    let get = |map: &[Option<NodeId>], i: NodeId| {
-        map[i.index()].ok_or_else(|| Error::InvalidGraph {
-            node: i.index(),
-            msg: "operand not emitted".into(),
-        })
-    };
     for (id, n) in g.iter() {
         if n.op.is::<Parameter>() {
             map[id.index()] = Some(out.add_input(n.ty.clone())?);

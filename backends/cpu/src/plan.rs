@@ -181,11 +181,13 @@ impl Plan {
                             kernel(node.op.as_ref(), &args, &node.ty, ctx)?
                         }
                     };
-                    debug_assert_eq!(
+                    // Compared field by field: `out.ty()` would allocate.
+                    debug_assert!(
+                        out.dtype() == node.ty.dtype && out.shape() == &node.ty.shape[..],
+                        "kernel of {} returned {:?}, not {}",
+                        node.op.name(),
                         out.ty(),
-                        node.ty,
-                        "kernel of {} returned the wrong type",
-                        node.op.name()
+                        node.ty
                     );
                     out
                 }
@@ -312,6 +314,26 @@ mod tests {
                     .collect();
                 assert!(got == want, "a call through reused buffers differs");
             }
+        }
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_the_largest_live_set() {
+        // x -> 2n -> 3n -> 4n elements -> a scalar: each value dies at the
+        // next step, so at most two are live (3n + 4n), while the run
+        // allocates 2n + 3n + 4n; the pool must not keep all three.
+        let n = 4096;
+        let f = |x: &Var| {
+            let p = |v: Var| v.pad(&[(0, n)], 1.0);
+            p(p(p(x.clone()))).sum(&[0])
+        };
+        let plan = compile(&trace(&f, &Tensor::zeros(&[n])).unwrap()).unwrap();
+        for _ in 0..3 {
+            let out = plan.run(&[Tensor::ones(&[n])], &Ctx::sequential()).unwrap();
+            assert_eq!(out[0].to_vec::<f64>().unwrap(), vec![(4 * n) as f64]);
+            let held = plan.pool.lock().unwrap().bytes();
+            assert!(held > 0, "nothing was kept for the next call");
+            assert!(held <= 7 * n * 8, "the pool holds {held} bytes, more than the live set");
         }
     }
 }

@@ -52,24 +52,18 @@ fn run_body(body: &anvil_core::Graph, inputs: &[&Tensor], ctx: &Ctx) -> Result<T
     Ok(compile(body)?.run(&args, ctx)?.swap_remove(0))
 }
 
-/// The kernel of [`CustomJvpCall`]: the primal function.
-pub fn custom_jvp_call(
+/// The kernel of [`CustomJvpCall`] and [`CustomVjpCall`]: the primal function.
+pub fn custom_call(
     op: &dyn anvil_core::Op,
     inputs: &[&Tensor],
     _: &TensorType,
     ctx: &Ctx,
 ) -> Result<Tensor> {
-    run_body(&op.try_downcast::<CustomJvpCall>()?.primal, inputs, ctx)
-}
-
-/// The kernel of [`CustomVjpCall`]: the primal function.
-pub fn custom_vjp_call(
-    op: &dyn anvil_core::Op,
-    inputs: &[&Tensor],
-    _: &TensorType,
-    ctx: &Ctx,
-) -> Result<Tensor> {
-    run_body(&op.try_downcast::<CustomVjpCall>()?.primal, inputs, ctx)
+    let primal = match op.downcast_ref::<CustomJvpCall>() {
+        Some(c) => &c.primal,
+        None => &op.try_downcast::<CustomVjpCall>()?.primal,
+    };
+    run_body(primal, inputs, ctx)
 }
 
 /// A [`CustomVjpTangent`] has no forward evaluation: the function only has
@@ -89,6 +83,6 @@ pub fn custom_vjp_tangent(
     })
 }
 
-register_kernel!(CustomJvpCall, custom_jvp_call);
-register_kernel!(CustomVjpCall, custom_vjp_call);
+register_kernel!(CustomJvpCall, custom_call);
+register_kernel!(CustomVjpCall, custom_call);
 register_kernel!(CustomVjpTangent, custom_vjp_tangent);
