@@ -115,16 +115,17 @@ impl<M, F: Function<M> + ?Sized> Call<M> for F {
     }
 }
 
-/// Traces, simplifies (products with an identity, chains of movement ops,
-/// common subexpressions, dead nodes: transforms emit all of them) and
-/// compiles.
+/// Traces, optimises (the pipeline of [`transforms::pipeline`]) and
+/// compiles for the CPU.
 fn compile<M, F: Function<M> + ?Sized>(f: &F, types: &[TensorType]) -> Result<cpu::Plan> {
-    cpu::compile(&optimize(&trace_types(f, types)?)?)
+    transforms::compile(f, types, &cpu::Cpu)
 }
 
 /// The graph a call of `f` on arguments like `args` runs: traced, then
-/// simplified (see [`transforms::simplify`]), constants folded, common
-/// subexpressions merged and dead nodes dropped (`jax.jit(f).lower(x)`).
+/// rewritten to a fixpoint (see [`transforms::rewrite`]), constants
+/// folded, common subexpressions merged and dead nodes dropped
+/// (`jax.jit(f).lower(x)`). The CPU backend then fuses elementwise chains
+/// (`cpu::compile(&g)?.graph()` shows that).
 ///
 /// ```
 /// use anvil::prelude::*;
@@ -137,53 +138,7 @@ fn compile<M, F: Function<M> + ?Sized>(f: &F, types: &[TensorType]) -> Result<cp
 /// # Errors
 /// As [`trace`].
 pub fn lower<M, F: Function<M> + ?Sized>(f: &F, args: impl Args) -> Result<Graph> {
-    optimize(&trace(f, args)?)
-}
-
-fn optimize(graph: &Graph) -> Result<Graph> {
-    let graph = transforms::simplify(&fold_constants(&transforms::simplify(graph)?)?)?;
-    transforms::dce(&transforms::cse(&graph)?)
-}
-
-/// Evaluates, once at compile time, the nodes whose operands are all
-/// constants (a slice of the `jacfwd` seed, say), when their result is
-/// small enough to keep in the plan.
-fn fold_constants(g: &Graph) -> Result<Graph> {
-    const MAX_FOLDED: usize = 1 << 23; // 64 MiB of f64
-    let mut out = Graph::new();
-    let mut map: Vec<NodeId> = Vec::with_capacity(g.len());
-    let ctx = Ctx::sequential();
-    for (_, n) in g.iter() {
-        if n.op.is::<anvil_core::Parameter>() {
-            map.push(out.add_input(n.ty.clone())?);
-            continue;
-        }
-        let ins: Vec<NodeId> = n.inputs.iter().map(|i| map[i.index()]).collect();
-        let values: Option<Vec<&Tensor>> = ins
-            .iter()
-            .map(|&i| out.node(i).op.downcast_ref::<anvil_core::Constant>().map(|c| &c.value))
-            .collect();
-        let folded = match values {
-            Some(vals) if !vals.is_empty() && n.ty.numel() <= MAX_FOLDED => {
-                match cpu::kernels().lookup(n.op.as_ref()) {
-                    Ok(Some(k)) => (k.kernel)(n.op.as_ref(), &vals, &n.ty, &ctx).ok(),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        let node = match folded {
-            Some(value) => anvil_core::Node {
-                op: Box::new(anvil_core::Constant { value }),
-                inputs: vec![],
-                ty: n.ty.clone(),
-            },
-            None => anvil_core::Node { op: n.op.clone(), inputs: ins, ty: n.ty.clone() },
-        };
-        map.push(out.push_node(node)?);
-    }
-    out.set_outputs(g.outputs().iter().map(|o| map[o.index()]).collect());
-    Ok(out)
+    transforms::optimize(&trace(f, args)?, &cpu::Cpu)
 }
 
 /// A function with a cache of compiled plans (see [`jit`]).
@@ -235,8 +190,8 @@ impl<M, F: Function<M>> Function<M> for Jit<F, M> {
     fn arity(&self) -> Option<usize> {
         self.f.arity()
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
-        self.f.apply(args)
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
+        self.f.inline(args)
     }
     fn cache(&self) -> Option<&PlanCache> {
         Some(&self.cache)
@@ -246,7 +201,9 @@ impl<M, F: Function<M>> Function<M> for Jit<F, M> {
     }
 }
 
-/// Compiles and runs a graph on tensors (for graphs built or transformed by hand).
+/// Compiles and runs a graph on tensors as it is, without the rewrites of
+/// [`lower`] (for graphs built or transformed by hand, and to compare a
+/// graph with its optimised form).
 ///
 /// # Errors
 /// As [`cpu::compile`] and [`cpu::Plan::run`].
@@ -278,7 +235,7 @@ impl Function<LinearizedFn> for Linearized {
     fn arity(&self) -> Option<usize> {
         Some(self.graph.inputs().len() - self.residuals.len())
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         anvil_core::function::check_arity("linearized", self.arity(), args.len())?;
         let tracer = args
             .first()

@@ -284,11 +284,17 @@ fn jacfwd_does_not_batch_the_primal() {
     let f = |x: &Var| x.sin().exp().sum(&[0]);
     let x = rand(&[5], 14);
     let g = anvil::transforms::dce(&trace(&jacfwd(f), &x).unwrap()).unwrap();
-    let sins: Vec<String> =
-        g.iter().filter(|(_, n)| n.op.name() == "sin").map(|(_, n)| n.ty.to_string()).collect();
+    let sins: Vec<String> = g
+        .iter()
+        .filter(|(_, n)| n.op.name() == "sin")
+        .map(|(_, n)| g.ty(n.out()).to_string())
+        .collect();
     assert_eq!(sins, vec!["f64[5]"], "{g}");
-    let exps: Vec<String> =
-        g.iter().filter(|(_, n)| n.op.name() == "exp").map(|(_, n)| n.ty.to_string()).collect();
+    let exps: Vec<String> = g
+        .iter()
+        .filter(|(_, n)| n.op.name() == "exp")
+        .map(|(_, n)| g.ty(n.out()).to_string())
+        .collect();
     assert_eq!(exps, vec!["f64[5]"], "{g}");
 }
 
@@ -391,7 +397,7 @@ fn map_under_grad_and_jacobians() {
     let v = |xs: &Var, w: &Var| {
         vmap(body)
             .in_axes([Some(0), None])
-            .apply(&[xs.clone(), w.clone()])
+            .inline(&[xs.clone(), w.clone()])
             .unwrap()
             .remove(0)
             .square()
@@ -528,24 +534,34 @@ fn reverse_mode_through_a_linear_op_without_transpose_rule_is_an_error() {
     }
 }
 
-/// With `chunk_size`, each chunk builds its own slice of the seed: no
-/// constant of the whole identity appears in the graph.
+/// The seed of a Jacobian is an op (`basis`), never a constant; with
+/// `chunk_size`, each chunk builds its own slice of the basis.
 #[test]
 fn chunked_jacobians_build_the_seed_per_chunk() {
+    use anvil::ops::constant::Basis;
     let x = rand(&[6], 60);
     let f = |x: &Var| x.sin() * x.sum_all();
-    let biggest_constant = |g: &anvil::Graph| {
-        g.iter()
-            .filter(|(_, n)| n.op.is::<anvil::core::Constant>())
-            .map(|(_, n)| n.ty.numel())
-            .max()
-    };
-    // Unchunked, the seed is the whole 6 x 6 identity.
-    assert_eq!(biggest_constant(&trace(&jacfwd(f), &x).unwrap()), Some(36));
+    let biggest =
+        |g: &anvil::Graph, constants: bool| {
+            g.iter()
+                .filter(|(_, n)| {
+                    if constants {
+                        n.op.is::<anvil::core::Constant>()
+                    } else {
+                        n.op.is::<Basis>()
+                    }
+                })
+                .map(|(_, n)| g.ty(n.out()).numel())
+                .max()
+        };
+    // Unchunked, the seed is the whole 6 x 6 identity, as an op.
+    let whole = trace(&jacfwd(f), &x).unwrap();
+    assert_eq!(biggest(&whole, false), Some(36), "{whole}");
+    assert!(biggest(&whole, true).unwrap_or(0) <= 1, "{whole}");
     for j in [jacfwd(f).chunk_size(2), jacrev(f).chunk_size(2)] {
         let g = trace(&j, &x).unwrap();
-        let biggest = biggest_constant(&g).unwrap_or(0);
-        assert!(biggest <= 12, "a constant of {biggest} elements:\n{g}");
+        assert_eq!(biggest(&g, false), Some(12), "{g}");
+        assert!(biggest(&g, true).unwrap_or(0) <= 1, "{g}");
         j.call(&x).unwrap().assert_allclose(&jacfwd(f).call(&x).unwrap(), 1e-15, 1e-15);
     }
 }

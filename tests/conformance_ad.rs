@@ -18,7 +18,6 @@ use anvil::testing::{
 use anvil::{trace, Op, Tensor, TensorType, Var, VarExt};
 use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Samples excluded from `every_sample_differentiates_correctly` because of
@@ -155,29 +154,31 @@ fn every_differentiable_op_has_a_jvp_rule() {
     assert_eq!(by_type.len(), report.len(), "one row per op type");
     assert!(report.windows(2).all(|w| w[0].op <= w[1].op), "sorted by name");
 
-    // Every standard op is listed, with its kernel.
+    // Every standard op is listed, and runs on the CPU: with a kernel, or
+    // (computed element by element) with its block math.
     let samples = standard_samples();
     for s in &samples {
         let row = by_type.get(&s.op.op_type());
-        assert!(row.is_some_and(|r| r.kernel), "{}: no kernel in {row:?}", s.describe());
+        let runs = row.is_some_and(|r| r.kernel) || s.op.elementwise_math().is_some();
+        assert!(runs, "{}: no kernel in {row:?}", s.describe());
     }
     // The test-local ops below are listed too (with their location).
     let wrong = report.iter().find(|r| r.op == "WrongCube").expect("test-local ops are listed");
     assert!(wrong.kernel && wrong.vmap && wrong.jvp && !wrong.transpose, "{wrong}");
     assert!(wrong.location.contains("conformance_ad.rs"), "{wrong}");
 
-    // Float results, by op type, from the samples.
+    // Float results and operands, by op type, from the samples.
     let mut float_out: HashMap<TypeId, bool> = HashMap::new();
+    let mut runs: HashMap<TypeId, bool> = HashMap::new();
     for s in &samples {
-        let ty = s.output_type().expect("a valid sample");
-        *float_out.entry(s.op.op_type()).or_default() |= ty.dtype.is_float();
+        let tys = s.output_types().expect("a valid sample");
+        *float_out.entry(s.op.op_type()).or_default() |= tys.iter().any(|t| t.dtype().is_float());
+        *runs.entry(s.op.op_type()).or_default() |= s.op.elementwise_math().is_some();
     }
     // Ops with a kernel and a float result that need no jvp rule, and why.
     let exempt: &[(&str, &str)] = &[
         // Constants have no operands: a jvp rule would never be called.
         ("Constant", "no operands"),
-        ("Full", "no operands"),
-        ("Iota", "no operands"),
         // The tangent node of custom_vjp: linear, it exists only to be
         // transposed (to `bwd`); forward mode of custom_vjp is unsupported
         // by design, as in JAX.
@@ -187,7 +188,8 @@ fn every_differentiable_op_has_a_jvp_rule() {
     for r in &report {
         let test_local = r.location.starts_with("tests/") || r.location.contains("/tests/");
         let internal = anvil::cpu::fusion::is_internal(r.op_type);
-        if !r.kernel || r.jvp || test_local || internal || r.op_type == TypeId::of::<Parameter>() {
+        let on_cpu = r.kernel || runs.get(&r.op_type).copied().unwrap_or(false);
+        if !on_cpu || r.jvp || test_local || internal || r.op_type == TypeId::of::<Parameter>() {
             continue;
         }
         let float = *float_out
@@ -203,7 +205,7 @@ fn every_differentiable_op_has_a_jvp_rule() {
     for (n, why) in exempt {
         let r = report.iter().find(|r| r.op == *n);
         assert!(
-            r.is_some_and(|r| r.kernel && !r.jvp),
+            r.is_some_and(|r| (r.kernel || runs.get(&r.op_type) == Some(&true)) && !r.jvp),
             "{n} is exempted ({why}) but is {r:?}: remove the exemption"
         );
     }
@@ -221,7 +223,7 @@ macro_rules! unary_op {
 }
 
 fn map_f64(x: &Tensor, out: &TensorType, f: impl Fn(f64) -> f64) -> anvil::Result<Tensor> {
-    Tensor::from_vec(x.as_slice::<f64>()?.iter().map(|&x| f(x)).collect::<Vec<_>>(), &out.shape)
+    Tensor::from_vec(x.as_slice::<f64>()?.iter().map(|&x| f(x)).collect::<Vec<_>>(), out.shape())
 }
 
 fn cube_kernel(_: &dyn Op, x: &[&Tensor], out: &TensorType, _: &Ctx) -> anvil::Result<Tensor> {
@@ -331,7 +333,7 @@ fn the_transpose_check_catches_a_wrong_transpose_rule() {
 fn the_transpose_check_catches_a_wrong_custom_vjp() {
     let traced = |f: &dyn Fn(&[Var]) -> Vec<Var>, n: usize| {
         let args: Vec<Tensor> = (0..n).map(|_| Tensor::zeros(&[3])).collect();
-        Arc::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable"))
+        anvil::core::SubGraph::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable"))
     };
     // sin(x * w), with residuals cos(x * w), x, w.
     let primal = traced(&|v| vec![(&v[0] * &v[1]).sin()], 2);

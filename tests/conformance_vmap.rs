@@ -70,7 +70,7 @@ fn double_kernel(
     _: &Ctx,
 ) -> anvil::Result<Tensor> {
     let v: Vec<f64> = inputs[0].as_slice::<f64>()?.iter().map(|x| 2.0 * x).collect();
-    Tensor::from_vec(v, &out.shape)
+    Tensor::from_vec(v, out.shape())
 }
 
 /// Right: elementwise, so the batch axis stays where it is.

@@ -5,7 +5,7 @@
 
 use anvil::prelude::*;
 use anvil::testing::{check_op, rule_report, InputKind, OpSample};
-use anvil_special::{BesselJ0, BesselJ1, CumSum, SpecialExt};
+use anvil_special::{BesselJ0, BesselJ1, CumSum, SinCos, SpecialExt};
 use anvil_special_cpu as _;
 
 fn j0(x: f64) -> f64 {
@@ -43,10 +43,17 @@ fn xs() -> Tensor {
 fn the_plugin_ops_are_registered_with_every_rule() {
     use anvil::core::{jvp_rules, transpose_rules, vmap_rules};
     let kernels = anvil::cpu::kernels();
-    let ops: Vec<Box<dyn anvil::Op>> =
-        vec![Box::new(BesselJ0), Box::new(BesselJ1), Box::new(CumSum { axis: 0, reverse: false })];
+    let ops: Vec<Box<dyn anvil::Op>> = vec![
+        Box::new(BesselJ0),
+        Box::new(BesselJ1),
+        Box::new(CumSum { axis: 0, reverse: false }),
+        Box::new(SinCos),
+    ];
     for op in &ops {
-        assert!(kernels.lookup(op.as_ref()).unwrap().is_some(), "{} kernel", op.name());
+        // Elementwise ops need no kernel: the backend runs their block math.
+        let runs =
+            kernels.lookup(op.as_ref()).unwrap().is_some() || op.elementwise_math().is_some();
+        assert!(runs, "{} kernel", op.name());
         assert!(vmap_rules().lookup(op.as_ref()).unwrap().is_some(), "{} vmap", op.name());
         assert!(jvp_rules().lookup(op.as_ref()).unwrap().is_some(), "{} jvp", op.name());
     }
@@ -64,7 +71,8 @@ fn plugin_samples() -> Vec<OpSample> {
         OpSample::new(BesselJ1).input(u.clone(), &[3]),
         OpSample::new(CumSum { axis: 0, reverse: false }).input(u.clone(), &[4]),
         OpSample::new(CumSum { axis: 1, reverse: false }).input(u.clone(), &[2, 3, 2]),
-        OpSample::new(CumSum { axis: 0, reverse: true }).input(u, &[3, 2]),
+        OpSample::new(CumSum { axis: 0, reverse: true }).input(u.clone(), &[3, 2]),
+        OpSample::new(SinCos).input(u, &[2, 3]),
     ]
 }
 
@@ -89,7 +97,55 @@ fn the_plugin_ops_pass_the_conformance_kit() {
         cumsum.location
     );
     let j0 = row("BesselJ0");
-    assert!(j0.kernel && j0.vmap && j0.jvp && !j0.transpose);
+    assert!(!j0.kernel && j0.vmap && j0.jvp && !j0.transpose);
+    let sincos = row("SinCos");
+    assert!(sincos.kernel && sincos.vmap && sincos.jvp && !sincos.transpose);
+}
+
+/// An op with two results: each is its own value in the printed graph, and
+/// both go through every transform.
+#[test]
+fn a_two_result_plugin_op_prints_and_differentiates() {
+    let x = Tensor::from_vec(vec![0.3, 1.1, -0.7], &[3]).unwrap();
+    let f = |x: &Var| {
+        let (s, c) = x.sincos();
+        vec![s, c]
+    };
+    let g = trace(&f, &x).unwrap();
+    assert!(g.to_string().contains("%1: f64[3], %2: f64[3] = special.sincos %0"), "{g}");
+    let out = jit(f).call(&x).unwrap();
+    let xv = x.to_vec::<f64>().unwrap();
+    assert_eq!(out[0].to_vec::<f64>().unwrap(), xv.iter().map(|v| v.sin()).collect::<Vec<_>>());
+    assert_eq!(out[1].to_vec::<f64>().unwrap(), xv.iter().map(|v| v.cos()).collect::<Vec<_>>());
+    // d/dx (sin x · cos x) = cos 2x, through both results.
+    let gr = grad(|x: &Var| {
+        let (s, c) = x.sincos();
+        (s * c).sum_all()
+    })
+    .call(&x)
+    .unwrap();
+    for (g, v) in gr.to_vec::<f64>().unwrap().iter().zip(&xv) {
+        assert!((g - (2.0 * v).cos()).abs() < 1e-15, "{g} {v}");
+    }
+    let h = hessian(|x: &Var| x.sincos().1.sum_all()).call(&x).unwrap();
+    let want: Vec<f64> = (0..9).map(|k| if k % 4 == 0 { -xv[k / 4].cos() } else { 0.0 }).collect();
+    h.assert_allclose(&Tensor::from_vec(want, &[3, 3]).unwrap(), 1e-15, 1e-15);
+}
+
+/// The plugin's own rewrite rule fires in the optimised graph: a
+/// cumulative sum along an axis of length 1 is gone.
+#[test]
+fn a_plugin_rewrite_rule_fires() {
+    let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3, 1]).unwrap();
+    let f = |x: &Var| x.cumsum(1).exp();
+    let raw = trace(&f, &x).unwrap();
+    assert_eq!(raw.count::<CumSum>(), 1);
+    let g = anvil::lower(&f, &x).unwrap();
+    assert_eq!(g.count::<CumSum>(), 0, "{g}");
+    // Along the long axis it stays.
+    assert_eq!(anvil::lower(&|x: &Var| x.cumsum(0), &x).unwrap().count::<CumSum>(), 1);
+    let want: Vec<f64> = x.to_vec::<f64>().unwrap().iter().map(|v| v.exp()).collect();
+    assert_eq!(jit(f).call(&x).unwrap().to_vec::<f64>().unwrap(), want);
 }
 
 #[test]

@@ -203,7 +203,7 @@ fn map_prints_its_body() {
         &g,
         r#"graph(%0: f64[4,3], %1: f64[3,2]) {
   %2: f64[3,2] = exp %1
-  %3: f64[4,2] = map[size=4, in_axes=[0,-], body=4 nodes] %0, %2
+  %3: f64[4,2] = map[size=4, in_axes=[0,-]] %0, %2
     graph(%0: f64[3], %1: f64[3,2]) {
       %2: f64[2] = matmul %0, %1
       %3: f64[2] = sin %2
@@ -234,7 +234,7 @@ fn vmap_of_map_vmaps_the_body_and_keeps_the_loop() {
         &g,
         r#"graph(%0: f64[4,5,3], %1: f64[3,2]) {
   %2: f64[3,2] = exp %1
-  %3: f64[4,5,2] = map[size=4, in_axes=[0,-], body=4 nodes] %0, %2
+  %3: f64[4,5,2] = map[size=4, in_axes=[0,-]] %0, %2
     graph(%0: f64[5,3], %1: f64[3,2]) {
       %2: f64[5,2] = matmul %0, %1
       %3: f64[5,2] = sin %2
@@ -251,7 +251,7 @@ fn vmap_of_map_vmaps_the_body_and_keeps_the_loop() {
         r#"graph(%0: f64[5,4,3], %1: f64[3,2]) {
   %2: f64[3,2] = exp %1
   %3: f64[4,5,3] = permute[perm=[1, 0, 2]] %0
-  %4: f64[4,5,2] = map[size=4, in_axes=[0,-], body=4 nodes] %3, %2
+  %4: f64[4,5,2] = map[size=4, in_axes=[0,-]] %3, %2
     graph(%0: f64[5,3], %1: f64[3,2]) {
       %2: f64[5,2] = matmul %0, %1
       %3: f64[5,2] = sin %2
@@ -270,7 +270,7 @@ fn subgraph_printing_ends_the_body_line() {
     let f = map(|x: &Var| x.sin()).in_axes(0);
     let g = trace(&f, &zeros(&[4, 3])).unwrap();
     let want = r#"graph(%0: f64[4,3]) {
-  %1: f64[4,3] = map[size=4, in_axes=[0], body=2 nodes] %0
+  %1: f64[4,3] = map[size=4, in_axes=[0]] %0
     graph(%0: f64[3]) {
       %1: f64[3] = sin %0
       return %1

@@ -174,7 +174,7 @@ fn cubic_kernel(
 ) -> anvil::Result<Tensor> {
     let s: f64 = inputs[1].as_slice::<f64>()?.iter().sum();
     let v = inputs[0].as_slice::<f64>()?.iter().map(|x| x * x * x + s).collect();
-    Tensor::from_vec(v, &out.shape)
+    Tensor::from_vec(v, out.shape())
 }
 
 anvil::cpu::register_kernel!(Cubic, cubic_kernel);

@@ -701,7 +701,7 @@ fn s6_6_operations_on_the_result_of_vmap() {
     assert!(vals(&stacked).contains(&0.0) && vals(&stacked).iter().any(|&v| v > 1.0));
     for (name, post) in posts {
         let whole = move |x: &Var, w: &Var| {
-            let v = vmap(f).apply(std::slice::from_ref(x)).unwrap().remove(0);
+            let v = vmap(f).inline(std::slice::from_ref(x)).unwrap().remove(0);
             post(&v, w)
         };
         let got = go(&whole, &[x.clone(), w.clone()]);
@@ -872,9 +872,9 @@ fn stack_flatten_pick(jvps: [&Var; 3]) -> Var {
 fn spjac(x: &Var, v: &Var) -> Var {
     let t = |j: Vec<Var>| j[1].clone(); // (primal, tangent)
     let args = [x.clone(), v.clone()];
-    let jvp0 = t(jvp(f0).apply(&args).unwrap());
-    let jvp1 = t(jvp(f1).apply(&args).unwrap());
-    let jvp2 = t(jvp(f2).apply(&args).unwrap());
+    let jvp0 = t(jvp(f0).inline(&args).unwrap());
+    let jvp1 = t(jvp(f1).inline(&args).unwrap());
+    let jvp2 = t(jvp(f2).inline(&args).unwrap());
     stack_flatten_pick([&jvp0, &jvp1, &jvp2])
 }
 

@@ -27,13 +27,13 @@ pub trait Function<M> {
     /// The number of arguments it takes, `None` for any number.
     fn arity(&self) -> Option<usize>;
 
-    /// Traces the function on `args`, values of the current trace, returning
-    /// its outputs in the same trace.
+    /// Inlines the function into the trace of `args` (values of the current
+    /// trace), returning its outputs in the same trace.
     ///
     /// # Errors
     /// Errors of the function's own ops are recorded in the trace; this
     /// returns errors it detects itself (a wrong number of arguments).
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>>;
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>>;
 
     /// The cache of compiled plans, for functions that own one (`jit(f)` and
     /// every transform). A bare closure has none and is traced on every call.
@@ -56,7 +56,7 @@ pub trait Function<M> {
             .first()
             .map(|a| a.tracer().clone())
             .unwrap_or_else(crate::trace::current_or_detached);
-        match self.apply(&owned) {
+        match self.inline(&owned) {
             Ok(mut outs) if !outs.is_empty() => outs.swap_remove(0),
             Ok(_) => {
                 tracer.record(Error::invalid(
@@ -114,7 +114,7 @@ impl<F: Fn(&Var) -> Var> Function<Fn1> for F {
     fn arity(&self) -> Option<usize> {
         Some(1)
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         check_arity("function", Some(1), args.len())?;
         Ok(vec![self(&args[0])])
     }
@@ -125,7 +125,7 @@ impl<F: Fn(&Var, &Var) -> Var> Function<Fn2> for F {
     fn arity(&self) -> Option<usize> {
         Some(2)
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         check_arity("function", Some(2), args.len())?;
         Ok(vec![self(&args[0], &args[1])])
     }
@@ -136,7 +136,7 @@ impl<F: Fn(&Var, &Var, &Var) -> Var> Function<Fn3> for F {
     fn arity(&self) -> Option<usize> {
         Some(3)
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         check_arity("function", Some(3), args.len())?;
         Ok(vec![self(&args[0], &args[1], &args[2])])
     }
@@ -147,7 +147,7 @@ impl<F: Fn(&Var) -> Vec<Var>> Function<Fn1N> for F {
     fn arity(&self) -> Option<usize> {
         Some(1)
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         check_arity("function", Some(1), args.len())?;
         Ok(self(&args[0]))
     }
@@ -158,7 +158,7 @@ impl<F: Fn(&Var, &Var) -> Vec<Var>> Function<Fn2N> for F {
     fn arity(&self) -> Option<usize> {
         Some(2)
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         check_arity("function", Some(2), args.len())?;
         Ok(self(&args[0], &args[1]))
     }
@@ -169,7 +169,7 @@ impl<F: Fn(&Var, &Var, &Var) -> Vec<Var>> Function<Fn3N> for F {
     fn arity(&self) -> Option<usize> {
         Some(3)
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         check_arity("function", Some(3), args.len())?;
         Ok(self(&args[0], &args[1], &args[2]))
     }
@@ -180,7 +180,7 @@ impl<F: Fn(&[Var]) -> Vec<Var>> Function<FnN> for F {
     fn arity(&self) -> Option<usize> {
         None
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         Ok(self(args))
     }
 }
@@ -270,7 +270,7 @@ impl Outputs for Vec<Tensor> {
 /// The first error recorded while tracing; a wrong number of arguments.
 pub fn trace_types<M, F: Function<M> + ?Sized>(f: &F, inputs: &[TensorType]) -> Result<Graph> {
     check_arity(&f.name(), f.arity(), inputs.len())?;
-    trace_with(inputs, |args| f.apply(args))
+    trace_with(inputs, |args| f.inline(args))
 }
 
 /// Traces `f` on fresh inputs of the given types in a new trace: how
@@ -350,7 +350,10 @@ impl PlanCache {
         }
         let matches = |key: &Vec<TensorType>| {
             key.len() == args.len()
-                && key.iter().zip(args).all(|(t, a)| t.dtype == a.dtype() && t.shape == a.shape())
+                && key
+                    .iter()
+                    .zip(args)
+                    .all(|(t, a)| t.dtype() == a.dtype() && t.shape() == a.shape())
         };
         plans.iter().find(|(k, _)| matches(k)).map(|(_, p)| p.clone())
     }

@@ -19,6 +19,7 @@
 
 pub mod dtype;
 pub mod error;
+pub mod eval;
 pub mod function;
 pub mod graph;
 pub mod op;
@@ -30,17 +31,19 @@ pub mod trace;
 
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
+pub use eval::{Backend, Evaluator};
 pub use function::{trace, trace_types, trace_with, Args, Function, Outputs, PlanCache};
-pub use graph::{Constant, Graph, Node, NodeId, Parameter};
-pub use op::Op;
+pub use graph::{Constant, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId};
+pub use op::{Block, BlockAt, BlockMut, ElementwiseMath, Op};
 pub use registry::{Registered, RuleTable};
 pub use rules::{
-    jvp_rules, transpose_rules, vmap_rules, Batched, JvpFn, JvpRule, LinearArg, TransposeFn,
-    TransposeRule, VmapFn, VmapRule,
+    jvp_rules, rewrite_rules, transpose_rules, vmap_rules, Batched, JvpFn, JvpManyFn, JvpRule,
+    LinearArg, RewriteFn, RewriteManyFn, RewriteRule, RuleFn, TransposeFn, TransposeManyFn,
+    TransposeRule, VmapFn, VmapManyFn, VmapRule,
 };
 pub use shape::{SliceSpec, TensorType};
 pub use tensor::{Storage, Tensor};
-pub use trace::{OperatorImpl, Tracer, Var};
+pub use trace::{OperatorImpl, Producer, Tracer, Var};
 
 #[doc(hidden)]
 pub use inventory;

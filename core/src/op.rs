@@ -43,7 +43,8 @@ impl<T: Any + Eq + Hash> OpBase for T {
     }
 }
 
-/// A graph operation: a typed struct with its parameters, a name and a shape rule.
+/// A graph operation: a typed struct with its parameters, a name, a shape
+/// rule, and the facts about it that passes use.
 ///
 /// ```
 /// use anvil_core::{Op, Result, TensorType};
@@ -65,22 +66,191 @@ pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
     /// `"myplugin.bessel_j0"`.
     fn name(&self) -> &'static str;
 
-    /// The shape and dtype rule: the output type for these input types.
+    /// The shape and dtype rule of an op with one result: its type for these
+    /// operand types. Ops with several results implement
+    /// [`Op::infer_results`] instead (and may leave this one out).
     ///
     /// # Errors
     /// When the inputs do not fit, with an error naming the op, the shapes
     /// and the argument.
-    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType>;
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        let _ = inputs;
+        Err(crate::Error::invalid(
+            self.name(),
+            "results",
+            "the op has several results (or implements neither infer nor infer_results)",
+        ))
+    }
+
+    /// The shape and dtype rule: the type of every result, in order. The
+    /// default is the one result of [`Op::infer`].
+    ///
+    /// # Errors
+    /// As [`Op::infer`].
+    fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        Ok(vec![self.infer(inputs)?])
+    }
 
     /// The parameters as printed after the name (`axes=[0], keepdims=false`).
     fn params(&self) -> String {
         String::new()
     }
 
-    /// The sub-graphs of a higher-order op (`map`, `cond`...), if any.
+    /// The sub-graphs (bodies) of a higher-order op (`map`, `cond`...), if any.
     fn subgraphs(&self) -> Vec<&Graph> {
         Vec::new()
     }
+
+    /// The same op with its bodies replaced (same count, same order as
+    /// [`Op::subgraphs`], same signatures): how passes rewrite inside bodies.
+    /// `None` (the default) leaves the bodies of this op as they are.
+    fn with_subgraphs(&self, bodies: Vec<Graph>) -> Option<Box<dyn Op>> {
+        let _ = bodies;
+        None
+    }
+
+    // Facts the passes rely on. A plugin op declares them like a built-in
+    // one, and every pass treats it the same way.
+
+    /// Whether the op is elementwise with NumPy broadcasting: every result
+    /// element depends only on the operands' elements at the same
+    /// (broadcast) position, and operands smaller than the result are
+    /// broadcast by the op itself.
+    fn is_elementwise(&self) -> bool {
+        false
+    }
+
+    /// Whether the result is operand 0 broadcast (NumPy rules) to the
+    /// result's shape, and nothing else.
+    fn is_broadcast(&self) -> bool {
+        false
+    }
+
+    /// Whether the op only moves elements: every result element is a copy of
+    /// one element of operand 0 (reshape, permute, broadcast, slice).
+    fn is_relayout(&self) -> bool {
+        false
+    }
+
+    /// Whether the op is linear in operand `k` when the other operands are
+    /// held fixed (`mul` in each operand, `add` in both, a reshape in its
+    /// one).
+    fn linear_in(&self, k: usize) -> bool {
+        let _ = k;
+        false
+    }
+
+    /// The op's math on blocks of elements, for ops computed element by
+    /// element: elementwise ops (operands broadcast to the result) and
+    /// generators (no operands, each element a function of its position,
+    /// like `iota`). A backend runs every such op, and fuses chains of them,
+    /// through this one interface.
+    fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+        None
+    }
+}
+
+/// A run of elements of one dtype: an operand's block, already broadcast
+/// to the block of the result it is computed for.
+#[derive(Clone, Copy, Debug)]
+pub enum Block<'a> {
+    /// `f64` elements.
+    F64(&'a [f64]),
+    /// `f32` elements.
+    F32(&'a [f32]),
+    /// `i64` elements.
+    I64(&'a [i64]),
+    /// `bool` elements.
+    Bool(&'a [bool]),
+}
+
+/// A block of the result, to be written entirely.
+#[derive(Debug)]
+pub enum BlockMut<'a> {
+    /// `f64` elements.
+    F64(&'a mut [f64]),
+    /// `f32` elements.
+    F32(&'a mut [f32]),
+    /// `i64` elements.
+    I64(&'a mut [i64]),
+    /// `bool` elements.
+    Bool(&'a mut [bool]),
+}
+
+impl Block<'_> {
+    /// The element type.
+    pub fn dtype(&self) -> crate::DType {
+        match self {
+            Block::F64(_) => crate::DType::F64,
+            Block::F32(_) => crate::DType::F32,
+            Block::I64(_) => crate::DType::I64,
+            Block::Bool(_) => crate::DType::Bool,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Block::F64(v) => v.len(),
+            Block::F32(v) => v.len(),
+            Block::I64(v) => v.len(),
+            Block::Bool(v) => v.len(),
+        }
+    }
+
+    /// Whether the block is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl BlockMut<'_> {
+    /// The element type.
+    pub fn dtype(&self) -> crate::DType {
+        match self {
+            BlockMut::F64(_) => crate::DType::F64,
+            BlockMut::F32(_) => crate::DType::F32,
+            BlockMut::I64(_) => crate::DType::I64,
+            BlockMut::Bool(_) => crate::DType::Bool,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            BlockMut::F64(v) => v.len(),
+            BlockMut::F32(v) => v.len(),
+            BlockMut::I64(v) => v.len(),
+            BlockMut::Bool(v) => v.len(),
+        }
+    }
+
+    /// Whether the block is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Where a block lies in the result: the row-major index of its first
+/// element and the result's shape (what a generator needs).
+#[derive(Clone, Copy, Debug)]
+pub struct BlockAt<'a> {
+    /// Flat index of the block's first element in the result.
+    pub start: usize,
+    /// The result's shape.
+    pub shape: &'a [usize],
+}
+
+/// The math of an op computed element by element (see
+/// [`Op::elementwise_math`]).
+pub trait ElementwiseMath: Send + Sync {
+    /// Computes `out` from `args`, one block per operand, each as long as
+    /// `out` and of the operand's dtype; `out` has the result's dtype.
+    ///
+    /// # Errors
+    /// A dtype the op does not handle (its shape rule should have rejected
+    /// it: this keeps a bad rule from panicking).
+    fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()>;
 }
 
 dyn_clone::clone_trait_object!(Op);

@@ -7,18 +7,27 @@
 //! checks come for free and a rule's output can itself be transformed.
 //!
 //! Register a rule with [`register_rule!`](crate::register_rule):
-//! `register_rule!(VmapRule, Sin, vmap_elementwise);`.
+//! `register_rule!(VmapRule, Sin, vmap_elementwise);` for an op with one
+//! result, `register_rule!(JvpRule, Eigh, many: jvp_eigh);` for an op with
+//! several. Each kind has both signatures ([`RuleFn`]): the one-result form
+//! is what most ops (and plugin crates written before multi-result ops
+//! existed) use; the transforms call every rule through the several-result
+//! form.
 //!
-//! - [`VmapRule`]: the batched result of an op on batched arguments.
-//! - [`JvpRule`]: the tangent of an op's output from its inputs' primal
+//! - [`VmapRule`]: the batched results of an op on batched arguments.
+//! - [`JvpRule`]: the tangents of an op's results from its inputs' primal
 //!   values and tangents (forward mode). Every differentiable op has one.
 //! - [`TransposeRule`]: for an op that is linear in some of its inputs, the
-//!   cotangents of those inputs from the output's cotangent. Reverse mode is
-//!   the jvp's linear part, transposed, so these are needed only for the ops
-//!   that jvp rules emit on tangents.
+//!   cotangents of those inputs from the results' cotangents. Reverse mode
+//!   is the jvp's linear part, transposed, so these are needed only for the
+//!   ops that jvp rules emit on tangents.
+//! - [`RewriteRule`]: a simplification of the op given its operands (whose
+//!   producers it may inspect, see [`Var::producer`]); the rewrite driver
+//!   in `anvil-transforms` applies them to a fixpoint.
 
 use crate::error::Result;
 use crate::op::Op;
+use crate::shape::TensorType;
 use crate::trace::Var;
 
 /// A value under `vmap`: its traced value and where its batch axis is
@@ -43,8 +52,8 @@ impl Batched {
     }
 
     /// The type of one element of the batch.
-    pub fn logical_type(&self) -> crate::shape::TensorType {
-        crate::shape::TensorType::new(self.var.dtype(), self.logical_shape())
+    pub fn logical_type(&self) -> TensorType {
+        TensorType::new(self.var.dtype(), self.logical_shape())
     }
 
     /// The shape of one element of the batch.
@@ -57,21 +66,53 @@ impl Batched {
     }
 }
 
-/// A batching rule: computes the batched result of `op` applied to batched
-/// arguments (at least one of them batched), for a batch of `size`.
+/// A rule in one of its two signatures: for an op with one result (`One`)
+/// or with any number of results (`Many`).
+#[derive(Clone, Copy, Debug)]
+pub enum RuleFn<One, Many> {
+    /// The one-result form.
+    One(One),
+    /// The several-result form.
+    Many(Many),
+}
+
+/// A batching rule for an op with one result: the batched result of `op`
+/// applied to batched arguments (at least one of them batched), for a batch
+/// of `size`.
 pub type VmapFn = fn(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched>;
+
+/// A batching rule for an op with several results: one batched value per result.
+pub type VmapManyFn = fn(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>>;
 
 crate::registry_entry! {
     /// A registered batching rule.
-    pub struct VmapRule { rule: VmapFn }, "vmap rule", vmap_rules
+    pub struct VmapRule { rule: RuleFn<VmapFn, VmapManyFn> }, "vmap rule", vmap_rules
+}
+
+impl VmapRule {
+    /// The batched results of `op` on `args`.
+    ///
+    /// # Errors
+    /// The rule's error.
+    pub fn apply(&self, op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+        match self.rule {
+            RuleFn::One(f) => Ok(vec![f(op, args, size)?]),
+            RuleFn::Many(f) => f(op, args, size),
+        }
+    }
 }
 
 /// Registers a rule of a built-in kind for an op type:
-/// `register_rule!(VmapRule, MyOp, my_rule);`.
+/// `register_rule!(VmapRule, MyOp, my_rule);` for a rule of the one-result
+/// signature, `register_rule!(VmapRule, MyOp, many: my_rule);` for the
+/// several-result one.
 #[macro_export]
 macro_rules! register_rule {
+    ($kind:ident, $op:ty, many: $rule:expr) => {
+        $crate::register_entry!($crate::rules::$kind, $op, rule: $crate::rules::RuleFn::Many($rule));
+    };
     ($kind:ident, $op:ty, $rule:expr) => {
-        $crate::register_entry!($crate::rules::$kind, $op, rule: $rule);
+        $crate::register_entry!($crate::rules::$kind, $op, rule: $crate::rules::RuleFn::One($rule));
     };
 }
 
@@ -86,9 +127,49 @@ macro_rules! register_rule {
 pub type JvpFn =
     fn(op: &dyn Op, primals: &[Var], tangents: &[Option<Var>], out: &Var) -> Result<Option<Var>>;
 
+/// A forward-mode rule for an op with several results: the tangent of each
+/// result (`None`: zero) given the primal inputs, their tangents and the
+/// primal results.
+pub type JvpManyFn = fn(
+    op: &dyn Op,
+    primals: &[Var],
+    tangents: &[Option<Var>],
+    outs: &[Var],
+) -> Result<Vec<Option<Var>>>;
+
 crate::registry_entry! {
     /// A registered forward-mode (jvp) rule.
-    pub struct JvpRule { rule: JvpFn }, "jvp rule", jvp_rules
+    pub struct JvpRule { rule: RuleFn<JvpFn, JvpManyFn> }, "jvp rule", jvp_rules
+}
+
+impl JvpRule {
+    /// The tangents of `op`'s results.
+    ///
+    /// # Errors
+    /// The rule's error.
+    pub fn apply(
+        &self,
+        op: &dyn Op,
+        primals: &[Var],
+        tangents: &[Option<Var>],
+        outs: &[Var],
+    ) -> Result<Vec<Option<Var>>> {
+        match self.rule {
+            RuleFn::One(f) => match outs {
+                [out] => Ok(vec![f(op, primals, tangents, out)?]),
+                _ => Err(one_result_rule(op, "jvp", outs.len())),
+            },
+            RuleFn::Many(f) => f(op, primals, tangents, outs),
+        }
+    }
+}
+
+fn one_result_rule(op: &dyn Op, kind: &str, n: usize) -> crate::Error {
+    crate::Error::invalid(
+        op.name(),
+        format!("{kind} rule"),
+        format!("registered in the one-result form, but the op has {n} results (register it with `many:`)"),
+    )
 }
 
 /// An argument of a linear op seen by its transpose rule: either one of the
@@ -119,8 +200,16 @@ impl LinearArg {
     /// The argument's shape.
     pub fn shape(&self) -> &[usize] {
         match self {
-            LinearArg::Linear(t) => &t.shape,
+            LinearArg::Linear(t) => t.shape(),
             LinearArg::Known(v) => v.shape(),
+        }
+    }
+
+    /// The argument's type.
+    pub fn ty(&self) -> &crate::shape::TensorType {
+        match self {
+            LinearArg::Linear(t) => t,
+            LinearArg::Known(v) => v.ty(),
         }
     }
 }
@@ -131,7 +220,76 @@ impl LinearArg {
 /// one entry per argument.
 pub type TransposeFn = fn(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>>;
 
+/// A transpose rule for an op with several results: the cotangents of the
+/// linear arguments given one cotangent per result (`None`: zero; at least
+/// one is `Some`).
+pub type TransposeManyFn =
+    fn(op: &dyn Op, cts: &[Option<Var>], args: &[LinearArg]) -> Result<Vec<Option<Var>>>;
+
 crate::registry_entry! {
     /// A registered transpose rule.
-    pub struct TransposeRule { rule: TransposeFn }, "transpose rule", transpose_rules
+    pub struct TransposeRule { rule: RuleFn<TransposeFn, TransposeManyFn> }, "transpose rule", transpose_rules
+}
+
+impl TransposeRule {
+    /// The cotangents of `op`'s arguments (one entry per argument).
+    ///
+    /// # Errors
+    /// The rule's error.
+    pub fn apply(
+        &self,
+        op: &dyn Op,
+        cts: &[Option<Var>],
+        args: &[LinearArg],
+    ) -> Result<Vec<Option<Var>>> {
+        match self.rule {
+            RuleFn::One(f) => match cts {
+                [Some(ct)] => f(op, ct, args),
+                [None] => Ok(vec![None; args.len()]),
+                _ => Err(one_result_rule(op, "transpose", cts.len())),
+            },
+            RuleFn::Many(f) => f(op, cts, args),
+        }
+    }
+}
+
+/// A rewrite rule for an op with one result: a simpler value equal to
+/// `op(args)` (of type `out`, bit for bit unless the rule documents
+/// otherwise), built with the `Var` API in the trace of `args`, or `None`
+/// when the rule does not apply. A rule may inspect its operands'
+/// producers ([`Var::producer`], [`Var::constant_value`]).
+///
+/// Termination: each rule must reduce a cost (fewer nodes, or less work on
+/// large values) so that rewriting reaches a fixpoint; the driver stops
+/// with an error naming the rules that keep firing.
+pub type RewriteFn = fn(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>>;
+
+/// A rewrite rule for an op with several results: one value per result.
+pub type RewriteManyFn =
+    fn(op: &dyn Op, args: &[Var], outs: &[TensorType]) -> Result<Option<Vec<Var>>>;
+
+crate::registry_entry! {
+    /// A registered rewrite rule.
+    pub struct RewriteRule { rule: RuleFn<RewriteFn, RewriteManyFn> }, "rewrite rule", rewrite_rules
+}
+
+impl RewriteRule {
+    /// The rewritten results of `op` on `args`, if the rule applies.
+    ///
+    /// # Errors
+    /// The rule's error.
+    pub fn apply(
+        &self,
+        op: &dyn Op,
+        args: &[Var],
+        outs: &[TensorType],
+    ) -> Result<Option<Vec<Var>>> {
+        match self.rule {
+            RuleFn::One(f) => match outs {
+                [out] => Ok(f(op, args, out)?.map(|v| vec![v])),
+                _ => Err(one_result_rule(op, "rewrite", outs.len())),
+            },
+            RuleFn::Many(f) => f(op, args, outs),
+        }
+    }
 }

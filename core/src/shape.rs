@@ -12,18 +12,41 @@ use crate::error::{Error, Result};
 use std::fmt;
 
 /// The static type of a graph value: element type and shape.
+///
+/// The fields are private: ops and plugins read a type through its methods,
+/// so the representation of dimensions can grow (symbolic dimensions)
+/// without touching every shape rule.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorType {
-    /// Element type.
-    pub dtype: DType,
-    /// Dimensions, outermost first (row-major).
-    pub shape: Vec<usize>,
+    dtype: DType,
+    shape: Vec<usize>,
 }
 
 impl TensorType {
-    /// A type from a dtype and a shape.
+    /// A type from a dtype and a shape. The element count is checked where
+    /// a type enters a graph ([`crate::Graph::push`]), not here.
     pub fn new(dtype: DType, shape: impl Into<Vec<usize>>) -> Self {
         TensorType { dtype, shape: shape.into() }
+    }
+
+    /// A rank-0 type.
+    pub fn scalar(dtype: DType) -> Self {
+        TensorType { dtype, shape: Vec::new() }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The dimensions, outermost first (row-major).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The size of dimension `axis`, `None` past the rank.
+    pub fn dim(&self, axis: usize) -> Option<usize> {
+        self.shape.get(axis).copied()
     }
 
     /// Number of dimensions.
@@ -31,9 +54,44 @@ impl TensorType {
         self.shape.len()
     }
 
-    /// Number of elements.
+    /// Number of elements (saturating: a type inside a graph never
+    /// overflows, see [`checked_numel`]).
     pub fn numel(&self) -> usize {
-        numel(&self.shape)
+        checked_numel(&self.shape).unwrap_or(usize::MAX)
+    }
+
+    /// Size of the values of this type in bytes, `None` when it overflows.
+    pub fn bytes(&self) -> Option<usize> {
+        checked_numel(&self.shape)?.checked_mul(self.dtype.size_of())
+    }
+
+    /// The same shape with another dtype.
+    pub fn with_dtype(&self, dtype: DType) -> TensorType {
+        TensorType { dtype, shape: self.shape.clone() }
+    }
+
+    /// The same dtype with another shape.
+    pub fn with_shape(&self, shape: impl Into<Vec<usize>>) -> TensorType {
+        TensorType { dtype: self.dtype, shape: shape.into() }
+    }
+
+    /// Checks that values of this type are addressable: the element count
+    /// and the byte size fit in `isize`, as every buffer must.
+    ///
+    /// # Errors
+    /// [`Error::Shape`] naming `op` and the shape.
+    pub fn check_size(&self, op: &str) -> Result<()> {
+        match self.bytes() {
+            Some(b) if isize::try_from(b).is_ok() => Ok(()),
+            _ => Err(Error::shape(
+                op,
+                &[&self.shape],
+                format!(
+                    "a {} value of shape {:?} has more elements than memory can address",
+                    self.dtype, self.shape
+                ),
+            )),
+        }
     }
 }
 
@@ -50,16 +108,42 @@ impl fmt::Display for TensorType {
     }
 }
 
-/// Number of elements of a shape (1 for a scalar).
+// ------------------------------------------------------- dimension arithmetic
+
+/// Number of elements of a shape (1 for a scalar), `None` on overflow.
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// Number of elements of a shape (1 for a scalar), saturating at
+/// `usize::MAX` (use [`checked_numel`] where the count is not known to fit).
 pub fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
+    checked_numel(shape).unwrap_or(usize::MAX)
+}
+
+/// `a + b` for a dimension of `op`, or an error naming the op and the shape.
+///
+/// # Errors
+/// [`Error::Shape`] on overflow.
+pub fn add_dims(op: &str, a: usize, b: usize, shape: &[usize]) -> Result<usize> {
+    a.checked_add(b)
+        .ok_or_else(|| Error::shape(op, &[shape], format!("the dimension {a} + {b} overflows")))
+}
+
+/// `a * b` for a dimension of `op`, or an error naming the op and the shape.
+///
+/// # Errors
+/// [`Error::Shape`] on overflow.
+pub fn mul_dims(op: &str, a: usize, b: usize, shape: &[usize]) -> Result<usize> {
+    a.checked_mul(b)
+        .ok_or_else(|| Error::shape(op, &[shape], format!("the dimension {a} * {b} overflows")))
 }
 
 /// Row-major contiguous strides, in elements.
 pub fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
+    let mut s = vec![1usize; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
+        s[i] = s[i + 1].saturating_mul(shape[i + 1]);
     }
     s
 }
@@ -149,15 +233,19 @@ pub fn reshape_target(op: &str, from: &[usize], to: &[i64]) -> Result<Vec<usize>
     if let Some(&d) = to.iter().find(|&&d| d < -1) {
         return Err(Error::invalid(op, "shape", format!("{to:?} has negative size {d}")));
     }
-    let known: usize = to.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
     let mut out: Vec<usize> = to.iter().map(|&d| d.max(0) as usize).collect();
+    let known = to
+        .iter()
+        .filter(|&&d| d >= 0)
+        .try_fold(1usize, |n, &d| n.checked_mul(d as usize))
+        .ok_or_else(|| reshape_error(op, from, to))?;
     if let Some(&i) = inferred.first() {
         if known == 0 || n % known != 0 {
             return Err(reshape_error(op, from, to));
         }
         out[i] = n / known;
     }
-    if numel(&out) != n {
+    if checked_numel(&out) != Some(n) {
         return Err(reshape_error(op, from, to));
     }
     Ok(out)

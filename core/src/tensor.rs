@@ -640,7 +640,7 @@ mod tests {
         let t = Tensor::from_vec((0..24).map(f64::from).collect(), &shape).unwrap();
         assert_eq!(t.shape(), &shape);
         assert_eq!(t.rank(), 8);
-        assert_eq!(t.ty().shape, shape.to_vec());
+        assert_eq!(t.ty().shape(), shape);
         let r = t.reshape(&[4, 6]).unwrap();
         assert_eq!(r.shape(), &[4, 6]);
         assert_eq!(r.reshape(&[2, 1, 3, 1, 1, 2, 1, 2]).unwrap(), t);

@@ -17,7 +17,7 @@
 //! trace on this thread ([`Tracer::current`]), as `jnp.zeros` does in JAX.
 
 use crate::error::{Error, Result};
-use crate::graph::{Constant, Graph, NodeId};
+use crate::graph::{Constant, Graph, ValueId};
 use crate::op::Op;
 use crate::shape::TensorType;
 use crate::tensor::Tensor;
@@ -83,12 +83,13 @@ impl Tracer {
         self.error.borrow().clone()
     }
 
-    /// Applies `op` to `args`, returning the error instead of recording it.
+    /// Applies `op` to `args` and returns its results, returning an error
+    /// instead of recording it.
     ///
     /// # Errors
     /// The op's shape rule failing, an argument from another trace, a
     /// poisoned argument (the error recorded earlier).
-    pub fn try_apply(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var]) -> Result<Var> {
+    pub fn try_apply(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var]) -> Result<Vec<Var>> {
         for (i, a) in args.iter().enumerate() {
             if !Rc::ptr_eq(&a.tracer, self) {
                 return Err(Error::ForeignVar { op: op.name().into(), arg: i.to_string() });
@@ -99,16 +100,40 @@ impl Tracer {
                 }));
             }
         }
-        let ids: Vec<NodeId> = args.iter().filter_map(|a| a.id).collect();
-        let id = self.graph.borrow_mut().push(op, &ids)?;
-        let ty = self.graph.borrow().ty(id).clone();
-        Ok(Var { tracer: self.clone(), id: Some(id), ty })
+        let ids: Vec<ValueId> = args.iter().filter_map(|a| a.id).collect();
+        let mut g = self.graph.borrow_mut();
+        let node = g.push(op, &ids)?;
+        let results = g.node(node).results();
+        Ok(results
+            .map(|v| Var { tracer: self.clone(), id: Some(v), ty: g.ty(v).clone() })
+            .collect())
     }
 
-    /// Applies `op` to `args`; a failure is recorded and a poisoned `Var` returned.
+    /// Applies an op with one result to `args`; a failure is recorded and a
+    /// poisoned `Var` returned.
     pub fn apply(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var]) -> Var {
+        let name = op.name();
+        let mut out = self.apply_n(op, args, 1);
+        match out.len() {
+            1 => out.swap_remove(0),
+            n => {
+                self.record(Error::Arity {
+                    what: name.into(),
+                    kind: "results (applied as an op with one result)".into(),
+                    expected: 1,
+                    got: n,
+                });
+                self.poisoned()
+            }
+        }
+    }
+
+    /// Applies an op with `n` results to `args`; a failure is recorded and
+    /// `n` poisoned `Var`s returned. (An op that turns out to have another
+    /// number of results gives its real results.)
+    pub fn apply_n(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var], n: usize) -> Vec<Var> {
         if args.iter().any(|a| a.id.is_none()) {
-            return self.poisoned();
+            return vec![self.poisoned(); n];
         }
         let name = op.name();
         self.try_apply(op, args).unwrap_or_else(|e| {
@@ -116,18 +141,31 @@ impl Tracer {
             for a in args.iter().filter(|a| !Rc::ptr_eq(&a.tracer, self)) {
                 a.tracer.record(Error::ForeignVar { op: name.into(), arg: "?".into() });
             }
-            self.poisoned()
+            vec![self.poisoned(); n]
         })
     }
 
     /// A `Var` standing for the result of a failed op.
     pub fn poisoned(self: &Rc<Self>) -> Var {
-        Var { tracer: self.clone(), id: None, ty: TensorType::new(DType::F64, vec![]) }
+        Var { tracer: self.clone(), id: None, ty: TensorType::scalar(DType::F64) }
     }
 
     /// A constant captured into the trace.
     pub fn constant(self: &Rc<Self>, value: Tensor) -> Var {
         self.apply(Box::new(Constant { value }), &[])
+    }
+
+    /// The node that defines `v` (see [`Var::producer`]).
+    fn producer(self: &Rc<Self>, v: ValueId) -> Producer {
+        let g = self.graph.borrow();
+        let (node, index) = g.producer(v);
+        let node = g.node(node);
+        let inputs = node
+            .inputs
+            .iter()
+            .map(|&i| Var { tracer: self.clone(), id: Some(i), ty: g.ty(i).clone() })
+            .collect();
+        Producer { op: node.op.clone(), inputs, index }
     }
 
     /// Finishes the trace: sets `outputs` as the graph's outputs and returns
@@ -157,6 +195,26 @@ impl Tracer {
     }
 }
 
+/// The node that defines a traced value, as rewrite rules see it: the op
+/// (with its parameters), its operands, and which of its results the value
+/// is.
+#[derive(Clone, Debug)]
+pub struct Producer {
+    /// The op.
+    pub op: Box<dyn Op>,
+    /// Its operands.
+    pub inputs: Vec<Var>,
+    /// Which result of the op the value is.
+    pub index: usize,
+}
+
+impl Producer {
+    /// The op as a concrete type, if it is one.
+    pub fn op_as<T: Op>(&self) -> Option<&T> {
+        self.op.downcast_ref::<T>()
+    }
+}
+
 /// A traced value: a node of the graph being built, with its static type.
 ///
 /// `Var`s are what a traced function receives and returns. Methods and
@@ -165,7 +223,7 @@ impl Tracer {
 #[derive(Clone)]
 pub struct Var {
     tracer: Rc<Tracer>,
-    id: Option<NodeId>,
+    id: Option<ValueId>,
     ty: TensorType,
 }
 
@@ -175,8 +233,9 @@ impl Var {
         &self.tracer
     }
 
-    /// The node id, `None` for a poisoned value (an earlier op failed).
-    pub fn id(&self) -> Option<NodeId> {
+    /// The value's id in its trace's graph, `None` for a poisoned value
+    /// (an earlier op failed).
+    pub fn id(&self) -> Option<ValueId> {
         self.id
     }
 
@@ -187,17 +246,17 @@ impl Var {
 
     /// The shape.
     pub fn shape(&self) -> &[usize] {
-        &self.ty.shape
+        self.ty.shape()
     }
 
     /// The dtype.
     pub fn dtype(&self) -> DType {
-        self.ty.dtype
+        self.ty.dtype()
     }
 
     /// Number of dimensions.
     pub fn rank(&self) -> usize {
-        self.ty.shape.len()
+        self.ty.rank()
     }
 
     /// Number of elements.
@@ -210,18 +269,38 @@ impl Var {
         self.id.is_none()
     }
 
-    /// Applies `op` to `self` and `others`. Errors are recorded in the trace.
+    /// Applies the one-result op `op` to `self` and `others`. Errors are
+    /// recorded in the trace.
     pub fn apply(&self, op: impl Op, others: &[&Var]) -> Var {
         let mut args = vec![self];
         args.extend_from_slice(others);
         self.tracer.apply(Box::new(op), &args)
     }
 
-    /// Applies `op` to `args` in their trace (the first argument's), or in
-    /// the current trace when there are none.
+    /// Applies the one-result op `op` to `args` in their trace (the first
+    /// argument's), or in the current trace when there are none.
     pub fn apply_op(op: Box<dyn Op>, args: &[&Var]) -> Var {
         let tracer = args.first().map(|a| a.tracer.clone()).unwrap_or_else(current_or_detached);
         tracer.apply(op, args)
+    }
+
+    /// Applies an op with `n` results to `args` (see [`Tracer::apply_n`]).
+    pub fn apply_op_n(op: Box<dyn Op>, args: &[&Var], n: usize) -> Vec<Var> {
+        let tracer = args.first().map(|a| a.tracer.clone()).unwrap_or_else(current_or_detached);
+        tracer.apply_n(op, args, n)
+    }
+
+    /// The node that defines this value — its op, operands and result
+    /// index — as rewrite rules inspect it (`x * 1` is recognisable from the
+    /// `1`'s producer). `None` for a poisoned value.
+    pub fn producer(&self) -> Option<Producer> {
+        self.id.map(|v| self.tracer.producer(v))
+    }
+
+    /// The value, when it is a constant captured into the trace.
+    pub fn constant_value(&self) -> Option<Tensor> {
+        let p = self.producer()?;
+        p.op_as::<Constant>().map(|c| c.value.clone())
     }
 
     /// A constant in the same trace as `self`.

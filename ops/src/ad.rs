@@ -59,3 +59,10 @@ pub fn add_tangents(a: Option<Var>, b: Option<Var>, shape: &[usize]) -> Option<V
 pub fn scale(t: &Option<Var>, d: impl FnOnce() -> Var) -> Option<Var> {
     t.as_ref().map(|t| t * &d())
 }
+
+/// Zeros of type `ty`, in the trace of `like` (a `full` node, never a
+/// dense constant).
+pub fn zeros(like: &Var, ty: &anvil_core::TensorType) -> Var {
+    let value = anvil_core::Scalar::I64(0).cast(ty.dtype());
+    like.tracer().apply(Box::new(crate::constant::Full { shape: ty.shape().to_vec(), value }), &[])
+}

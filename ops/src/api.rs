@@ -39,20 +39,19 @@ fn all_axes(x: &Var) -> Vec<i64> {
     (0..x.rank() as i64).collect()
 }
 
+/// The method of each unary op, declared and defined once.
 macro_rules! unary_methods {
     ($($(#[$doc:meta])* $m:ident => $op:ident;)*) => {
-        $( $(#[$doc])* fn $m(&self) -> Var; )*
-    };
-}
-
-macro_rules! unary_impls {
-    ($($m:ident => $op:ident;)*) => {
-        $( fn $m(&self) -> Var { self.apply($op, &[]) } )*
+        $( $(#[$doc])* fn $m(&self) -> Var { self.as_var().apply($op, &[]) } )*
     };
 }
 
 /// Tensor operations on traced values. Brought in by `anvil::prelude::*`.
 pub trait VarExt {
+    /// The value itself (the methods with a default body apply ops to it).
+    #[doc(hidden)]
+    fn as_var(&self) -> &Var;
+
     unary_methods! {
         /// `-x` (also the `-` operator).
         neg => Neg;
@@ -215,11 +214,8 @@ pub trait VarExt {
 }
 
 impl VarExt for Var {
-    unary_impls! {
-        neg => Neg; sin => Sin; cos => Cos; tan => Tan; exp => Exp; log => Log; log1p => Log1p;
-        expm1 => Expm1; sqrt => Sqrt; rsqrt => Rsqrt; recip => Recip; tanh => Tanh;
-        logistic => Logistic; abs => Abs; sign => Sign; floor => Floor; ceil => Ceil;
-        round => Round; erf => Erf; stop_gradient => StopGradient;
+    fn as_var(&self) -> &Var {
+        self
     }
 
     fn square(&self) -> Var {
@@ -537,9 +533,11 @@ pub fn iota_dtype(shape: &[usize], axis: usize, dtype: DType) -> Var {
     Var::apply_op(Box::new(Iota { shape: shape.to_vec(), axis, dtype }), &[])
 }
 
-/// The `n × n` identity (`f64`) in the current trace.
+/// The `n × n` identity (`f64`) in the current trace: the same op as the
+/// seed of `jacfwd` ([`Basis`](crate::constant::Basis)), so products with
+/// it are rewritten like the seed's and it is computed inside the fused
+/// pass that reads it, never stored.
 pub fn eye(n: usize) -> Var {
-    let rows = iota_dtype(&[n, n], 0, DType::I64);
-    let cols = iota_dtype(&[n, n], 1, DType::I64);
-    rows.equal(&cols).cast(DType::F64)
+    let op = crate::constant::Basis { shape: vec![n, n], axis: 1, offset: 0, dtype: DType::F64 };
+    Var::apply_op(Box::new(op), &[])
 }

@@ -1,8 +1,18 @@
-//! Ops with no operands that make values: `full` and `iota`. (`eye` is a
-//! composite: `iota == iota^T`.) A captured tensor is a `Constant` node,
-//! which lives in `anvil-core` because tracing itself creates it.
+//! Ops that make values from nothing but their parameters: `full`, `iota`,
+//! and `basis`, the seed of `jacfwd`/`jacrev`/`hessian`. All three are
+//! generators: each element is a function of its position, computed block
+//! by block (and fused into the elementwise chains that read it), so a
+//! large one is never a folded constant. (`eye` is a composite: `iota ==
+//! iota^T`.) A captured tensor is a `Constant` node, which lives in
+//! `anvil-core` because tracing itself creates it.
+//!
+//! Also here: the value facts rewrite rules ask about operands ("is this a
+//! 0/1 mask?", "is every element 1?"), answered from the producers.
 
-use anvil_core::{op::expect_arity, DType, Error, Op, Result, Scalar, TensorType};
+use anvil_core::{
+    op::expect_arity, register_rule, Block, BlockAt, BlockMut, Constant, DType, ElementwiseMath,
+    Error, Op, Result, Scalar, TensorType, Var,
+};
 
 /// A tensor of `shape` filled with `value`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -23,6 +33,23 @@ impl Op for Full {
     }
     fn params(&self) -> String {
         format!("shape={:?}, value={}", self.shape, self.value)
+    }
+    fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+        Some(self)
+    }
+}
+
+impl ElementwiseMath for Full {
+    fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, _: BlockAt<'_>) -> Result<()> {
+        expect_arity(self, args, 0)?;
+        match (out, self.value) {
+            (BlockMut::F64(y), Scalar::F64(v)) => y.fill(v),
+            (BlockMut::F32(y), Scalar::F32(v)) => y.fill(v),
+            (BlockMut::I64(y), Scalar::I64(v)) => y.fill(v),
+            (BlockMut::Bool(y), Scalar::Bool(v)) => y.fill(v),
+            (out, _) => return Err(crate::elementwise::block_error(self, args, &out)),
+        }
+        Ok(())
     }
 }
 
@@ -57,4 +84,313 @@ impl Op for Iota {
     fn params(&self) -> String {
         format!("shape={:?}, axis={}, dtype={}", self.shape, self.axis, self.dtype)
     }
+    fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+        Some(self)
+    }
+}
+
+/// The index along `axis` of the element at flat position `p` of `shape`.
+fn coordinate(p: usize, shape: &[usize], axis: usize) -> usize {
+    let inner: usize = shape[axis + 1..].iter().product();
+    (p / inner.max(1)) % shape[axis].max(1)
+}
+
+impl ElementwiseMath for Iota {
+    fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()> {
+        expect_arity(self, args, 0)?;
+        let v = |j: usize| coordinate(at.start + j, at.shape, self.axis);
+        match out {
+            BlockMut::F64(y) => y.iter_mut().enumerate().for_each(|(j, d)| *d = v(j) as f64),
+            BlockMut::F32(y) => y.iter_mut().enumerate().for_each(|(j, d)| *d = v(j) as f32),
+            BlockMut::I64(y) => y.iter_mut().enumerate().for_each(|(j, d)| *d = v(j) as i64),
+            out => return Err(crate::elementwise::block_error(self, args, &out)),
+        }
+        Ok(())
+    }
+}
+
+/// The standard basis as a tensor: the seed of `jacfwd`, `jacrev` and
+/// `hessian`, or a chunk of it.
+///
+/// The element at index `i` is 1 when the row-major position of `i`'s
+/// indices along every axis but `axis` equals `i[axis] + offset (+ start)`,
+/// and 0 otherwise: with `shape = s ++ [k]` and `axis` last, column `j` is
+/// the basis vector `e_{j + offset}` of the space of shape `s`. The optional
+/// operand `start` (an `i64` scalar) adds to `offset` at run time, so a loop
+/// body can build the chunk of its iteration.
+///
+/// It is an op, never a folded constant: a product with the identity is
+/// rewritten away (`A @ I = A`), relayouts of a seed are seeds again, and
+/// the CPU backend computes it block by block inside the fused elementwise
+/// pass that reads it (`I * v` never materialises `I`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Basis {
+    /// The result's shape.
+    pub shape: Vec<usize>,
+    /// The axis that enumerates the basis vectors.
+    pub axis: usize,
+    /// The index of the first basis vector (may be negative: vectors before
+    /// the first are all zero).
+    pub offset: i64,
+    /// The result dtype (a float type).
+    pub dtype: DType,
+}
+
+impl Basis {
+    /// Rows `offset..offset + len` of the identity of the space of `ty`,
+    /// as tangents with the basis axis last (`ty.shape ++ [len]`), or first
+    /// with `front`.
+    pub fn seed(ty: &TensorType, offset: usize, len: usize, front: bool) -> Basis {
+        let mut shape = ty.shape().to_vec();
+        let axis = if front { 0 } else { shape.len() };
+        shape.insert(axis, len);
+        Basis { shape, axis, offset: offset as i64, dtype: ty.dtype() }
+    }
+
+    /// The number of elements of the space the vectors live in.
+    pub fn space(&self) -> usize {
+        self.shape.iter().enumerate().filter(|&(i, _)| i != self.axis).map(|(_, &d)| d).product()
+    }
+
+    /// The number of basis vectors.
+    pub fn len(&self) -> usize {
+        self.shape.get(self.axis).copied().unwrap_or(0)
+    }
+
+    /// Whether there are no basis vectors.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether this is the whole identity, `I` of a square matrix `[n, n]`
+    /// (either axis), statically.
+    pub fn is_identity(&self) -> bool {
+        self.offset == 0 && self.shape.len() == 2 && self.shape[0] == self.shape[1]
+    }
+
+    /// Whether every basis vector is a real one (`0 <= offset` and
+    /// `offset + len <= space`): then padding the space with zeros keeps it
+    /// a basis.
+    pub fn in_range(&self) -> bool {
+        self.offset >= 0 && self.offset as usize + self.len() <= self.space()
+    }
+
+    /// The value at flat position `p`.
+    fn one_at(&self, p: usize, extra: i64) -> bool {
+        let inner: usize = self.shape[self.axis + 1..].iter().product();
+        let k = self.len().max(1);
+        let inner = inner.max(1);
+        let b = (p / inner) % k;
+        let other = (p / (inner * k)) * inner + p % inner;
+        other as i64 == b as i64 + self.offset + extra
+    }
+
+    /// The seed this one becomes after a reshape to `shape`, if the basis
+    /// axis survives as an axis with everything before it and after it
+    /// kept in order.
+    pub fn reshaped(&self, shape: &[usize]) -> Option<Basis> {
+        let before: usize = self.shape[..self.axis].iter().product();
+        let after: usize = self.shape[self.axis + 1..].iter().product();
+        let mut prefix = 1usize;
+        for (j, &d) in shape.iter().enumerate() {
+            let rest: usize = shape[j + 1..].iter().product();
+            if prefix == before && d == self.len() && rest == after {
+                return Some(Basis { shape: shape.to_vec(), axis: j, ..self.clone() });
+            }
+            prefix = prefix.checked_mul(d)?;
+        }
+        None
+    }
+
+    /// The seed this one becomes after a permute, if the axes other than
+    /// the basis axis (size-1 axes aside) keep their order.
+    pub fn permuted(&self, perm: &[usize]) -> Option<Basis> {
+        let order: Vec<usize> =
+            perm.iter().copied().filter(|&a| a != self.axis && self.shape[a] != 1).collect();
+        if order.windows(2).any(|w| w[0] > w[1]) {
+            return None;
+        }
+        let axis = perm.iter().position(|&a| a == self.axis)?;
+        let shape = perm.iter().map(|&a| self.shape[a]).collect();
+        Some(Basis { shape, axis, ..self.clone() })
+    }
+
+    /// The one axis of the space longer than 1, if the space is one-dimensional.
+    fn space_axis(&self) -> Option<usize> {
+        let mut long = (0..self.shape.len()).filter(|&i| i != self.axis && self.shape[i] != 1);
+        let a = long.next();
+        if long.next().is_some() {
+            return None;
+        }
+        a.or_else(|| (0..self.shape.len()).find(|&i| i != self.axis))
+    }
+
+    /// The seed this one becomes after a unit-step slice `starts[i]..`
+    /// (lengths given by `shape`), for a one-dimensional space.
+    pub fn sliced(&self, starts: &[usize], shape: &[usize]) -> Option<Basis> {
+        let s = self.space_axis()?;
+        let shift = starts[self.axis] as i64 - starts[s] as i64;
+        Some(Basis { shape: shape.to_vec(), offset: self.offset + shift, ..self.clone() })
+    }
+
+    /// The seed this one becomes after zero padding `(before, after)` per
+    /// axis, for a one-dimensional space padded along its axis only, when
+    /// every basis vector is real (so the padding holds zeros only).
+    pub fn padded(&self, widths: &[(usize, usize)], shape: &[usize]) -> Option<Basis> {
+        let s = self.space_axis()?;
+        let only_space = widths.iter().enumerate().all(|(i, &w)| i == s || w == (0, 0));
+        if !only_space || !self.in_range() {
+            return None;
+        }
+        let offset = self.offset + widths[s].0 as i64;
+        Some(Basis { shape: shape.to_vec(), offset, ..self.clone() })
+    }
+}
+
+impl Op for Basis {
+    fn name(&self) -> &'static str {
+        "basis"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        if inputs.len() > 1 {
+            expect_arity(self, inputs, 1)?;
+        }
+        if let Some(s) = inputs.first() {
+            if s.dtype() != DType::I64 || s.rank() != 0 {
+                return Err(Error::shape(
+                    "basis",
+                    &[s.shape()],
+                    format!("the start (argument 0) must be an i64 scalar, not {s}"),
+                ));
+            }
+        }
+        if self.axis >= self.shape.len() {
+            return Err(Error::AxisOutOfRange {
+                op: "basis".into(),
+                axis: self.axis as i64,
+                shape: self.shape.clone(),
+                arg: "axis".into(),
+            });
+        }
+        crate::elementwise::Domain::Float.check("basis", 0, self.dtype)?;
+        Ok(TensorType::new(self.dtype, self.shape.clone()))
+    }
+    fn params(&self) -> String {
+        format!("shape={:?}, axis={}, offset={}", self.shape, self.axis, self.offset)
+    }
+    fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+        Some(self)
+    }
+}
+
+impl ElementwiseMath for Basis {
+    fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()> {
+        // The start is a scalar, broadcast over the block.
+        let extra = match args {
+            [] => 0,
+            [Block::I64(s)] => s.first().copied().unwrap_or(0),
+            _ => return Err(crate::elementwise::block_error(self, args, &out)),
+        };
+        let one = |j: usize| self.one_at(at.start + j, extra);
+        match out {
+            BlockMut::F64(y) => {
+                y.iter_mut().enumerate().for_each(|(j, d)| *d = f64::from(u8::from(one(j))))
+            }
+            BlockMut::F32(y) => {
+                y.iter_mut().enumerate().for_each(|(j, d)| *d = f32::from(u8::from(one(j))))
+            }
+            out => return Err(crate::elementwise::block_error(self, args, &out)),
+        }
+        Ok(())
+    }
+}
+
+/// A seed has no derivative (its only operand is an integer).
+fn jvp_generator(_: &dyn Op, _: &[Var], _: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(None)
+}
+
+/// Batching a seed whose start is batched: one seed per start, written as
+/// the comparison it is (`position == basis index + offset + start`) over
+/// `iota`s, with the batch axis in front.
+fn vmap_basis(
+    op: &dyn Op,
+    args: &[anvil_core::Batched],
+    size: usize,
+) -> Result<anvil_core::Batched> {
+    use crate::api::{iota_dtype, VarExt};
+    let b = op.try_downcast::<Basis>()?;
+    let start = crate::batching::at_front(&args[0], size);
+    let mut shape = vec![size];
+    shape.extend_from_slice(&b.shape);
+    // The row-major position over every axis but the basis axis.
+    let mut position: Option<Var> = None;
+    let mut stride = 1usize;
+    for a in (0..b.shape.len()).rev().filter(|&a| a != b.axis) {
+        let term = iota_dtype(&shape, a + 1, DType::I64) * stride as f64;
+        position = Some(match position {
+            Some(p) => p + term,
+            None => term,
+        });
+        stride = stride.saturating_mul(b.shape[a]);
+    }
+    let index = iota_dtype(&shape, b.axis + 1, DType::I64) + b.offset as f64;
+    let mut lead = vec![size as i64];
+    lead.extend(std::iter::repeat_n(1, b.shape.len()));
+    let index = index + start.reshape(&lead);
+    let position = position.unwrap_or_else(|| index.zeros_like());
+    Ok(anvil_core::Batched::new(position.equal(&index).cast(b.dtype), Some(0)))
+}
+
+register_rule!(JvpRule, Basis, jvp_generator);
+register_rule!(VmapRule, Basis, vmap_basis);
+
+// ------------------------------------------------------------ value facts
+
+/// The element count up to which a constant's contents are inspected by
+/// rewrite rules (larger captured constants are taken as unknown).
+const INSPECTED: usize = 1 << 16;
+
+/// Whether every element of `v` is 0 or 1 (a seed, a relayout of one, or
+/// such a constant).
+pub fn is_zero_one(v: &Var) -> bool {
+    let Some(p) = v.producer() else { return false };
+    if p.op_as::<Basis>().is_some() {
+        return true;
+    }
+    if let Some(c) = p.op_as::<Constant>() {
+        return c.value.dtype().is_float()
+            && c.value.numel() <= INSPECTED
+            && c.value.to_f64_vec().iter().all(|&x| x == 0.0 || x == 1.0);
+    }
+    if let Some(f) = p.op_as::<Full>() {
+        let x = f.value.to_f64();
+        return x == 0.0 || x == 1.0;
+    }
+    p.op.is_relayout() && p.inputs.first().is_some_and(is_zero_one)
+}
+
+/// Whether every element of `v` equals `value` (a `full`, a constant, or a
+/// broadcast or relayout of one).
+pub fn is_filled_with(v: &Var, value: f64) -> bool {
+    if !v.dtype().is_float() {
+        return false;
+    }
+    let Some(p) = v.producer() else { return false };
+    if let Some(f) = p.op_as::<Full>() {
+        return f.value.to_f64() == value;
+    }
+    if let Some(c) = p.op_as::<Constant>() {
+        return c.value.numel() <= INSPECTED && c.value.to_f64_vec().iter().all(|&x| x == value);
+    }
+    p.op.is_relayout() && p.inputs.first().is_some_and(|x| is_filled_with(x, value))
+}
+
+/// The seed `v` is, when its producer is a [`Basis`] without a run-time start.
+pub fn as_basis(v: &Var) -> Option<Basis> {
+    let p = v.producer()?;
+    if !p.inputs.is_empty() {
+        return None;
+    }
+    p.op_as::<Basis>().cloned()
 }

@@ -1,13 +1,16 @@
 //! Elementwise ops: unary math, binary arithmetic with NumPy broadcasting,
-//! comparisons, `select` and `cast`.
+//! comparisons, `select` and `cast` — each op's definition, shape rule,
+//! scalar math, batching, jvp, transpose and rewrite rules side by side.
 //!
-//! Every op here is a unit struct (or a struct of plain parameters) whose
-//! scalar math per dtype sits beside it, in the traits [`UnaryMath`],
-//! [`BinaryMath`] and [`CompareMath`]; the CPU backend turns any op that
-//! implements one of these into a kernel with one generic function, and a
-//! plugin op gets the same treatment by implementing the trait. The ops are
-//! declared by two macros (the `defvectorized` / `defbroadcasting` of this
-//! crate), so every op of a family has the same shape rule by construction.
+//! Every unary op is declared with [`unary_elementwise_op!`] and every
+//! binary one with [`binary_elementwise_op!`], the same public macros a
+//! plugin crate uses, so the plugin path is exercised by the whole standard
+//! library. A declaration gives the op struct, its shape rule, its scalar
+//! math per dtype ([`UnaryMath`], [`BinaryMath`]) and the block math every
+//! backend runs it with ([`ElementwiseMath`], through [`unary_block`] and
+//! [`binary_block`]), the facts passes rely on (elementwise, linear in
+//! which operands), and its batching and jvp rules. Transpose and rewrite
+//! rules are registered beside the op with `register_rule!`.
 //!
 //! Binary ops broadcast inside the op (NumPy rules): a `[3, 1] + [4]` node
 //! has type `[3, 4]` and no broadcast node is materialised before it. There
@@ -15,7 +18,13 @@
 //! in `jax.lax`; `x * 2.0` works because the scalar takes `x`'s dtype.
 
 use anvil_core::shape::broadcast_shapes;
-use anvil_core::{op::expect_arity, DType, Error, Op, Result, TensorType};
+use anvil_core::{
+    op::expect_arity, register_rule, Block, BlockAt, BlockMut, DType, ElementwiseMath, Error,
+    LinearArg, Op, Result, TensorType, Var,
+};
+
+use crate::ad::{add_tangents, dense, scale, unbroadcast};
+use crate::api::VarExt;
 
 /// Which dtypes an elementwise op accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +36,15 @@ pub enum Domain {
 }
 
 impl Domain {
+    /// `Numeric` when integers are admitted, else `Float`.
+    pub fn admitting_int(int: bool) -> Domain {
+        if int {
+            Domain::Numeric
+        } else {
+            Domain::Float
+        }
+    }
+
     /// Checks `dtype` against the domain, naming the op and the argument.
     ///
     /// # Errors
@@ -55,12 +73,12 @@ impl Domain {
 /// A wrong number of inputs or a dtype outside `domain`.
 pub fn unary_rule(op: &dyn Op, domain: Domain, inputs: &[TensorType]) -> Result<TensorType> {
     expect_arity(op, inputs, 1)?;
-    domain.check(op.name(), 0, inputs[0].dtype)?;
+    domain.check(op.name(), 0, inputs[0].dtype())?;
     Ok(inputs[0].clone())
 }
 
-/// The shape rule of every binary elementwise op: equal dtypes, broadcast shapes.
-/// The output dtype is `out` if given (comparisons give `Bool`).
+/// The shape rule of every binary elementwise op: equal dtypes, broadcast
+/// shapes. The output dtype is `out` if given (comparisons give `Bool`).
 ///
 /// # Errors
 /// A wrong number of inputs, mismatched dtypes, shapes that do not broadcast.
@@ -72,21 +90,23 @@ pub fn binary_rule(
 ) -> Result<TensorType> {
     expect_arity(op, inputs, 2)?;
     let (a, b) = (&inputs[0], &inputs[1]);
-    domain.check(op.name(), 0, a.dtype)?;
-    if a.dtype != b.dtype {
+    domain.check(op.name(), 0, a.dtype())?;
+    if a.dtype() != b.dtype() {
         return Err(Error::dtype(
             op.name(),
             "1",
-            b.dtype,
-            format!("the dtype of argument 0 ({})", a.dtype),
+            b.dtype(),
+            format!("the dtype of argument 0 ({})", a.dtype()),
         ));
     }
-    let shape = broadcast_shapes(op.name(), &a.shape, &b.shape, "1")?;
-    Ok(TensorType::new(out.unwrap_or(a.dtype), shape))
+    let shape = broadcast_shapes(op.name(), a.shape(), b.shape(), "1")?;
+    Ok(TensorType::new(out.unwrap_or(a.dtype()), shape))
 }
 
-/// Scalar math of a unary elementwise op, per dtype. The CPU backend maps it
-/// over tensors; implement it for a plugin op to get a kernel for free.
+// ------------------------------------------------------------------- math
+
+/// Scalar math of a unary elementwise op, per dtype. [`unary_block`] maps
+/// it over blocks; an op may override the block forms with vectorised code.
 pub trait UnaryMath: Op {
     /// The op on one `f64`.
     fn f64(&self, x: f64) -> f64;
@@ -95,6 +115,14 @@ pub trait UnaryMath: Op {
     /// The op on one `i64` (only called when the shape rule admits `i64`).
     fn i64(&self, x: i64) -> i64 {
         x
+    }
+    /// The op on a block of `f64`s (`out.len() == x.len()`).
+    fn f64_block(&self, x: &[f64], out: &mut [f64]) {
+        map1(x, out, |v| self.f64(v));
+    }
+    /// The op on a block of `f32`s.
+    fn f32_block(&self, x: &[f32], out: &mut [f32]) {
+        map1(x, out, |v| self.f32(v));
     }
 }
 
@@ -117,298 +145,79 @@ pub trait CompareMath: Op {
     fn compare<T: PartialOrd>(&self, a: T, b: T) -> bool;
 }
 
-macro_rules! unary_ops {
-    ($($(#[$doc:meta])* $name:ident = $s:literal, $domain:ident, |$x:ident| $body:expr, int: |$xi:ident| $ibody:expr;)*) => {$(
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-        pub struct $name;
-
-        impl Op for $name {
-            fn name(&self) -> &'static str {
-                $s
-            }
-            fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
-                unary_rule(self, Domain::$domain, inputs)
-            }
-        }
-
-        impl UnaryMath for $name {
-            fn f64(&self, $x: f64) -> f64 {
-                $body
-            }
-            fn f32(&self, $x: f32) -> f32 {
-                $body
-            }
-            #[allow(unused_variables)]
-            fn i64(&self, $xi: i64) -> i64 {
-                $ibody
-            }
-        }
-    )*};
-}
-
-/// Float helpers shared by the `f64` and `f32` instantiations of the unary bodies.
-trait Special: Copy {
-    fn erf(self) -> Self;
-}
-impl Special for f64 {
-    fn erf(self) -> Self {
-        libm::erf(self)
-    }
-}
-impl Special for f32 {
-    fn erf(self) -> Self {
-        libm::erff(self)
+fn map1<T: Copy, U>(x: &[T], out: &mut [U], f: impl Fn(T) -> U) {
+    for (d, &v) in out.iter_mut().zip(x) {
+        *d = f(v);
     }
 }
 
-unary_ops! {
-    /// `-x`.
-    Neg = "neg", Numeric, |x| -x, int: |x| x.wrapping_neg();
-    /// `sin(x)`.
-    Sin = "sin", Float, |x| x.sin(), int: |x| x;
-    /// `cos(x)`.
-    Cos = "cos", Float, |x| x.cos(), int: |x| x;
-    /// `tan(x)`.
-    Tan = "tan", Float, |x| x.tan(), int: |x| x;
-    /// `e^x`.
-    Exp = "exp", Float, |x| x.exp(), int: |x| x;
-    /// Natural logarithm.
-    Log = "log", Float, |x| x.ln(), int: |x| x;
-    /// `log(1 + x)`, accurate near 0.
-    Log1p = "log1p", Float, |x| x.ln_1p(), int: |x| x;
-    /// `e^x - 1`, accurate near 0.
-    Expm1 = "expm1", Float, |x| x.exp_m1(), int: |x| x;
-    /// Square root.
-    Sqrt = "sqrt", Float, |x| x.sqrt(), int: |x| x;
-    /// `1 / sqrt(x)`.
-    Rsqrt = "rsqrt", Float, |x| x.sqrt().recip(), int: |x| x;
-    /// `1 / x`.
-    Recip = "recip", Float, |x| x.recip(), int: |x| x;
-    /// Hyperbolic tangent.
-    Tanh = "tanh", Float, |x| x.tanh(), int: |x| x;
-    /// The logistic sigmoid `1 / (1 + e^-x)`, computed without overflow.
-    Logistic = "logistic", Float, |x| if x >= 0.0 { (1.0 + (-x).exp()).recip() } else { x.exp() / (1.0 + x.exp()) }, int: |x| x;
-    /// `|x|`.
-    Abs = "abs", Numeric, |x| x.abs(), int: |x| x.wrapping_abs();
-    /// `-1`, `0` or `1` by the sign of `x` (`sign(±0) = ±0`, NaN stays NaN).
-    Sign = "sign", Numeric, |x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { x }, int: |x| x.signum();
-    /// Round toward negative infinity.
-    Floor = "floor", Float, |x| x.floor(), int: |x| x;
-    /// Round toward positive infinity.
-    Ceil = "ceil", Float, |x| x.ceil(), int: |x| x;
-    /// Round to nearest, ties to even (as `numpy.round`).
-    Round = "round", Float, |x| x.round_ties_even(), int: |x| x;
-    /// The error function.
-    Erf = "erf", Float, |x| Special::erf(x), int: |x| x;
-    /// The identity, whose derivative is zero: differentiation treats its
-    /// result as a constant (`jax.lax.stop_gradient`).
-    StopGradient = "stop_gradient", Numeric, |x| x, int: |x| x;
-}
-
-macro_rules! binary_ops {
-    ($($(#[$doc:meta])* $name:ident = $s:literal, $domain:ident, |$a:ident, $b:ident| $body:expr, int: |$ai:ident, $bi:ident| $ibody:expr;)*) => {$(
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-        pub struct $name;
-
-        impl Op for $name {
-            fn name(&self) -> &'static str {
-                $s
-            }
-            fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
-                binary_rule(self, Domain::$domain, None, inputs)
-            }
-        }
-
-        impl BinaryMath for $name {
-            fn f64(&self, $a: f64, $b: f64) -> f64 {
-                $body
-            }
-            fn f32(&self, $a: f32, $b: f32) -> f32 {
-                $body
-            }
-            #[allow(unused_variables)]
-            fn i64(&self, $ai: i64, $bi: i64) -> i64 {
-                $ibody
-            }
-        }
-    )*};
-}
-
-binary_ops! {
-    /// `a + b`.
-    Add = "add", Numeric, |a, b| a + b, int: |a, b| a.wrapping_add(b);
-    /// `a - b`.
-    Sub = "sub", Numeric, |a, b| a - b, int: |a, b| a.wrapping_sub(b);
-    /// `a * b`.
-    Mul = "mul", Numeric, |a, b| a * b, int: |a, b| a.wrapping_mul(b);
-    /// `a / b`; integer division rounds toward zero and gives 0 for a zero divisor.
-    Div = "div", Numeric, |a, b| a / b, int: |a, b| a.checked_div(b).unwrap_or(0);
-    /// `a ^ b`.
-    Pow = "pow", Float, |a, b| a.powf(b), int: |a, b| a;
-    /// Elementwise maximum; NaN if either is NaN (as `numpy.maximum`).
-    Max = "max", Numeric, |a, b| if a.is_nan() || b.is_nan() { a + b } else { a.max(b) }, int: |a, b| a.max(b);
-    /// Elementwise minimum; NaN if either is NaN.
-    Min = "min", Numeric, |a, b| if a.is_nan() || b.is_nan() { a + b } else { a.min(b) }, int: |a, b| a.min(b);
-    /// `atan2(a, b)`, the angle of the point `(b, a)`.
-    Atan2 = "atan2", Float, |a, b| a.atan2(b), int: |a, b| a;
-}
-
-macro_rules! compare_ops {
-    ($($(#[$doc:meta])* $name:ident = $s:literal, |$a:ident, $b:ident| $body:expr;)*) => {$(
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-        pub struct $name;
-
-        impl Op for $name {
-            fn name(&self) -> &'static str {
-                $s
-            }
-            fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
-                expect_arity(self, inputs, 2)?;
-                let domain = if inputs[0].dtype == DType::Bool { None } else { Some(Domain::Numeric) };
-                match domain {
-                    Some(d) => binary_rule(self, d, Some(DType::Bool), inputs),
-                    None => bool_compare_rule(self, inputs),
-                }
-            }
-        }
-
-        impl CompareMath for $name {
-            fn compare<T: PartialOrd>(&self, $a: T, $b: T) -> bool {
-                $body
-            }
-        }
-    )*};
-}
-
-fn bool_compare_rule(op: &dyn Op, inputs: &[TensorType]) -> Result<TensorType> {
-    if inputs[1].dtype != DType::Bool {
-        return Err(Error::dtype(op.name(), "1", inputs[1].dtype, "bool, the dtype of argument 0"));
-    }
-    let shape = broadcast_shapes(op.name(), &inputs[0].shape, &inputs[1].shape, "1")?;
-    Ok(TensorType::new(DType::Bool, shape))
-}
-
-compare_ops! {
-    /// `a < b`.
-    Lt = "lt", |a, b| a < b;
-    /// `a <= b`.
-    Le = "le", |a, b| a <= b;
-    /// `a > b`.
-    Gt = "gt", |a, b| a > b;
-    /// `a >= b`.
-    Ge = "ge", |a, b| a >= b;
-    /// `a == b`.
-    Eq = "eq", |a, b| a == b;
-    /// `a != b`.
-    Ne = "ne", |a, b| a != b;
-}
-
-/// `where(cond, on_true, on_false)`: picks elementwise; all three broadcast.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub struct Select;
-
-impl Op for Select {
-    fn name(&self) -> &'static str {
-        "select"
-    }
-    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
-        expect_arity(self, inputs, 3)?;
-        let (c, t, f) = (&inputs[0], &inputs[1], &inputs[2]);
-        if c.dtype != DType::Bool {
-            return Err(Error::dtype("select", "0 (cond)", c.dtype, "bool"));
-        }
-        if t.dtype != f.dtype {
-            return Err(Error::dtype(
-                "select",
-                "2 (on_false)",
-                f.dtype,
-                format!("the dtype of on_true ({})", t.dtype),
-            ));
-        }
-        let s = broadcast_shapes("select", &t.shape, &f.shape, "2 (on_false)")?;
-        let s = broadcast_shapes("select", &c.shape, &s, "0 (cond)")?;
-        Ok(TensorType::new(t.dtype, s))
+fn map2<T: Copy, U>(a: &[T], b: &[T], out: &mut [U], f: impl Fn(T, T) -> U) {
+    for ((d, &p), &q) in out.iter_mut().zip(a).zip(b) {
+        *d = f(p, q);
     }
 }
 
-/// Conversion to another dtype, with `as`-cast semantics (float to int truncates).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Cast {
-    /// The target dtype.
-    pub dtype: DType,
+/// The error for operand blocks an op's block math does not handle.
+pub fn block_error(op: &dyn Op, args: &[Block<'_>], out: &BlockMut<'_>) -> Error {
+    let ins: Vec<String> = args.iter().map(|b| b.dtype().to_string()).collect();
+    Error::invalid(
+        op.name(),
+        "dtypes",
+        format!("no block math for ({}) -> {}", ins.join(", "), out.dtype()),
+    )
 }
 
-impl Op for Cast {
-    fn name(&self) -> &'static str {
-        "cast"
+/// The block math of every [`UnaryMath`] op.
+///
+/// # Errors
+/// Blocks of a dtype the op does not handle.
+pub fn unary_block<O: UnaryMath>(o: &O, args: &[Block<'_>], out: BlockMut<'_>) -> Result<()> {
+    match (args, out) {
+        ([Block::F64(x)], BlockMut::F64(y)) => o.f64_block(x, y),
+        ([Block::F32(x)], BlockMut::F32(y)) => o.f32_block(x, y),
+        ([Block::I64(x)], BlockMut::I64(y)) => map1(x, y, |v| o.i64(v)),
+        (args, out) => return Err(block_error(o, args, &out)),
     }
-    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
-        expect_arity(self, inputs, 1)?;
-        Ok(TensorType::new(self.dtype, inputs[0].shape.clone()))
-    }
-    fn params(&self) -> String {
-        self.dtype.to_string()
-    }
+    Ok(())
 }
 
-// ---------------------------------------------------------------- rules
-
-use crate::batching::vmap_elementwise;
-use anvil_core::register_rule;
-
-macro_rules! register_elementwise {
-    ($($op:ident),*) => {
-        $( register_rule!(VmapRule, $op, vmap_elementwise); )*
-    };
+/// The block math of every [`BinaryMath`] op.
+///
+/// # Errors
+/// Blocks of a dtype the op does not handle.
+pub fn binary_block<O: BinaryMath>(o: &O, args: &[Block<'_>], out: BlockMut<'_>) -> Result<()> {
+    match (args, out) {
+        ([Block::F64(a), Block::F64(b)], BlockMut::F64(y)) => map2(a, b, y, |p, q| o.f64(p, q)),
+        ([Block::F32(a), Block::F32(b)], BlockMut::F32(y)) => map2(a, b, y, |p, q| o.f32(p, q)),
+        ([Block::I64(a), Block::I64(b)], BlockMut::I64(y)) => map2(a, b, y, |p, q| o.i64(p, q)),
+        (args, out) => return Err(block_error(o, args, &out)),
+    }
+    Ok(())
 }
 
-register_elementwise!(
-    Neg,
-    Sin,
-    Cos,
-    Tan,
-    Exp,
-    Log,
-    Log1p,
-    Expm1,
-    Sqrt,
-    Rsqrt,
-    Recip,
-    Tanh,
-    Logistic,
-    Abs,
-    Sign,
-    Floor,
-    Ceil,
-    Round,
-    Erf,
-    StopGradient,
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Pow,
-    Max,
-    Min,
-    Atan2,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    Eq,
-    Ne,
-    Select,
-    Cast
-);
+/// The block math of every [`CompareMath`] op.
+///
+/// # Errors
+/// Blocks of a dtype the op does not handle.
+pub fn compare_block<O: CompareMath>(o: &O, args: &[Block<'_>], out: BlockMut<'_>) -> Result<()> {
+    let cmp = |p, q| o.compare(p, q);
+    match (args, out) {
+        ([Block::F64(a), Block::F64(b)], BlockMut::Bool(y)) => map2(a, b, y, cmp),
+        ([Block::F32(a), Block::F32(b)], BlockMut::Bool(y)) => {
+            map2(a, b, y, |p, q| o.compare(p, q))
+        }
+        ([Block::I64(a), Block::I64(b)], BlockMut::Bool(y)) => {
+            map2(a, b, y, |p, q| o.compare(p, q))
+        }
+        ([Block::Bool(a), Block::Bool(b)], BlockMut::Bool(y)) => {
+            map2(a, b, y, |p, q| o.compare(p, q))
+        }
+        (args, out) => return Err(block_error(o, args, &out)),
+    }
+    Ok(())
+}
 
 // ------------------------------------------------------------ derivatives
-
-use crate::ad::{add_tangents, dense, scale, unbroadcast};
-use crate::api::VarExt;
-use anvil_core::{LinearArg, Var};
 
 /// The derivative of a unary elementwise op: `dy/dx` at `x`, given `y =
 /// op(x)`, as a traced value; `None` where it is zero everywhere (`floor`).
@@ -437,46 +246,516 @@ pub fn jvp_unary<O: UnaryDerivative>(
     })
 }
 
-macro_rules! unary_derivatives {
-    ($($op:ident => |$x:ident, $y:ident| $d:expr;)*) => {$(
-        impl UnaryDerivative for $op {
-            #[allow(unused_variables)]
-            fn derivative(&self, $x: &Var, $y: &Var) -> Option<Var> {
-                $d
+// ----------------------------------------------------------------- macros
+
+/// Declares a unary elementwise op from its scalar function and its
+/// derivative, with every rule: the op struct and its shape rule, its
+/// [`UnaryMath`] and block math (so every backend runs and fuses it with no
+/// kernel of its own), its batching rule and its jvp rule (reverse mode
+/// follows by transposition). Every built-in unary op is declared with it.
+///
+/// `float: |x| ...;` gives one body for `f64` and `f32`, or give `f64:` and
+/// `f32:` separately; an `i64:` body admits integers too. The derivative is
+/// `derivative: |x, y| dy/dx;` (`y` is the op's result) or `derivative:
+/// zero;` for a piecewise-constant op.
+///
+/// ```
+/// use anvil_ops::{unary_elementwise_op, VarExt};
+///
+/// unary_elementwise_op! {
+///     /// `x³`, a plugin op.
+///     pub struct Cube = "myplugin.cube";
+///     f64: |x| x * x * x;
+///     f32: |x| x * x * x;
+///     derivative: |x, _y| x.square() * 3.0;
+/// }
+/// ```
+#[macro_export]
+macro_rules! unary_elementwise_op {
+    (
+        $(#[$doc:meta])* $vis:vis struct $name:ident = $s:literal;
+        float: |$x:ident| $f:expr;
+        $(i64: |$xi:ident| $i64:expr;)?
+        derivative: $($d:tt)+
+    ) => {
+        $crate::unary_elementwise_op! {
+            $(#[$doc])* $vis struct $name = $s;
+            f64: |$x| $f;
+            f32: |$x| $f;
+            $(i64: |$xi| $i64;)?
+            derivative: $($d)+
+        }
+    };
+    (
+        $(#[$doc:meta])* $vis:vis struct $name:ident = $s:literal;
+        f64: |$x:ident| $f64:expr;
+        f32: |$x32:ident| $f32:expr;
+        $(i64: |$xi:ident| $i64:expr;)?
+        derivative: $($d:tt)+
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        $vis struct $name;
+
+        impl $crate::anvil_core::Op for $name {
+            fn name(&self) -> &'static str {
+                $s
+            }
+            fn infer(
+                &self,
+                inputs: &[$crate::anvil_core::TensorType],
+            ) -> $crate::anvil_core::Result<$crate::anvil_core::TensorType> {
+                let domain = $crate::elementwise::Domain::admitting_int(
+                    false $(|| { let _ = stringify!($xi); true })?,
+                );
+                $crate::elementwise::unary_rule(self, domain, inputs)
+            }
+            fn is_elementwise(&self) -> bool {
+                true
+            }
+            fn elementwise_math(&self) -> Option<&dyn $crate::anvil_core::ElementwiseMath> {
+                Some(self)
             }
         }
-        register_rule!(JvpRule, $op, jvp_unary::<$op>);
-    )*};
+
+        impl $crate::elementwise::UnaryMath for $name {
+            fn f64(&self, $x: f64) -> f64 {
+                $f64
+            }
+            fn f32(&self, $x32: f32) -> f32 {
+                $f32
+            }
+            $(
+                fn i64(&self, $xi: i64) -> i64 {
+                    $i64
+                }
+            )?
+        }
+
+        impl $crate::anvil_core::ElementwiseMath for $name {
+            fn eval_block(
+                &self,
+                args: &[$crate::anvil_core::Block<'_>],
+                out: $crate::anvil_core::BlockMut<'_>,
+                _at: $crate::anvil_core::BlockAt<'_>,
+            ) -> $crate::anvil_core::Result<()> {
+                $crate::elementwise::unary_block(self, args, out)
+            }
+        }
+
+        $crate::__unary_derivative!($name, $($d)+);
+
+        $crate::anvil_core::register_rule!(VmapRule, $name, $crate::batching::vmap_elementwise);
+        $crate::anvil_core::register_rule!(JvpRule, $name, $crate::elementwise::jvp_unary::<$name>);
+    };
 }
 
-unary_derivatives! {
-    Sin => |x, y| Some(x.cos());
-    Cos => |x, y| Some(-x.sin());
-    Tan => |x, y| Some(y.square() + 1.0);
-    Exp => |x, y| Some(y.clone());
-    Log => |x, y| Some(x.recip());
-    Log1p => |x, y| Some((x + 1.0).recip());
-    Expm1 => |x, y| Some(y + 1.0);
-    Sqrt => |x, y| Some(y.recip() * 0.5);
-    Rsqrt => |x, y| Some(y / x * -0.5);
-    Recip => |x, y| Some(-y.square());
-    Tanh => |x, y| Some(1.0 - y.square());
-    Logistic => |x, y| Some(y * &(1.0 - y));
-    Abs => |x, y| Some(x.sign());
-    Erf => |x, y| Some((-x.square()).exp() * std::f64::consts::FRAC_2_SQRT_PI);
-    Sign => |x, y| None;
-    Floor => |x, y| None;
-    Ceil => |x, y| None;
-    Round => |x, y| None;
-    StopGradient => |x, y| None;
+/// The [`UnaryDerivative`] of a [`unary_elementwise_op!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __unary_derivative {
+    ($name:ident, zero;) => {
+        impl $crate::elementwise::UnaryDerivative for $name {
+            fn derivative(
+                &self,
+                _: &$crate::anvil_core::Var,
+                _: &$crate::anvil_core::Var,
+            ) -> Option<$crate::anvil_core::Var> {
+                None
+            }
+        }
+    };
+    ($name:ident, |$dx:ident, $dy:ident| $d:expr;) => {
+        impl $crate::elementwise::UnaryDerivative for $name {
+            #[allow(unused_variables)]
+            fn derivative(
+                &self,
+                $dx: &$crate::anvil_core::Var,
+                $dy: &$crate::anvil_core::Var,
+            ) -> Option<$crate::anvil_core::Var> {
+                Some($d)
+            }
+        }
+    };
 }
 
+/// Declares a binary elementwise op (NumPy broadcasting, both operands of
+/// one dtype) from its scalar function and its jvp rule: the op struct and
+/// its shape rule, its [`BinaryMath`] and block math, the fact of which
+/// operands it is linear in, its batching rule and its jvp rule. Register
+/// a transpose rule (for an op linear in some operand) and rewrite rules
+/// beside it with `register_rule!`.
+///
+/// ```
+/// use anvil_core::{Op, Result, Var};
+/// use anvil_ops::{binary_elementwise_op, ad::{add_tangents, scale}, VarExt};
+///
+/// // d hypot(a, b) = (a da + b db) / hypot(a, b)
+/// fn jvp_hypot(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+///     let da = scale(&t[0], || &p[0] / out);
+///     let db = scale(&t[1], || &p[1] / out);
+///     Ok(add_tangents(da, db, out.shape()))
+/// }
+///
+/// binary_elementwise_op! {
+///     /// `sqrt(a² + b²)`, a plugin op.
+///     pub struct Hypot = "myplugin.hypot";
+///     domain: Float;
+///     float: |a, b| a.hypot(b);
+///     jvp: jvp_hypot;
+/// }
+/// ```
+#[macro_export]
+macro_rules! binary_elementwise_op {
+    (
+        $(#[$doc:meta])* $vis:vis struct $name:ident = $s:literal;
+        domain: $domain:ident;
+        float: |$a:ident, $b:ident| $f:expr;
+        $(i64: |$ai:ident, $bi:ident| $i64:expr;)?
+        $(linear_in: [$($k:literal),*];)?
+        jvp: $jvp:expr;
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        $vis struct $name;
+
+        impl $crate::anvil_core::Op for $name {
+            fn name(&self) -> &'static str {
+                $s
+            }
+            fn infer(
+                &self,
+                inputs: &[$crate::anvil_core::TensorType],
+            ) -> $crate::anvil_core::Result<$crate::anvil_core::TensorType> {
+                $crate::elementwise::binary_rule(self, $crate::elementwise::Domain::$domain, None, inputs)
+            }
+            fn is_elementwise(&self) -> bool {
+                true
+            }
+            fn linear_in(&self, k: usize) -> bool {
+                let _ = k;
+                false $($(|| k == $k)*)?
+            }
+            fn elementwise_math(&self) -> Option<&dyn $crate::anvil_core::ElementwiseMath> {
+                Some(self)
+            }
+        }
+
+        impl $crate::elementwise::BinaryMath for $name {
+            fn f64(&self, $a: f64, $b: f64) -> f64 {
+                $f
+            }
+            fn f32(&self, $a: f32, $b: f32) -> f32 {
+                $f
+            }
+            $(
+                fn i64(&self, $ai: i64, $bi: i64) -> i64 {
+                    $i64
+                }
+            )?
+        }
+
+        impl $crate::anvil_core::ElementwiseMath for $name {
+            fn eval_block(
+                &self,
+                args: &[$crate::anvil_core::Block<'_>],
+                out: $crate::anvil_core::BlockMut<'_>,
+                _at: $crate::anvil_core::BlockAt<'_>,
+            ) -> $crate::anvil_core::Result<()> {
+                $crate::elementwise::binary_block(self, args, out)
+            }
+        }
+
+        $crate::anvil_core::register_rule!(VmapRule, $name, $crate::batching::vmap_elementwise);
+        $crate::anvil_core::register_rule!(JvpRule, $name, $jvp);
+    };
+}
+
+// ------------------------------------------------------------ unary ops
+
+/// Float helpers shared by the `f64` and `f32` instantiations of the unary bodies.
+trait Special: Copy {
+    fn erf(self) -> Self;
+}
+impl Special for f64 {
+    fn erf(self) -> Self {
+        libm::erf(self)
+    }
+}
+impl Special for f32 {
+    fn erf(self) -> Self {
+        libm::erff(self)
+    }
+}
+
+unary_elementwise_op! {
+    /// `sin(x)`. `d sin(x) = cos(x) dx`.
+    pub struct Sin = "sin";
+    float: |x| x.sin();
+    derivative: |x, y| x.cos();
+}
+unary_elementwise_op! {
+    /// `cos(x)`. `d cos(x) = -sin(x) dx`.
+    pub struct Cos = "cos";
+    float: |x| x.cos();
+    derivative: |x, y| -x.sin();
+}
+unary_elementwise_op! {
+    /// `tan(x)`. `d tan(x) = (1 + tan²(x)) dx`.
+    pub struct Tan = "tan";
+    float: |x| x.tan();
+    derivative: |x, y| y.square() + 1.0;
+}
+unary_elementwise_op! {
+    /// `e^x`. `d e^x = e^x dx`.
+    pub struct Exp = "exp";
+    float: |x| x.exp();
+    derivative: |x, y| y.clone();
+}
+unary_elementwise_op! {
+    /// Natural logarithm. `d log(x) = dx / x`.
+    pub struct Log = "log";
+    float: |x| x.ln();
+    derivative: |x, y| x.recip();
+}
+unary_elementwise_op! {
+    /// `log(1 + x)`, accurate near 0. `d = dx / (1 + x)`.
+    pub struct Log1p = "log1p";
+    float: |x| x.ln_1p();
+    derivative: |x, y| (x + 1.0).recip();
+}
+unary_elementwise_op! {
+    /// `e^x - 1`, accurate near 0. `d = e^x dx`.
+    pub struct Expm1 = "expm1";
+    float: |x| x.exp_m1();
+    derivative: |x, y| y + 1.0;
+}
+unary_elementwise_op! {
+    /// Square root. `d sqrt(x) = dx / (2 sqrt(x))`.
+    pub struct Sqrt = "sqrt";
+    float: |x| x.sqrt();
+    derivative: |x, y| y.recip() * 0.5;
+}
+unary_elementwise_op! {
+    /// `1 / sqrt(x)`. `d = -y / (2x) dx`.
+    pub struct Rsqrt = "rsqrt";
+    float: |x| x.sqrt().recip();
+    derivative: |x, y| y / x * -0.5;
+}
+unary_elementwise_op! {
+    /// `1 / x`. `d = -y² dx`.
+    pub struct Recip = "recip";
+    float: |x| x.recip();
+    derivative: |x, y| -y.square();
+}
+unary_elementwise_op! {
+    /// Hyperbolic tangent. `d tanh(x) = (1 - tanh²(x)) dx`.
+    pub struct Tanh = "tanh";
+    float: |x| x.tanh();
+    derivative: |x, y| 1.0 - y.square();
+}
+unary_elementwise_op! {
+    /// The logistic sigmoid `1 / (1 + e^-x)`, computed without overflow.
+    /// `d = y (1 - y) dx`.
+    pub struct Logistic = "logistic";
+    float: |x| if x >= 0.0 { (1.0 + (-x).exp()).recip() } else { x.exp() / (1.0 + x.exp()) };
+    derivative: |x, y| y * &(1.0 - y);
+}
+unary_elementwise_op! {
+    /// `|x|`. `d |x| = sign(x) dx`.
+    pub struct Abs = "abs";
+    float: |x| x.abs();
+    i64: |x| x.wrapping_abs();
+    derivative: |x, y| x.sign();
+}
+unary_elementwise_op! {
+    /// `-1`, `0` or `1` by the sign of `x` (`sign(±0) = ±0`, NaN stays NaN).
+    pub struct Sign = "sign";
+    float: |x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { x };
+    i64: |x| x.signum();
+    derivative: zero;
+}
+unary_elementwise_op! {
+    /// Round toward negative infinity.
+    pub struct Floor = "floor";
+    float: |x| x.floor();
+    derivative: zero;
+}
+unary_elementwise_op! {
+    /// Round toward positive infinity.
+    pub struct Ceil = "ceil";
+    float: |x| x.ceil();
+    derivative: zero;
+}
+unary_elementwise_op! {
+    /// Round to nearest, ties to even (as `numpy.round`).
+    pub struct Round = "round";
+    float: |x| x.round_ties_even();
+    derivative: zero;
+}
+unary_elementwise_op! {
+    /// The error function. `d erf(x) = 2/sqrt(π) e^(-x²) dx`.
+    pub struct Erf = "erf";
+    float: |x| Special::erf(x);
+    derivative: |x, y| (-x.square()).exp() * std::f64::consts::FRAC_2_SQRT_PI;
+}
+unary_elementwise_op! {
+    /// The identity, whose derivative is zero: differentiation treats its
+    /// result as a constant (`jax.lax.stop_gradient`).
+    pub struct StopGradient = "stop_gradient";
+    float: |x| x;
+    i64: |x| x;
+    derivative: zero;
+}
+
+/// `-x`: linear, so written by hand (its jvp is `-t`, and it has a
+/// transpose rule), with the same block math as the macro-declared ops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Neg;
+
+impl Op for Neg {
+    fn name(&self) -> &'static str {
+        "neg"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        unary_rule(self, Domain::Numeric, inputs)
+    }
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
+    }
+    fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+        Some(self)
+    }
+}
+
+impl UnaryMath for Neg {
+    fn f64(&self, x: f64) -> f64 {
+        -x
+    }
+    fn f32(&self, x: f32) -> f32 {
+        -x
+    }
+    fn i64(&self, x: i64) -> i64 {
+        x.wrapping_neg()
+    }
+}
+
+impl ElementwiseMath for Neg {
+    fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, _: BlockAt<'_>) -> Result<()> {
+        unary_block(self, args, out)
+    }
+}
+
+/// `d(-x) = -dx`.
 fn jvp_neg(_: &dyn Op, _: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
     Ok(t[0].as_ref().map(|t| -t))
 }
 
 fn transpose_neg(_: &dyn Op, ct: &Var, _: &[LinearArg]) -> Result<Vec<Option<Var>>> {
     Ok(vec![Some(-ct)])
+}
+
+/// `-(-x) = x`; `-(M * a) = M * (-a)` for a 0/1 mask `M` of the result's
+/// shape and a smaller `a` (a `jacfwd` seed times a derivative): exact for
+/// `M` in {0, 1}, NaN and infinities included, and the negation moves onto
+/// the small operand. Cost: one large pass fewer.
+fn rewrite_neg(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let Some(p) = args[0].producer() else { return Ok(None) };
+    if p.op_as::<Neg>().is_some() && p.inputs[0].ty() == out {
+        return Ok(Some(p.inputs[0].clone()));
+    }
+    if p.op_as::<Mul>().is_none() || args[0].ty() != out {
+        return Ok(None);
+    }
+    let small = |v: &Var| v.numel() < out.numel();
+    let full_mask = |m: &Var| m.shape() == out.shape() && crate::constant::is_zero_one(m);
+    let (m, a) = (&p.inputs[0], &p.inputs[1]);
+    let found = if full_mask(m) && small(a) {
+        Some((m, a))
+    } else if full_mask(a) && small(m) {
+        Some((a, m))
+    } else {
+        None
+    };
+    Ok(found.map(|(m, a)| m * &(-a)).filter(|v| v.ty() == out))
+}
+
+register_rule!(VmapRule, Neg, crate::batching::vmap_elementwise);
+register_rule!(JvpRule, Neg, jvp_neg);
+register_rule!(TransposeRule, Neg, transpose_neg);
+register_rule!(RewriteRule, Neg, rewrite_neg);
+
+// ----------------------------------------------------------- binary ops
+
+binary_elementwise_op! {
+    /// `a + b`. `d(a + b) = da + db`.
+    pub struct Add = "add";
+    domain: Numeric;
+    float: |a, b| a + b;
+    i64: |a, b| a.wrapping_add(b);
+    linear_in: [0, 1];
+    jvp: jvp_add;
+}
+binary_elementwise_op! {
+    /// `a - b`. `d(a - b) = da - db`.
+    pub struct Sub = "sub";
+    domain: Numeric;
+    float: |a, b| a - b;
+    i64: |a, b| a.wrapping_sub(b);
+    linear_in: [0, 1];
+    jvp: jvp_sub;
+}
+binary_elementwise_op! {
+    /// `a * b`. `d(a b) = b da + a db`.
+    pub struct Mul = "mul";
+    domain: Numeric;
+    float: |a, b| a * b;
+    i64: |a, b| a.wrapping_mul(b);
+    linear_in: [0, 1];
+    jvp: jvp_mul;
+}
+binary_elementwise_op! {
+    /// `a / b`; integer division rounds toward zero and gives 0 for a zero
+    /// divisor. `d(a / b) = da / b - (a / b) db / b`.
+    pub struct Div = "div";
+    domain: Numeric;
+    float: |a, b| a / b;
+    i64: |a, b| a.checked_div(b).unwrap_or(0);
+    linear_in: [0];
+    jvp: jvp_div;
+}
+binary_elementwise_op! {
+    /// `a ^ b`.
+    pub struct Pow = "pow";
+    domain: Float;
+    float: |a, b| a.powf(b);
+    jvp: jvp_pow;
+}
+binary_elementwise_op! {
+    /// Elementwise maximum; NaN if either is NaN (as `numpy.maximum`).
+    pub struct Max = "max";
+    domain: Numeric;
+    float: |a, b| if a.is_nan() || b.is_nan() { a + b } else { a.max(b) };
+    i64: |a, b| a.max(b);
+    jvp: jvp_max;
+}
+binary_elementwise_op! {
+    /// Elementwise minimum; NaN if either is NaN.
+    pub struct Min = "min";
+    domain: Numeric;
+    float: |a, b| if a.is_nan() || b.is_nan() { a + b } else { a.min(b) };
+    i64: |a, b| a.min(b);
+    jvp: jvp_min;
+}
+binary_elementwise_op! {
+    /// `atan2(a, b)`, the angle of the point `(b, a)`.
+    pub struct Atan2 = "atan2";
+    domain: Float;
+    float: |a, b| a.atan2(b);
+    jvp: jvp_atan2;
 }
 
 fn jvp_add(_: &dyn Op, _: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
@@ -537,7 +816,7 @@ fn jvp_div(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option
 /// `a / b` is linear in `a` for a known `b`.
 fn transpose_div(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
     match (&args[0], args[1].known()) {
-        (LinearArg::Linear(a), Some(b)) => Ok(vec![Some(unbroadcast(&(ct / b), &a.shape)), None]),
+        (LinearArg::Linear(a), Some(b)) => Ok(vec![Some(unbroadcast(&(ct / b), a.shape())), None]),
         _ => Err(nonlinear(op, "the numerator only")),
     }
 }
@@ -583,12 +862,246 @@ fn jvp_min(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option
     Ok(jvp_max_min(p, t, out, false))
 }
 
+/// `d atan2(a, b) = (b da - a db) / (a² + b²)`.
 fn jvp_atan2(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
     let (a, b) = (&p[0], &p[1]);
     let r2 = || a.square() + b.square();
     let da = scale(&t[0], || b / &r2());
     let db = scale(&t[1], || -(a / &r2()));
     Ok(add_tangents(da, db, out.shape()))
+}
+
+// ------------------------------------------------------- binary rewrites
+
+use crate::constant::is_filled_with;
+
+/// `x` itself when it already has the result's type (the op would only
+/// broadcast or copy it).
+fn keeps(x: &Var, out: &TensorType) -> Option<Var> {
+    (x.ty() == out).then(|| x.clone())
+}
+
+/// `x * 1`, `1 * x` → `x`. Exact. Cost: one node fewer.
+fn rewrite_mul(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let (a, b) = (&args[0], &args[1]);
+    Ok(if is_filled_with(b, 1.0) {
+        keeps(a, out)
+    } else if is_filled_with(a, 1.0) {
+        keeps(b, out)
+    } else {
+        None
+    })
+}
+
+/// `x / 1` → `x`. Exact. Cost: one node fewer.
+fn rewrite_div(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    Ok(if is_filled_with(&args[1], 1.0) { keeps(&args[0], out) } else { None })
+}
+
+/// Rewrites of a sum or a difference (the Jacobians of `jacfwd` are sums
+/// of `seed * derivative` terms):
+///
+/// - `x + 0`, `0 + x`, `x - 0` → `x` (exact up to the sign of a zero);
+/// - `a + (-b)` → `a - b`, `(-a) + b` → `b - a`, `a - (-b)` → `a + b`;
+/// - `c*x ± c*y` → `c * (x ± y)`, and `(a + c*x) ± c*y` → `a + c * (x ± y)`:
+///   with `c` a large seed and `x`, `y` small derivatives, one product over
+///   the large shape instead of two.
+///
+/// Cost: each removes a node or a pass over the result's shape.
+fn rewrite_add_sub(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let is_add = op.is::<Add>();
+    let (a, b) = (&args[0], &args[1]);
+    if is_filled_with(b, 0.0) {
+        return Ok(keeps(a, out));
+    }
+    if is_add && is_filled_with(a, 0.0) {
+        return Ok(keeps(b, out));
+    }
+    let negated = |v: &Var| v.producer().filter(|p| p.op_as::<Neg>().is_some());
+    let product = |v: &Var| v.producer().filter(|p| p.op_as::<Mul>().is_some());
+    let checked = |v: Var| Some(v).filter(|v| v.ty() == out);
+    if let Some(nb) = negated(b) {
+        let x = &nb.inputs[0];
+        return Ok(checked(if is_add { a - x } else { a + x }));
+    }
+    if let (true, Some(na)) = (is_add, negated(a)) {
+        return Ok(checked(b - &na.inputs[0]));
+    }
+    let combine = |x: &Var, y: &Var| if is_add { x + y } else { x - y };
+    // The common factor of two products, and their other factors.
+    let common = |p: &[Var], q: &[Var]| {
+        let same = |u: &Var, v: &Var| u.id().is_some() && u.id() == v.id();
+        if same(&p[0], &q[0]) {
+            Some((p[0].clone(), p[1].clone(), q[1].clone()))
+        } else if same(&p[1], &q[1]) {
+            Some((p[1].clone(), p[0].clone(), q[0].clone()))
+        } else {
+            None
+        }
+    };
+    let Some(q) = product(b) else { return Ok(None) };
+    if let Some(p) = product(a) {
+        if let Some((c, x, y)) = common(&p.inputs, &q.inputs) {
+            return Ok(checked(&c * &combine(&x, &y)));
+        }
+    }
+    // (a0 + c*x) ± c*y
+    if let Some(left) = a.producer().filter(|p| p.op_as::<Add>().is_some()) {
+        let (a0, a1) = (&left.inputs[0], &left.inputs[1]);
+        if let Some(p) = product(a1) {
+            if let Some((c, x, y)) = common(&p.inputs, &q.inputs) {
+                return Ok(checked(a0 + &(&c * &combine(&x, &y))));
+            }
+        }
+    }
+    Ok(None)
+}
+
+register_rule!(TransposeRule, Add, transpose_add);
+register_rule!(RewriteRule, Add, rewrite_add_sub);
+register_rule!(TransposeRule, Sub, transpose_sub);
+register_rule!(RewriteRule, Sub, rewrite_add_sub);
+register_rule!(TransposeRule, Mul, transpose_mul);
+register_rule!(RewriteRule, Mul, rewrite_mul);
+register_rule!(TransposeRule, Div, transpose_div);
+register_rule!(RewriteRule, Div, rewrite_div);
+
+// ------------------------------------------------------------ comparisons
+
+macro_rules! compare_ops {
+    ($($(#[$doc:meta])* $name:ident = $s:literal, |$a:ident, $b:ident| $body:expr;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        pub struct $name;
+
+        impl Op for $name {
+            fn name(&self) -> &'static str {
+                $s
+            }
+            fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+                compare_rule(self, inputs)
+            }
+            fn is_elementwise(&self) -> bool {
+                true
+            }
+            fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+                Some(self)
+            }
+        }
+
+        impl CompareMath for $name {
+            fn compare<T: PartialOrd>(&self, $a: T, $b: T) -> bool {
+                $body
+            }
+        }
+
+        impl ElementwiseMath for $name {
+            fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, _: BlockAt<'_>) -> Result<()> {
+                compare_block(self, args, out)
+            }
+        }
+
+        register_rule!(VmapRule, $name, crate::batching::vmap_elementwise);
+        register_rule!(JvpRule, $name, jvp_zero);
+    )*};
+}
+
+/// The shape rule of comparisons: two operands of one dtype (bool too), to bool.
+fn compare_rule(op: &dyn Op, inputs: &[TensorType]) -> Result<TensorType> {
+    expect_arity(op, inputs, 2)?;
+    if inputs[0].dtype() != DType::Bool {
+        return binary_rule(op, Domain::Numeric, Some(DType::Bool), inputs);
+    }
+    if inputs[1].dtype() != DType::Bool {
+        return Err(Error::dtype(
+            op.name(),
+            "1",
+            inputs[1].dtype(),
+            "bool, the dtype of argument 0",
+        ));
+    }
+    let shape = broadcast_shapes(op.name(), inputs[0].shape(), inputs[1].shape(), "1")?;
+    Ok(TensorType::new(DType::Bool, shape))
+}
+
+/// Comparisons, and other ops with a boolean or integer result, carry no tangent.
+fn jvp_zero(_: &dyn Op, _: &[Var], _: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(None)
+}
+
+compare_ops! {
+    /// `a < b`.
+    Lt = "lt", |a, b| a < b;
+    /// `a <= b`.
+    Le = "le", |a, b| a <= b;
+    /// `a > b`.
+    Gt = "gt", |a, b| a > b;
+    /// `a >= b`.
+    Ge = "ge", |a, b| a >= b;
+    /// `a == b`.
+    Eq = "eq", |a, b| a == b;
+    /// `a != b`.
+    Ne = "ne", |a, b| a != b;
+}
+
+// ----------------------------------------------------------------- select
+
+/// `where(cond, on_true, on_false)`: picks elementwise; all three broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Select;
+
+impl Op for Select {
+    fn name(&self) -> &'static str {
+        "select"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 3)?;
+        let (c, t, f) = (&inputs[0], &inputs[1], &inputs[2]);
+        if c.dtype() != DType::Bool {
+            return Err(Error::dtype("select", "0 (cond)", c.dtype(), "bool"));
+        }
+        if t.dtype() != f.dtype() {
+            return Err(Error::dtype(
+                "select",
+                "2 (on_false)",
+                f.dtype(),
+                format!("the dtype of on_true ({})", t.dtype()),
+            ));
+        }
+        let s = broadcast_shapes("select", t.shape(), f.shape(), "2 (on_false)")?;
+        let s = broadcast_shapes("select", c.shape(), &s, "0 (cond)")?;
+        Ok(TensorType::new(t.dtype(), s))
+    }
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 1 || k == 2
+    }
+    fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+        Some(self)
+    }
+}
+
+fn pick<T: Copy>(c: &[bool], t: &[T], f: &[T], out: &mut [T]) {
+    for (((d, &c), &t), &f) in out.iter_mut().zip(c).zip(t).zip(f) {
+        *d = if c { t } else { f };
+    }
+}
+
+impl ElementwiseMath for Select {
+    fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, _: BlockAt<'_>) -> Result<()> {
+        match (args, out) {
+            ([Block::Bool(c), Block::F64(t), Block::F64(f)], BlockMut::F64(y)) => pick(c, t, f, y),
+            ([Block::Bool(c), Block::F32(t), Block::F32(f)], BlockMut::F32(y)) => pick(c, t, f, y),
+            ([Block::Bool(c), Block::I64(t), Block::I64(f)], BlockMut::I64(y)) => pick(c, t, f, y),
+            ([Block::Bool(c), Block::Bool(t), Block::Bool(f)], BlockMut::Bool(y)) => {
+                pick(c, t, f, y)
+            }
+            (args, out) => return Err(block_error(self, args, &out)),
+        }
+        Ok(())
+    }
 }
 
 fn jvp_select(_: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
@@ -608,6 +1121,70 @@ fn transpose_select(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Opt
     Ok(vec![None, branch(1, ct, &zero), branch(2, &zero, ct)])
 }
 
+register_rule!(VmapRule, Select, crate::batching::vmap_elementwise);
+register_rule!(JvpRule, Select, jvp_select);
+register_rule!(TransposeRule, Select, transpose_select);
+
+// ------------------------------------------------------------------- cast
+
+/// Conversion to another dtype, with `as`-cast semantics (float to int truncates).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cast {
+    /// The target dtype.
+    pub dtype: DType,
+}
+
+impl Op for Cast {
+    fn name(&self) -> &'static str {
+        "cast"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        Ok(inputs[0].with_dtype(self.dtype))
+    }
+    fn params(&self) -> String {
+        self.dtype.to_string()
+    }
+    fn is_elementwise(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0 && self.dtype.is_float()
+    }
+    fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+        Some(self)
+    }
+}
+
+/// Converts a block with `as` semantics, through [`anvil_core::Scalar`]'s
+/// conversions (bool is 0 or 1; to bool is `!= 0`).
+fn convert<S: anvil_core::Element, T: anvil_core::Element>(x: &[S], out: &mut [T]) {
+    map1(x, out, |v| T::from_scalar(v.to_scalar()));
+}
+
+impl ElementwiseMath for Cast {
+    fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, _: BlockAt<'_>) -> Result<()> {
+        macro_rules! to {
+            ($x:expr, $out:expr) => {
+                match $out {
+                    BlockMut::F64(y) => convert($x, y),
+                    BlockMut::F32(y) => convert($x, y),
+                    BlockMut::I64(y) => convert($x, y),
+                    BlockMut::Bool(y) => convert($x, y),
+                }
+            };
+        }
+        match args {
+            [Block::F64(x)] => to!(*x, out),
+            [Block::F32(x)] => to!(*x, out),
+            [Block::I64(x)] => to!(*x, out),
+            [Block::Bool(x)] => to!(*x, out),
+            _ => return Err(block_error(self, args, &out)),
+        }
+        Ok(())
+    }
+}
+
 /// A tangent only flows through float-to-float casts.
 fn jvp_cast(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
     let c = op.try_downcast::<Cast>()?;
@@ -619,102 +1196,17 @@ fn jvp_cast(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option
 
 fn transpose_cast(_: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
     Ok(vec![match &args[0] {
-        LinearArg::Linear(t) => Some(ct.cast(t.dtype)),
+        LinearArg::Linear(t) => Some(ct.cast(t.dtype())),
         LinearArg::Known(_) => None,
     }])
 }
 
-fn jvp_zero(_: &dyn Op, _: &[Var], _: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
-    Ok(None)
+/// A cast to the operand's own dtype is the operand. Cost: one node fewer.
+fn rewrite_cast(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    Ok(keeps(&args[0], out))
 }
 
-register_rule!(JvpRule, Neg, jvp_neg);
-register_rule!(TransposeRule, Neg, transpose_neg);
-register_rule!(JvpRule, Add, jvp_add);
-register_rule!(TransposeRule, Add, transpose_add);
-register_rule!(JvpRule, Sub, jvp_sub);
-register_rule!(TransposeRule, Sub, transpose_sub);
-register_rule!(JvpRule, Mul, jvp_mul);
-register_rule!(TransposeRule, Mul, transpose_mul);
-register_rule!(JvpRule, Div, jvp_div);
-register_rule!(TransposeRule, Div, transpose_div);
-register_rule!(JvpRule, Pow, jvp_pow);
-register_rule!(JvpRule, Max, jvp_max);
-register_rule!(JvpRule, Min, jvp_min);
-register_rule!(JvpRule, Atan2, jvp_atan2);
-register_rule!(JvpRule, Select, jvp_select);
-register_rule!(TransposeRule, Select, transpose_select);
+register_rule!(VmapRule, Cast, crate::batching::vmap_elementwise);
 register_rule!(JvpRule, Cast, jvp_cast);
 register_rule!(TransposeRule, Cast, transpose_cast);
-register_rule!(JvpRule, Lt, jvp_zero);
-register_rule!(JvpRule, Le, jvp_zero);
-register_rule!(JvpRule, Gt, jvp_zero);
-register_rule!(JvpRule, Ge, jvp_zero);
-register_rule!(JvpRule, Eq, jvp_zero);
-register_rule!(JvpRule, Ne, jvp_zero);
-
-/// Declares a float unary elementwise op from its scalar function and its
-/// derivative, with every rule: the op struct and its shape rule, its
-/// [`UnaryMath`] (so the CPU backend's generic `unary` kernel applies: one
-/// `register_kernel!` line in a backend crate), its batching rule and its
-/// jvp rule (reverse mode follows by transposition).
-///
-/// ```
-/// use anvil_ops::{unary_elementwise_op, VarExt};
-///
-/// unary_elementwise_op! {
-///     /// `x³`, a plugin op.
-///     pub struct Cube = "myplugin.cube";
-///     f64: |x| x * x * x;
-///     f32: |x| x * x * x;
-///     derivative: |x, _y| x.square() * 3.0;
-/// }
-/// ```
-#[macro_export]
-macro_rules! unary_elementwise_op {
-    (
-        $(#[$doc:meta])* $vis:vis struct $name:ident = $s:literal;
-        f64: |$x:ident| $f64:expr;
-        f32: |$x32:ident| $f32:expr;
-        derivative: |$dx:ident, $dy:ident| $d:expr;
-    ) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-        $vis struct $name;
-
-        impl $crate::anvil_core::Op for $name {
-            fn name(&self) -> &'static str {
-                $s
-            }
-            fn infer(
-                &self,
-                inputs: &[$crate::anvil_core::TensorType],
-            ) -> $crate::anvil_core::Result<$crate::anvil_core::TensorType> {
-                $crate::elementwise::unary_rule(self, $crate::elementwise::Domain::Float, inputs)
-            }
-        }
-
-        impl $crate::elementwise::UnaryMath for $name {
-            fn f64(&self, $x: f64) -> f64 {
-                $f64
-            }
-            fn f32(&self, $x32: f32) -> f32 {
-                $f32
-            }
-        }
-
-        impl $crate::elementwise::UnaryDerivative for $name {
-            #[allow(unused_variables)]
-            fn derivative(
-                &self,
-                $dx: &$crate::anvil_core::Var,
-                $dy: &$crate::anvil_core::Var,
-            ) -> Option<$crate::anvil_core::Var> {
-                Some($d)
-            }
-        }
-
-        $crate::anvil_core::register_rule!(VmapRule, $name, $crate::batching::vmap_elementwise);
-        $crate::anvil_core::register_rule!(JvpRule, $name, $crate::elementwise::jvp_unary::<$name>);
-    };
-}
+register_rule!(RewriteRule, Cast, rewrite_cast);

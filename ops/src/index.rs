@@ -22,10 +22,10 @@ use anvil_core::{
 };
 
 fn check_indices(op: &str, arg: &str, t: &TensorType) -> Result<()> {
-    if t.dtype == DType::I64 {
+    if t.dtype() == DType::I64 {
         Ok(())
     } else {
-        Err(Error::dtype(op, arg, t.dtype, "i64"))
+        Err(Error::dtype(op, arg, t.dtype(), "i64"))
     }
 }
 
@@ -33,13 +33,13 @@ fn check_indices(op: &str, arg: &str, t: &TensorType) -> Result<()> {
 fn check_batch(op: &str, batch_dims: usize, a: &TensorType, idx: &TensorType) -> Result<()> {
     let ok = a.rank() >= batch_dims
         && idx.rank() >= batch_dims
-        && a.shape[..batch_dims] == idx.shape[..batch_dims];
+        && a.shape()[..batch_dims] == idx.shape()[..batch_dims];
     if ok {
         Ok(())
     } else {
         Err(Error::shape(
             op,
-            &[&a.shape, &idx.shape],
+            &[a.shape(), idx.shape()],
             format!("the first {batch_dims} axes (batch_dims) of argument 0 and of the indices (argument 1) must agree"),
         ))
     }
@@ -73,16 +73,19 @@ impl Op for Take {
             return Err(Error::AxisOutOfRange {
                 op: "take".into(),
                 axis: self.axis as i64,
-                shape: x.shape.clone(),
+                shape: x.shape().to_vec(),
                 arg: "0".into(),
             });
         }
         check_indices("take", "1 (indices)", idx)?;
         check_batch("take", self.batch_dims, x, idx)?;
-        let mut shape = x.shape[..self.axis].to_vec();
-        shape.extend_from_slice(&idx.shape[self.batch_dims..]);
-        shape.extend_from_slice(&x.shape[self.axis + 1..]);
-        Ok(TensorType::new(x.dtype, shape))
+        let mut shape = x.shape()[..self.axis].to_vec();
+        shape.extend_from_slice(&idx.shape()[self.batch_dims..]);
+        shape.extend_from_slice(&x.shape()[self.axis + 1..]);
+        Ok(x.with_shape(shape))
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
     }
     fn params(&self) -> String {
         if self.batch_dims == 0 {
@@ -135,15 +138,15 @@ impl Op for ScatterAdd {
         let (u, idx) = (&inputs[0], &inputs[1]);
         check_indices("scatter_add", "1 (indices)", idx)?;
         check_batch("scatter_add", self.batch_dims, u, idx)?;
-        let fits = self.out_shape(&u.shape, idx.rank());
-        let free = &idx.shape[self.batch_dims.min(idx.rank())..];
-        let idx_matches = u.shape.len() >= self.axis + free.len()
-            && u.shape[self.axis..self.axis + free.len()] == *free;
+        let fits = self.out_shape(u.shape(), idx.rank());
+        let free = &idx.shape()[self.batch_dims.min(idx.rank())..];
+        let idx_matches = u.rank() >= self.axis + free.len()
+            && u.shape()[self.axis..self.axis + free.len()] == *free;
         match fits {
-            Some(s) if idx_matches => Ok(TensorType::new(u.dtype, s)),
+            Some(s) if idx_matches => Ok(u.with_shape(s)),
             _ => Err(Error::shape(
                 "scatter_add",
-                &[&u.shape, &idx.shape],
+                &[u.shape(), idx.shape()],
                 format!("updates (argument 0) must have the indices' shape at axis {}", self.axis),
             )),
         }
@@ -154,6 +157,9 @@ impl Op for ScatterAdd {
         } else {
             format!("axis={}, size={}, batch_dims={}", self.axis, self.size, self.batch_dims)
         }
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
     }
 }
 

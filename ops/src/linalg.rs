@@ -29,34 +29,35 @@ impl Op for Solve {
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 2)?;
         let (a, b) = (&inputs[0], &inputs[1]);
-        crate::elementwise::Domain::Float.check("solve", 0, a.dtype)?;
-        if a.dtype != b.dtype {
+        crate::elementwise::Domain::Float.check("solve", 0, a.dtype())?;
+        if a.dtype() != b.dtype() {
             return Err(Error::dtype(
                 "solve",
                 "1",
-                b.dtype,
-                format!("the dtype of argument 0 ({})", a.dtype),
+                b.dtype(),
+                format!("the dtype of argument 0 ({})", a.dtype()),
             ));
         }
+        let (sa, sb) = (a.shape(), b.shape());
         let r = a.rank();
-        if r < 2 || a.shape[r - 1] != a.shape[r - 2] {
+        if r < 2 || sa[r - 1] != sa[r - 2] {
             return Err(Error::shape(
                 "solve",
-                &[&a.shape],
+                &[sa],
                 "argument 0 must be square matrices [..., n, n]",
             ));
         }
-        let n = a.shape[r - 1];
-        let batch = &a.shape[..r - 2];
+        let n = sa[r - 1];
+        let batch = &sa[..r - 2];
         let fits = if Solve::vector_rhs(a, b) {
-            b.shape[..r - 2] == *batch && b.shape[r - 2] == n
+            sb[..r - 2] == *batch && sb[r - 2] == n
         } else {
-            b.rank() == r && b.shape[..r - 2] == *batch && b.shape[r - 2] == n
+            b.rank() == r && sb[..r - 2] == *batch && sb[r - 2] == n
         };
         if !fits {
             return Err(Error::shape(
                 "solve",
-                &[&a.shape, &b.shape],
+                &[sa, sb],
                 format!("argument 1 must be [..., {n}] or [..., {n}, k] with the batch axes {batch:?} of argument 0"),
             ));
         }

@@ -10,7 +10,7 @@
 //! Parameters are stored resolved (non-negative axes, concrete sizes), so
 //! two ops that do the same thing compare equal.
 
-use anvil_core::shape::{broadcasts_to, numel};
+use anvil_core::shape::{add_dims, broadcasts_to, numel};
 use anvil_core::{op::expect_arity, Error, Op, Result, Scalar, SliceSpec, TensorType};
 
 /// Same elements, new shape of the same size (row-major order).
@@ -26,17 +26,23 @@ impl Op for Reshape {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
-        if numel(&inputs[0].shape) != numel(&self.shape) {
+        if inputs[0].numel() != numel(&self.shape) {
             return Err(Error::shape(
                 "reshape",
-                &[&inputs[0].shape],
+                &[inputs[0].shape()],
                 format!("cannot reshape argument 0 into {:?}", self.shape),
             ));
         }
-        Ok(TensorType::new(inputs[0].dtype, self.shape.clone()))
+        Ok(inputs[0].with_shape(self.shape.clone()))
     }
     fn params(&self) -> String {
         format!("shape={:?}", self.shape)
+    }
+    fn is_relayout(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
     }
 }
 
@@ -53,13 +59,19 @@ impl Op for Permute {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
-        let s = &inputs[0].shape;
+        let s = inputs[0].shape();
         let perm: Vec<i64> = self.perm.iter().map(|&p| p as i64).collect();
         let p = anvil_core::shape::normalize_perm("permute", &perm, s)?;
-        Ok(TensorType::new(inputs[0].dtype, p.iter().map(|&a| s[a]).collect::<Vec<_>>()))
+        Ok(inputs[0].with_shape(p.iter().map(|&a| s[a]).collect::<Vec<_>>()))
     }
     fn params(&self) -> String {
         format!("perm={:?}", self.perm)
+    }
+    fn is_relayout(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
     }
 }
 
@@ -76,18 +88,27 @@ impl Op for BroadcastTo {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
-        if !broadcasts_to(&inputs[0].shape, &self.shape) {
+        if !broadcasts_to(inputs[0].shape(), &self.shape) {
             return Err(Error::Broadcast {
                 op: "broadcast_to".into(),
-                lhs: inputs[0].shape.clone(),
+                lhs: inputs[0].shape().to_vec(),
                 rhs: self.shape.clone(),
                 arg: "shape".into(),
             });
         }
-        Ok(TensorType::new(inputs[0].dtype, self.shape.clone()))
+        Ok(inputs[0].with_shape(self.shape.clone()))
     }
     fn params(&self) -> String {
         format!("shape={:?}", self.shape)
+    }
+    fn is_broadcast(&self) -> bool {
+        true
+    }
+    fn is_relayout(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
     }
 }
 
@@ -106,7 +127,7 @@ impl Op for Pad {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
-        let s = &inputs[0].shape;
+        let s = inputs[0].shape();
         if self.widths.len() != s.len() {
             return Err(Error::shape(
                 "pad",
@@ -114,8 +135,8 @@ impl Op for Pad {
                 format!("{} pad widths for argument 0 of rank {}", self.widths.len(), s.len()),
             ));
         }
-        if self.value.dtype() != inputs[0].dtype {
-            return Err(Error::dtype("pad", "value", self.value.dtype(), inputs[0].dtype.name()));
+        if self.value.dtype() != inputs[0].dtype() {
+            return Err(Error::dtype("pad", "value", self.value.dtype(), inputs[0].dtype().name()));
         }
         let shape = s
             .iter()
@@ -129,10 +150,13 @@ impl Op for Pad {
                     format!("{:?} overflow argument 0 of shape {s:?}", self.widths),
                 )
             })?;
-        Ok(TensorType::new(inputs[0].dtype, shape))
+        Ok(inputs[0].with_shape(shape))
     }
     fn params(&self) -> String {
         format!("widths={:?}, value={}", self.widths, self.value)
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0 && self.value.to_f64() == 0.0
     }
 }
 
@@ -159,7 +183,7 @@ impl Op for Slice {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
-        let s = &inputs[0].shape;
+        let s = inputs[0].shape();
         if self.specs.len() != s.len() {
             return Err(Error::shape(
                 "slice",
@@ -168,11 +192,17 @@ impl Op for Slice {
             ));
         }
         let shape = self.resolve(s)?.iter().map(|r| r.2).collect::<Vec<_>>();
-        Ok(TensorType::new(inputs[0].dtype, shape))
+        Ok(inputs[0].with_shape(shape))
     }
     fn params(&self) -> String {
         let specs: Vec<String> = self.specs.iter().map(ToString::to_string).collect();
         specs.join(", ")
+    }
+    fn is_relayout(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
     }
 }
 
@@ -195,41 +225,45 @@ impl Op for Concatenate {
             return Err(Error::AxisOutOfRange {
                 op: "concatenate".into(),
                 axis: self.axis as i64,
-                shape: first.shape.clone(),
+                shape: first.shape().to_vec(),
                 arg: "0".into(),
             });
         }
-        let mut shape = first.shape.clone();
+        let mut shape = first.shape().to_vec();
         shape[self.axis] = 0;
         for (i, t) in inputs.iter().enumerate() {
             let same_rest = t.rank() == first.rank()
-                && t.shape
+                && t.shape()
                     .iter()
-                    .zip(&first.shape)
+                    .zip(first.shape())
                     .enumerate()
                     .all(|(k, (a, b))| k == self.axis || a == b);
             if !same_rest {
-                let shapes: Vec<&[usize]> = inputs.iter().map(|t| &t.shape[..]).collect();
+                let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape()).collect();
                 return Err(Error::shape(
                     "concatenate",
                     &shapes,
                     format!("argument {i} differs from argument 0 outside axis {}", self.axis),
                 ));
             }
-            if t.dtype != first.dtype {
+            if t.dtype() != first.dtype() {
                 return Err(Error::dtype(
                     "concatenate",
                     i.to_string(),
-                    t.dtype,
-                    first.dtype.name(),
+                    t.dtype(),
+                    first.dtype().name(),
                 ));
             }
-            shape[self.axis] += t.shape[self.axis];
+            shape[self.axis] =
+                add_dims("concatenate", shape[self.axis], t.shape()[self.axis], first.shape())?;
         }
-        Ok(TensorType::new(first.dtype, shape))
+        Ok(first.with_shape(shape))
     }
     fn params(&self) -> String {
         format!("axis={}", self.axis)
+    }
+    fn linear_in(&self, _: usize) -> bool {
+        true
     }
 }
 
@@ -423,3 +457,100 @@ register_rule!(JvpRule, Slice, jvp_linear_unary);
 register_rule!(TransposeRule, Slice, transpose_slice);
 register_rule!(JvpRule, Concatenate, jvp_concatenate);
 register_rule!(TransposeRule, Concatenate, transpose_concatenate);
+
+// ------------------------------------------------------------- rewrites
+
+use crate::constant::{as_basis, Basis};
+
+/// The one operand, when the op leaves it as it is. Cost: one node fewer.
+fn same(args: &[Var], out: &TensorType) -> Option<Var> {
+    (args[0].ty() == out).then(|| args[0].clone())
+}
+
+/// A seed op replacing a relayout of a seed (the relayout is not computed).
+fn seed(b: Option<Basis>, out: &TensorType) -> Option<Var> {
+    let b = b.filter(|b| b.shape == out.shape() && b.dtype == out.dtype())?;
+    Some(Var::apply_op(Box::new(b), &[]))
+}
+
+/// A reshape to the operand's own shape is nothing; a reshape of a reshape
+/// is one reshape; a reshape of a seed is a seed. Each removes a node.
+fn rewrite_reshape(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    if let Some(v) = same(args, out) {
+        return Ok(Some(v));
+    }
+    if let Some(b) = as_basis(&args[0]) {
+        return Ok(seed(b.reshaped(out.shape()), out));
+    }
+    let Some(p) = args[0].producer().filter(|p| p.op_as::<Reshape>().is_some()) else {
+        return Ok(None);
+    };
+    let inner = &p.inputs[0];
+    Ok(Some(if inner.ty() == out { inner.clone() } else { inner.reshape(&as_i64(out.shape())) }))
+}
+
+/// The identity permute is nothing; a permute of a permute is one permute;
+/// a permute of a seed that keeps its space's axes in order is a seed.
+/// Each removes a node.
+fn rewrite_permute(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let p = op.try_downcast::<Permute>()?;
+    if p.perm.iter().enumerate().all(|(i, &a)| i == a) {
+        return Ok(same(args, out));
+    }
+    if let Some(b) = as_basis(&args[0]) {
+        return Ok(seed(b.permuted(&p.perm), out));
+    }
+    let Some(q) = args[0].producer() else { return Ok(None) };
+    let Some(inner) = q.op_as::<Permute>() else { return Ok(None) };
+    let perm: Vec<usize> = p.perm.iter().map(|&a| inner.perm[a]).collect();
+    let x = &q.inputs[0];
+    if perm.iter().enumerate().all(|(i, &a)| i == a) {
+        return Ok(Some(x.clone()).filter(|x| x.ty() == out));
+    }
+    Ok(Some(Var::apply_op(Box::new(Permute { perm }), &[x])))
+}
+
+/// A broadcast to the operand's own shape is nothing.
+fn rewrite_broadcast_to(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    Ok(same(args, out))
+}
+
+/// A slice of everything is nothing; a unit-step slice of a seed is a seed
+/// with a shifted offset. Each removes a node.
+fn rewrite_slice(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let s = op.try_downcast::<Slice>()?;
+    let resolved = s.resolve(args[0].shape())?;
+    let whole = resolved
+        .iter()
+        .zip(args[0].shape())
+        .all(|(&(first, step, len), &d)| len == d && (d <= 1 || (first == 0 && step == 1)));
+    if whole {
+        return Ok(same(args, out));
+    }
+    let Some(b) = as_basis(&args[0]) else { return Ok(None) };
+    if resolved.iter().any(|&(_, step, len)| step != 1 && len > 1) {
+        return Ok(None);
+    }
+    let starts: Vec<usize> = resolved.iter().map(|&(first, _, _)| first.max(0) as usize).collect();
+    Ok(seed(b.sliced(&starts, out.shape()), out))
+}
+
+/// Zero padding of a seed's space is a seed with a shifted offset.
+fn rewrite_pad(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let p = op.try_downcast::<Pad>()?;
+    if p.value.to_f64() != 0.0 {
+        return Ok(None);
+    }
+    let Some(b) = as_basis(&args[0]) else { return Ok(None) };
+    Ok(seed(b.padded(&p.widths, out.shape()), out))
+}
+
+fn as_i64(s: &[usize]) -> Vec<i64> {
+    s.iter().map(|&d| d as i64).collect()
+}
+
+register_rule!(RewriteRule, Reshape, rewrite_reshape);
+register_rule!(RewriteRule, Permute, rewrite_permute);
+register_rule!(RewriteRule, BroadcastTo, rewrite_broadcast_to);
+register_rule!(RewriteRule, Slice, rewrite_slice);
+register_rule!(RewriteRule, Pad, rewrite_pad);

@@ -21,16 +21,16 @@ pub fn reduce_rule(
 ) -> Result<TensorType> {
     expect_arity(op, inputs, 1)?;
     let t = &inputs[0];
-    crate::elementwise::Domain::Numeric.check(op.name(), 0, t.dtype)?;
+    crate::elementwise::Domain::Numeric.check(op.name(), 0, t.dtype())?;
     if let Some(&a) = axes.iter().find(|&&a| a >= t.rank()) {
         return Err(Error::AxisOutOfRange {
             op: op.name().into(),
             axis: a as i64,
-            shape: t.shape.clone(),
+            shape: t.shape().to_vec(),
             arg: "0".into(),
         });
     }
-    Ok(TensorType::new(t.dtype, reduce_shape(&t.shape, axes, keepdims)))
+    Ok(t.with_shape(reduce_shape(t.shape(), axes, keepdims)))
 }
 
 /// The associative operation of a reduction, per dtype, with its identity.
@@ -52,7 +52,7 @@ pub trait ReduceMath: Op {
 }
 
 macro_rules! reductions {
-    ($($(#[$doc:meta])* $name:ident = $s:literal, float: ($fid:expr, $ff:expr), int: ($iid:expr, $if_:expr);)*) => {$(
+    ($($(#[$doc:meta])* $name:ident = $s:literal, linear: $linear:expr, float: ($fid:expr, $ff:expr), int: ($iid:expr, $if_:expr);)*) => {$(
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, Hash)]
         pub struct $name {
@@ -71,6 +71,9 @@ macro_rules! reductions {
             }
             fn params(&self) -> String {
                 format!("axes={:?}, keepdims={}", self.axes, self.keepdims)
+            }
+            fn linear_in(&self, k: usize) -> bool {
+                k == 0 && $linear
             }
         }
 
@@ -99,13 +102,13 @@ macro_rules! reductions {
 
 reductions! {
     /// Sum over axes.
-    ReduceSum = "sum", float: (0.0, |a, b| a + b), int: (0, |a: i64, b| a.wrapping_add(b));
+    ReduceSum = "sum", linear: true, float: (0.0, |a, b| a + b), int: (0, |a: i64, b| a.wrapping_add(b));
     /// Maximum over axes (NaN propagates; `-inf` for an empty reduction).
-    ReduceMax = "reduce_max", float: (-1.0 / 0.0, |a, b| if b > a || b.is_nan() { b } else { a }), int: (i64::MIN, |a: i64, b| a.max(b));
+    ReduceMax = "reduce_max", linear: false, float: (-1.0 / 0.0, |a, b| if b > a || b.is_nan() { b } else { a }), int: (i64::MIN, |a: i64, b| a.max(b));
     /// Minimum over axes (NaN propagates; `+inf` for an empty reduction).
-    ReduceMin = "reduce_min", float: (1.0 / 0.0, |a, b| if b < a || b.is_nan() { b } else { a }), int: (i64::MAX, |a: i64, b| a.min(b));
+    ReduceMin = "reduce_min", linear: false, float: (1.0 / 0.0, |a, b| if b < a || b.is_nan() { b } else { a }), int: (i64::MAX, |a: i64, b| a.min(b));
     /// Product over axes.
-    ReduceProd = "prod", float: (1.0, |a, b| a * b), int: (1, |a: i64, b| a.wrapping_mul(b));
+    ReduceProd = "prod", linear: false, float: (1.0, |a, b| a * b), int: (1, |a: i64, b| a.wrapping_mul(b));
 }
 
 /// Index of the largest (`ArgMax`) or smallest (`ArgMin`) element along one axis.
@@ -130,14 +133,14 @@ impl Op for ArgReduce {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         let t = reduce_rule(self, &[self.axis], self.keepdims, inputs)?;
-        if inputs[0].shape[self.axis] == 0 {
+        if inputs[0].shape()[self.axis] == 0 {
             return Err(Error::shape(
                 self.name(),
-                &[&inputs[0].shape],
+                &[inputs[0].shape()],
                 format!("argument 0 is empty along axis {}", self.axis),
             ));
         }
-        Ok(TensorType::new(DType::I64, t.shape))
+        Ok(t.with_dtype(DType::I64))
     }
     fn params(&self) -> String {
         format!("axis={}, keepdims={}", self.axis, self.keepdims)
@@ -250,3 +253,118 @@ register_rule!(JvpRule, ReduceMax, jvp_extreme::<ReduceMax>);
 register_rule!(JvpRule, ReduceMin, jvp_extreme::<ReduceMin>);
 register_rule!(JvpRule, ReduceProd, jvp_prod);
 register_rule!(JvpRule, ArgReduce, jvp_arg);
+
+// ------------------------------------------------------------- rewrites
+
+use crate::constant::as_basis;
+use crate::elementwise::{Div, Mul, Neg};
+use crate::movement::BroadcastTo;
+use anvil_core::TensorType as Type;
+
+/// Rewrites of a sum:
+///
+/// - over no axes (without keepdims), the operand itself;
+/// - over exactly the axes a `broadcast_to` copied along, the source times
+///   the number of copies (the transpose of a broadcast meets the
+///   broadcast of a cotangent in reverse mode): one rounding instead of
+///   many, so the two can differ in the last bit (the product is the
+///   closer one). Not for zero copies (the sum is zeros, not `x * 0`);
+/// - over one axis of an `n × n` chain `((I * v) ∘ b) ∘ c …` — the identity
+///   seed times broadcast operands, then products, quotients and negations
+///   by broadcast operands — the chain replayed on the diagonal: the same
+///   operations on the same values in the same order, so the diagonal
+///   entries are exact. The chain's off-diagonal entries are zeros of the
+///   seed, `(0 · v) ∘ b …`; the sum leaves them out, so where a derivative is
+///   infinite or NaN the rewritten sum is that entry's value, not the NaN
+///   the dense product `0 · ∞` would spread.
+///
+/// Cost: each removes a pass over the large operand.
+fn rewrite_sum(op: &dyn Op, args: &[Var], out: &Type) -> Result<Option<Var>> {
+    let o = op.try_downcast::<ReduceSum>()?;
+    let x = &args[0];
+    if o.axes.is_empty() && x.ty() == out {
+        return Ok(Some(x.clone()));
+    }
+    if let Some(v) = sum_of_broadcast(o, x, out) {
+        return Ok(Some(v));
+    }
+    if let ([n, k], [_]) = (x.shape(), &o.axes[..]) {
+        if n == k {
+            let shape: Vec<i64> = out.shape().iter().map(|&d| d as i64).collect();
+            return Ok(diagonal_of_chain(x, *n)
+                .map(|d| d.reshape(&shape))
+                .filter(|d| d.ty() == out));
+        }
+    }
+    Ok(None)
+}
+
+fn sum_of_broadcast(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
+    let p = x.producer().filter(|p| p.op_as::<BroadcastTo>().is_some())?;
+    let src = &p.inputs[0];
+    let (from, to) = (src.shape(), x.shape());
+    let lead = to.len() - from.len();
+    // The axes along which the broadcast copies.
+    let copied: Vec<usize> =
+        (0..to.len()).filter(|&d| d < lead || (from[d - lead] == 1 && to[d] != 1)).collect();
+    let copies: usize = copied.iter().map(|&d| to[d]).product();
+    // Reduced size-1 axes change nothing; every copied axis must be reduced.
+    let reduced: Vec<usize> = o.axes.iter().copied().filter(|&d| to[d] != 1).collect();
+    if reduced != copied || src.numel() != out.numel() || copies == 0 {
+        return None;
+    }
+    let scaled = if copies == 1 { src.clone() } else { src * &src.scalar_like(copies as f64) };
+    let shape: Vec<i64> = out.shape().iter().map(|&d| d as i64).collect();
+    Some(if scaled.shape() == out.shape() { scaled } else { scaled.reshape(&shape) })
+}
+
+/// The diagonal, as an `[n]` vector, of an `n × n` chain (see [`rewrite_sum`]).
+fn diagonal_of_chain(x: &Var, n: usize) -> Option<Var> {
+    if x.shape() != [n, n] {
+        return None;
+    }
+    let p = x.producer()?;
+    if p.op_as::<Neg>().is_some() {
+        return Some(-&diagonal_of_chain(&p.inputs[0], n)?);
+    }
+    let (is_mul, is_div) = (p.op_as::<Mul>().is_some(), p.op_as::<Div>().is_some());
+    if !(is_mul || is_div) {
+        return None;
+    }
+    let (a, b) = (&p.inputs[0], &p.inputs[1]);
+    let small = |v: &Var| v.numel() <= n;
+    let identity = |v: &Var| v.shape() == [n, n] && as_basis(v).is_some_and(|s| s.is_identity());
+    // The chain's start: I * v or v * I.
+    if is_mul && identity(a) && small(b) {
+        return diagonal_of_small(b, n);
+    }
+    if is_mul && identity(b) && small(a) {
+        return diagonal_of_small(a, n);
+    }
+    // A link: chain ∘ small, or small * chain (in the original order).
+    let (chain, other, chain_first) = if small(b) {
+        (a, b, true)
+    } else if is_mul && small(a) {
+        (b, a, false)
+    } else {
+        return None;
+    };
+    let d = diagonal_of_chain(chain, n)?;
+    let o = diagonal_of_small(other, n)?;
+    let (l, r) = if chain_first { (&d, &o) } else { (&o, &d) };
+    Some(Var::apply_op(p.op.clone(), &[l, r]))
+}
+
+/// The diagonal of a broadcast operand of at most `n` elements: itself
+/// (`[n]`, `[1, n]` or `[n, 1]`), or its one value everywhere.
+fn diagonal_of_small(v: &Var, n: usize) -> Option<Var> {
+    match v.numel() {
+        1 => Some(v.reshape(&[]).broadcast_to(&[n])),
+        m if m == n && v.rank() <= 2 && v.shape().iter().all(|&d| d == 1 || d == n) => {
+            Some(v.reshape(&[n as i64]))
+        }
+        _ => None,
+    }
+}
+
+register_rule!(RewriteRule, ReduceSum, rewrite_sum);

@@ -42,8 +42,8 @@ const F64: Precision = Precision { step: 1e-3, fd_tol: 1e-6, dot_tol: 1e-10 };
 const F32: Precision = Precision { step: 1e-2, fd_tol: 1e-3, dot_tol: 1e-4 };
 
 impl Precision {
-    fn of(sample: &OpSample, out: &TensorType) -> Precision {
-        let single = out.dtype == DType::F32
+    fn of(sample: &OpSample, outs: &[TensorType]) -> Precision {
+        let single = outs.iter().any(|o| o.dtype() == DType::F32)
             || sample
                 .inputs
                 .iter()
@@ -349,10 +349,13 @@ impl Function<OpFn> for OpFn {
     fn arity(&self) -> Option<usize> {
         Some(self.arity)
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         check_arity(self.op.name(), Some(self.arity), args.len())?;
         let refs: Vec<&Var> = args.iter().collect();
-        Ok(vec![Var::apply_op(self.op.clone(), &refs)])
+        let tracer = args
+            .first()
+            .map_or_else(crate::core::trace::current_or_detached, |a| a.tracer().clone());
+        tracer.try_apply(self.op.clone(), &refs)
     }
     fn name(&self) -> String {
         self.op.name().into()
@@ -362,7 +365,8 @@ impl Function<OpFn> for OpFn {
 /// What a derivative check works with once the preconditions hold.
 struct Setup {
     name: String,
-    out: TensorType,
+    /// The op's result types (several for an op with several results).
+    outs: Vec<TensorType>,
     diff: Vec<bool>,
     prec: Precision,
     f: OpFn,
@@ -392,14 +396,18 @@ fn setup(sample: &OpSample) -> std::result::Result<Setup, CheckOutcome> {
             sample.kinds.len()
         )));
     }
-    let out = sample.output_type().map_err(CheckOutcome::Failed)?;
+    let outs = sample.output_types().map_err(CheckOutcome::Failed)?;
     if !sample.evaluable {
         return Err(CheckOutcome::Skipped(
             "the op cannot be evaluated (not evaluable): no values to differentiate".into(),
         ));
     }
-    if !out.dtype.is_float() {
-        return Err(CheckOutcome::Trivial(format!("no derivative: the output is {}", out.dtype)));
+    if !outs.iter().any(|o| o.dtype().is_float()) {
+        let types: Vec<String> = outs.iter().map(|o| o.dtype().to_string()).collect();
+        return Err(CheckOutcome::Trivial(format!(
+            "no derivative: no output is a float ({})",
+            types.join(", ")
+        )));
     }
     let diff = sample.differentiable();
     if diff.is_empty() {
@@ -422,8 +430,8 @@ fn setup(sample: &OpSample) -> std::result::Result<Setup, CheckOutcome> {
         }
         Err(e) => return Err(CheckOutcome::Failed(format!("{name}: jvp rule: {e}"))),
     }
-    let prec = Precision::of(sample, &out);
-    Ok(Setup { name, out, diff, prec, f: OpFn::new(sample) })
+    let prec = Precision::of(sample, &outs);
+    Ok(Setup { name, outs, diff, prec, f: OpFn::new(sample) })
 }
 
 /// A deterministic generator for `what` of the sample named `name`.
@@ -483,32 +491,50 @@ fn call<M, F: Function<M, Output = Vec<Tensor>>>(
     f.call(args).map_err(|e| format!("{name}: {what} failed: {e}"))
 }
 
-/// The directional derivative of `f` at the sample's inputs along `dirs` by
-/// central differences with Richardson extrapolation, and an estimate of
-/// its error (`max |D(h/2) - D(h)|`).
+/// The directional derivative of `f` (every output) at the sample's inputs
+/// along `dirs` by central differences with Richardson extrapolation, and
+/// an estimate of its error (`max |D(h/2) - D(h)|`).
 fn finite_difference<F: Function<OpFn, Output = Vec<Tensor>>>(
     f: &F,
     sample: &OpSample,
     s: &Setup,
     dirs: &[Tensor],
-) -> std::result::Result<(Vec<f64>, f64), String> {
+) -> std::result::Result<(Vec<Vec<f64>>, f64), String> {
     let h = s.prec.step;
-    let central = |h: f64| -> std::result::Result<Vec<f64>, String> {
+    let central = |h: f64| -> std::result::Result<Vec<Vec<f64>>, String> {
         let plus =
             call(f, shifted(&sample.inputs, dirs, &s.diff, h), &s.name, "the op at x + h v")?;
         let minus =
             call(f, shifted(&sample.inputs, dirs, &s.diff, -h), &s.name, "the op at x - h v")?;
-        Ok(plus[0]
-            .to_f64_vec()
+        Ok(plus
             .iter()
-            .zip(minus[0].to_f64_vec())
-            .map(|(p, m)| (p - m) / (2.0 * h))
+            .zip(&minus)
+            .map(|(p, m)| {
+                p.to_f64_vec()
+                    .iter()
+                    .zip(m.to_f64_vec())
+                    .map(|(p, m)| (p - m) / (2.0 * h))
+                    .collect()
+            })
             .collect())
     };
     let d1 = central(h)?;
     let d2 = central(h / 2.0)?;
-    let est = d1.iter().zip(&d2).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-    Ok((d1.iter().zip(&d2).map(|(a, b)| (4.0 * b - a) / 3.0).collect(), est))
+    let mut est = 0.0f64;
+    let fd = d1
+        .iter()
+        .zip(&d2)
+        .map(|(a, b)| {
+            a.iter()
+                .zip(b)
+                .map(|(a, b)| {
+                    est = est.max((a - b).abs());
+                    (4.0 * b - a) / 3.0
+                })
+                .collect()
+        })
+        .collect();
+    Ok((fd, est))
 }
 
 fn max_abs(v: &[f64]) -> f64 {
@@ -522,19 +548,21 @@ fn dot(a: &Tensor, b: &Tensor) -> (f64, f64) {
         .fold((0.0, 0.0), |(d, m), (x, y)| (d + x * y, m + (x * y).abs()))
 }
 
-/// The output of `jvp` or `vjp` must have this type and the op's value.
+/// The outputs of `jvp` or `vjp` must have the op's types and values.
 fn check_primal(
     s: &Setup,
     sample: &OpSample,
     what: &str,
-    got: &Tensor,
-    want: &Tensor,
+    got: &[Tensor],
+    want: &[Tensor],
 ) -> std::result::Result<(), String> {
-    if got.ty() != s.out || !got.allclose(want, sample.rtol, sample.atol) {
-        return Err(format!(
-            "{}: the primal output of {what} differs from the op's value:\n {what}:\n{got}\n op:\n{want}",
-            s.name
-        ));
+    for (k, ((g, w), ty)) in got.iter().zip(want).zip(&s.outs).enumerate() {
+        if g.ty() != *ty || !g.allclose(w, sample.rtol, sample.atol) {
+            return Err(format!(
+                "{}: primal output {k} of {what} differs from the op's value:\n {what}:\n{g}\n op:\n{w}",
+                s.name
+            ));
+        }
     }
     Ok(())
 }
@@ -555,55 +583,73 @@ fn jvp_outcome(sample: &OpSample) -> CheckOutcome {
 fn jvp_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), String> {
     let f = jit(s.f.clone());
     let jf = jvp(s.f.clone());
-    let y = call(&f, sample.inputs.clone(), &s.name, "the op")?.swap_remove(0);
+    let m = s.outs.len();
+    let y = call(&f, sample.inputs.clone(), &s.name, "the op")?;
     let mut rng = rng(&s.name, "jvp");
     for k in 0..JVP_DIRECTIONS {
         let dirs = tangents(sample, &s.diff, &mut rng);
         let args: Vec<Tensor> = sample.inputs.iter().cloned().chain(dirs.iter().cloned()).collect();
         let out = call(&jf, args, &s.name, "jvp")?;
-        check_primal(s, sample, "jvp", &out[0], &y)?;
-        let t = &out[1];
-        if t.ty() != s.out {
+        if out.len() != 2 * m {
             return Err(format!(
-                "{}: jvp gives a tangent of type {}, expected {}",
+                "{}: jvp returns {} values, expected {}",
                 s.name,
-                t.ty(),
-                s.out
+                out.len(),
+                2 * m
             ));
         }
-        let jt = t.to_f64_vec();
-        if sample.derivative == Derivative::Zero {
-            if jt.iter().any(|&x| x != 0.0) {
+        check_primal(s, sample, "jvp", &out[..m], &y)?;
+        let fd = if sample.derivative == Derivative::Zero {
+            None
+        } else {
+            Some(finite_difference(&f, sample, s, &dirs)?)
+        };
+        for (o, ty) in s.outs.iter().enumerate() {
+            if !ty.dtype().is_float() {
+                continue;
+            }
+            let t = &out[m + o];
+            if t.ty() != *ty {
                 return Err(format!(
-                    "{}: the derivative is zero by definition, but jvp along direction {k} gives\n{t}",
-                    s.name
+                    "{}: jvp gives a tangent of type {} for output {o}, expected {ty}",
+                    s.name,
+                    t.ty()
                 ));
             }
-            continue;
-        }
-        let (fd, est) = finite_difference(&f, sample, s, &dirs)?;
-        let err = jt.iter().zip(&fd).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-        let scale = 1.0 + max_abs(&fd) + max_abs(&y.to_f64_vec());
-        let bound = s.prec.fd_tol * scale;
-        let finite = jt.iter().chain(&fd).all(|x| x.is_finite());
-        if !finite || err > bound {
-            let how = if finite {
-                format!(
-                    "max |jvp - fd| = {err:.3e} > {bound:.3e} (tolerance {:e} x scale {scale:.3})",
-                    s.prec.fd_tol
-                )
-            } else {
-                "not finite (NaN or infinite entries)".into()
+            let jt = t.to_f64_vec();
+            let Some((fd, est)) = &fd else {
+                if jt.iter().any(|&x| x != 0.0) {
+                    return Err(format!(
+                        "{}: the derivative is zero by definition, but jvp along direction {k} gives\n{t}",
+                        s.name
+                    ));
+                }
+                continue;
             };
-            return Err(format!(
-                "{}: jvp differs from central finite differences along random direction {k}: \
-                 {how}; finite-difference error estimate {est:.1e}, step {:e}\n jvp:\n{t}\n \
-                 finite differences:\n{}\n direction:\n{}",
-                s.name,
-                s.prec.step,
-                as_tensor(fd, &s.out.shape),
-                dirs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
-            ));
+            let fd = &fd[o];
+            let err = jt.iter().zip(fd).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            let scale = 1.0 + max_abs(fd) + max_abs(&y[o].to_f64_vec());
+            let bound = s.prec.fd_tol * scale;
+            let finite = jt.iter().chain(fd).all(|x| x.is_finite());
+            if !finite || err > bound {
+                let how = if finite {
+                    format!(
+                        "max |jvp - fd| = {err:.3e} > {bound:.3e} (tolerance {:e} x scale {scale:.3})",
+                        s.prec.fd_tol
+                    )
+                } else {
+                    "not finite (NaN or infinite entries)".into()
+                };
+                return Err(format!(
+                    "{}: jvp of output {o} differs from central finite differences along random \
+                     direction {k}: {how}; finite-difference error estimate {est:.1e}, step {:e}\n \
+                     jvp:\n{t}\n finite differences:\n{}\n direction:\n{}",
+                    s.name,
+                    s.prec.step,
+                    as_tensor(fd.clone(), ty.shape()),
+                    dirs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+                ));
+            }
         }
     }
     Ok(())
@@ -621,40 +667,63 @@ fn transpose_outcome(sample: &OpSample) -> CheckOutcome {
 
 fn transpose_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), String> {
     let n = sample.inputs.len();
+    let m = s.outs.len();
     let f = jit(s.f.clone());
     let jf = jvp(s.f.clone());
     let vf = vjp(s.f.clone());
-    let y = call(&f, sample.inputs.clone(), &s.name, "the op")?.swap_remove(0);
+    let y = call(&f, sample.inputs.clone(), &s.name, "the op")?;
     let reverse_only = sample.derivative == Derivative::ReverseOnly;
     let mut rng = rng(&s.name, "transpose");
     for k in 0..TRANSPOSE_PAIRS {
         let v = tangents(sample, &s.diff, &mut rng);
-        let u = random(&s.out.shape, s.out.dtype, &mut rng);
+        // A cotangent per output: random for the float ones, zeros otherwise.
+        let u: Vec<Tensor> = s
+            .outs
+            .iter()
+            .map(|t| {
+                if t.dtype().is_float() {
+                    random(t.shape(), t.dtype(), &mut rng)
+                } else {
+                    Tensor::zeros_of(t.shape(), t.dtype())
+                }
+            })
+            .collect();
         // J v, from jvp or (reverse mode only) from finite differences.
-        let (jv, tol) = if reverse_only {
+        let (jv, tol): (Vec<Tensor>, f64) = if reverse_only {
             let (fd, _) = finite_difference(&f, sample, s, &v)?;
-            let fd = Tensor::from_vec(fd, &s.out.shape).map_err(|e| e.to_string())?;
+            let fd = fd
+                .into_iter()
+                .zip(&s.outs)
+                .map(|(d, t)| Tensor::from_vec(d, t.shape()).map_err(|e| e.to_string()))
+                .collect::<std::result::Result<_, _>>()?;
             (fd, s.prec.fd_tol)
         } else {
             let args: Vec<Tensor> =
                 sample.inputs.iter().cloned().chain(v.iter().cloned()).collect();
-            (call(&jf, args, &s.name, "jvp")?.swap_remove(1), s.prec.dot_tol)
+            (call(&jf, args, &s.name, "jvp")?.split_off(m), s.prec.dot_tol)
         };
         // J^T u, from vjp.
-        let args: Vec<Tensor> = sample.inputs.iter().cloned().chain([u.clone()]).collect();
+        let args: Vec<Tensor> = sample.inputs.iter().cloned().chain(u.iter().cloned()).collect();
         let out = call(&vf, args, &s.name, "vjp")?;
-        if out.len() != n + 1 {
+        if out.len() != n + m {
             return Err(format!(
                 "{}: vjp returns {} values, expected {}",
                 s.name,
                 out.len(),
-                n + 1
+                n + m
             ));
         }
-        check_primal(s, sample, "vjp", &out[0], &y)?;
-        let (lhs, mut mag) = dot(&u, &jv);
+        check_primal(s, sample, "vjp", &out[..m], &y)?;
+        let (mut lhs, mut mag) = (0.0, 0.0);
+        for ((uo, jvo), t) in u.iter().zip(&jv).zip(&s.outs) {
+            if t.dtype().is_float() {
+                let (d, g) = dot(uo, jvo);
+                lhs += d;
+                mag += g;
+            }
+        }
         let mut rhs = 0.0;
-        for (i, ct) in out[1..].iter().enumerate() {
+        for (i, ct) in out[m..].iter().enumerate() {
             let x = &sample.inputs[i];
             if ct.ty() != x.ty() {
                 return Err(format!(
@@ -665,9 +734,9 @@ fn transpose_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), Stri
                 ));
             }
             if s.diff[i] {
-                let (d, m) = dot(ct, &v[i]);
+                let (d, g) = dot(ct, &v[i]);
                 rhs += d;
-                mag += m;
+                mag += g;
             }
         }
         let bound = tol * if reverse_only { 1.0 + mag } else { mag };
@@ -683,12 +752,15 @@ fn transpose_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), Stri
             } else {
                 "not finite (NaN or infinite entries)".into()
             };
+            let show =
+                |ts: &[Tensor]| ts.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
             return Err(format!(
                 "{}: the dot-product test fails for random pair {k}: <u, J v> = {lhs:.9e} \
-                 (J v by {how}), <J^T u, v> = {rhs:.9e} (J^T u by vjp): {why}\n J v:\n{jv}\n \
+                 (J v by {how}), <J^T u, v> = {rhs:.9e} (J^T u by vjp): {why}\n J v:\n{}\n \
                  J^T u:\n{}",
                 s.name,
-                out[1..].iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+                show(&jv),
+                show(&out[m..])
             ));
         }
     }

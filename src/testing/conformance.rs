@@ -112,9 +112,9 @@ pub fn check_op_vmap(sample: &OpSample) -> std::result::Result<(), String> {
             sample.kinds.len()
         ));
     }
-    let out = sample.output_type()?;
+    let outs = sample.output_types()?;
     if sample.evaluable {
-        sample.run()?;
+        sample.run_all()?;
     }
     let f = sample.function();
     let ranks: Vec<usize> = sample.inputs.iter().map(Tensor::rank).collect();
@@ -134,7 +134,7 @@ pub fn check_op_vmap(sample: &OpSample) -> std::result::Result<(), String> {
                     if sample.evaluable {
                         check_vmap(&f, &args, &axes, sample.rtol, sample.atol)
                     } else {
-                        check_types(&f, &args, &[&axes], &[B], &out)
+                        check_types(&f, &args, &[&axes], &[B], &outs)
                     }
                 });
             if let Err(e) = r {
@@ -143,7 +143,7 @@ pub fn check_op_vmap(sample: &OpSample) -> std::result::Result<(), String> {
         }
     }
     for (outer, inner) in nested_configs(&ranks) {
-        if let Err(e) = check_nested(sample, &f, &outer, &inner, &out) {
+        if let Err(e) = check_nested(sample, &f, &outer, &inner, &outs) {
             failures.push(format!(
                 "{}: vmap(vmap(op, in_axes {inner:?}), in_axes {outer:?}): {e}",
                 sample.describe()
@@ -192,7 +192,7 @@ fn check_nested<M, F: Function<M> + Clone>(
     f: &F,
     outer: &[Option<usize>],
     inner: &[Option<usize>],
-    out: &TensorType,
+    outs: &[TensorType],
 ) -> std::result::Result<(), String> {
     let err = |e: crate::Error| e.to_string();
     let mut args = Vec::with_capacity(outer.len());
@@ -212,7 +212,7 @@ fn check_nested<M, F: Function<M> + Clone>(
         args.push(t);
     }
     if !sample.evaluable {
-        return check_types(f, &args, &[outer, inner], &[B_OUTER, B_INNER], out);
+        return check_types(f, &args, &[outer, inner], &[B_OUTER, B_INNER], outs);
     }
     let vv = vmap(vmap(f.clone()).in_axes(to_i64(inner))).in_axes(to_i64(outer));
     let got = run(&vv, &args).map_err(|e| format!("vmap failed: {e}"))?;
@@ -269,7 +269,7 @@ fn check_types<M, F: Function<M> + Clone>(
     args: &[Tensor],
     levels: &[&[Option<usize>]],
     sizes: &[usize],
-    out: &TensorType,
+    outs: &[TensorType],
 ) -> std::result::Result<(), String> {
     let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
     let traced = match levels {
@@ -281,14 +281,19 @@ fn check_types<M, F: Function<M> + Clone>(
         _ => return Err(format!("{} levels of vmap: only 1 or 2 are checked", levels.len())),
     };
     let graph = traced.map_err(|e| format!("tracing vmap failed: {e}"))?;
-    let mut shape = sizes.to_vec();
-    shape.extend_from_slice(&out.shape);
-    let want = TensorType::new(out.dtype, shape);
-    match graph.output_types().as_slice() {
-        [got] if *got == want => Ok(()),
-        got => Err(format!(
-            "vmap gives {got:?}, expected [{want}] (types only: the op is not evaluable)"
-        )),
+    let want: Vec<TensorType> = outs
+        .iter()
+        .map(|out| {
+            let mut shape = sizes.to_vec();
+            shape.extend_from_slice(out.shape());
+            out.with_shape(shape)
+        })
+        .collect();
+    let got = graph.output_types();
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("vmap gives {got:?}, expected {want:?} (types only: the op is not evaluable)"))
     }
 }
 
@@ -301,11 +306,12 @@ fn is_test_local(location: &str) -> bool {
         || location.contains("\\tests\\")
 }
 
-/// The op types with a registered CPU kernel for which `samples` has no
-/// sample (compared by `TypeId`), by the name written at the registration,
-/// sorted. The graph's structural `Parameter`, the CPU backend's internal
-/// ops (`Fused`, `MatmulT`: built by the compiler, never seen by transforms) and ops registered from a
-/// `tests/` directory (test fixtures) are not asked for.
+/// The op types registered anywhere (a CPU kernel, a vmap, jvp, transpose
+/// or rewrite rule) for which `samples` has no sample (compared by
+/// `TypeId`), by the name written at the registration, sorted. The graph's
+/// structural `Parameter`, the CPU backend's internal ops (`Fused`,
+/// `MatmulT`: built by the compiler, never seen by transforms) and ops
+/// registered from a `tests/` directory (test fixtures) are not asked for.
 ///
 /// ```
 /// use anvil::testing::{missing_samples, standard_samples};
@@ -314,14 +320,30 @@ fn is_test_local(location: &str) -> bool {
 /// ```
 pub fn missing_samples(samples: &[OpSample]) -> Vec<&'static str> {
     let covered: HashSet<TypeId> = samples.iter().map(|s| s.op.op_type()).collect();
-    let mut missing: Vec<&'static str> = crate::cpu::kernels()
+    let registered = crate::cpu::kernels()
         .entries()
-        .filter(|e| e.op_type() != TypeId::of::<Parameter>())
+        .map(|e| (e.op_type(), e.op_name(), e.location()))
+        .chain(
+            crate::core::vmap_rules().entries().map(|e| (e.op_type(), e.op_name(), e.location())),
+        )
+        .chain(crate::core::jvp_rules().entries().map(|e| (e.op_type(), e.op_name(), e.location())))
+        .chain(
+            crate::core::transpose_rules()
+                .entries()
+                .map(|e| (e.op_type(), e.op_name(), e.location())),
+        )
+        .chain(
+            crate::core::rewrite_rules()
+                .entries()
+                .map(|e| (e.op_type(), e.op_name(), e.location())),
+        );
+    let mut missing: Vec<&'static str> = registered
+        .filter(|e| e.0 != TypeId::of::<Parameter>())
         // Made by the CPU compiler after every transform has run.
-        .filter(|e| !crate::cpu::fusion::is_internal(e.op_type()))
-        .filter(|e| !is_test_local(e.location()))
-        .filter(|e| !covered.contains(&e.op_type()))
-        .map(|e| e.op_name())
+        .filter(|e| !crate::cpu::fusion::is_internal(e.0))
+        .filter(|e| !is_test_local(e.2))
+        .filter(|e| !covered.contains(&e.0))
+        .map(|e| e.1)
         .collect();
     missing.sort_unstable();
     missing.dedup();

@@ -1,6 +1,6 @@
 //! [`rule_report`]: which op types have which registered kernel and rules.
 
-use crate::core::{jvp_rules, transpose_rules, vmap_rules, Registered, RuleTable};
+use crate::core::{jvp_rules, rewrite_rules, transpose_rules, vmap_rules, Registered, RuleTable};
 use std::any::TypeId;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,7 +17,9 @@ pub struct RuleReport {
     /// `file:line` of the first registration found (kernel, then vmap,
     /// jvp and transpose rule).
     pub location: &'static str,
-    /// Whether a CPU kernel is registered.
+    /// Whether a CPU kernel is registered. (Ops computed element by
+    /// element, with [`Op::elementwise_math`](crate::Op::elementwise_math),
+    /// need none: the backend runs their block math.)
     pub kernel: bool,
     /// Whether a batching (vmap) rule is registered.
     pub vmap: bool,
@@ -26,11 +28,13 @@ pub struct RuleReport {
     /// Whether a transpose rule is registered (needed only by ops that jvp
     /// rules emit on tangents).
     pub transpose: bool,
+    /// Whether a rewrite rule is registered.
+    pub rewrite: bool,
 }
 
 /// Every op type registered in any of the registries linked into the
 /// program — CPU kernels ([`crate::cpu::kernels()`]), [`vmap_rules`],
-/// [`jvp_rules`] and [`transpose_rules`] — one row per op type (by
+/// [`jvp_rules`], [`transpose_rules`] and [`rewrite_rules`] — one row per op type (by
 /// `TypeId`), sorted by name, saying what each has. [`RuleReportTable`]
 /// displays it as a table.
 ///
@@ -38,7 +42,8 @@ pub struct RuleReport {
 /// use anvil::testing::rule_report;
 /// let report = rule_report();
 /// let sin = report.iter().find(|r| r.op == "Sin").expect("Sin is registered");
-/// assert!(sin.kernel && sin.vmap && sin.jvp);
+/// assert!(sin.vmap && sin.jvp);
+/// assert!(!sin.kernel); // elementwise: the backend runs its block math
 /// assert!(!sin.transpose); // sin is not linear: jvp rules never emit it on tangents
 /// println!("{}", anvil::testing::RuleReportTable(&report));
 /// ```
@@ -53,8 +58,10 @@ pub fn rule_report() -> Vec<RuleReport> {
             vmap: false,
             jvp: false,
             transpose: false,
+            rewrite: false,
         });
-        *[&mut row.kernel, &mut row.vmap, &mut row.jvp, &mut row.transpose][col] = true;
+        *[&mut row.kernel, &mut row.vmap, &mut row.jvp, &mut row.transpose, &mut row.rewrite]
+            [col] = true;
     };
     fn each<R: Registered>(
         table: &RuleTable<R>,
@@ -68,6 +75,7 @@ pub fn rule_report() -> Vec<RuleReport> {
     each(vmap_rules(), &mut |t, n, l| add(t, n, l, 1));
     each(jvp_rules(), &mut |t, n, l| add(t, n, l, 2));
     each(transpose_rules(), &mut |t, n, l| add(t, n, l, 3));
+    each(rewrite_rules(), &mut |t, n, l| add(t, n, l, 4));
     let mut out: Vec<RuleReport> = rows.into_values().collect();
     out.sort_by(|a, b| a.op.cmp(b.op).then(a.location.cmp(b.location)));
     out
@@ -81,17 +89,18 @@ pub struct RuleReportTable<'a>(pub &'a [RuleReport]);
 impl fmt::Display for RuleReportTable<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let width = self.0.iter().map(|r| r.op.len()).max().unwrap_or(2).max(2);
-        writeln!(f, "{:<width$}  kernel  vmap  jvp  transpose", "op")?;
+        writeln!(f, "{:<width$}  kernel  vmap  jvp  transpose  rewrite", "op")?;
         let mark = |b: bool| if b { "x" } else { "-" };
         for r in self.0 {
             writeln!(
                 f,
-                "{:<width$}  {:^6}  {:^4}  {:^3}  {:^9}",
+                "{:<width$}  {:^6}  {:^4}  {:^3}  {:^9}  {:^7}",
                 r.op,
                 mark(r.kernel),
                 mark(r.vmap),
                 mark(r.jvp),
-                mark(r.transpose)
+                mark(r.transpose),
+                mark(r.rewrite)
             )?;
         }
         Ok(())
@@ -105,6 +114,7 @@ impl fmt::Display for RuleReport {
             (self.vmap, "vmap"),
             (self.jvp, "jvp"),
             (self.transpose, "transpose"),
+            (self.rewrite, "rewrite"),
         ]
         .iter()
         .filter_map(|&(b, n)| b.then_some(n))

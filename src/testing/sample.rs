@@ -272,7 +272,7 @@ pub enum Derivative {
 /// let s = OpSample::new(ReduceMax { axes: vec![1], keepdims: true })
 ///     .input(InputKind::Distinct { offset: 0.0 }, &[2, 3]);
 /// assert_eq!(s.describe(), "reduce_max[axes=[1], keepdims=true](f64[2,3])");
-/// assert_eq!(s.output_type()?.shape, vec![2, 1]);
+/// assert_eq!(s.output_type()?.shape(), [2, 1]);
 /// // Variant 0 is the input itself; the others are fresh draws of its kind.
 /// assert_eq!(s.variant(0, 0), s.inputs[0]);
 /// assert_ne!(s.variant(0, 1), s.inputs[0]);
@@ -398,13 +398,25 @@ impl OpSample {
             .collect()
     }
 
-    /// The op's result type on the sample's inputs.
+    /// The op's result type on the sample's inputs (for an op with one result).
+    ///
+    /// # Errors
+    /// The shape rule's error, naming the sample; an op with several results.
+    pub fn output_type(&self) -> std::result::Result<TensorType, String> {
+        let mut types = self.output_types()?;
+        match types.len() {
+            1 => Ok(types.swap_remove(0)),
+            n => Err(format!("{}: the op has {n} results (use output_types)", self.describe())),
+        }
+    }
+
+    /// The op's result types on the sample's inputs.
     ///
     /// # Errors
     /// The shape rule's error, naming the sample.
-    pub fn output_type(&self) -> std::result::Result<TensorType, String> {
+    pub fn output_types(&self) -> std::result::Result<Vec<TensorType>, String> {
         let types: Vec<TensorType> = self.inputs.iter().map(Tensor::ty).collect();
-        self.op.infer(&types).map_err(|e| format!("{}: {e}", self.describe()))
+        self.op.infer_results(&types).map_err(|e| format!("{}: {e}", self.describe()))
     }
 
     /// Variant `k` of input `i`: the input itself for `k == 0` (and for a
@@ -424,23 +436,32 @@ impl OpSample {
             .unwrap_or_else(|| base.clone())
     }
 
-    /// The function that applies the op to its arguments, for the checks.
+    /// The function that applies the op to its arguments and returns
+    /// every result, for the checks.
     pub fn function(&self) -> impl Fn(&[Var]) -> Vec<Var> + Clone {
         let op = self.op.clone();
+        let n = self.output_types().map_or(1, |t| t.len());
         move |xs: &[Var]| {
             let refs: Vec<&Var> = xs.iter().collect();
-            vec![Var::apply_op(op.clone(), &refs)]
+            Var::apply_op_n(op.clone(), &refs, n)
         }
     }
 
-    /// Runs the op on the sample's own inputs.
+    /// Runs the op on the sample's own inputs; returns its first result.
     ///
     /// # Errors
     /// The op failing on them (a bad sample, or a broken kernel), naming the sample.
     pub fn run(&self) -> std::result::Result<Tensor, String> {
+        self.run_all().map(|mut v| v.swap_remove(0))
+    }
+
+    /// Runs the op on the sample's own inputs; returns every result.
+    ///
+    /// # Errors
+    /// As [`OpSample::run`].
+    pub fn run_all(&self) -> std::result::Result<Vec<Tensor>, String> {
         run(&self.function(), &self.inputs)
             .map_err(|e| format!("{}: fails on the sample's own inputs: {e}", self.describe()))
-            .map(|mut v| v.swap_remove(0))
     }
 }
 

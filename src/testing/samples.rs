@@ -1,7 +1,8 @@
 //! [`standard_samples`]: sample instances of every standard op.
 
 use super::{InputKind, OpSample};
-use crate::ops::constant::{Full, Iota};
+use crate::core::SubGraph;
+use crate::ops::constant::{Basis, Full, Iota};
 use crate::ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
 use crate::ops::elementwise::*;
 use crate::ops::index::{ScatterAdd, Take};
@@ -10,7 +11,6 @@ use crate::ops::matmul::Matmul;
 use crate::ops::movement::{BroadcastTo, Concatenate, Pad, Permute, Reshape, Slice};
 use crate::ops::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
 use crate::{trace, DType, Op, Scalar, SliceSpec, Tensor, TensorType, Var, VarExt};
-use std::sync::Arc;
 
 fn uniform(lo: f64, hi: f64) -> InputKind {
     InputKind::Uniform { lo, hi }
@@ -346,6 +346,10 @@ fn index_samples(s: &mut Vec<OpSample>) {
 
 fn constant_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Full { shape: vec![2, 3], value: Scalar::F64(1.5) }));
+    // Seeds: a chunk of the identity, and one with a run-time start.
+    let seed = Basis { shape: vec![2, 3, 4], axis: 2, offset: 1, dtype: DType::F64 };
+    s.push(OpSample::new(seed.clone()));
+    s.push(OpSample::new(seed).given(Tensor::scalar(2i64), InputKind::Fixed));
     s.push(OpSample::new(Iota { shape: vec![2, 3], axis: 1, dtype: DType::I64 }));
     let value = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).expect("literal matches its shape");
     s.push(OpSample::new(crate::core::Constant { value }));
@@ -354,9 +358,9 @@ fn constant_samples(s: &mut Vec<OpSample>) {
 fn map_samples(s: &mut Vec<OpSample>) {
     let v3 = Tensor::zeros(&[3]);
     let two = trace(&|x: &Var, w: &Var| (x * w).sin() + x, (&v3, &v3)).expect("traceable body");
-    let two = Arc::new(two);
-    let one = Arc::new(trace(&|x: &Var| x.sum(&[0]).exp(), &v3).expect("traceable body"));
-    let map = |body: &Arc<crate::Graph>, mapped: &[bool], size: usize| Map {
+    let two = SubGraph::new(two);
+    let one = SubGraph::new(trace(&|x: &Var| x.sum(&[0]).exp(), &v3).expect("traceable body"));
+    let map = |body: &SubGraph, mapped: &[bool], size: usize| Map {
         body: body.clone(),
         mapped: mapped.to_vec(),
         size,
@@ -369,7 +373,7 @@ fn map_samples(s: &mut Vec<OpSample>) {
 fn custom_derivative_samples(s: &mut Vec<OpSample>) {
     let traced = |f: &dyn Fn(&[Var]) -> Vec<Var>, shapes: &[&[usize]]| {
         let args: Vec<Tensor> = shapes.iter().map(|sh| Tensor::zeros(sh)).collect();
-        Arc::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable body"))
+        SubGraph::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable body"))
     };
     // custom_jvp of x * y + sin(x), with broadcasting, and its true jvp.
     let primal = traced(&|v| vec![&v[0] * &v[1] + v[0].sin()], &[&[2, 3], &[3]]);
@@ -411,7 +415,7 @@ fn custom_derivative_samples(s: &mut Vec<OpSample>) {
     let mut tangent = OpSample::new(CustomVjpTangent {
         bwd,
         residuals: 3,
-        out: TensorType::new(DType::F64, vec![3]),
+        outs: vec![TensorType::new(DType::F64, vec![3])],
     });
     for _ in 0..5 {
         tangent = tangent.input(SYM, &[3]);

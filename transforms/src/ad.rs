@@ -21,26 +21,33 @@
 //! movement ops, sums, matmul, take/scatter_add, select, cast...) need a
 //! transpose rule.
 
-use crate::replay::{replay, value};
+use crate::replay::{bind, bound_inputs, outputs, replay, value};
 use anvil_core::{
     jvp_rules, trace_with, transpose_rules, Error, Graph, LinearArg, Op, Parameter, Result,
-    TensorType, Var,
+    TensorType, ValueId, Var,
 };
 use anvil_ops::ad::dense;
 
-fn missing(env: &[Option<Var>], id: anvil_core::NodeId) -> Result<Var> {
-    env[id.index()]
-        .clone()
-        .ok_or_else(|| Error::InvalidGraph { node: id.index(), msg: "input not computed".into() })
-}
-
-/// A rule's result must have the node's type; anything else is a bug in the
-/// rule, reported with the op's name and the transform.
+/// A rule's result must have the value's type; anything else is a bug in
+/// the rule, reported with the op's name and the transform.
 fn check_type(what: &str, op: &dyn Op, v: &Var, ty: &TensorType) -> Result<()> {
-    if v.is_poisoned() || (v.shape() == &ty.shape[..] && v.dtype() == ty.dtype) {
+    if v.is_poisoned() || v.ty() == ty {
         Ok(())
     } else {
         Err(Error::invalid(op.name(), what, format!("returned {}; expected {ty}", v.ty())))
+    }
+}
+
+/// A rule must give one entry per result (or per argument).
+fn check_count<T>(what: &str, op: &dyn Op, got: &[T], expected: usize) -> Result<()> {
+    if got.len() == expected {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            op.name(),
+            what,
+            format!("returned {} entries; expected {expected}", got.len()),
+        ))
     }
 }
 
@@ -57,8 +64,8 @@ pub fn jvp_graph(
 ) -> Result<(Vec<Var>, Vec<Option<Var>>)> {
     anvil_core::function::check_arity("jvp", Some(graph.inputs().len()), primals.len())?;
     anvil_core::function::check_arity("jvp tangents", Some(primals.len()), tangents.len())?;
-    let mut env: Vec<Option<Var>> = vec![None; graph.len()];
-    let mut tan: Vec<Option<Var>> = vec![None; graph.len()];
+    let mut env = bound_inputs(graph, primals);
+    let mut tan: Vec<Option<Var>> = vec![None; graph.num_values()];
     for (i, ((&input, p), t)) in graph.inputs().iter().zip(primals).zip(tangents).enumerate() {
         if let Some(t) = t {
             if t.ty() != p.ty() {
@@ -69,38 +76,56 @@ pub fn jvp_graph(
                 ));
             }
         }
-        env[input.index()] = Some(p.clone());
         tan[input.index()] = t.clone().filter(|_| p.dtype().is_float());
     }
-    for (id, node) in graph.iter() {
+    for (_, node) in graph.iter() {
         if node.op.is::<Parameter>() {
             continue;
         }
-        let ins: Vec<Var> = node.inputs.iter().map(|&i| missing(&env, i)).collect::<Result<_>>()?;
+        let ins: Vec<Var> = node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
         let refs: Vec<&Var> = ins.iter().collect();
-        let out = Var::apply_op(node.op.boxed(), &refs);
+        let outs = Var::apply_op_n(node.op.boxed(), &refs, node.num_results());
         let ts: Vec<Option<Var>> = node.inputs.iter().map(|i| tan[i.index()].clone()).collect();
-        if ts.iter().any(Option::is_some) && node.ty.dtype.is_float() {
+        let any_float = node.results().any(|v| graph.ty(v).dtype().is_float());
+        if ts.iter().any(Option::is_some) && any_float {
             let hint =
                 " (register one with register_rule!(JvpRule, ...), or stop_gradient the input)";
             let rule = jvp_rules().get(node.op.as_ref(), hint)?;
-            let t = (rule.rule)(node.op.as_ref(), &ins, &ts, &out)?;
-            if let Some(t) = &t {
-                check_type("jvp rule", node.op.as_ref(), t, &node.ty)?;
+            let touts = rule.apply(node.op.as_ref(), &ins, &ts, &outs)?;
+            check_count("jvp rule", node.op.as_ref(), &touts, node.num_results())?;
+            for (v, t) in node.results().zip(touts) {
+                if let Some(t) = &t {
+                    check_type("jvp rule", node.op.as_ref(), t, graph.ty(v))?;
+                }
+                tan[v.index()] = t.filter(|_| graph.ty(v).dtype().is_float());
             }
-            tan[id.index()] = t;
         }
-        env[id.index()] = Some(out);
+        bind(&mut env, node, outs);
     }
-    let outs = graph.outputs().iter().map(|&o| missing(&env, o)).collect::<Result<_>>()?;
     let touts = graph.outputs().iter().map(|o| tan[o.index()].clone()).collect();
-    Ok((outs, touts))
+    Ok((outputs(graph, &env)?, touts))
 }
 
 /// The result of [`transpose_graph`]: the values of the outputs that are not
 /// linear (`None` for linear ones), and the cotangent of every linear input
 /// (`None`: zero, and for inputs that are not linear).
 pub type Transposed = (Vec<Option<Var>>, Vec<Option<Var>>);
+
+/// Which values of `graph` depend on an input marked `linear`.
+fn linear_values(graph: &Graph, linear: &[bool]) -> Vec<bool> {
+    let mut is_linear = vec![false; graph.num_values()];
+    for (&input, &l) in graph.inputs().iter().zip(linear) {
+        is_linear[input.index()] = l;
+    }
+    for (_, node) in graph.iter() {
+        if node.inputs.iter().any(|i| is_linear[i.index()]) {
+            for v in node.results() {
+                is_linear[v.index()] = true;
+            }
+        }
+    }
+    is_linear
+}
 
 /// Transposes the part of `graph` that is linear in the inputs marked
 /// `linear`, emitting into the trace of `known`.
@@ -124,34 +149,22 @@ pub fn transpose_graph(
     let n = graph.inputs().len();
     anvil_core::function::check_arity("transpose", Some(n), linear.len())?;
     anvil_core::function::check_arity("transpose", Some(n), known.len())?;
-    let mut is_linear = vec![false; graph.len()];
-    let mut env: Vec<Option<Var>> = vec![None; graph.len()];
+    let is_linear = linear_values(graph, linear);
+    let mut env: Vec<Option<Var>> = vec![None; graph.num_values()];
     for (i, &input) in graph.inputs().iter().enumerate() {
-        if linear[i] {
-            is_linear[input.index()] = true;
-        } else {
+        if !linear[i] {
             env[input.index()] = Some(known[i].clone().ok_or_else(|| {
                 Error::invalid("transpose", i.to_string(), "a non-linear input needs its value")
             })?);
         }
     }
     // Forward: the known part.
-    for (id, node) in graph.iter() {
-        if node.op.is::<Parameter>() {
-            continue;
-        }
-        if node.inputs.iter().any(|i| is_linear[i.index()]) {
-            is_linear[id.index()] = true;
-            continue;
-        }
-        let ins: Vec<Var> = node.inputs.iter().map(|&i| missing(&env, i)).collect::<Result<_>>()?;
-        let refs: Vec<&Var> = ins.iter().collect();
-        env[id.index()] = Some(Var::apply_op(node.op.boxed(), &refs));
-    }
+    replay(graph, &mut env, |id| !graph.node(id).results().any(|v| is_linear[v.index()]))?;
     // Backward: cotangents of the linear part.
-    let mut ct_env: Vec<Option<Var>> = vec![None; graph.len()];
-    let accumulate = |ct_env: &mut Vec<Option<Var>>, id: usize, c: Var| {
-        ct_env[id] = Some(match ct_env[id].take() {
+    let mut ct_env: Vec<Option<Var>> = vec![None; graph.num_values()];
+    let accumulate = |ct_env: &mut Vec<Option<Var>>, v: ValueId, c: Var| {
+        let i = v.index();
+        ct_env[i] = Some(match ct_env[i].take() {
             Some(acc) => acc + c,
             None => c,
         });
@@ -161,18 +174,21 @@ pub fn transpose_graph(
             if ct.ty() != graph.ty(o) && !ct.is_poisoned() {
                 return Err(Error::shape(
                     "vjp",
-                    &[ct.shape(), &graph.ty(o).shape],
+                    &[ct.shape(), graph.ty(o).shape()],
                     format!("the cotangent {} does not match its output {}", ct.ty(), graph.ty(o)),
                 ));
             }
-            accumulate(&mut ct_env, o.index(), ct.clone());
+            accumulate(&mut ct_env, o, ct.clone());
         }
     }
-    for (id, node) in graph.iter().collect::<Vec<_>>().into_iter().rev() {
-        if !is_linear[id.index()] || node.op.is::<Parameter>() {
+    for (_, node) in graph.iter().rev() {
+        if node.op.is::<Parameter>() || !node.results().any(|v| is_linear[v.index()]) {
             continue;
         }
-        let Some(ct) = ct_env[id.index()].take() else { continue };
+        let node_cts: Vec<Option<Var>> = node.results().map(|v| ct_env[v.index()].take()).collect();
+        if node_cts.iter().all(Option::is_none) {
+            continue;
+        }
         let args: Vec<LinearArg> = node
             .inputs
             .iter()
@@ -180,18 +196,18 @@ pub fn transpose_graph(
                 if is_linear[i.index()] {
                     Ok(LinearArg::Linear(graph.ty(i).clone()))
                 } else {
-                    missing(&env, i).map(LinearArg::Known)
+                    value(&env, i).map(LinearArg::Known)
                 }
             })
             .collect::<Result<_>>()?;
         let hint = " (register one with register_rule!(TransposeRule, ...))";
         let rule = transpose_rules().get(node.op.as_ref(), hint)?;
-        let in_cts = (rule.rule)(node.op.as_ref(), &ct, &args)?;
-        anvil_core::op::expect_arity(node.op.as_ref(), &in_cts, node.inputs.len())?;
+        let in_cts = rule.apply(node.op.as_ref(), &node_cts, &args)?;
+        check_count("transpose rule", node.op.as_ref(), &in_cts, node.inputs.len())?;
         for (&i, c) in node.inputs.iter().zip(in_cts) {
             if let (true, Some(c)) = (is_linear[i.index()], c) {
                 check_type("transpose rule", node.op.as_ref(), &c, graph.ty(i))?;
-                accumulate(&mut ct_env, i.index(), c);
+                accumulate(&mut ct_env, i, c);
             }
         }
     }
@@ -211,9 +227,9 @@ pub fn transpose_graph(
 /// returns which primals are float.
 fn jvp_trace(graph: &Graph, primal_types: &[TensorType]) -> Result<(Graph, Vec<bool>)> {
     let n = primal_types.len();
-    let float: Vec<bool> = primal_types.iter().map(|t| t.dtype.is_float()).collect();
+    let float: Vec<bool> = primal_types.iter().map(|t| t.dtype().is_float()).collect();
     let mut types = primal_types.to_vec();
-    types.extend(primal_types.iter().filter(|t| t.dtype.is_float()).cloned());
+    types.extend(primal_types.iter().filter(|t| t.dtype().is_float()).cloned());
     let lin = trace_with(&types, |vars| {
         let mut next = n;
         let ts: Vec<Option<Var>> = float
@@ -258,47 +274,41 @@ pub fn linearize_graph(graph: &Graph, primal_types: &[TensorType]) -> Result<Lin
     let n = primal_types.len();
     let (lin, _) = jvp_trace(graph, primal_types)?;
     let m = graph.outputs().len();
-    let mut is_linear = vec![false; lin.len()];
-    for (k, &input) in lin.inputs().iter().enumerate() {
-        is_linear[input.index()] = k >= n;
-    }
-    for (id, node) in lin.iter() {
-        if node.inputs.iter().any(|i| is_linear[i.index()]) {
-            is_linear[id.index()] = true;
-        }
-    }
+    let marks: Vec<bool> = (0..lin.inputs().len()).map(|k| k >= n).collect();
+    let is_linear = linear_values(&lin, &marks);
+    let linear_node = |id: anvil_core::NodeId| lin.node(id).results().any(|v| is_linear[v.index()]);
     // Residuals: known values read by linear nodes, or returned as tangents.
-    let mut residual: Vec<anvil_core::NodeId> = Vec::new();
-    let mut note = |id: anvil_core::NodeId| {
-        if !is_linear[id.index()] && !residual.contains(&id) {
-            residual.push(id);
+    let mut residual: Vec<ValueId> = Vec::new();
+    let mut note = |v: ValueId| {
+        if !is_linear[v.index()] && !residual.contains(&v) {
+            residual.push(v);
         }
     };
     for (id, node) in lin.iter() {
-        if is_linear[id.index()] && !node.op.is::<Parameter>() {
+        if linear_node(id) && !node.op.is::<Parameter>() {
             node.inputs.iter().for_each(|&i| note(i));
         }
     }
     lin.outputs()[m..].iter().for_each(|&o| note(o));
     let primal = trace_with(primal_types, |vars| {
-        let mut env: Vec<Option<Var>> = vec![None; lin.len()];
+        let mut env: Vec<Option<Var>> = vec![None; lin.num_values()];
         for (k, &input) in lin.inputs().iter().enumerate().take(n) {
             env[input.index()] = Some(vars[k].clone());
         }
-        replay(&lin, &mut env, |id| !is_linear[id.index()])?;
+        replay(&lin, &mut env, |id| !linear_node(id))?;
         lin.outputs()[..m].iter().chain(&residual).map(|&o| value(&env, o)).collect()
     })?;
     let mut types: Vec<TensorType> = residual.iter().map(|&r| lin.ty(r).clone()).collect();
     types.extend(lin.input_types()[n..].iter().cloned());
     let linear = trace_with(&types, |vars| {
-        let mut env: Vec<Option<Var>> = vec![None; lin.len()];
+        let mut env: Vec<Option<Var>> = vec![None; lin.num_values()];
         for (k, &r) in residual.iter().enumerate() {
             env[r.index()] = Some(vars[k].clone());
         }
         for (k, &input) in lin.inputs().iter().enumerate().skip(n) {
             env[input.index()] = Some(vars[residual.len() + k - n].clone());
         }
-        replay(&lin, &mut env, |id| is_linear[id.index()])?;
+        replay(&lin, &mut env, linear_node)?;
         lin.outputs()[m..].iter().map(|&o| value(&env, o)).collect()
     })?;
     Ok(Linearization { primal, linear, outputs: m })

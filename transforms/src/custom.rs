@@ -13,7 +13,8 @@
 //!   as a loop (`map`), which composes with every transform; forward mode is
 //!   an error naming the function, as in JAX.
 
-use crate::map::{map_loop, vmapped_body};
+use crate::map::{map_loop_many, vmapped_body};
+use crate::replay::inline_graph;
 use anvil_core::function::trace_types;
 use anvil_core::{
     register_rule, Batched, Error, Function, Graph, LinearArg, Op, PlanCache, Result, TensorType,
@@ -23,16 +24,6 @@ use anvil_ops::ad::dense;
 use anvil_ops::batching::at_front;
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent};
 use std::marker::PhantomData;
-use std::sync::Arc;
-
-/// Emits `graph` on `args` into their trace and returns its outputs.
-///
-/// # Errors
-/// A wrong number of arguments; an invalid graph.
-pub fn inline_graph(graph: &Graph, args: &[Var]) -> Result<Vec<Var>> {
-    let (outs, _) = crate::ad::jvp_graph(graph, args, &vec![None; args.len()])?;
-    Ok(outs)
-}
 
 fn types_of(args: &[Var]) -> Vec<TensorType> {
     args.iter().map(|a| a.ty().clone()).collect()
@@ -53,14 +44,10 @@ fn expect_outputs(what: &str, g: &Graph, want: &[TensorType]) -> Result<()> {
     ))
 }
 
-fn one_output(what: &str, g: &Graph) -> Result<TensorType> {
-    match g.output_types().as_slice() {
-        [t] => Ok(t.clone()),
-        ts => Err(Error::invalid(
-            what,
-            "function",
-            format!("must have exactly one output, has {}", ts.len()),
-        )),
+fn some_output(what: &str, g: &Graph) -> Result<Vec<TensorType>> {
+    match g.output_types() {
+        ts if ts.is_empty() => Err(Error::invalid(what, "function", "has no output")),
+        ts => Ok(ts),
     }
 }
 
@@ -94,8 +81,9 @@ impl<F, J, M, MJ> std::fmt::Debug for CustomJvp<F, J, M, MJ> {
 /// `f` with the forward-mode derivative `jvp` (`jax.custom_jvp`).
 ///
 /// `jvp` takes `f`'s arguments followed by one tangent per argument and
-/// returns `[f(x), tangent of f(x)]`; it must be linear in the tangents,
-/// because reverse mode transposes it. `f` has one output.
+/// returns `f`'s outputs followed by their tangents (`[f(x), tangent]` for
+/// one output); it must be linear in the tangents, because reverse mode
+/// transposes it.
 ///
 /// ```
 /// use anvil::prelude::*;
@@ -119,15 +107,15 @@ impl<M, MJ, F: Function<M>, J: Function<MJ>> Function<M> for CustomJvp<F, J, M, 
     fn arity(&self) -> Option<usize> {
         self.f.arity()
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         let types = types_of(args);
         let primal = trace_types(&self.f, &types)?;
-        let out = one_output("custom_jvp", &primal)?;
+        let outs = some_output("custom_jvp", &primal)?;
         let jvp = trace_types(&self.jvp, &[types.clone(), types].concat())?;
-        expect_outputs("custom_jvp rule", &jvp, &[out.clone(), out])?;
-        let op = CustomJvpCall { primal: Arc::new(primal), jvp: Arc::new(jvp) };
+        expect_outputs("custom_jvp rule", &jvp, &[outs.clone(), outs.clone()].concat())?;
+        let op = CustomJvpCall { primal: primal.into(), jvp: jvp.into() };
         let refs: Vec<&Var> = args.iter().collect();
-        Ok(vec![Var::apply_op(Box::new(op), &refs)])
+        Ok(Var::apply_op_n(Box::new(op), &refs, outs.len()))
     }
     fn cache(&self) -> Option<&PlanCache> {
         Some(&self.cache)
@@ -138,15 +126,20 @@ impl<M, MJ, F: Function<M>, J: Function<MJ>> Function<M> for CustomJvp<F, J, M, 
 }
 
 /// The user's jvp, inlined.
-fn jvp_custom_jvp(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+fn jvp_custom_jvp(
+    op: &dyn Op,
+    p: &[Var],
+    t: &[Option<Var>],
+    outs: &[Var],
+) -> Result<Vec<Option<Var>>> {
     let c = op.try_downcast::<CustomJvpCall>()?;
     let mut args = p.to_vec();
     args.extend(p.iter().zip(t).map(|(p, t)| dense(t, p)));
-    Ok(Some(inline_graph(&c.jvp, &args)?.swap_remove(1)))
+    Ok(inline_graph(&c.jvp, &args)?.split_off(outs.len()).into_iter().map(Some).collect())
 }
 
 /// The function and its jvp, both batched (tangents batched like their primals).
-fn vmap_custom_jvp(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+fn vmap_custom_jvp(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
     let c = op.try_downcast::<CustomJvpCall>()?;
     let axes: Vec<Option<usize>> = args.iter().map(|b| b.axis.map(|_| 0)).collect();
     let primal = vmapped_body(&c.primal, &axes, size)?;
@@ -156,12 +149,16 @@ fn vmap_custom_jvp(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched
         .map(|b| if b.axis.is_some() { at_front(b, size) } else { b.var.clone() })
         .collect();
     let refs: Vec<&Var> = vars.iter().collect();
-    let op = CustomJvpCall { primal: Arc::new(primal), jvp: Arc::new(jvp) };
-    Ok(Batched::new(Var::apply_op(Box::new(op), &refs), Some(0)))
+    let n = primal.outputs().len();
+    let op = CustomJvpCall { primal: primal.into(), jvp: jvp.into() };
+    Ok(Var::apply_op_n(Box::new(op), &refs, n)
+        .into_iter()
+        .map(|v| Batched::new(v, Some(0)))
+        .collect())
 }
 
-register_rule!(JvpRule, CustomJvpCall, jvp_custom_jvp);
-register_rule!(VmapRule, CustomJvpCall, vmap_custom_jvp);
+register_rule!(JvpRule, CustomJvpCall, many: jvp_custom_jvp);
+register_rule!(VmapRule, CustomJvpCall, many: vmap_custom_jvp);
 
 // ------------------------------------------------------------ custom_vjp
 
@@ -198,9 +195,9 @@ impl<F, Fw, B, M, MF, MB> std::fmt::Debug for CustomVjp<F, Fw, B, M, MF, MB> {
 /// `f` with the reverse-mode derivative given by `fwd` and `bwd`
 /// (`jax.custom_vjp`).
 ///
-/// `fwd` takes `f`'s arguments and returns `[f(x), residuals...]`; `bwd`
-/// takes the residuals and the output's cotangent and returns one cotangent
-/// per argument of `f`. Reverse mode (`grad`, `vjp`, `jacrev`, and `vmap` of
+/// `fwd` takes `f`'s arguments and returns `[f(x)..., residuals...]` (the
+/// function's outputs first); `bwd` takes the residuals and one cotangent
+/// per output and returns one cotangent per argument of `f`. Reverse mode (`grad`, `vjp`, `jacrev`, and `vmap` of
 /// them) uses them; forward mode (`jvp`, `jacfwd`) is an error, as in JAX.
 ///
 /// ```
@@ -232,26 +229,27 @@ impl<M, MF, MB, F: Function<M>, Fw: Function<MF>, B: Function<MB>> Function<M>
     fn arity(&self) -> Option<usize> {
         self.f.arity()
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         let types = types_of(args);
         let primal = trace_types(&self.f, &types)?;
-        let out = one_output("custom_vjp", &primal)?;
+        let outs = some_output("custom_vjp", &primal)?;
         let fwd = trace_types(&self.fwd, &types)?;
         let fwd_out = fwd.output_types();
-        if fwd_out.first() != Some(&out) {
+        if !fwd_out.starts_with(&outs) {
+            let show: Vec<String> = outs.iter().map(ToString::to_string).collect();
             return Err(Error::invalid(
                 "custom_vjp fwd",
                 "outputs",
-                format!("must start with the function's output {out}"),
+                format!("must start with the function's outputs ({})", show.join(", ")),
             ));
         }
-        let mut bwd_in = fwd_out[1..].to_vec();
-        bwd_in.push(out);
+        let mut bwd_in = fwd_out[outs.len()..].to_vec();
+        bwd_in.extend(outs.iter().cloned());
         let bwd = trace_types(&self.bwd, &bwd_in)?;
         expect_outputs("custom_vjp bwd", &bwd, &types)?;
-        let op = CustomVjpCall { primal: Arc::new(primal), fwd: Arc::new(fwd), bwd: Arc::new(bwd) };
+        let op = CustomVjpCall { primal: primal.into(), fwd: fwd.into(), bwd: bwd.into() };
         let refs: Vec<&Var> = args.iter().collect();
-        Ok(vec![Var::apply_op(Box::new(op), &refs)])
+        Ok(Var::apply_op_n(Box::new(op), &refs, outs.len()))
     }
     fn cache(&self) -> Option<&PlanCache> {
         Some(&self.cache)
@@ -262,21 +260,32 @@ impl<M, MF, MB, F: Function<M>, Fw: Function<MF>, B: Function<MB>> Function<M>
 }
 
 /// Residuals from `fwd`, then a tangent node that only reverse mode can use.
-fn jvp_custom_vjp(op: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+fn jvp_custom_vjp(
+    op: &dyn Op,
+    p: &[Var],
+    t: &[Option<Var>],
+    outs: &[Var],
+) -> Result<Vec<Option<Var>>> {
     let c = op.try_downcast::<CustomVjpCall>()?;
     if t.iter().all(Option::is_none) {
-        return Ok(None);
+        return Ok(vec![None; outs.len()]);
     }
-    let mut operands: Vec<Var> = inline_graph(&c.fwd, p)?.split_off(1);
+    let mut operands: Vec<Var> = inline_graph(&c.fwd, p)?.split_off(outs.len());
     let residuals = operands.len();
     operands.extend(p.iter().zip(t).map(|(p, t)| dense(t, p)));
     let refs: Vec<&Var> = operands.iter().collect();
-    let op = CustomVjpTangent { bwd: c.bwd.clone(), residuals, out: out.ty().clone() };
-    Ok(Some(Var::apply_op(Box::new(op), &refs)))
+    let types = outs.iter().map(|o| o.ty().clone()).collect();
+    let op = CustomVjpTangent { bwd: c.bwd.clone(), residuals, outs: types };
+    Ok(Var::apply_op_n(Box::new(op), &refs, outs.len()).into_iter().map(Some).collect())
 }
 
-/// The transpose of the tangent node is the user's `bwd`.
-fn transpose_custom_vjp(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+/// The transpose of the tangent node is the user's `bwd` (zero cotangents
+/// where an output has none).
+fn transpose_custom_vjp(
+    op: &dyn Op,
+    cts: &[Option<Var>],
+    args: &[LinearArg],
+) -> Result<Vec<Option<Var>>> {
     let c = op.try_downcast::<CustomVjpTangent>()?;
     let mut inputs = args[..c.residuals]
         .iter()
@@ -286,14 +295,21 @@ fn transpose_custom_vjp(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec
                 .ok_or_else(|| Error::invalid(op.name(), "transpose", "residuals must be known"))
         })
         .collect::<Result<Vec<Var>>>()?;
-    inputs.push(ct.clone());
+    let like = inputs.first().or_else(|| cts.iter().flatten().next()).cloned();
+    for (ct, ty) in cts.iter().zip(&c.outs) {
+        inputs.push(match (ct, &like) {
+            (Some(ct), _) => ct.clone(),
+            (None, Some(l)) => anvil_ops::ad::zeros(l, ty),
+            (None, None) => return Err(Error::invalid(op.name(), "transpose", "no cotangent")),
+        });
+    }
     let cts = inline_graph(&c.bwd, &inputs)?;
     let mut out: Vec<Option<Var>> = vec![None; c.residuals];
     out.extend(args[c.residuals..].iter().zip(cts).map(|(a, ct)| a.is_linear().then_some(ct)));
     Ok(out)
 }
 
-register_rule!(JvpRule, CustomVjpCall, jvp_custom_vjp);
-register_rule!(VmapRule, CustomVjpCall, map_loop);
-register_rule!(TransposeRule, CustomVjpTangent, transpose_custom_vjp);
-register_rule!(VmapRule, CustomVjpTangent, map_loop);
+register_rule!(JvpRule, CustomVjpCall, many: jvp_custom_vjp);
+register_rule!(VmapRule, CustomVjpCall, many: map_loop_many);
+register_rule!(TransposeRule, CustomVjpTangent, many: transpose_custom_vjp);
+register_rule!(VmapRule, CustomVjpTangent, many: map_loop_many);

@@ -17,6 +17,7 @@ use anvil_core::{
 };
 use anvil_ops::ad::dense;
 use anvil_ops::batching::at_front;
+use anvil_ops::constant::Basis;
 use anvil_ops::VarExt;
 use std::marker::PhantomData;
 
@@ -107,7 +108,7 @@ impl<M, F: Function<M>> Function<M> for Jvp<F, M> {
     fn arity(&self) -> Option<usize> {
         self.f.arity().map(|n| 2 * n)
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         if args.len() % 2 != 0 {
             return Err(Error::invalid(
                 "jvp",
@@ -163,7 +164,7 @@ impl<M, F: Function<M>> Function<M> for Vjp<F, M> {
     fn arity(&self) -> Option<usize> {
         None
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         let n = fixed_arity(&self.f, "vjp")?;
         if args.len() < n {
             return Err(Error::Arity {
@@ -256,14 +257,14 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Grad<F, M, O> {
     fn arity(&self) -> Option<usize> {
         self.f.arity()
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         let what = if self.with_value { "value_and_grad" } else { "grad" };
         check_argnums(what, &self.argnums, args)?;
         let graph = trace_types(&self.f, &types_of(args))?;
         let out = match graph.output_types()[..] {
-            [ref t] if t.shape.is_empty() && t.dtype.is_float() => t.clone(),
+            [ref t] if t.shape().is_empty() && t.dtype().is_float() => t.clone(),
             ref ts => {
-                let shapes: Vec<&[usize]> = ts.iter().map(|t| &t.shape[..]).collect();
+                let shapes: Vec<&[usize]> = ts.iter().map(|t| t.shape()).collect();
                 return Err(Error::shape(
                     what,
                     &shapes,
@@ -274,7 +275,7 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Grad<F, M, O> {
                 ));
             }
         };
-        let one = args[0].constant_like(Tensor::scalar(1.0).cast(out.dtype));
+        let one = args[0].scalar_like(1.0).cast(out.dtype());
         let (outs, in_cts) = vjp_graph(&graph, args, &[Some(one)])?;
         let grads = self.argnums.iter().map(|&a| dense(&in_cts[a], &args[a]));
         Ok(if self.with_value { outs.into_iter().chain(grads).collect() } else { grads.collect() })
@@ -394,22 +395,9 @@ impl<F, M, O> Jacobian<F, M, O> {
 /// numel(ty)`), the basis axis last: `shape ++ [len]` (`[len] ++ shape`
 /// with `front`). With the axis last, a chain of elementwise ops keeps it
 /// last and the Jacobian `[out..., in...]` needs no transpose at the end.
-/// Built per chunk, so `chunk_size` bounds the seed too.
-fn basis(like: &Var, ty: &TensorType, start: usize, len: usize, front: bool) -> Result<Var> {
-    let n = ty.numel();
-    let value = |row: usize, col: usize| if start + row == col { 1.0 } else { 0.0 };
-    let data: Vec<f64> = if front {
-        (0..len * n).map(|i| value(i / n, i % n)).collect()
-    } else {
-        (0..n * len).map(|i| value(i % len, i / len)).collect()
-    };
-    let mut shape = ty.shape.clone();
-    if front {
-        shape.insert(0, len);
-    } else {
-        shape.push(len);
-    }
-    Ok(like.constant_like(Tensor::from_vec(data, &shape)?.cast(ty.dtype)))
+/// A [`Basis`] op, built per chunk: never a dense constant.
+fn basis(like: &Var, ty: &TensorType, start: usize, len: usize, front: bool) -> Var {
+    like.tracer().apply(Box::new(Basis::seed(ty, start, len, front)), &[])
 }
 
 /// `graph` (whose last input is the seed) vmapped over the basis of `ty`,
@@ -425,7 +413,7 @@ fn over_basis(
     let seed_axis = if front { 0 } else { ty.rank() };
     let like = args.first().ok_or_else(|| Error::invalid("jacobian", "arguments", "none given"))?;
     let with_seed = |start: usize, len: usize| -> Result<Vec<Batched>> {
-        let seed = Batched::new(basis(like, ty, start, len, front)?, Some(seed_axis));
+        let seed = Batched::new(basis(like, ty, start, len, front), Some(seed_axis));
         Ok(args.iter().map(|a| Batched::new(a.clone(), None)).chain([seed]).collect())
     };
     match chunk {
@@ -464,7 +452,7 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Jacobian<F, M, O
     fn arity(&self) -> Option<usize> {
         self.f.arity()
     }
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         let what = if self.forward { "jacfwd" } else { "jacrev" };
         check_argnums(what, &self.argnums, args)?;
         let types = types_of(args);
@@ -477,16 +465,16 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Jacobian<F, M, O
                 let size = types[a].numel();
                 let outs = over_basis(&tangent_fn, args, &types[a], false, self.chunk_size)?;
                 for (k, o) in outs.iter().enumerate() {
-                    jac[k].push(jacobian_block(o, size, &types[a].shape, true));
+                    jac[k].push(jacobian_block(o, size, types[a].shape(), true));
                 }
             }
         } else {
             for (k, out) in out_types.iter().enumerate() {
-                if !out.dtype.is_float() {
+                if !out.dtype().is_float() {
                     return Err(Error::dtype(
                         what,
                         format!("output {k}"),
-                        out.dtype,
+                        out.dtype(),
                         "a float type",
                     ));
                 }
@@ -494,7 +482,7 @@ impl<M, F: Function<M>, O: anvil_core::Outputs> Function<M> for Jacobian<F, M, O
                 let size = out.numel();
                 let outs = over_basis(&ct_fn, args, out, true, self.chunk_size)?;
                 for o in &outs {
-                    jac[k].push(jacobian_block(o, size, &out.shape, false));
+                    jac[k].push(jacobian_block(o, size, out.shape(), false));
                 }
             }
         }

@@ -3,9 +3,13 @@
 //! Transforms are interpreters: a walk over a graph in topological order
 //! that looks each node's rule up in a registry and calls it, building a new
 //! graph through the same `Var` API users write programs with. They hold no
-//! per-op knowledge. This crate holds [`vmap`] (the batching transform) and
-//! the graph passes: dead-code elimination ([`dce`]) and
-//! common-subexpression elimination ([`cse`]).
+//! per-op knowledge. This crate holds the transforms ([`vmap`], [`jvp`],
+//! [`vjp`], [`grad`], [`jacfwd`], [`jacrev`], [`hessian`], [`map`], custom
+//! derivatives), the graph passes ([`dce`], [`cse`], [`fold_constants`],
+//! the rewrite engine [`rewrite`]) and the compile pipeline
+//! ([`optimize`], [`compile`]) that a backend plugs into through the
+//! `anvil_core::Backend` trait: constant folding runs kernels, so the backend is an
+//! argument of the pipeline, never a dependency of this crate.
 #![warn(missing_docs)]
 
 pub mod ad;
@@ -13,12 +17,17 @@ pub mod custom;
 pub mod diff;
 pub mod map;
 pub mod passes;
-mod replay;
+pub mod pipeline;
+pub mod replay;
+pub mod rewrite;
 pub mod vmap;
 
 pub use ad::{jvp_graph, linearize_graph, transpose_graph, vjp_graph, Linearization};
-pub use custom::{custom_jvp, custom_vjp, inline_graph, CustomJvp, CustomVjp};
+pub use custom::{custom_jvp, custom_vjp, CustomJvp, CustomVjp};
 pub use diff::{grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, Grad, Jacobian, Jvp, Vjp};
 pub use map::{map, map_fallback, map_fallbacks, MapFn};
-pub use passes::{cse, dce, simplify};
+pub use passes::{cse, dce, fold_constants, map_bodies};
+pub use pipeline::{compile, optimize};
+pub use replay::inline_graph;
+pub use rewrite::rewrite;
 pub use vmap::{vmap, vmap_graph, vmap_graph_by_chunks, vmap_graph_chunked, InAxes, Vmap};

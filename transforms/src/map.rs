@@ -14,12 +14,12 @@
 //! ([`map_fallback`]), printing a one-time warning naming the op.
 
 use crate::passes::dce;
-use crate::replay::{drop_unused_inputs, replay, value};
+use crate::replay::{drop_unused_inputs, outputs, replay, value};
 use crate::vmap::{axes_for, batch_args, vmap_graph, InAxes};
 use anvil_core::function::trace_types;
 use anvil_core::{
-    register_rule, trace_with, Batched, Error, Function, Graph, Op, PlanCache, Result, TensorType,
-    Var,
+    register_rule, trace_with, Batched, Error, Function, Graph, NodeId, Op, Parameter, PlanCache,
+    Result, TensorType, ValueId, Var,
 };
 use anvil_ops::ad::dense;
 use anvil_ops::batching::{at_front, move_axis};
@@ -27,29 +27,23 @@ use anvil_ops::control::Map;
 use anvil_ops::{concatenate, VarExt};
 use std::any::TypeId;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-/// Emits one `Map` node per output of `body`, over `args` whose batch axis
-/// is 0 (mapped) or absent (shared). Each node's body is `body` cut down to
-/// that output, so nodes never carry dead code.
+/// Emits one `Map` node over `args` whose batch axis is 0 (mapped) or
+/// absent (shared), returning one stacked value per output of `body`.
 ///
 /// Work in the body that depends only on shared operands (loop-invariant)
 /// is hoisted out and done once, before the loop: the values the loop needs
-/// from it become extra shared operands.
+/// from it become extra shared operands. Operands the body does not read
+/// are dropped.
 pub(crate) fn emit_map(body: &Graph, args: &[Batched], size: usize) -> Result<Vec<Var>> {
     let (body, args) = hoist_invariants(body, args)?;
-    body.outputs()
-        .iter()
-        .map(|&o| {
-            let mut one = body.clone();
-            one.set_outputs(vec![o]);
-            let (one, kept) = drop_unused_inputs(&dce(&one)?)?;
-            let mapped = kept.iter().map(|&k| args[k].axis.is_some()).collect();
-            let refs: Vec<&Var> = kept.iter().map(|&k| &args[k].var).collect();
-            let op = Map { body: Arc::new(one), mapped, size };
-            Ok(Var::apply_op(Box::new(op), &refs))
-        })
-        .collect()
+    let (body, kept) = drop_unused_inputs(&dce(&body)?)?;
+    let mapped = kept.iter().map(|&k| args[k].axis.is_some()).collect();
+    let refs: Vec<&Var> = kept.iter().map(|&k| &args[k].var).collect();
+    let n = body.outputs().len();
+    let op = Map { body: body.into(), mapped, size };
+    Ok(Var::apply_op_n(Box::new(op), &refs, n))
 }
 
 /// Splits off the loop-invariant part of `body`: nodes with operands that
@@ -57,20 +51,23 @@ pub(crate) fn emit_map(body: &Graph, args: &[Batched], size: usize) -> Result<Ve
 /// computed here, in the caller's trace, and passed to a new body as shared
 /// operands. Nodes without operands (constants) stay in the body.
 fn hoist_invariants(body: &Graph, args: &[Batched]) -> Result<(Graph, Vec<Batched>)> {
-    let mut variant = vec![false; body.len()];
+    let mut variant = vec![false; body.num_values()];
     for (&input, a) in body.inputs().iter().zip(args) {
         variant[input.index()] = a.axis.is_some();
     }
-    for (id, node) in body.iter() {
-        variant[id.index()] |= node.inputs.iter().any(|i| variant[i.index()]);
+    for (_, node) in body.iter() {
+        if node.inputs.iter().any(|i| variant[i.index()]) {
+            node.results().for_each(|v| variant[v.index()] = true);
+        }
     }
-    let hoistable = |id: anvil_core::NodeId| {
-        let node = body.node(id);
-        !variant[id.index()] && !node.inputs.is_empty() && !node.op.is::<anvil_core::Parameter>()
+    let varies = |id: NodeId| body.node(id).results().any(|v| variant[v.index()]);
+    let hoistable = |v: ValueId| {
+        let node = body.producer_node(v);
+        !variant[v.index()] && !node.inputs.is_empty() && !node.op.is::<Parameter>()
     };
-    let mut frontier: Vec<anvil_core::NodeId> = Vec::new();
+    let mut frontier: Vec<ValueId> = Vec::new();
     for (id, node) in body.iter() {
-        if variant[id.index()] {
+        if varies(id) {
             for &i in &node.inputs {
                 if hoistable(i) && !frontier.contains(&i) {
                     frontier.push(i);
@@ -87,28 +84,28 @@ fn hoist_invariants(body: &Graph, args: &[Batched]) -> Result<(Graph, Vec<Batche
         return Ok((body.clone(), args.to_vec()));
     }
     // The invariant values, once, from the shared operands.
-    let mut env: Vec<Option<Var>> = vec![None; body.len()];
+    let mut env: Vec<Option<Var>> = vec![None; body.num_values()];
     for (&input, a) in body.inputs().iter().zip(args) {
         if a.axis.is_none() {
             env[input.index()] = Some(a.var.clone());
         }
     }
-    replay(body, &mut env, |id| !variant[id.index()])?;
+    replay(body, &mut env, |id| !varies(id))?;
     let hoisted: Vec<Var> = frontier.iter().map(|&f| value(&env, f)).collect::<Result<_>>()?;
     // The new body reads the hoisted values as inputs.
     let mut types = body.input_types();
     types.extend(hoisted.iter().map(|h| h.ty().clone()));
     let n = body.inputs().len();
     let new_body = trace_with(&types, |vars| {
-        let mut env: Vec<Option<Var>> = vec![None; body.len()];
+        let mut env: Vec<Option<Var>> = vec![None; body.num_values()];
         for (k, &input) in body.inputs().iter().enumerate() {
             env[input.index()] = Some(vars[k].clone());
         }
         for (k, f) in frontier.iter().enumerate() {
             env[f.index()] = Some(vars[n + k].clone());
         }
-        replay(body, &mut env, |id| !hoistable(id))?;
-        body.outputs().iter().map(|&o| value(&env, o)).collect()
+        replay(body, &mut env, |id| body.node(id).results().all(|v| !hoistable(v)))?;
+        outputs(body, &env)
     })?;
     let mut new_args = args.to_vec();
     new_args.extend(hoisted.into_iter().map(|h| Batched::new(h, None)));
@@ -125,8 +122,8 @@ pub(crate) fn vmapped_body(body: &Graph, axes: &[Option<usize>], size: usize) ->
         .map(|(t, a)| match a {
             Some(_) => {
                 let mut shape = vec![size];
-                shape.extend_from_slice(&t.shape);
-                TensorType::new(t.dtype, shape)
+                shape.extend_from_slice(t.shape());
+                t.with_shape(shape)
             }
             None => t,
         })
@@ -141,8 +138,8 @@ pub(crate) fn vmapped_body(body: &Graph, axes: &[Option<usize>], size: usize) ->
 
 /// The batching rule of `Map`: the body is vmapped, the loop stays a loop.
 /// Mapped operands get the new batch axis right after the loop axis, shared
-/// ones in front; the result's batch axis is 1.
-fn vmap_map(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+/// ones in front; the results' batch axis is 1.
+fn vmap_map(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
     let m = op.try_downcast::<Map>()?;
     anvil_core::op::expect_arity(op, args, m.mapped.len())?;
     let mut operands = Vec::with_capacity(args.len());
@@ -155,12 +152,16 @@ fn vmap_map(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
         axes.push(b.axis.map(|_| 0));
     }
     let body = vmapped_body(&m.body, &axes, size)?;
-    let op = Map { body: Arc::new(body), mapped: m.mapped.clone(), size: m.size };
+    let n = body.outputs().len();
+    let op = Map { body: body.into(), mapped: m.mapped.clone(), size: m.size };
     let refs: Vec<&Var> = operands.iter().collect();
-    Ok(Batched::new(Var::apply_op(Box::new(op), &refs), Some(1)))
+    Ok(Var::apply_op_n(Box::new(op), &refs, n)
+        .into_iter()
+        .map(|v| Batched::new(v, Some(1)))
+        .collect())
 }
 
-register_rule!(VmapRule, Map, vmap_map);
+register_rule!(VmapRule, Map, many: vmap_map);
 
 static FALLBACKS: Mutex<Vec<(TypeId, &'static str)>> = Mutex::new(Vec::new());
 
@@ -176,9 +177,9 @@ pub fn map_fallbacks() -> Vec<&'static str> {
 ///
 /// # Errors
 /// The op's shape rule failing on the element types.
-pub fn map_fallback(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+pub fn map_fallback(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
     warn_once(op);
-    map_loop(op, args, size)
+    map_loop_many(op, args, size)
 }
 
 fn warn_once(op: &dyn Op) {
@@ -196,18 +197,37 @@ fn warn_once(op: &dyn Op) {
 
 /// A batching rule that loops: `op` alone as the body of a `Map` over the
 /// batched operands (the rule of ops that are best run one element at a
-/// time, and the fallback for ops without a rule).
+/// time, and the fallback for ops without a rule). For ops with one result.
 ///
 /// # Errors
 /// The op's shape rule failing on the element types.
 pub fn map_loop(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let mut outs = map_loop_many(op, args, size)?;
+    match outs.len() {
+        1 => Ok(outs.swap_remove(0)),
+        n => Err(Error::invalid(
+            op.name(),
+            "results",
+            format!("map_loop takes ops with one result; this one has {n} (use map_loop_many)"),
+        )),
+    }
+}
+
+/// [`map_loop`] for ops with any number of results.
+///
+/// # Errors
+/// The op's shape rule failing on the element types.
+pub fn map_loop_many(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
     let types: Vec<TensorType> = args.iter().map(Batched::logical_type).collect();
     let body = trace_with(&types, |vars| {
         let refs: Vec<&Var> = vars.iter().collect();
-        Ok(vec![Var::apply_op(op.boxed(), &refs)])
+        let tracer = vars
+            .first()
+            .map_or_else(anvil_core::trace::current_or_detached, |v| v.tracer().clone());
+        tracer.try_apply(op.boxed(), &refs)
     })?;
-    let out = emit_map(&body, &batch_in_front(args, size), size)?.remove(0);
-    Ok(Batched::new(out, Some(0)))
+    let outs = emit_map(&body, &batch_in_front(args, size), size)?;
+    Ok(outs.into_iter().map(|o| Batched::new(o, Some(0))).collect())
 }
 
 /// The operands of a loop: batched ones with their batch axis in front
@@ -296,7 +316,7 @@ impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
         self.f.arity()
     }
 
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         let axes = axes_for("map", &self.in_axes, args.len())?;
         if axes.iter().all(Option::is_none) {
             return Err(Error::invalid(
@@ -371,8 +391,14 @@ impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
 // ---------------------------------------------------------- derivatives
 
 /// The jvp of `Map`: a map of the body's jvp, over the primals and the
-/// tangents (a tangent is mapped exactly when its primal is).
-fn jvp_map(op: &dyn Op, primals: &[Var], tangents: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+/// tangents (a tangent is mapped exactly when its primal is); one tangent
+/// per result.
+fn jvp_map(
+    op: &dyn Op,
+    primals: &[Var],
+    tangents: &[Option<Var>],
+    _: &[Var],
+) -> Result<Vec<Option<Var>>> {
     let m = op.try_downcast::<Map>()?;
     let body_in = m.body.input_types();
     let with_t: Vec<usize> = (0..primals.len()).filter(|&i| tangents[i].is_some()).collect();
@@ -385,7 +411,7 @@ fn jvp_map(op: &dyn Op, primals: &[Var], tangents: &[Option<Var>], _: &Var) -> R
             ts[i] = Some(vars[n + k].clone());
         }
         let (outs, touts) = crate::ad::jvp_graph(&m.body, &vars[..n], &ts)?;
-        Ok(vec![dense(&touts[0], &outs[0])])
+        Ok(touts.iter().zip(&outs).map(|(t, o)| dense(t, o)).collect())
     })?;
     let mut args: Vec<Batched> = primals
         .iter()
@@ -398,53 +424,54 @@ fn jvp_map(op: &dyn Op, primals: &[Var], tangents: &[Option<Var>], _: &Var) -> R
             m.mapped[i].then_some(0),
         )
     }));
-    Ok(Some(emit_map(&body, &args, m.size)?.remove(0)))
+    Ok(emit_map(&body, &args, m.size)?.into_iter().map(Some).collect())
 }
 
 /// The transpose of a `Map` linear in some operands: a map of the body's
-/// transpose over the known operands and the cotangent; a shared (unmapped)
-/// linear operand's cotangent is summed over the loop.
+/// transpose over the known operands and the cotangents (zeros where a
+/// result has none); a shared (unmapped) linear operand's cotangent is
+/// summed over the loop.
 fn transpose_map(
     op: &dyn Op,
-    ct: &Var,
+    cts: &[Option<Var>],
     args: &[anvil_core::LinearArg],
 ) -> Result<Vec<Option<Var>>> {
     let m = op.try_downcast::<Map>()?;
     let body_in = m.body.input_types();
+    let body_out = m.body.output_types();
     let linear: Vec<bool> = args.iter().map(anvil_core::LinearArg::is_linear).collect();
     let known_idx: Vec<usize> = (0..args.len()).filter(|&i| !linear[i]).collect();
+    let with_ct: Vec<usize> = (0..cts.len()).filter(|&k| cts[k].is_some()).collect();
     let mut types: Vec<TensorType> = known_idx.iter().map(|&i| body_in[i].clone()).collect();
-    types.push(m.body.output_types()[0].clone());
+    types.extend(with_ct.iter().map(|&k| body_out[k].clone()));
     let body = trace_with(&types, |vars| {
         let mut known: Vec<Option<Var>> = vec![None; args.len()];
         for (k, &i) in known_idx.iter().enumerate() {
             known[i] = Some(vars[k].clone());
         }
-        let ct = vars[known_idx.len()].clone();
-        let (_, cts) = crate::ad::transpose_graph(&m.body, &linear, &known, &[Some(ct)])?;
+        let mut body_cts: Vec<Option<Var>> = vec![None; body_out.len()];
+        for (j, &k) in with_ct.iter().enumerate() {
+            body_cts[k] = Some(vars[known_idx.len() + j].clone());
+        }
+        let (_, in_cts) = crate::ad::transpose_graph(&m.body, &linear, &known, &body_cts)?;
+        let like = &vars[known_idx.len()];
         // One output per linear operand, zeros where the cotangent is zero.
         Ok((0..args.len())
             .filter(|&i| linear[i])
-            .map(|i| {
-                cts[i].clone().unwrap_or_else(|| {
-                    vars[known_idx.len()].constant_like(anvil_core::Tensor::zeros_of(
-                        &body_in[i].shape,
-                        body_in[i].dtype,
-                    ))
-                })
-            })
+            .map(|i| in_cts[i].clone().unwrap_or_else(|| anvil_ops::ad::zeros(like, &body_in[i])))
             .collect())
     })?;
     let mut operands: Vec<Batched> = known_idx
         .iter()
         .map(|&i| {
-            Batched::new(
-                args[i].known().cloned().unwrap_or_else(|| ct.clone()),
-                m.mapped[i].then_some(0),
-            )
+            let v = args[i].known().cloned().ok_or_else(|| {
+                Error::invalid("map", "transpose", "a known operand has no value")
+            })?;
+            Ok(Batched::new(v, m.mapped[i].then_some(0)))
         })
-        .collect();
-    operands.push(Batched::new(ct.clone(), Some(0)));
+        .collect::<Result<_>>()?;
+    operands
+        .extend(with_ct.iter().filter_map(|&k| cts[k].clone()).map(|c| Batched::new(c, Some(0))));
     let mut outs = emit_map(&body, &operands, m.size)?.into_iter();
     Ok((0..args.len())
         .map(|i| {
@@ -457,5 +484,5 @@ fn transpose_map(
         .collect())
 }
 
-register_rule!(JvpRule, Map, jvp_map);
-register_rule!(TransposeRule, Map, transpose_map);
+register_rule!(JvpRule, Map, many: jvp_map);
+register_rule!(TransposeRule, Map, many: transpose_map);

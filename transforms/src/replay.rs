@@ -2,12 +2,12 @@
 //! the transforms that copy part of a graph (inlining, hoisting, splitting
 //! a linearization).
 
-use anvil_core::{Error, Graph, NodeId, Parameter, Result, Var};
+use anvil_core::{Error, Graph, Node, NodeId, Parameter, Result, ValueId, Var};
 
-/// Emits every node of `g` that `env` does not hold yet and `include`
-/// accepts, in order, reading operands from `env` and storing results
-/// there. Parameters are never emitted: bind the inputs a caller needs in
-/// `env` first.
+/// Emits every node of `g` whose results `env` does not hold yet and that
+/// `include` accepts, in order, reading operands from `env` and storing
+/// results there. Parameters are never emitted: bind the inputs a caller
+/// needs in `env` first.
 ///
 /// # Errors
 /// A node whose operand is neither bound nor emitted.
@@ -17,24 +17,67 @@ pub(crate) fn replay(
     include: impl Fn(NodeId) -> bool,
 ) -> Result<()> {
     for (id, node) in g.iter() {
-        if env[id.index()].is_some() || node.op.is::<Parameter>() || !include(id) {
+        let done = node.num_results() > 0 && env[node.out().index()].is_some();
+        if node.op.is::<Parameter>() || !include(id) || done {
             continue;
         }
-        let ins: Vec<Var> = node.inputs.iter().map(|i| value(env, *i)).collect::<Result<_>>()?;
-        let refs: Vec<&Var> = ins.iter().collect();
-        env[id.index()] = Some(Var::apply_op(node.op.boxed(), &refs));
+        let outs = emit(node, env)?;
+        bind(env, node, outs);
     }
     Ok(())
+}
+
+/// `node`'s op applied to its operands' values in `env`, in their trace.
+pub(crate) fn emit(node: &Node, env: &[Option<Var>]) -> Result<Vec<Var>> {
+    let ins: Vec<Var> = node.inputs.iter().map(|&i| value(env, i)).collect::<Result<_>>()?;
+    let refs: Vec<&Var> = ins.iter().collect();
+    Ok(Var::apply_op_n(node.op.boxed(), &refs, node.num_results()))
+}
+
+/// Stores `values` as the results of `node`.
+pub(crate) fn bind<T>(env: &mut [Option<T>], node: &Node, values: impl IntoIterator<Item = T>) {
+    for (v, x) in node.results().zip(values) {
+        env[v.index()] = Some(x);
+    }
 }
 
 /// The value bound to `id`.
 ///
 /// # Errors
 /// [`Error::InvalidGraph`] when it is not bound.
-pub(crate) fn value(env: &[Option<Var>], id: NodeId) -> Result<Var> {
-    env[id.index()]
-        .clone()
-        .ok_or_else(|| Error::InvalidGraph { node: id.index(), msg: "value not computed".into() })
+pub(crate) fn value<T: Clone>(env: &[Option<T>], id: ValueId) -> Result<T> {
+    env[id.index()].clone().ok_or_else(|| Error::InvalidGraph {
+        node: id.index(),
+        msg: format!("value {id} not computed"),
+    })
+}
+
+/// `g`'s outputs read from `env`.
+///
+/// # Errors
+/// An output not computed.
+pub(crate) fn outputs<T: Clone>(g: &Graph, env: &[Option<T>]) -> Result<Vec<T>> {
+    g.outputs().iter().map(|&o| value(env, o)).collect()
+}
+
+/// An environment of `g`'s size with `args` bound to its inputs.
+pub(crate) fn bound_inputs<T: Clone>(g: &Graph, args: &[T]) -> Vec<Option<T>> {
+    let mut env = vec![None; g.num_values()];
+    for (&input, a) in g.inputs().iter().zip(args) {
+        env[input.index()] = Some(a.clone());
+    }
+    env
+}
+
+/// Emits `graph` on `args` into their trace and returns its outputs.
+///
+/// # Errors
+/// A wrong number of arguments; an invalid graph.
+pub fn inline_graph(graph: &Graph, args: &[Var]) -> Result<Vec<Var>> {
+    anvil_core::function::check_arity("inline", Some(graph.inputs().len()), args.len())?;
+    let mut env = bound_inputs(graph, args);
+    replay(graph, &mut env, |_| true)?;
+    outputs(graph, &env)
 }
 
 /// `g` without the inputs nothing reads, and the positions of the inputs kept.
@@ -42,7 +85,7 @@ pub(crate) fn value(env: &[Option<Var>], id: NodeId) -> Result<Var> {
 /// # Errors
 /// An invalid graph.
 pub(crate) fn drop_unused_inputs(g: &Graph) -> Result<(Graph, Vec<usize>)> {
-    let mut used = vec![false; g.len()];
+    let mut used = vec![false; g.num_values()];
     for (_, node) in g.iter() {
         for i in &node.inputs {
             used[i.index()] = true;
@@ -57,12 +100,12 @@ pub(crate) fn drop_unused_inputs(g: &Graph) -> Result<(Graph, Vec<usize>)> {
     }
     let types: Vec<_> = kept.iter().map(|&k| g.ty(g.inputs()[k]).clone()).collect();
     let pruned = anvil_core::trace_with(&types, |vars| {
-        let mut env: Vec<Option<Var>> = vec![None; g.len()];
+        let mut env: Vec<Option<Var>> = vec![None; g.num_values()];
         for (v, &k) in vars.iter().zip(&kept) {
             env[g.inputs()[k].index()] = Some(v.clone());
         }
         replay(g, &mut env, |_| true)?;
-        g.outputs().iter().map(|&o| value(&env, o)).collect()
+        outputs(g, &env)
     })?;
     Ok((pruned, kept))
 }

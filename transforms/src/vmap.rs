@@ -12,6 +12,7 @@
 //! [`Map`](anvil_ops::control::Map) node whose body is the op), with a
 //! one-time warning naming the op; see [`crate::map`].
 
+use crate::replay::{bind, bound_inputs, outputs, value};
 use anvil_core::function::{check_arity, trace_types};
 use anvil_core::shape::normalize_axis;
 use anvil_core::{
@@ -28,7 +29,7 @@ use std::marker::PhantomData;
 /// # Errors
 /// An op without a batching rule; a rule's error.
 pub fn vmap_graph(graph: &Graph, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
-    vmap_graph_sharing(graph, args, size, &mut vec![None; graph.len()])
+    vmap_graph_sharing(graph, args, size, &mut vec![None; graph.num_values()])
 }
 
 /// [`vmap_graph`] that reuses, and fills, `shared`: the values of nodes that
@@ -41,50 +42,54 @@ fn vmap_graph_sharing(
     shared: &mut [Option<Var>],
 ) -> Result<Vec<Batched>> {
     check_arity("vmap", Some(graph.inputs().len()), args.len())?;
-    let mut env: Vec<Option<Batched>> = vec![None; graph.len()];
-    for (&input, arg) in graph.inputs().iter().zip(args) {
-        env[input.index()] = Some(arg.clone());
-    }
+    let mut env = bound_inputs(graph, args);
     for (id, node) in graph.iter() {
         if node.op.is::<Parameter>() {
             continue;
         }
-        let ins: Vec<Batched> = node
-            .inputs
-            .iter()
-            .map(|i| {
-                env[i.index()].clone().ok_or_else(|| Error::InvalidGraph {
-                    node: id.index(),
-                    msg: "input not computed".into(),
-                })
-            })
-            .collect::<Result<_>>()?;
-        let out = if ins.iter().all(|b| b.axis.is_none()) {
-            let var = shared[id.index()].get_or_insert_with(|| {
-                let vars: Vec<&Var> = ins.iter().map(|b| &b.var).collect();
-                Var::apply_op(node.op.boxed(), &vars)
-            });
-            Batched::new(var.clone(), None)
+        let ins: Vec<Batched> =
+            node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
+        let outs = if ins.iter().all(|b| b.axis.is_none()) {
+            if shared[node.out().index()].is_none() {
+                let vars: Vec<Var> = ins.into_iter().map(|b| b.var).collect();
+                let refs: Vec<&Var> = vars.iter().collect();
+                let outs = Var::apply_op_n(node.op.boxed(), &refs, node.num_results());
+                bind(shared, node, outs);
+            }
+            node.results()
+                .map(|v| value(shared, v).map(|x| Batched::new(x, None)))
+                .collect::<Result<Vec<_>>>()?
         } else {
-            let out = match vmap_rules().lookup(node.op.as_ref())? {
-                Some(rule) => (rule.rule)(node.op.as_ref(), &ins, size)?,
+            let outs = match vmap_rules().lookup(node.op.as_ref())? {
+                Some(rule) => rule.apply(node.op.as_ref(), &ins, size)?,
                 None => crate::map::map_fallback(node.op.as_ref(), &ins, size)?,
             };
-            check_rule_output(id.index(), node.op.name(), &out, &node.ty, size)?;
-            out
+            anvil_core::op::expect_arity(node.op.as_ref(), &outs, node.num_results()).map_err(
+                |_| {
+                    rule_error(
+                        id.index(),
+                        node.op.name(),
+                        "results",
+                        node.num_results(),
+                        outs.len(),
+                    )
+                },
+            )?;
+            for (out, v) in outs.iter().zip(node.results()) {
+                check_rule_output(id.index(), node.op.name(), out, graph.ty(v), size)?;
+            }
+            outs
         };
-        env[id.index()] = Some(out);
+        bind(&mut env, node, outs);
     }
-    graph
-        .outputs()
-        .iter()
-        .map(|o| {
-            env[o.index()].clone().ok_or_else(|| Error::InvalidGraph {
-                node: o.index(),
-                msg: "output not computed".into(),
-            })
-        })
-        .collect()
+    outputs(graph, &env)
+}
+
+fn rule_error(node: usize, op: &str, what: &str, expected: usize, got: usize) -> Error {
+    Error::InvalidGraph {
+        node,
+        msg: format!("the vmap rule of {op} returned {got} {what}; the op has {expected}"),
+    }
 }
 
 /// [`vmap_graph`], evaluated in chunks of `chunk` elements when given (see
@@ -139,7 +144,7 @@ pub fn vmap_graph_by_chunks(
     if k == 0 {
         return Err(Error::invalid("vmap", "chunk_size", "must be at least 1"));
     }
-    let mut shared = vec![None; graph.len()];
+    let mut shared = vec![None; graph.num_values()];
     let mut parts: Vec<Vec<Var>> = vec![Vec::new(); graph.outputs().len()];
     for start in (0..size).step_by(k) {
         let n = k.min(size - start);
@@ -171,8 +176,8 @@ fn check_rule_output(
         return Ok(()); // The recorded error will be returned by the trace.
     }
     let ok = out.axis.is_some_and(|k| k < out.var.rank() && out.var.shape()[k] == size)
-        && out.logical_shape() == ty.shape
-        && out.var.dtype() == ty.dtype;
+        && out.logical_shape() == ty.shape()
+        && out.var.dtype() == ty.dtype();
     if ok {
         Ok(())
     } else {
@@ -401,7 +406,7 @@ impl<M, F: Function<M>> Function<M> for Vmap<F, M> {
         self.f.arity()
     }
 
-    fn apply(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         let axes = self.axes_for(args.len())?;
         let (batched, size) = batch_args("vmap", args, &axes, self.axis_size)?;
         let elem_types: Vec<TensorType> = batched.iter().map(Batched::logical_type).collect();

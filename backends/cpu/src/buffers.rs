@@ -55,6 +55,9 @@ pub trait Pooled: Element + Default {
     /// in debug builds.
     #[doc(hidden)]
     fn poison() -> Self;
+    /// The elements as a block of a result (for block math).
+    #[doc(hidden)]
+    fn block_mut(v: &mut [Self]) -> anvil_core::BlockMut<'_>;
 }
 
 macro_rules! pooled {
@@ -68,6 +71,9 @@ macro_rules! pooled {
             }
             fn poison() -> Self {
                 $poison
+            }
+            fn block_mut(v: &mut [Self]) -> anvil_core::BlockMut<'_> {
+                anvil_core::BlockMut::$d(v)
             }
         }
     };

@@ -1,21 +1,31 @@
-//! Elementwise fusion: chains of f64 elementwise ops of one shape become one
-//! [`Fused`] node, run in a single pass over memory.
+//! Elementwise fusion: every op computed element by element (its op has
+//! [`elementwise_math`](anvil_core::Op::elementwise_math): unary, binary,
+//! comparisons, `select`, `cast`, generators such as `iota` and the
+//! `jacfwd` seed, plugin ops declared with the same macros) runs inside a
+//! [`Fused`] node: a small program over registers, evaluated block by block
+//! in one pass over memory. A chain of such ops becomes one node; a lone one
+//! is a program of one instruction, so one kernel runs every elementwise op.
 //!
-//! A node joins the group of its consumer when it is an elementwise op with
-//! fusable math ([`FusableMath`], registered for every standard unary and
-//! binary op), has that consumer as its only use, and has the consumer's
-//! shape. Everything else a group reads — smaller operands that broadcast,
-//! reductions, inputs — is a leaf, read through broadcast strides. The
-//! kernel walks the output in blocks of [`BLOCK`] elements: it reads each
-//! leaf of the output's shape in place and gathers each broadcast leaf's
-//! block into a small buffer, runs the group's instructions over registers
-//! of one block, and writes the last one straight into the output, so
-//! intermediates never leave the cache and are never allocated at full size.
+//! A node joins the group of its consumer when it has that consumer as its
+//! only use and the consumer's shape (any dtype). Everything else a group
+//! reads — smaller operands that broadcast, reductions, inputs — is a leaf,
+//! read through broadcast strides. The kernel walks the output in blocks of
+//! [`BLOCK`] elements: it reads each leaf of the output's shape in place and
+//! gathers each broadcast leaf's block into a small buffer, runs the
+//! instructions over typed registers of one block, and writes the last one
+//! straight into the output, so intermediates never leave the cache and are
+//! never allocated at full size. Generators compute their block from its
+//! position: a seed `I * v` never materialises `I`.
+//!
+//! The grouping is a loop with an explicit stack, not a recursion, so a
+//! chain of a hundred thousand ops compiles on a small thread stack.
 
+use crate::buffers::Pooled;
 use crate::strided::{broadcast_strides, fill_chunks, for_each_run, Strides};
 use crate::{register_kernel, Ctx};
 use anvil_core::{
-    op::expect_arity, DType, Error, Graph, Node, NodeId, Op, Parameter, Result, Tensor, TensorType,
+    op::expect_arity, Block, BlockAt, BlockMut, DType, Error, Graph, Node, Op, Rebuilt, Result,
+    Storage, Tensor, TensorType, ValueId,
 };
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -23,30 +33,19 @@ use std::sync::Arc;
 /// Elements per block of the fused kernel.
 pub const BLOCK: usize = 512;
 
-/// The math of a fusable elementwise op over a block of `f64`s.
-#[derive(Clone, Copy, Debug)]
-pub enum ChunkMath {
-    /// `out[i] = f(a[i])`.
-    Unary(fn(&dyn Op, &[f64], &mut [f64])),
-    /// `out[i] = f(a[i], b[i])`.
-    Binary(fn(&dyn Op, &[f64], &[f64], &mut [f64])),
-}
-
-anvil_core::registry_entry! {
-    /// The block math of an elementwise op that fusion may inline.
-    pub struct FusableMath { math: ChunkMath }, "fusable math", fusable
-}
+/// Operands read without an allocation per instruction.
+const INLINE_ARGS: usize = 4;
 
 /// One instruction of a fused program: an op applied to registers (the
-/// inputs are registers `0..inputs`, instruction `j` writes `inputs + j`).
+/// leaves are registers `0..inputs`, instruction `j` writes `inputs + j`).
 #[derive(Clone, Debug)]
 pub struct Instr {
-    /// The op (for printing and for its math's parameters).
+    /// The op (its block math and parameters).
     pub op: Box<dyn Op>,
-    /// Its block math.
-    pub math: ChunkMath,
     /// The registers it reads.
     pub args: Vec<usize>,
+    /// The dtype of its result.
+    pub dtype: DType,
 }
 
 /// A group of fused elementwise ops; the last instruction is the result.
@@ -58,6 +57,46 @@ pub struct Fused {
     pub inputs: usize,
     /// The result type.
     pub out: TensorType,
+    /// Where every register lives, worked out once from the static types.
+    layout: Arc<Layout>,
+}
+
+/// The registers of a fused program laid out in scratch slots: gathered
+/// leaves (those smaller than the output, read through broadcast strides),
+/// then every instruction but the last.
+#[derive(Debug)]
+struct Layout {
+    /// Per leaf: its broadcast strides and slot when it is gathered.
+    leaves: Vec<Option<(Strides, Slot)>>,
+    /// The leaves' types the layout was made for.
+    types: Vec<TensorType>,
+    /// Per instruction but the last: its slot.
+    instrs: Vec<Slot>,
+    /// Slots per dtype (f64, f32, i64, bool).
+    counts: [usize; 4],
+}
+
+impl Fused {
+    /// A fused program over leaves of types `leaves`, with result `out`.
+    pub fn new(program: Vec<Instr>, leaves: &[TensorType], out: TensorType) -> Fused {
+        let mut counts = [0usize; 4];
+        let mut slot = |dtype: DType| {
+            let k = dtype_index(dtype);
+            counts[k] += 1;
+            Slot { dtype, index: counts[k] - 1 }
+        };
+        let leaf_slots = leaves
+            .iter()
+            .map(|t| {
+                (t.shape() != out.shape())
+                    .then(|| (broadcast_strides(t.shape(), out.shape()), slot(t.dtype())))
+            })
+            .collect();
+        let last = program.len().saturating_sub(1);
+        let instrs = program[..last].iter().map(|i| slot(i.dtype)).collect();
+        let layout = Layout { leaves: leaf_slots, types: leaves.to_vec(), instrs, counts };
+        Fused { inputs: leaves.len(), program: Arc::new(program), out, layout: Arc::new(layout) }
+    }
 }
 
 impl PartialEq for Fused {
@@ -93,213 +132,401 @@ impl Op for Fused {
     }
 }
 
-/// The math of `op` if it can be fused on these types.
-fn fusable_math(g: &Graph, node: &Node) -> Option<ChunkMath> {
-    if node.ty.dtype != DType::F64 || node.inputs.iter().any(|&i| g.ty(i).dtype != DType::F64) {
-        return None;
-    }
-    let math = fusable().lookup(node.op.as_ref()).ok()??.math;
-    let arity = match math {
-        ChunkMath::Unary(_) => 1,
-        ChunkMath::Binary(_) => 2,
-    };
-    (node.inputs.len() == arity).then_some(math)
+/// Whether a node is computed element by element.
+fn is_elementwise(n: &Node) -> bool {
+    n.num_results() == 1 && n.op.elementwise_math().is_some()
 }
 
-/// Replaces every group of two or more fusable elementwise nodes by one
-/// [`Fused`] node. Values, types and the signature are unchanged.
+/// Replaces every elementwise node by a [`Fused`] node, merging chains of
+/// them (see the module docs). Values, types and the signature are
+/// unchanged.
 ///
 /// # Errors
 /// An invalid graph.
 pub fn fuse(g: &Graph) -> Result<Graph> {
-    let math: Vec<Option<ChunkMath>> = g.iter().map(|(_, n)| fusable_math(g, n)).collect();
+    let elem: Vec<bool> = g.nodes().iter().map(is_elementwise).collect();
     // The one node reading each value, if exactly one does (an operand read
     // twice by the same node, as in `x * x`, still has one consumer).
-    let mut consumer: Vec<Option<NodeId>> = vec![None; g.len()];
-    let mut shared = vec![false; g.len()];
+    let mut consumer: Vec<Option<usize>> = vec![None; g.num_values()];
+    let mut shared = vec![false; g.num_values()];
     for (id, n) in g.iter() {
         for &i in &n.inputs {
             match consumer[i.index()] {
-                Some(c) if c != id => shared[i.index()] = true,
-                _ => consumer[i.index()] = Some(id),
+                Some(c) if c != id.index() => shared[i.index()] = true,
+                _ => consumer[i.index()] = Some(id.index()),
             }
         }
     }
     for o in g.outputs() {
         shared[o.index()] = true;
     }
-    // `absorbed[v]`: v is computed inside its consumer's group.
-    let absorbed: Vec<bool> = g
-        .iter()
-        .map(|(id, n)| {
-            math[id.index()].is_some()
-                && !shared[id.index()]
-                && consumer[id.index()]
-                    .is_some_and(|c| math[c.index()].is_some() && g.node(c).ty.shape == n.ty.shape)
-        })
-        .collect();
-    let mut out = Graph::new();
-    let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
+    // `absorbed[node]`: its one value is computed inside its consumer's
+    // group. A generator (an elementwise op without operands: a seed, an
+    // iota) is cheap to recompute, so it is absorbed into every group that
+    // reads it, however many there are.
+    let mut same_shape_readers = vec![true; g.num_values()];
     for (id, n) in g.iter() {
-        if n.op.is::<Parameter>() {
-            map[id.index()] = Some(out.add_input(n.ty.clone())?);
-            continue;
+        for &i in &n.inputs {
+            same_shape_readers[i.index()] &=
+                elem[id.index()] && g.ty(n.out()).shape() == g.ty(i).shape();
+        }
+    }
+    let mut absorbed = vec![false; g.len()];
+    for (id, n) in g.iter() {
+        let v = n.out().index();
+        let generator = n.inputs.is_empty() && consumer[v].is_some();
+        absorbed[id.index()] = elem[id.index()]
+            && if generator {
+                !g.outputs().contains(&n.out()) && same_shape_readers[v]
+            } else {
+                !shared[v]
+                    && consumer[v].is_some_and(|c| {
+                        elem[c] && g.ty(g.nodes()[c].out()).shape() == g.ty(n.out()).shape()
+                    })
+            };
+    }
+    g.rebuild(|out, map, id, n, _| {
+        if !elem[id.index()] {
+            return Ok(Rebuilt::Copy);
         }
         if absorbed[id.index()] {
-            continue;
+            return Ok(Rebuilt::Drop);
         }
-        let has_group = math[id.index()].is_some() && n.inputs.iter().any(|i| absorbed[i.index()]);
-        let new = if has_group {
-            let mut leaves: Vec<NodeId> = Vec::new();
-            let mut program: Vec<Instr> = Vec::new();
-            let mut done = std::collections::HashMap::new();
-            emit(g, id, &absorbed, &math, &mut leaves, &mut program, &mut done)?;
-            // Registers: leaves first, then instructions.
-            let shift = leaves.len();
-            for instr in &mut program {
-                for a in &mut instr.args {
-                    if *a >= LEAF_TAG {
-                        *a -= LEAF_TAG;
-                    } else {
-                        *a += shift;
-                    }
-                }
-            }
-            let inputs = leaves.iter().map(|&l| get(&map, l)).collect::<Result<Vec<_>>>()?;
-            let op = Fused { program: Arc::new(program), inputs: inputs.len(), out: n.ty.clone() };
-            out.push_node(Node { op: Box::new(op), inputs, ty: n.ty.clone() })?
-        } else {
-            let inputs = n.inputs.iter().map(|&i| get(&map, i)).collect::<Result<Vec<_>>>()?;
-            out.push_node(Node { op: n.op.clone(), inputs, ty: n.ty.clone() })?
-        };
-        map[id.index()] = Some(new);
-    }
-    let outputs = g.outputs().iter().map(|&o| get(&map, o)).collect::<Result<Vec<_>>>()?;
-    out.set_outputs(outputs);
-    Ok(out)
+        let (leaves, program) = group(g, n, &absorbed);
+        let inputs = leaves.iter().map(|&l| map.get(l)).collect::<Result<Vec<_>>>()?;
+        let ty = g.ty(n.out()).clone();
+        let leaf_types: Vec<TensorType> = leaves.iter().map(|&l| g.ty(l).clone()).collect();
+        let op = Fused::new(program, &leaf_types, ty.clone());
+        let node = out.push_node(Box::new(op), inputs, vec![ty])?;
+        Ok(Rebuilt::Replace(vec![out.node(node).out()]))
+    })
 }
 
-/// The node a rewriting pass emitted for `i` of the old graph (an error if
-/// the pass visited a use before its definition).
-fn get(map: &[Option<NodeId>], i: NodeId) -> Result<NodeId> {
-    map[i.index()]
-        .ok_or_else(|| Error::InvalidGraph { node: i.index(), msg: "operand not emitted".into() })
+/// The leaves and the program of the group whose result is `root`'s:
+/// absorbed producers first (post-order, each once), with an explicit
+/// stack.
+fn group(g: &Graph, root: &Node, absorbed: &[bool]) -> (Vec<ValueId>, Vec<Instr>) {
+    let mut leaves: Vec<ValueId> = Vec::new();
+    // Registers of emitted instructions, by value; leaves are tagged until
+    // their count is known.
+    let mut reg: std::collections::HashMap<ValueId, usize> = std::collections::HashMap::new();
+    let mut program: Vec<Instr> = Vec::new();
+    let absorbed_value = |v: ValueId| absorbed[g.producer(v).0.index()];
+    // (value, whether its operands are done)
+    let mut stack: Vec<(ValueId, bool)> = vec![(root.out(), false)];
+    while let Some((v, ready)) = stack.pop() {
+        if reg.contains_key(&v) {
+            continue;
+        }
+        let n = g.producer_node(v);
+        if !ready {
+            stack.push((v, true));
+            for &i in n.inputs.iter().rev() {
+                if absorbed_value(i) && !reg.contains_key(&i) {
+                    stack.push((i, false));
+                }
+            }
+            continue;
+        }
+        let args = n
+            .inputs
+            .iter()
+            .map(|&i| match reg.get(&i) {
+                Some(&r) => r,
+                None => {
+                    let k = leaves.iter().position(|&l| l == i).unwrap_or_else(|| {
+                        leaves.push(i);
+                        leaves.len() - 1
+                    });
+                    LEAF_TAG + k
+                }
+            })
+            .collect();
+        program.push(Instr { op: n.op.clone(), args, dtype: g.ty(v).dtype() });
+        reg.insert(v, program.len() - 1);
+    }
+    // Registers: leaves first, then instructions.
+    let shift = leaves.len();
+    for instr in &mut program {
+        for a in &mut instr.args {
+            *a = if *a >= LEAF_TAG { *a - LEAF_TAG } else { *a + shift };
+        }
+    }
+    (leaves, program)
 }
 
 /// Leaf registers are tagged while the program is built (their final
 /// numbers are known only at the end).
 const LEAF_TAG: usize = usize::MAX / 2;
 
-/// Appends the instructions computing `id` (its absorbed operands first)
-/// and returns its register.
-fn emit(
-    g: &Graph,
-    id: NodeId,
-    absorbed: &[bool],
-    math: &[Option<ChunkMath>],
-    leaves: &mut Vec<NodeId>,
-    program: &mut Vec<Instr>,
-    done: &mut std::collections::HashMap<NodeId, usize>,
-) -> Result<usize> {
-    if let Some(&reg) = done.get(&id) {
-        return Ok(reg);
-    }
-    let n = g.node(id);
-    let mut args = Vec::with_capacity(n.inputs.len());
-    for &i in &n.inputs {
-        let reg = if absorbed[i.index()] {
-            emit(g, i, absorbed, math, leaves, program, done)?
-        } else {
-            let k = leaves.iter().position(|&l| l == i).unwrap_or_else(|| {
-                leaves.push(i);
-                leaves.len() - 1
-            });
-            LEAF_TAG + k
-        };
-        args.push(reg);
-    }
-    let m = math[id.index()]
-        .ok_or_else(|| Error::InvalidGraph { node: id.index(), msg: "not fusable".into() })?;
-    program.push(Instr { op: n.op.clone(), math: m, args });
-    done.insert(id, program.len() - 1);
-    Ok(program.len() - 1)
+/// The scratch of one chunk: every register of the program (gathered
+/// leaves first, then every instruction but the last) as a slot of `width`
+/// elements in one buffer per dtype, so a chunk allocates at most four
+/// times whatever the program's length.
+#[derive(Default)]
+struct Scratch {
+    f64: Vec<f64>,
+    f32: Vec<f32>,
+    i64: Vec<i64>,
+    bool: Vec<bool>,
+    width: usize,
 }
 
-/// How a broadcast leaf is gathered: its strides and its scratch slot.
-type Gather = (Strides, usize);
+/// Where a register lives: its dtype's buffer and its slot there.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    dtype: DType,
+    index: usize,
+}
 
-/// The kernel of [`Fused`].
+/// Read access to the slots before a point (see [`Scratch::split`]).
+struct Readers<'a> {
+    f64: &'a [f64],
+    f32: &'a [f32],
+    i64: &'a [i64],
+    bool: &'a [bool],
+    width: usize,
+}
+
+impl Readers<'_> {
+    fn block(&self, s: Slot, len: usize) -> Block<'_> {
+        let at = s.index * self.width;
+        match s.dtype {
+            DType::F64 => Block::F64(&self.f64[at..at + len]),
+            DType::F32 => Block::F32(&self.f32[at..at + len]),
+            DType::I64 => Block::I64(&self.i64[at..at + len]),
+            DType::Bool => Block::Bool(&self.bool[at..at + len]),
+        }
+    }
+}
+
+impl Scratch {
+    /// Slots of `width` elements, `counts` of each dtype.
+    fn new(counts: [usize; 4], width: usize) -> Scratch {
+        Scratch {
+            f64: crate::buffers::small(counts[0] * width, 0.0),
+            f32: crate::buffers::small(counts[1] * width, 0.0),
+            i64: crate::buffers::small(counts[2] * width, 0),
+            bool: crate::buffers::small(counts[3] * width, false),
+            width,
+        }
+    }
+
+    /// The block of `len` elements of slot `s`, to write, and read access to
+    /// every slot before it of its dtype (and to every slot of the others).
+    fn split(&mut self, s: Slot, len: usize) -> (Readers<'_>, BlockMut<'_>) {
+        let at = s.index * self.width;
+        let w = self.width;
+        match s.dtype {
+            DType::F64 => {
+                let (r, w_) = self.f64.split_at_mut(at);
+                let rd =
+                    Readers { f64: r, f32: &self.f32, i64: &self.i64, bool: &self.bool, width: w };
+                (rd, BlockMut::F64(&mut w_[..len]))
+            }
+            DType::F32 => {
+                let (r, w_) = self.f32.split_at_mut(at);
+                let rd =
+                    Readers { f64: &self.f64, f32: r, i64: &self.i64, bool: &self.bool, width: w };
+                (rd, BlockMut::F32(&mut w_[..len]))
+            }
+            DType::I64 => {
+                let (r, w_) = self.i64.split_at_mut(at);
+                let rd =
+                    Readers { f64: &self.f64, f32: &self.f32, i64: r, bool: &self.bool, width: w };
+                (rd, BlockMut::I64(&mut w_[..len]))
+            }
+            DType::Bool => {
+                let (r, w_) = self.bool.split_at_mut(at);
+                let rd =
+                    Readers { f64: &self.f64, f32: &self.f32, i64: &self.i64, bool: r, width: w };
+                (rd, BlockMut::Bool(&mut w_[..len]))
+            }
+        }
+    }
+
+    /// Read access to every slot.
+    fn readers(&self) -> Readers<'_> {
+        Readers {
+            f64: &self.f64,
+            f32: &self.f32,
+            i64: &self.i64,
+            bool: &self.bool,
+            width: self.width,
+        }
+    }
+}
+
+fn dtype_index(d: DType) -> usize {
+    match d {
+        DType::F64 => 0,
+        DType::F32 => 1,
+        DType::I64 => 2,
+        DType::Bool => 3,
+    }
+}
+
+/// Copies `dst.len()` elements of `data` read from `o` with stride `s`.
+fn copy_run<T: Copy>(data: &[T], o: isize, s: isize, dst: &mut [T]) {
+    if s == 1 {
+        dst.copy_from_slice(&data[o as usize..o as usize + dst.len()]);
+    } else if s == 0 {
+        dst.fill(data[o as usize]);
+    } else {
+        for (j, d) in dst.iter_mut().enumerate() {
+            *d = data[(o + j as isize * s) as usize];
+        }
+    }
+}
+
+/// Gathers the block `from..from + len` of a broadcast leaf into `dst`.
+fn gather_block(
+    storage: &Storage,
+    strides: &Strides,
+    shape: &[usize],
+    from: usize,
+    dst: BlockMut<'_>,
+) {
+    let len = dst.len();
+    macro_rules! run {
+        ($data:expr, $buf:expr) => {
+            for_each_run(shape, [strides], [0], from, from + len, |pos, [o], [s], run| {
+                copy_run($data, o, s, &mut $buf[pos - from..pos - from + run]);
+            })
+        };
+    }
+    match (storage, dst) {
+        (Storage::F64(d), BlockMut::F64(b)) => run!(d, b),
+        (Storage::F32(d), BlockMut::F32(b)) => run!(d, b),
+        (Storage::I64(d), BlockMut::I64(b)) => run!(d, b),
+        (Storage::Bool(d), BlockMut::Bool(b)) => run!(d, b),
+        _ => {}
+    }
+}
+
+/// A block of a leaf of the output's shape, read in place.
+fn in_place(storage: &Storage, from: usize, len: usize) -> Block<'_> {
+    match storage {
+        Storage::F64(v) => Block::F64(&v[from..from + len]),
+        Storage::F32(v) => Block::F32(&v[from..from + len]),
+        Storage::I64(v) => Block::I64(&v[from..from + len]),
+        Storage::Bool(v) => Block::Bool(&v[from..from + len]),
+    }
+}
+
+/// The kernel of [`Fused`]: every elementwise op runs through it.
+///
+/// # Errors
+/// Wrong operands (a bug in fusion), or an op's block math rejecting its
+/// dtypes.
 pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
     let f = op.try_downcast::<Fused>()?;
     expect_arity(op, inputs, f.inputs)?;
-    let Some(last) = f.program.len().checked_sub(1) else {
+    if f.program.is_empty() {
         return Err(Error::invalid("fused", "program", "a fused group without instructions"));
+    }
+    let storage = match out.dtype() {
+        DType::F64 => run_program::<f64>(f, inputs, out, ctx)?,
+        DType::F32 => run_program::<f32>(f, inputs, out, ctx)?,
+        DType::I64 => run_program::<i64>(f, inputs, out, ctx)?,
+        DType::Bool => run_program::<bool>(f, inputs, out, ctx)?,
     };
-    let shape = &out.shape;
-    // Leaves of the output's own shape are read in place; the others
-    // (broadcast operands) are gathered block by block into a scratch slot.
-    let mut slots = 0;
-    let leaves: Vec<(&[f64], Option<Gather>)> = inputs
-        .iter()
-        .map(|t| {
-            let gather = (t.shape() != &shape[..]).then(|| {
-                slots += 1;
-                (broadcast_strides(t.shape(), shape), slots - 1)
-            });
-            Ok((t.as_slice::<f64>()?, gather))
-        })
-        .collect::<Result<_>>()?;
-    let mut result = crate::buffers::take(out.numel());
+    Tensor::from_storage(storage, out.shape())
+}
+
+/// Runs the program into a fresh (pooled) buffer of the output's dtype `T`.
+fn run_program<T: Pooled + Send>(
+    f: &Fused,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Ctx,
+) -> Result<Storage> {
+    // The layout was made for these types; other ones would read out of bounds.
+    let fits = out.shape() == f.out.shape()
+        && inputs
+            .iter()
+            .zip(&f.layout.types)
+            .all(|(t, ty)| t.dtype() == ty.dtype() && t.shape() == ty.shape());
+    if !fits {
+        return Err(Error::invalid(
+            "fused",
+            "inputs",
+            "operands of other types than the program was built for",
+        ));
+    }
+    let mut result: Vec<T> = crate::buffers::take(out.numel());
+    let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
     fill_chunks(&mut result, ctx, |chunk, start| {
-        let width = BLOCK.min(chunk.len());
-        // The gathered leaves' blocks, then a register for every instruction
-        // but the last (which writes the output), in one allocation.
-        let mut scratch = crate::buffers::small((slots + last) * width, 0.0);
-        let (gathered, regs) = scratch.split_at_mut(slots * width);
-        let mut at = 0;
-        while at < chunk.len() {
-            let len = BLOCK.min(chunk.len() - at);
-            let from = start + at;
-            for (data, gather) in &leaves {
-                let Some((strides, slot)) = gather else { continue };
-                let buf = &mut gathered[slot * width..][..len];
-                for_each_run(shape, [strides], [0], from, from + len, |pos, [o], [s], run| {
-                    let dst = &mut buf[pos - from..pos - from + run];
-                    if s == 1 {
-                        dst.copy_from_slice(&data[o as usize..o as usize + run]);
-                    } else if s == 0 {
-                        dst.fill(data[o as usize]);
-                    } else {
-                        for (j, d) in dst.iter_mut().enumerate() {
-                            *d = data[(o + j as isize * s) as usize];
-                        }
-                    }
-                });
+        if let Err(e) = run_chunk(f, inputs, out.shape(), chunk, start) {
+            if let Ok(mut slot) = error.lock() {
+                slot.get_or_insert(e);
             }
-            let gathered = &*gathered;
-            for (j, instr) in f.program.iter().enumerate() {
-                let (done, rest) = regs.split_at_mut(j.min(last) * width);
-                let src = |a: usize| -> &[f64] {
-                    match a.checked_sub(f.inputs) {
-                        Some(r) => &done[r * width..][..len],
-                        None => match &leaves[a] {
-                            (_, Some((_, slot))) => &gathered[slot * width..][..len],
-                            (data, None) => &data[from..from + len],
-                        },
-                    }
-                };
-                let dst = if j == last { &mut chunk[at..at + len] } else { &mut rest[..len] };
-                match instr.math {
-                    ChunkMath::Unary(m) => m(instr.op.as_ref(), src(instr.args[0]), dst),
-                    ChunkMath::Binary(m) => {
-                        m(instr.op.as_ref(), src(instr.args[0]), src(instr.args[1]), dst)
-                    }
-                }
-            }
-            at += len;
         }
     });
-    Tensor::from_vec(result, shape)
+    if let Some(e) = error.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+        return Err(e);
+    }
+    Ok(T::into_storage(result))
+}
+
+/// Evaluates the program over `chunk` (which starts at flat index `start`),
+/// block by block.
+fn run_chunk<T: Pooled>(
+    f: &Fused,
+    inputs: &[&Tensor],
+    shape: &[usize],
+    chunk: &mut [T],
+    start: usize,
+) -> Result<()> {
+    let width = BLOCK.min(chunk.len());
+    let last = f.program.len() - 1;
+    let layout = &f.layout;
+    let mut scratch = Scratch::new(layout.counts, width);
+    let mut at = 0;
+    while at < chunk.len() {
+        let len = BLOCK.min(chunk.len() - at);
+        let from = start + at;
+        for (t, leaf) in inputs.iter().zip(&layout.leaves) {
+            if let Some((strides, slot)) = leaf {
+                let (_, dst) = scratch.split(*slot, len);
+                gather_block(t.storage(), strides, shape, from, dst);
+            }
+        }
+        let place = BlockAt { start: from, shape };
+        for (j, instr) in f.program.iter().enumerate() {
+            let (readers, dst) = if j == last {
+                (scratch.readers(), T::block_mut(&mut chunk[at..at + len]))
+            } else {
+                scratch.split(layout.instrs[j], len)
+            };
+            let src = |a: usize| -> Block<'_> {
+                match a.checked_sub(f.inputs) {
+                    Some(r) => readers.block(layout.instrs[r], len),
+                    None => match &layout.leaves[a] {
+                        Some((_, slot)) => readers.block(*slot, len),
+                        None => in_place(inputs[a].storage(), from, len),
+                    },
+                }
+            };
+            let mut inline = [Block::F64(&[]); INLINE_ARGS];
+            let heap: Vec<Block<'_>>;
+            let args: &[Block<'_>] = if instr.args.len() <= INLINE_ARGS {
+                for (slot, &a) in inline.iter_mut().zip(&instr.args) {
+                    *slot = src(a);
+                }
+                &inline[..instr.args.len()]
+            } else {
+                heap = instr.args.iter().map(|&a| src(a)).collect();
+                &heap
+            };
+            let math = instr.op.elementwise_math().ok_or_else(|| {
+                Error::invalid(instr.op.name(), "fused", "an instruction without block math")
+            })?;
+            math.eval_block(args, dst, place)?;
+        }
+        at += len;
+    }
+    Ok(())
 }
 
 register_kernel!(Fused, fused);
@@ -318,11 +545,11 @@ pub struct MatmulT {
 }
 
 fn transposed(t: &TensorType, yes: bool) -> TensorType {
-    let mut t = t.clone();
     if yes {
-        t.shape.reverse();
+        t.with_shape(t.shape().iter().rev().copied().collect::<Vec<_>>())
+    } else {
+        t.clone()
     }
-    t
 }
 
 impl Op for MatmulT {
@@ -339,7 +566,7 @@ impl Op for MatmulT {
         if !ok {
             return Err(Error::shape(
                 "matmul_t",
-                &[&a.shape, &b.shape],
+                &[a.shape(), b.shape()],
                 "matrices or vectors only",
             ));
         }
@@ -358,7 +585,7 @@ impl Op for MatmulT {
 pub fn fold_transposes(g: &Graph) -> Result<Graph> {
     use anvil_ops::matmul::Matmul;
     use anvil_ops::movement::Permute;
-    let mut uses = vec![0usize; g.len()];
+    let mut uses = vec![0usize; g.num_values()];
     for (_, n) in g.iter() {
         for i in &n.inputs {
             uses[i.index()] += 1;
@@ -367,14 +594,14 @@ pub fn fold_transposes(g: &Graph) -> Result<Graph> {
     for o in g.outputs() {
         uses[o.index()] += 1;
     }
-    let is_t = |i: NodeId| {
-        let n = g.node(i);
-        uses[i.index()] == 1 && n.op.downcast_ref::<Permute>().is_some_and(|p| p.perm == [1, 0])
+    let is_t = |v: ValueId| {
+        let n = g.producer_node(v);
+        uses[v.index()] == 1 && n.op.downcast_ref::<Permute>().is_some_and(|p| p.perm == [1, 0])
     };
-    let small = |i: NodeId| g.ty(i).rank() <= 2;
+    let small = |v: ValueId| g.ty(v).rank() <= 2;
     // Which permutes are read through a transposed view.
     let mut folded = vec![false; g.len()];
-    let mut plan: Vec<Option<(MatmulT, [NodeId; 2])>> = vec![None; g.len()];
+    let mut plan: Vec<Option<(MatmulT, [ValueId; 2])>> = vec![None; g.len()];
     for (id, n) in g.iter() {
         if !n.op.is::<Matmul>() || !small(n.inputs[0]) || !small(n.inputs[1]) {
             continue;
@@ -384,40 +611,28 @@ pub fn fold_transposes(g: &Graph) -> Result<Graph> {
         if !(ta || tb) {
             continue;
         }
-        let src = |i: NodeId, t: bool| if t { g.node(i).inputs[0] } else { i };
-        folded[a.index()] |= ta;
-        folded[b.index()] |= tb;
+        let src = |v: ValueId, t: bool| if t { g.producer_node(v).inputs[0] } else { v };
+        folded[g.producer(a).0.index()] |= ta;
+        folded[g.producer(b).0.index()] |= tb;
         plan[id.index()] = Some((MatmulT { ta, tb }, [src(a, ta), src(b, tb)]));
     }
     if plan.iter().all(Option::is_none) {
         return Ok(g.clone());
     }
-    let mut out = Graph::new();
-    let mut map: Vec<Option<NodeId>> = vec![None; g.len()];
-    for (id, n) in g.iter() {
-        if n.op.is::<Parameter>() {
-            map[id.index()] = Some(out.add_input(n.ty.clone())?);
-            continue;
-        }
+    g.rebuild(|out, map, id, n, _| {
         if folded[id.index()] {
-            continue;
+            return Ok(Rebuilt::Drop);
         }
-        let node = match &plan[id.index()] {
-            Some((op, [a, b])) => Node {
-                op: Box::new(*op),
-                inputs: vec![get(&map, *a)?, get(&map, *b)?],
-                ty: n.ty.clone(),
-            },
-            None => {
-                let inputs = n.inputs.iter().map(|&i| get(&map, i)).collect::<Result<Vec<_>>>()?;
-                Node { op: n.op.clone(), inputs, ty: n.ty.clone() }
+        match &plan[id.index()] {
+            Some((op, [a, b])) => {
+                let ty = g.ty(n.out()).clone();
+                let node =
+                    out.push_node(Box::new(*op), vec![map.get(*a)?, map.get(*b)?], vec![ty])?;
+                Ok(Rebuilt::Replace(vec![out.node(node).out()]))
             }
-        };
-        map[id.index()] = Some(out.push_node(node)?);
-    }
-    let outputs = g.outputs().iter().map(|&o| get(&map, o)).collect::<Result<Vec<_>>>()?;
-    out.set_outputs(outputs);
-    Ok(out)
+            None => Ok(Rebuilt::Copy),
+        }
+    })
 }
 
 macro_rules! typed_matmul_t {
@@ -483,7 +698,7 @@ pub fn matmul_t(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) ->
             ))
         }
     };
-    Tensor::from_storage(v, &out.shape)
+    Tensor::from_storage(v, out.shape())
 }
 
 register_kernel!(MatmulT, matmul_t);

@@ -66,27 +66,100 @@ impl Ctx {
     }
 }
 
-/// A kernel: computes a node's value from its inputs' values.
-///
-/// `op` is always of the type the kernel was registered for; `out` is the
-/// node's static type, already checked by the op's shape rule.
+/// A kernel for an op with one result: computes the node's value from its
+/// inputs' values. `op` is always of the type the kernel was registered for;
+/// `out` is the node's static type, already checked by the op's shape rule.
 pub type KernelFn =
     fn(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor>;
 
-anvil_core::registry_entry! {
-    /// A CPU kernel registered for one op type.
-    pub struct CpuKernel { kernel: KernelFn }, "CPU kernel", kernels
+/// A kernel for an op with several results: one tensor per result.
+pub type KernelManyFn =
+    fn(op: &dyn Op, inputs: &[&Tensor], outs: &[TensorType], ctx: &Ctx) -> Result<Vec<Tensor>>;
+
+/// A kernel that does work once, when the plan is built, for every call:
+/// the loop ops compile their bodies into plans here.
+pub type PrepareFn =
+    fn(op: &dyn Op, inputs: &[TensorType], outs: &[TensorType]) -> Result<Box<dyn Prepared>>;
+
+/// A kernel prepared for one node of one plan (see [`PrepareFn`]).
+pub trait Prepared: Send + Sync + std::fmt::Debug {
+    /// Computes the node's results.
+    ///
+    /// # Errors
+    /// A run-time error of the op (an index out of bounds, a singular matrix).
+    fn run(&self, inputs: &[&Tensor], outs: &[TensorType], ctx: &Ctx) -> Result<Vec<Tensor>>;
 }
 
-/// Registers a CPU kernel for an op type: `register_kernel!(MyOp, my_kernel);`.
+/// A registered CPU kernel in one of its three forms.
+#[derive(Clone, Copy, Debug)]
+pub enum Kernel {
+    /// For an op with one result.
+    One(KernelFn),
+    /// For an op with any number of results.
+    Many(KernelManyFn),
+    /// Prepared once per plan.
+    Prepare(PrepareFn),
+}
+
+anvil_core::registry_entry! {
+    /// A CPU kernel registered for one op type.
+    pub struct CpuKernel { kernel: Kernel }, "CPU kernel", kernels
+}
+
+/// Registers a CPU kernel for an op type: `register_kernel!(MyOp,
+/// my_kernel);` for a [`KernelFn`], `register_kernel!(MyOp, many: f);` for
+/// a [`KernelManyFn`], `register_kernel!(MyOp, prepare: f);` for a
+/// [`PrepareFn`].
 ///
-/// The kernel has the signature of [`KernelFn`]; it may downcast `op` to
-/// `MyOp` with `op.downcast_ref::<MyOp>()`.
+/// The kernel may downcast `op` to `MyOp` with `op.try_downcast::<MyOp>()`.
+/// Ops computed element by element (declared with
+/// `anvil_ops::unary_elementwise_op!` and friends) need no kernel: the
+/// backend runs their block math.
 #[macro_export]
 macro_rules! register_kernel {
-    ($op:ty, $kernel:expr) => {
-        $crate::anvil_core::register_entry!($crate::CpuKernel, $op, kernel: $kernel);
+    ($op:ty, many: $kernel:expr) => {
+        $crate::anvil_core::register_entry!($crate::CpuKernel, $op, kernel: $crate::Kernel::Many($kernel));
     };
+    ($op:ty, prepare: $kernel:expr) => {
+        $crate::anvil_core::register_entry!($crate::CpuKernel, $op, kernel: $crate::Kernel::Prepare($kernel));
+    };
+    ($op:ty, $kernel:expr) => {
+        $crate::anvil_core::register_entry!($crate::CpuKernel, $op, kernel: $crate::Kernel::One($kernel));
+    };
+}
+
+/// The CPU backend, as the compile pipeline sees it: it evaluates single
+/// ops (constant folding) and compiles graphs into [`Plan`]s.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cpu;
+
+impl anvil_core::Evaluator for Cpu {
+    fn evaluate(
+        &self,
+        op: &dyn Op,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+    ) -> Option<Result<Vec<Tensor>>> {
+        // A one-node plan: the same kernels, fusion and checks as any call.
+        let mut g = anvil_core::Graph::new();
+        let ids = inputs.iter().map(|t| g.add_input(t.ty())).collect::<Result<Vec<_>>>().ok()?;
+        let node = g.push(op.boxed(), &ids).ok()?;
+        let results: Vec<_> = g.node(node).results().collect();
+        if results.len() != outs.len() {
+            return None;
+        }
+        g.set_outputs(results);
+        let plan = compile(&g).ok()?;
+        let args: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+        Some(plan.run(&args, &Ctx::sequential()))
+    }
+}
+
+impl anvil_core::Backend for Cpu {
+    type Plan = Plan;
+    fn plan(&self, graph: &anvil_core::Graph) -> Result<Plan> {
+        compile(graph)
+    }
 }
 
 #[doc(hidden)]

@@ -9,8 +9,8 @@
 //! ([`crate::buffers`]), from which later steps and calls take theirs.
 
 use crate::buffers::{self, Pool};
-use crate::{kernels, Ctx, KernelFn};
-use anvil_core::{Error, Graph, NodeId, Parameter, Result, Tensor, TensorType};
+use crate::{kernels, Ctx, Kernel, KernelFn, KernelManyFn, Prepared};
+use anvil_core::{Error, Graph, NodeId, Parameter, Result, Tensor, TensorType, ValueId};
 use std::sync::Mutex;
 
 /// A graph ready to run on the CPU.
@@ -31,10 +31,20 @@ pub struct Plan {
 #[derive(Debug)]
 struct Step {
     node: NodeId,
-    /// `None` for parameters, which take the call's arguments.
-    kernel: Option<KernelFn>,
+    kernel: StepKernel,
+    /// The node's result types (for kernels of several results).
+    outs: Vec<TensorType>,
     /// Values whose last use is this step.
-    free: Vec<NodeId>,
+    free: Vec<ValueId>,
+}
+
+#[derive(Debug)]
+enum StepKernel {
+    /// A parameter: argument `k` of the call.
+    Input(usize),
+    One(KernelFn),
+    Many(KernelManyFn),
+    Prepared(Box<dyn Prepared>),
 }
 
 /// Compiles a verified graph into a plan.
@@ -42,38 +52,54 @@ struct Step {
 /// # Errors
 /// [`Error::MissingRule`] naming the first op without a CPU kernel;
 /// [`Error::DuplicateRegistration`] if an op's kernel was registered twice;
-/// an invalid graph.
+/// a kernel's preparation failing; an invalid graph.
 pub fn compile(graph: &Graph) -> Result<Plan> {
     graph.verify()?;
-    let graph = &crate::fusion::fuse(&crate::fusion::fold_transposes(graph)?)?;
-    let mut last_use = vec![None; graph.len()];
+    let graph = crate::fusion::fuse(&crate::fusion::fold_transposes(graph)?)?;
+    let mut last_use: Vec<Option<NodeId>> = vec![None; graph.num_values()];
     for (id, n) in graph.iter() {
         for i in &n.inputs {
             last_use[i.index()] = Some(id);
         }
     }
-    let is_output = |id: NodeId| graph.outputs().contains(&id);
+    let mut is_output = vec![false; graph.num_values()];
+    for o in graph.outputs() {
+        is_output[o.index()] = true;
+    }
     let mut steps: Vec<Step> = Vec::with_capacity(graph.len());
     for (id, n) in graph.iter() {
-        let kernel = if n.op.is::<Parameter>() {
-            None
-        } else {
-            let hint = " (link the crate that defines the op, or register one with anvil_cpu::register_kernel!)";
-            Some(kernels().get(n.op.as_ref(), hint)?.kernel)
+        let outs: Vec<TensorType> = n.results().map(|v| graph.ty(v).clone()).collect();
+        let kernel = match n.op.downcast_ref::<Parameter>() {
+            Some(p) => StepKernel::Input(p.index),
+            None => {
+                let hint = " (link the crate that defines the op, or register one with anvil_cpu::register_kernel!)";
+                match kernels().get(n.op.as_ref(), hint)?.kernel {
+                    Kernel::One(f) => StepKernel::One(f),
+                    Kernel::Many(f) => StepKernel::Many(f),
+                    Kernel::Prepare(f) => {
+                        let ins: Vec<TensorType> =
+                            n.inputs.iter().map(|&i| graph.ty(i).clone()).collect();
+                        StepKernel::Prepared(f(n.op.as_ref(), &ins, &outs)?)
+                    }
+                }
+            }
         };
-        steps.push(Step { node: id, kernel, free: vec![] });
+        steps.push(Step { node: id, kernel, outs, free: vec![] });
     }
-    for (v, lu) in last_use.iter().enumerate() {
-        if let Some(step) = lu {
-            let v = NodeId::from_index(v)?;
-            if !is_output(v) {
-                steps[step.index()].free.push(v);
+    // A value dies after its last reader; an unread value (a result nobody
+    // uses) right after its own step.
+    for (id, n) in graph.iter() {
+        for v in n.results() {
+            if !is_output[v.index()] {
+                let at = last_use[v.index()].unwrap_or(id);
+                steps[at.index()].free.push(v);
             }
         }
     }
-    let pooled =
-        graph.iter().any(|(_, n)| n.ty.numel() * n.ty.dtype.size_of() >= buffers::MIN_BYTES);
-    Ok(Plan { graph: graph.clone(), steps, pool: Mutex::default(), pooled })
+    let pooled = (0..graph.num_values())
+        .filter_map(|v| ValueId::from_index(v).ok())
+        .any(|v| graph.ty(v).bytes().unwrap_or(usize::MAX) >= buffers::MIN_BYTES);
+    Ok(Plan { graph, steps, pool: Mutex::default(), pooled })
 }
 
 impl Plan {
@@ -103,17 +129,17 @@ impl Plan {
         }
         for (i, (&p, x)) in params.iter().zip(inputs).enumerate() {
             let t = self.graph.ty(p);
-            if t.dtype != x.dtype() {
-                return Err(Error::dtype("call", i.to_string(), x.dtype(), t.dtype.name()));
+            if t.dtype() != x.dtype() {
+                return Err(Error::dtype("call", i.to_string(), x.dtype(), t.dtype().name()));
             }
-            if t.shape != x.shape() {
+            if t.shape() != x.shape() {
                 return Err(Error::shape(
                     "call",
-                    &[x.shape(), &t.shape],
+                    &[x.shape(), t.shape()],
                     format!(
                         "argument {i} has shape {:?}, the plan was compiled for {:?}",
                         x.shape(),
-                        t.shape
+                        t.shape()
                     ),
                 ));
             }
@@ -154,49 +180,60 @@ impl Plan {
     fn run_steps(&self, inputs: &[Tensor], ctx: &Ctx) -> Result<(Vec<Tensor>, usize)> {
         let bytes = |t: &Tensor| t.numel() * t.dtype().size_of();
         let (mut live, mut peak) = (0usize, 0usize);
-        let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.len()];
-        let mut next_input = 0;
+        let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.num_values()];
         for step in &self.steps {
             let node = self.graph.node(step.node);
-            let value = match step.kernel {
-                None => {
-                    next_input += 1;
-                    inputs[next_input - 1].clone()
-                }
-                Some(kernel) => {
-                    let arg = |k: usize| {
-                        slots[node.inputs[k].index()].as_ref().ok_or_else(|| Error::InvalidGraph {
-                            node: step.node.index(),
-                            msg: "input value was freed early".into(),
-                        })
-                    };
-                    // Up to three operands on the stack: no allocation per step.
-                    let out = match node.inputs.len() {
-                        0 => kernel(node.op.as_ref(), &[], &node.ty, ctx)?,
-                        1 => kernel(node.op.as_ref(), &[arg(0)?], &node.ty, ctx)?,
-                        2 => kernel(node.op.as_ref(), &[arg(0)?, arg(1)?], &node.ty, ctx)?,
-                        3 => kernel(node.op.as_ref(), &[arg(0)?, arg(1)?, arg(2)?], &node.ty, ctx)?,
-                        n => {
-                            let args = (0..n).map(arg).collect::<Result<Vec<&Tensor>>>()?;
-                            kernel(node.op.as_ref(), &args, &node.ty, ctx)?
-                        }
-                    };
-                    // Compared field by field: `out.ty()` would allocate.
-                    debug_assert!(
-                        out.dtype() == node.ty.dtype && out.shape() == &node.ty.shape[..],
-                        "kernel of {} returned {:?}, not {}",
-                        node.op.name(),
-                        out.ty(),
-                        node.ty
-                    );
-                    out
+            let arg = |k: usize| {
+                slots[node.inputs[k].index()].as_ref().ok_or_else(|| Error::InvalidGraph {
+                    node: step.node.index(),
+                    msg: "input value was freed early".into(),
+                })
+            };
+            let op = node.op.as_ref();
+            let one = |kernel: KernelFn| -> Result<Tensor> {
+                let out = &step.outs[0];
+                // Up to three operands on the stack: no allocation per step.
+                match node.inputs.len() {
+                    0 => kernel(op, &[], out, ctx),
+                    1 => kernel(op, &[arg(0)?], out, ctx),
+                    2 => kernel(op, &[arg(0)?, arg(1)?], out, ctx),
+                    3 => kernel(op, &[arg(0)?, arg(1)?, arg(2)?], out, ctx),
+                    n => {
+                        let args = (0..n).map(arg).collect::<Result<Vec<&Tensor>>>()?;
+                        kernel(op, &args, out, ctx)
+                    }
                 }
             };
+            let all_args = || (0..node.inputs.len()).map(arg).collect::<Result<Vec<&Tensor>>>();
+            let first = node.out().index();
+            match &step.kernel {
+                StepKernel::Input(k) => {
+                    let x = inputs.get(*k).ok_or_else(|| Error::InvalidGraph {
+                        node: step.node.index(),
+                        msg: format!("the plan reads argument {k}, which is missing"),
+                    })?;
+                    slots[first] = Some(x.clone());
+                }
+                StepKernel::One(kernel) => {
+                    let out = one(*kernel)?;
+                    check_result(op.name(), &out, &step.outs[0]);
+                    slots[first] = Some(out);
+                }
+                StepKernel::Many(kernel) => {
+                    let outs = kernel(op, &all_args()?, &step.outs, ctx)?;
+                    self.store(step, outs, &mut slots)?;
+                }
+                StepKernel::Prepared(p) => {
+                    let outs = p.run(&all_args()?, &step.outs, ctx)?;
+                    self.store(step, outs, &mut slots)?;
+                }
+            }
             if self.pooled {
-                live += bytes(&value);
+                for v in node.results() {
+                    live += slots[v.index()].as_ref().map_or(0, bytes);
+                }
                 peak = peak.max(live);
             }
-            slots[step.node.index()] = Some(value);
             for f in &step.free {
                 if let Some(t) = slots[f.index()].take() {
                     if self.pooled {
@@ -219,6 +256,33 @@ impl Plan {
             .collect::<Result<Vec<Tensor>>>()?;
         Ok((outputs, peak))
     }
+
+    /// Stores the results of a step of several results.
+    fn store(&self, step: &Step, outs: Vec<Tensor>, slots: &mut [Option<Tensor>]) -> Result<()> {
+        let node = self.graph.node(step.node);
+        if outs.len() != step.outs.len() {
+            return Err(Error::invalid(
+                node.op.name(),
+                "CPU kernel",
+                format!("returned {} results; the op has {}", outs.len(), step.outs.len()),
+            ));
+        }
+        for ((v, t), ty) in node.results().zip(outs).zip(&step.outs) {
+            check_result(node.op.name(), &t, ty);
+            slots[v.index()] = Some(t);
+        }
+        Ok(())
+    }
+}
+
+/// A kernel must return its result's static type (compared field by field:
+/// `out.ty()` would allocate).
+fn check_result(op: &str, out: &Tensor, ty: &TensorType) {
+    debug_assert!(
+        out.dtype() == ty.dtype() && out.shape() == ty.shape(),
+        "kernel of {op} returned {:?}, not {ty}",
+        out.ty()
+    );
 }
 
 #[cfg(test)]

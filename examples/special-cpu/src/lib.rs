@@ -1,14 +1,15 @@
 //! CPU kernels of the `anvil-special` example plugin. Link this crate
-//! (`use anvil_special_cpu as _;`) to run its ops on the CPU.
+//! (`use anvil_special_cpu as _;`) to run its cumulative sum on the CPU.
 //!
-//! The Bessel functions use anvil's generic elementwise kernel (their scalar
-//! math comes from `UnaryMath`); the cumulative sum has its own kernel.
+//! The Bessel functions need no kernel: they are declared with
+//! `unary_elementwise_op!`, so the backend runs (and fuses) their block
+//! math like any built-in elementwise op. `sincos`, an op with two results,
+//! has a kernel of the several-result form.
 #![warn(missing_docs)]
 
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
-use anvil_cpu::kernels::elementwise::unary;
 use anvil_cpu::{register_kernel, Ctx};
-use anvil_special::{BesselJ0, BesselJ1, CumSum};
+use anvil_special::{CumSum, SinCos};
 
 fn cumsum_typed<T: Copy + std::ops::Add<Output = T>>(
     x: &[T],
@@ -55,9 +56,37 @@ pub fn cumsum(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> 
             ))
         }
     };
-    Tensor::from_storage(storage, &out.shape)
+    Tensor::from_storage(storage, out.shape())
 }
 
-register_kernel!(BesselJ0, unary::<BesselJ0>);
-register_kernel!(BesselJ1, unary::<BesselJ1>);
 register_kernel!(CumSum, cumsum);
+
+fn sincos_typed<T: Copy>(x: &[T], f: impl Fn(T) -> (T, T)) -> (Vec<T>, Vec<T>) {
+    x.iter().map(|&v| f(v)).unzip()
+}
+
+/// The kernel of [`SinCos`]: both results in one pass.
+pub fn sincos(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    outs: &[TensorType],
+    _ctx: &Ctx,
+) -> Result<Vec<Tensor>> {
+    anvil_core::op::expect_arity(op, inputs, 1)?;
+    let (s, c) = match inputs[0].storage() {
+        Storage::F64(v) => {
+            let (s, c) = sincos_typed(v, f64::sin_cos);
+            (f64::into_storage(s), f64::into_storage(c))
+        }
+        Storage::F32(v) => {
+            let (s, c) = sincos_typed(v, f32::sin_cos);
+            (f32::into_storage(s), f32::into_storage(c))
+        }
+        _ => {
+            return Err(anvil_core::Error::dtype(op.name(), "0", inputs[0].dtype(), "a float type"))
+        }
+    };
+    Ok(vec![Tensor::from_storage(s, outs[0].shape())?, Tensor::from_storage(c, outs[1].shape())?])
+}
+
+register_kernel!(SinCos, many: sincos);

@@ -7,8 +7,11 @@
 //!   declaration each gives the op, its batching rule and its jvp rule;
 //!   reverse mode follows by transposition.
 //! - [`CumSum`]: a cumulative sum along an axis, a linear op with a batching
-//!   rule, a jvp rule (itself, on the tangent) and a transpose rule (the
-//!   reversed cumulative sum).
+//!   rule, a jvp rule (itself, on the tangent), a transpose rule (the
+//!   reversed cumulative sum) and a rewrite rule of its own (a cumulative
+//!   sum along an axis of length 1 is its operand).
+//! - [`SinCos`]: `(sin x, cos x)` in one op with two results, each its own
+//!   value, with its batching and jvp rules in the several-result form.
 //!
 //! The CPU kernels are in `anvil-special-cpu`; link it (`use
 //! anvil_special_cpu as _;`) to run these ops. Without it, running one is an
@@ -60,12 +63,12 @@ impl Op for CumSum {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
-        anvil_ops::elementwise::Domain::Numeric.check(self.name(), 0, inputs[0].dtype)?;
+        anvil_ops::elementwise::Domain::Numeric.check(self.name(), 0, inputs[0].dtype())?;
         if self.axis >= inputs[0].rank() {
             return Err(Error::AxisOutOfRange {
                 op: self.name().into(),
                 axis: self.axis as i64,
-                shape: inputs[0].shape.clone(),
+                shape: inputs[0].shape().to_vec(),
                 arg: "0".into(),
             });
         }
@@ -91,9 +94,51 @@ fn transpose_cumsum(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Opt
     Ok(vec![args[0].is_linear().then(|| ct.apply(op, &[]))])
 }
 
+/// A cumulative sum along an axis of length 1 adds nothing: it is the
+/// operand (one node fewer).
+fn rewrite_cumsum(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let c = op.try_downcast::<CumSum>()?;
+    Ok((args[0].shape().get(c.axis) == Some(&1) && args[0].ty() == out).then(|| args[0].clone()))
+}
+
 register_rule!(VmapRule, CumSum, vmap_cumsum);
 register_rule!(JvpRule, CumSum, anvil_ops::movement::jvp_linear_unary);
 register_rule!(TransposeRule, CumSum, transpose_cumsum);
+register_rule!(RewriteRule, CumSum, rewrite_cumsum);
+
+/// `(sin x, cos x)`, elementwise: one op, two results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SinCos;
+
+impl Op for SinCos {
+    fn name(&self) -> &'static str {
+        "special.sincos"
+    }
+    fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let t = anvil_ops::elementwise::unary_rule(
+            self,
+            anvil_ops::elementwise::Domain::Float,
+            inputs,
+        )?;
+        Ok(vec![t.clone(), t])
+    }
+}
+
+/// Batching: both results keep the operand's batch axis.
+fn vmap_sincos(_: &dyn Op, args: &[Batched], _size: usize) -> Result<Vec<Batched>> {
+    let outs = Var::apply_op_n(Box::new(SinCos), &[&args[0].var], 2);
+    Ok(outs.into_iter().map(|v| Batched::new(v, args[0].axis)).collect())
+}
+
+/// `d sin x = cos x dx`, `d cos x = -sin x dx`, from the op's own results.
+fn jvp_sincos(_: &dyn Op, _: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Vec<Option<Var>>> {
+    let Some(t) = &t[0] else { return Ok(vec![None, None]) };
+    let (sin, cos) = (&outs[0], &outs[1]);
+    Ok(vec![Some(t * cos), Some(-(t * sin))])
+}
+
+register_rule!(VmapRule, SinCos, many: vmap_sincos);
+register_rule!(JvpRule, SinCos, many: jvp_sincos);
 
 /// The plugin's ops as methods on traced values.
 pub trait SpecialExt {
@@ -103,6 +148,8 @@ pub trait SpecialExt {
     fn j1(&self) -> Var;
     /// The cumulative sum along `axis` (negative counts from the end).
     fn cumsum(&self, axis: i64) -> Var;
+    /// `(sin x, cos x)`, from one op.
+    fn sincos(&self) -> (Var, Var);
 }
 
 impl SpecialExt for Var {
@@ -120,5 +167,11 @@ impl SpecialExt for Var {
                 self.tracer().poisoned()
             }
         }
+    }
+    fn sincos(&self) -> (Var, Var) {
+        let mut outs = Var::apply_op_n(Box::new(SinCos), &[self], 2);
+        let cos = outs.pop().unwrap_or_else(|| self.tracer().poisoned());
+        let sin = outs.pop().unwrap_or_else(|| self.tracer().poisoned());
+        (sin, cos)
     }
 }

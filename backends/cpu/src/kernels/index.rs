@@ -57,7 +57,7 @@ pub fn take(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Re
     let dims = split(x.shape(), t.batch_dims, t.axis);
     let idx = resolve("take", idx.as_slice::<i64>()?, dims.2, t.axis, x.shape())?;
     let storage = anvil_core::with_storage!(x.storage(), v => Element::into_storage(take_typed(v, &idx, dims)));
-    Tensor::from_storage(storage, &out.shape)
+    Tensor::from_storage(storage, out.shape())
 }
 
 fn scatter_typed<T: Element + std::ops::Add<Output = T>>(
@@ -92,15 +92,15 @@ pub fn scatter_add(
     arity(op, inputs, 2)?;
     let s = op.try_downcast::<ScatterAdd>()?;
     let (u, idx) = (inputs[0], inputs[1]);
-    let idx = resolve("scatter_add", idx.as_slice::<i64>()?, s.size, s.axis, &out.shape)?;
-    let dims = split(&out.shape, s.batch_dims, s.axis);
+    let idx = resolve("scatter_add", idx.as_slice::<i64>()?, s.size, s.axis, out.shape())?;
+    let dims = split(out.shape(), s.batch_dims, s.axis);
     let storage = match u.storage() {
         Storage::F64(v) => f64::into_storage(scatter_typed(v, &idx, dims)),
         Storage::F32(v) => f32::into_storage(scatter_typed(v, &idx, dims)),
         Storage::I64(v) => i64::into_storage(scatter_typed(v, &idx, dims)),
         Storage::Bool(_) => return Err(unsupported(op, 0, u.dtype())),
     };
-    Tensor::from_storage(storage, &out.shape)
+    Tensor::from_storage(storage, out.shape())
 }
 
 register_kernel!(Take, take);

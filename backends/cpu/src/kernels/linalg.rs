@@ -73,7 +73,7 @@ pub fn solve(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Re
         }
         _ => return Err(unsupported(op, 0, a.dtype())),
     };
-    Tensor::from_storage(storage, &out.shape)
+    Tensor::from_storage(storage, out.shape())
 }
 
 register_kernel!(Solve, solve);

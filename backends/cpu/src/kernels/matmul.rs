@@ -145,7 +145,7 @@ pub fn matmul(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> R
         (Storage::F32(x), Storage::F32(y)) => f32::into_storage(matmul_f32(x, y, &l, ctx)),
         _ => return Err(unsupported(op, 1, b.dtype())),
     };
-    Tensor::from_storage(storage, &out.shape)
+    Tensor::from_storage(storage, out.shape())
 }
 
 register_kernel!(Matmul, matmul);

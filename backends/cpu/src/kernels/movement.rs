@@ -13,7 +13,7 @@ use anvil_ops::movement::*;
 /// `reshape`: the same buffer with a new shape.
 pub fn reshape(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
     arity(op, inputs, 1)?;
-    Tensor::from_storage(inputs[0].storage().clone(), &out.shape)
+    Tensor::from_storage(inputs[0].storage().clone(), out.shape())
 }
 
 fn gather_tensor(
@@ -78,14 +78,14 @@ pub fn permute(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> 
         let (r, c) = (sh[rank - 2], sh[rank - 1]);
         let batch = sh[..rank - 2].iter().product();
         let storage = with_storage!(inputs[0].storage(), v => Element::into_storage(transpose_last2(v, batch, r, c, ctx)));
-        return Tensor::from_storage(storage, &out.shape);
+        return Tensor::from_storage(storage, out.shape());
     }
     let s = contiguous_strides(inputs[0].shape());
     let mut strides = s.clone();
     for (d, &a) in strides.iter_mut().zip(&p.perm) {
         *d = s[a];
     }
-    gather_tensor(inputs[0], 0, &strides, &out.shape, ctx)
+    gather_tensor(inputs[0], 0, &strides, out.shape(), ctx)
 }
 
 /// `broadcast_to`: a gather with zero strides on broadcast axes.
@@ -96,7 +96,13 @@ pub fn broadcast_to(
     ctx: &Ctx,
 ) -> Result<Tensor> {
     arity(op, inputs, 1)?;
-    gather_tensor(inputs[0], 0, &broadcast_strides(inputs[0].shape(), &out.shape), &out.shape, ctx)
+    gather_tensor(
+        inputs[0],
+        0,
+        &broadcast_strides(inputs[0].shape(), out.shape()),
+        out.shape(),
+        ctx,
+    )
 }
 
 /// `slice`: a gather from the first element with strides scaled by the steps.
@@ -106,14 +112,14 @@ pub fn slice(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Re
     let s = contiguous_strides(inputs[0].shape());
     let r = sl.resolve(inputs[0].shape())?;
     if out.numel() == 0 {
-        return Ok(Tensor::zeros_of(&out.shape, out.dtype));
+        return Ok(Tensor::zeros_of(out.shape(), out.dtype()));
     }
     let offset: isize = r.iter().zip(&s).map(|(&(first, _, _), &st)| first as isize * st).sum();
     let mut strides = s.clone();
     for (d, &(_, step, _)) in strides.iter_mut().zip(&r) {
         *d *= step as isize;
     }
-    gather_tensor(inputs[0], offset, &strides, &out.shape, ctx)
+    gather_tensor(inputs[0], offset, &strides, out.shape(), ctx)
 }
 
 /// Copies `src` (row-major, `shape`) into `dst` read as a larger buffer with
@@ -155,8 +161,8 @@ pub fn pad(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Res
     arity(op, inputs, 1)?;
     let p = op.try_downcast::<Pad>()?;
     let x = inputs[0];
-    let storage = with_storage!(x.storage(), v => Element::into_storage(pad_typed(v, x.shape(), p, &out.shape)));
-    Tensor::from_storage(storage, &out.shape)
+    let storage = with_storage!(x.storage(), v => Element::into_storage(pad_typed(v, x.shape(), p, out.shape())));
+    Tensor::from_storage(storage, out.shape())
 }
 
 fn concat_typed<T: Pooled>(parts: &[&Tensor], axis: usize, out_shape: &[usize]) -> Result<Vec<T>> {
@@ -183,12 +189,12 @@ pub fn concatenate(
         .first()
         .ok_or_else(|| anvil_core::Error::invalid("concatenate", "operands", "none given"))?;
     let storage = match first.storage() {
-        Storage::F64(_) => f64::into_storage(concat_typed(inputs, c.axis, &out.shape)?),
-        Storage::F32(_) => f32::into_storage(concat_typed(inputs, c.axis, &out.shape)?),
-        Storage::I64(_) => i64::into_storage(concat_typed(inputs, c.axis, &out.shape)?),
-        Storage::Bool(_) => bool::into_storage(concat_typed(inputs, c.axis, &out.shape)?),
+        Storage::F64(_) => f64::into_storage(concat_typed(inputs, c.axis, out.shape())?),
+        Storage::F32(_) => f32::into_storage(concat_typed(inputs, c.axis, out.shape())?),
+        Storage::I64(_) => i64::into_storage(concat_typed(inputs, c.axis, out.shape())?),
+        Storage::Bool(_) => bool::into_storage(concat_typed(inputs, c.axis, out.shape())?),
     };
-    Tensor::from_storage(storage, &out.shape)
+    Tensor::from_storage(storage, out.shape())
 }
 
 register_kernel!(Reshape, reshape);

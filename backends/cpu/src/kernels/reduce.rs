@@ -209,7 +209,7 @@ pub fn reduce<O: ReduceMath>(
         }
         Storage::Bool(_) => return Err(unsupported(op, 0, x.dtype())),
     };
-    Tensor::from_storage(storage, &out.shape)
+    Tensor::from_storage(storage, out.shape())
 }
 
 fn arg_typed<T: Copy + Send + Sync + PartialOrd>(
@@ -256,7 +256,7 @@ pub fn arg_reduce(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) 
         Storage::I64(v) => arg_typed(v, &sp, ctx, o.max, |_| false),
         Storage::Bool(_) => return Err(unsupported(op, 0, x.dtype())),
     };
-    Tensor::from_vec(v, &out.shape)
+    Tensor::from_vec(v, out.shape())
 }
 
 register_kernel!(ReduceSum, reduce::<ReduceSum>);

@@ -1,0 +1,45 @@
+//! The compile pipeline: trace → transforms → rewrites → CSE/DCE →
+//! constant folding → plan, in one place below the facade.
+//!
+//! Transforms run while tracing (every transform is a function that emits
+//! into the trace), so a traced function is already transformed. What this
+//! module adds is the optimisation of the traced graph and the hand-off to
+//! a backend: [`optimize`] needs the backend only to fold constants (an
+//! [`Evaluator`]), and [`compile`] asks a [`Backend`] for its plan. The
+//! facade wires the CPU backend in; nothing here knows it.
+
+use crate::passes::{cse, dce, fold_constants};
+use crate::rewrite::rewrite;
+use anvil_core::function::trace_types;
+use anvil_core::{Backend, Evaluator, Function, Graph, Result, TensorType};
+
+/// The graph a call runs: `graph` rewritten to a fixpoint (see
+/// [`rewrite`]), constants folded with `eval`, rewritten again, common
+/// subexpressions merged and dead nodes dropped — in bodies too.
+///
+/// # Errors
+/// An invalid graph; a rewrite rule's error.
+pub fn optimize(graph: &Graph, eval: &dyn Evaluator) -> Result<Graph> {
+    let g = dce(&cse(&rewrite(graph)?)?)?;
+    let folded = fold_constants(&g, eval)?;
+    let g = if folded.len() == g.len() && folded.same_structure(&g) {
+        g
+    } else {
+        rewrite(&dce(&cse(&folded)?)?)?
+    };
+    let g = dce(&cse(&g)?)?;
+    debug_assert!(g.verify().is_ok(), "optimize built an invalid graph: {:?}", g.verify());
+    Ok(g)
+}
+
+/// Traces `f` at `types`, optimises the graph and compiles it with `backend`.
+///
+/// # Errors
+/// As [`trace_types`], [`optimize`] and [`Backend::plan`].
+pub fn compile<M, F: Function<M> + ?Sized, B: Backend>(
+    f: &F,
+    types: &[TensorType],
+    backend: &B,
+) -> Result<B::Plan> {
+    backend.plan(&optimize(&trace_types(f, types)?, backend)?)
+}
