@@ -333,7 +333,7 @@ fn transposes_into_matmul_are_views() {
     let want: Vec<f64> =
         (0..6).map(|k| (0..4).map(|r| av[r * 3 + k / 2] * bv[r * 2 + k % 2]).sum()).collect();
     let f = |a: &Var, b: &Var| a.transpose().matmul(b);
-    let plan = anvil::cpu::compile(&trace(&f, (&a, &b)).unwrap()).unwrap();
+    let plan = anvil::cpu::compile(&anvil::lower(&f, (&a, &b)).unwrap()).unwrap();
     assert!(plan.graph().iter().all(|(_, n)| n.op.name() != "permute"), "{}", plan.graph());
     let got = plan.run(&[a.clone(), b.clone()], &anvil::Ctx::default()).unwrap().remove(0);
     got.assert_allclose(&Tensor::from_vec(want, &[3, 2]).unwrap(), 1e-15, 1e-15);
@@ -353,4 +353,63 @@ fn transposes_into_matmul_are_views() {
     let want: Vec<f64> = (0..4).map(|r| 0.5 * bv[r * 2] - bv[r * 2 + 1]).collect();
     got.assert_allclose(&Tensor::from_vec(want, &[4]).unwrap(), 1e-15, 1e-15);
     let _ = v;
+}
+
+/// The Jacobian of a stencil is banded: `jacfwd` of W4's residual lowers to
+/// one `diagonals` generator (three diagonals), with the values of the graph
+/// as traced, and no `n × n` product or sum is left.
+#[test]
+fn stencil_jacobians_lower_to_diagonals() {
+    use anvil::ops::diagonal::Diagonals;
+    let pde = |u: &Var| {
+        let n = u.shape()[0];
+        let up = u.pad(&[(1, 1)], 0.0);
+        let left = up.slice_axis(0, None, Some(-2), 1);
+        let right = up.slice_axis(0, Some(2), None, 1);
+        (left - u * 2.0 + right) * (n as f64).powi(2) + u.powf(3.0) - u.sin()
+    };
+    let n = 7;
+    let u =
+        Tensor::from_vec((0..n).map(|i| (0.37 * (i + 1) as f64).sin()).collect(), &[n]).unwrap();
+    let j = jacfwd(pde);
+    let g = anvil::lower(&j, &u).unwrap();
+    assert_eq!(g.count::<Diagonals>(), 1, "{g}");
+    let square = g.iter().filter(|(_, node)| g.ty(node.out()).shape() == [n, n]).count();
+    assert_eq!(square, 1, "only the diagonals are n x n: {g}");
+    let d = g.iter().find_map(|(_, node)| node.op.downcast_ref::<Diagonals>()).unwrap();
+    let mut offsets = d.offsets.clone();
+    offsets.sort_unstable();
+    assert_eq!(offsets, [-1, 0, 1]);
+    let raw = trace(&j, &u).unwrap();
+    let want = run_graph(&raw, std::slice::from_ref(&u)).unwrap();
+    let got = run_graph(&g, std::slice::from_ref(&u)).unwrap();
+    got[0].assert_allclose(&want[0], 1e-15, 0.0);
+    // The closed form: main diagonal -2 n² + 3u² - cos u, the others n².
+    let uv = u.to_vec::<f64>().unwrap();
+    let jv = got[0].to_vec::<f64>().unwrap();
+    for i in 0..n {
+        for k in 0..n {
+            let w = match (i as i64 - k as i64).abs() {
+                0 => -2.0 * (n * n) as f64 + 3.0 * uv[i] * uv[i] - uv[i].cos(),
+                1 => (n * n) as f64,
+                _ => 0.0,
+            };
+            assert!((jv[i * n + k] - w).abs() <= 1e-12 * w.abs().max(1.0), "J[{i},{k}]");
+        }
+    }
+}
+
+/// Diagonals keep a derivative that is not finite in its own entry: the
+/// entries no diagonal covers stay 0, where the dense product `0 · ∞` of
+/// the seed and the derivative would be NaN.
+#[test]
+fn diagonals_keep_infinities_in_their_entry() {
+    let f = |x: &Var| x.sqrt();
+    let x = Tensor::from_vec(vec![0.0, 1.0, 4.0], &[3]).unwrap();
+    let j = jit(jacfwd(f)).call(&x).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(j[0], f64::INFINITY);
+    assert_eq!(&j[1..], [0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.25]);
+    let raw = run_graph(&trace(&jacfwd(f), &x).unwrap(), &[x]).unwrap().remove(0);
+    let raw = raw.to_vec::<f64>().unwrap();
+    assert!(raw[1].is_nan() && raw[2].is_nan(), "the dense product spreads NaN: {raw:?}");
 }

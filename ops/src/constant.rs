@@ -89,20 +89,27 @@ impl Op for Iota {
     }
 }
 
-/// The index along `axis` of the element at flat position `p` of `shape`.
-fn coordinate(p: usize, shape: &[usize], axis: usize) -> usize {
-    let inner: usize = shape[axis + 1..].iter().product();
-    (p / inner.max(1)) % shape[axis].max(1)
-}
-
 impl ElementwiseMath for Iota {
     fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()> {
         expect_arity(self, args, 0)?;
-        let v = |j: usize| coordinate(at.start + j, at.shape, self.axis);
+        let inner: usize = at.shape[self.axis + 1..].iter().product::<usize>().max(1);
+        let dim = at.shape[self.axis].max(1);
+        // The coordinate changes every `inner` elements: counters, not divisions.
+        let mut c = (at.start / inner) % dim;
+        let mut left = inner - at.start % inner;
+        let mut next = || {
+            let v = c;
+            left -= 1;
+            if left == 0 {
+                left = inner;
+                c = if c + 1 == dim { 0 } else { c + 1 };
+            }
+            v
+        };
         match out {
-            BlockMut::F64(y) => y.iter_mut().enumerate().for_each(|(j, d)| *d = v(j) as f64),
-            BlockMut::F32(y) => y.iter_mut().enumerate().for_each(|(j, d)| *d = v(j) as f32),
-            BlockMut::I64(y) => y.iter_mut().enumerate().for_each(|(j, d)| *d = v(j) as i64),
+            BlockMut::F64(y) => y.iter_mut().for_each(|d| *d = next() as f64),
+            BlockMut::F32(y) => y.iter_mut().for_each(|d| *d = next() as f32),
+            BlockMut::I64(y) => y.iter_mut().for_each(|d| *d = next() as i64),
             out => return Err(crate::elementwise::block_error(self, args, &out)),
         }
         Ok(())
@@ -175,16 +182,6 @@ impl Basis {
         self.offset >= 0 && self.offset as usize + self.len() <= self.space()
     }
 
-    /// The value at flat position `p`.
-    fn one_at(&self, p: usize, extra: i64) -> bool {
-        let inner: usize = self.shape[self.axis + 1..].iter().product();
-        let k = self.len().max(1);
-        let inner = inner.max(1);
-        let b = (p / inner) % k;
-        let other = (p / (inner * k)) * inner + p % inner;
-        other as i64 == b as i64 + self.offset + extra
-    }
-
     /// The seed this one becomes after a reshape to `shape`, if the basis
     /// axis survives as an axis with everything before it and after it
     /// kept in order.
@@ -247,6 +244,53 @@ impl Basis {
     }
 }
 
+/// Calls `set_one(j)` for every position `start + j` (`j < len`) of the
+/// block where the seed of `shape` with basis axis `axis` (of `k` vectors)
+/// and offset `offset` is 1: where the row-major position over the other
+/// axes equals the basis index plus the offset. Computed per row of the
+/// block, with no division per element: the ones of a row lie on a line
+/// `p = c + i (inner + 1)`.
+pub(crate) fn basis_ones(
+    shape: &[usize],
+    axis: usize,
+    k: usize,
+    offset: i64,
+    start: usize,
+    len: usize,
+    mut set_one: impl FnMut(usize),
+) {
+    if k == 0 || len == 0 {
+        return;
+    }
+    let inner: usize = shape[axis + 1..].iter().product::<usize>().max(1);
+    let row = inner * k; // elements per index of the axes before the basis axis
+    let first_outer = start / row;
+    let last_outer = (start + len - 1) / row;
+    let (inner, k, start, end) = (inner as i128, k as i128, start as i128, (start + len) as i128);
+    for outer in first_outer..=last_outer {
+        let outer = outer as i128;
+        // Ones at i with b = outer * inner + i - offset in 0..k, i in
+        // 0..inner, at p = c + i * (inner + 1) (b grows with i).
+        let base = outer * inner - i128::from(offset);
+        let c = outer * (inner * k) + base * inner;
+        let lo = (-base).max(0).max(div_ceil(start - c, inner + 1));
+        let hi = (k - base).min(inner).min(div_ceil(end - c, inner + 1));
+        for i in lo..hi {
+            set_one((c + i * (inner + 1) - start) as usize);
+        }
+    }
+}
+
+/// `a / b` rounded up, for `b > 0`.
+fn div_ceil(a: i128, b: i128) -> i128 {
+    let q = a.div_euclid(b);
+    if a.rem_euclid(b) == 0 {
+        q
+    } else {
+        q + 1
+    }
+}
+
 impl Op for Basis {
     fn name(&self) -> &'static str {
         "basis"
@@ -291,13 +335,21 @@ impl ElementwiseMath for Basis {
             [Block::I64(s)] => s.first().copied().unwrap_or(0),
             _ => return Err(crate::elementwise::block_error(self, args, &out)),
         };
-        let one = |j: usize| self.one_at(at.start + j, extra);
+        let shift = self.offset.saturating_add(extra);
         match out {
             BlockMut::F64(y) => {
-                y.iter_mut().enumerate().for_each(|(j, d)| *d = f64::from(u8::from(one(j))))
+                y.fill(0.0);
+                let len = y.len();
+                basis_ones(&self.shape, self.axis, self.len(), shift, at.start, len, |j| {
+                    y[j] = 1.0
+                });
             }
             BlockMut::F32(y) => {
-                y.iter_mut().enumerate().for_each(|(j, d)| *d = f32::from(u8::from(one(j))))
+                y.fill(0.0);
+                let len = y.len();
+                basis_ones(&self.shape, self.axis, self.len(), shift, at.start, len, |j| {
+                    y[j] = 1.0
+                });
             }
             out => return Err(crate::elementwise::block_error(self, args, &out)),
         }
@@ -393,4 +445,80 @@ pub fn as_basis(v: &Var) -> Option<Basis> {
         return None;
     }
     p.op_as::<Basis>().cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The element at flat position `p`, from the definition.
+    fn naive(b: &Basis, p: usize, extra: i64) -> f64 {
+        let mut idx = vec![0usize; b.shape.len()];
+        let mut rem = p;
+        for d in (0..b.shape.len()).rev() {
+            idx[d] = rem % b.shape[d];
+            rem /= b.shape[d];
+        }
+        let mut other = 0usize;
+        for d in (0..b.shape.len()).filter(|&d| d != b.axis) {
+            other = other * b.shape[d] + idx[d];
+        }
+        f64::from(u8::from(other as i64 == idx[b.axis] as i64 + b.offset + extra))
+    }
+
+    #[test]
+    fn blocks_of_a_seed_match_its_definition_for_every_layout() {
+        let shapes: [&[usize]; 5] = [&[5, 5], &[3, 4, 2], &[1, 6, 1, 3], &[7], &[2, 3, 4]];
+        for shape in shapes {
+            for axis in 0..shape.len() {
+                for offset in [-3i64, -1, 0, 1, 2, 9] {
+                    for extra in [0i64, 2] {
+                        let b = Basis { shape: shape.to_vec(), axis, offset, dtype: DType::F64 };
+                        let n: usize = shape.iter().product();
+                        let want: Vec<f64> = (0..n).map(|p| naive(&b, p, extra)).collect();
+                        for block in [1usize, 2, 3, 7, n.max(1)] {
+                            let mut got = vec![f64::NAN; n];
+                            let mut start = 0;
+                            while start < n {
+                                let len = block.min(n - start);
+                                let s = [extra];
+                                let args: &[Block<'_>] =
+                                    if extra == 0 { &[] } else { &[Block::I64(&s)] };
+                                let at = BlockAt { start, shape };
+                                b.eval_block(args, BlockMut::F64(&mut got[start..start + len]), at)
+                                    .unwrap();
+                                start += len;
+                            }
+                            assert_eq!(got, want, "{b:?} extra {extra} block {block}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn blocks_of_an_iota_match_its_definition() {
+        let shape = [3usize, 4, 5];
+        for axis in 0..3 {
+            let io = Iota { shape: shape.to_vec(), axis, dtype: DType::I64 };
+            let want: Vec<i64> = (0..60)
+                .map(|p: usize| {
+                    let inner: usize = shape[axis + 1..].iter().product();
+                    ((p / inner) % shape[axis]) as i64
+                })
+                .collect();
+            for block in [1usize, 7, 60] {
+                let mut got = vec![-1i64; 60];
+                let mut start = 0;
+                while start < 60 {
+                    let len = block.min(60 - start);
+                    let at = BlockAt { start, shape: &shape };
+                    io.eval_block(&[], BlockMut::I64(&mut got[start..start + len]), at).unwrap();
+                    start += len;
+                }
+                assert_eq!(got, want, "axis {axis} block {block}");
+            }
+        }
+    }
 }

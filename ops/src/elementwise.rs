@@ -663,6 +663,9 @@ fn transpose_neg(_: &dyn Op, ct: &Var, _: &[LinearArg]) -> Result<Vec<Option<Var
 /// `M` in {0, 1}, NaN and infinities included, and the negation moves onto
 /// the small operand. Cost: one large pass fewer.
 fn rewrite_neg(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    if let Some(d) = crate::diagonal::negate(&args[0], out) {
+        return Ok(Some(d));
+    }
     let Some(p) = args[0].producer() else { return Ok(None) };
     if p.op_as::<Neg>().is_some() && p.inputs[0].ty() == out {
         return Ok(Some(p.inputs[0].clone()));
@@ -881,7 +884,9 @@ fn keeps(x: &Var, out: &TensorType) -> Option<Var> {
     (x.ty() == out).then(|| x.clone())
 }
 
-/// `x * 1`, `1 * x` → `x`. Exact. Cost: one node fewer.
+/// `x * 1`, `1 * x` → `x` (exact; one node fewer); a seed's diagonals
+/// times a vector → diagonals (see [`crate::diagonal`]; one generator
+/// instead of a product over the large shape).
 fn rewrite_mul(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
     let (a, b) = (&args[0], &args[1]);
     Ok(if is_filled_with(b, 1.0) {
@@ -889,19 +894,25 @@ fn rewrite_mul(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>
     } else if is_filled_with(a, 1.0) {
         keeps(b, out)
     } else {
-        None
+        crate::diagonal::product(a, b, false, out)
     })
 }
 
-/// `x / 1` → `x`. Exact. Cost: one node fewer.
+/// `x / 1` → `x` (exact; one node fewer); diagonals divided by a vector →
+/// diagonals.
 fn rewrite_div(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
-    Ok(if is_filled_with(&args[1], 1.0) { keeps(&args[0], out) } else { None })
+    Ok(if is_filled_with(&args[1], 1.0) {
+        keeps(&args[0], out)
+    } else {
+        crate::diagonal::product(&args[0], &args[1], true, out)
+    })
 }
 
 /// Rewrites of a sum or a difference (the Jacobians of `jacfwd` are sums
 /// of `seed * derivative` terms):
 ///
 /// - `x + 0`, `0 + x`, `x - 0` → `x` (exact up to the sign of a zero);
+/// - diagonals ± diagonals → one diagonals node (see [`crate::diagonal`]);
 /// - `a + (-b)` → `a - b`, `(-a) + b` → `b - a`, `a - (-b)` → `a + b`;
 /// - `c*x ± c*y` → `c * (x ± y)`, and `(a + c*x) ± c*y` → `a + c * (x ± y)`:
 ///   with `c` a large seed and `x`, `y` small derivatives, one product over
@@ -913,6 +924,9 @@ fn rewrite_add_sub(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option
     let (a, b) = (&args[0], &args[1]);
     if is_filled_with(b, 0.0) {
         return Ok(keeps(a, out));
+    }
+    if let Some(d) = crate::diagonal::combine(a, b, !is_add, out) {
+        return Ok(Some(d));
     }
     if is_add && is_filled_with(a, 0.0) {
         return Ok(keeps(b, out));

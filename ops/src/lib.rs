@@ -25,6 +25,7 @@ pub mod batching;
 pub mod composite;
 pub mod constant;
 pub mod control;
+pub mod diagonal;
 pub mod elementwise;
 pub mod index;
 pub mod linalg;

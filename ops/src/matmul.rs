@@ -39,7 +39,7 @@ impl Op for Matmul {
 
 use crate::api::VarExt;
 use crate::batching::{move_axis, pad_after_batch};
-use anvil_core::{register_rule, Batched};
+use anvil_core::{register_rule, Batched, Var};
 
 /// Batching `matmul`. A batched operand against an unbatched matrix stays one
 /// product with the batch folded into the rows (`[B, m, k] @ [k, n]`, one
@@ -93,7 +93,7 @@ register_rule!(VmapRule, Matmul, vmap_matmul);
 // ---------------------------------------------------------- derivatives
 
 use crate::ad::{add_tangents, unbroadcast};
-use anvil_core::{LinearArg, Var};
+use anvil_core::LinearArg;
 
 fn jvp_matmul(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
     let da = t[0].as_ref().map(|t| t.matmul(&p[1]));
@@ -152,22 +152,142 @@ fn transpose_matmul(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Opt
 register_rule!(JvpRule, Matmul, jvp_matmul);
 register_rule!(TransposeRule, Matmul, transpose_matmul);
 
+// ------------------------------------------------------------- matmul_t
+
+/// `op(a) @ op(b)` for matrices and vectors, where `op` transposes a
+/// matrix operand whose flag is set: the product BLAS computes with its
+/// transpose flags (XLA's `dot` with dimension numbers), so that a
+/// transposed operand is read as a view, never copied. `matmul` of a
+/// `permute[1, 0]` becomes one (a rewrite rule of [`Matmul`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatmulT {
+    /// Read the left operand (a matrix) transposed.
+    pub ta: bool,
+    /// Read the right operand (a matrix) transposed.
+    pub tb: bool,
+}
+
+fn transposed(t: &TensorType, yes: bool) -> TensorType {
+    if yes {
+        t.with_shape(t.shape().iter().rev().copied().collect::<Vec<_>>())
+    } else {
+        t.clone()
+    }
+}
+
+impl Op for MatmulT {
+    fn name(&self) -> &'static str {
+        "matmul_t"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 2)?;
+        let (a, b) = (transposed(&inputs[0], self.ta), transposed(&inputs[1], self.tb));
+        let ok = a.rank() <= 2
+            && b.rank() <= 2
+            && (!self.ta || a.rank() == 2)
+            && (!self.tb || b.rank() == 2);
+        if !ok {
+            return Err(Error::shape(
+                "matmul_t",
+                &[inputs[0].shape(), inputs[1].shape()],
+                "matrices or vectors only (a transposed operand must be a matrix)",
+            ));
+        }
+        Matmul.infer(&[a, b])
+    }
+    fn params(&self) -> String {
+        format!("ta={}, tb={}", self.ta, self.tb)
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k < 2
+    }
+}
+
+/// Batching: the equivalent `matmul` of the (transposed) operands, batched.
+fn vmap_matmul_t(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let m = op.try_downcast::<MatmulT>()?;
+    let flip = |b: &Batched, yes: bool| match (b.axis, yes) {
+        (_, false) => b.clone(),
+        (None, true) => Batched::new(b.var.transpose(), None),
+        // The element's two axes swap; the batch axis keeps its place.
+        (Some(k), true) => {
+            let r = b.var.rank();
+            let axes: Vec<usize> = (0..r).filter(|&i| i != k).collect();
+            let (x, y) = (axes[axes.len() - 2], axes[axes.len() - 1]);
+            Batched::new(b.var.swap_axes(x as i64, y as i64), Some(k))
+        }
+    };
+    vmap_matmul(&Matmul, &[flip(&args[0], m.ta), flip(&args[1], m.tb)], size)
+}
+
+fn jvp_matmul_t(op: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
+    let m = *op.try_downcast::<MatmulT>()?;
+    let apply = |a: &Var, b: &Var| Var::apply_op(Box::new(m), &[a, b]);
+    let da = t[0].as_ref().map(|t| apply(t, &p[1]));
+    let db = t[1].as_ref().map(|t| apply(&p[0], t));
+    Ok(add_tangents(da, db, out.shape()))
+}
+
+/// Linear in whichever operand is not known: the cotangent of `op(x)` as
+/// for `matmul`, transposed back where `op` transposes.
+fn transpose_matmul_t(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let m = op.try_downcast::<MatmulT>()?;
+    let t = |ty: &TensorType, yes: bool| transposed(ty, yes);
+    let view = |a: &LinearArg, yes: bool| match a {
+        LinearArg::Linear(ty) => LinearArg::Linear(t(ty, yes)),
+        LinearArg::Known(v) => LinearArg::Known(if yes { v.transpose() } else { v.clone() }),
+    };
+    let cts = transpose_matmul(&Matmul, ct, &[view(&args[0], m.ta), view(&args[1], m.tb)])?;
+    let back = |c: Option<Var>, yes: bool| c.map(|c| if yes { c.transpose() } else { c });
+    let mut cts = cts.into_iter();
+    Ok(vec![back(cts.next().flatten(), m.ta), back(cts.next().flatten(), m.tb)])
+}
+
+register_rule!(VmapRule, MatmulT, vmap_matmul_t);
+register_rule!(JvpRule, MatmulT, jvp_matmul_t);
+register_rule!(TransposeRule, MatmulT, transpose_matmul_t);
+
 // ------------------------------------------------------------- rewrites
 
-/// A product with the identity seed is the other operand (`W @ I = W`, the
-/// product `jacfwd` of a linear layer creates). Cost: one GEMM fewer.
+/// Rewrites of a matrix product:
+///
+/// - with the identity seed, the other operand (`W @ I = W`, the product
+///   `jacfwd` of a linear layer creates; one GEMM fewer);
+/// - of a transposed matrix (`permute[1, 0]`) with a matrix or vector, the
+///   product reading the transpose as a view ([`MatmulT`]): no copy.
 fn rewrite_matmul(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
     let identity = |v: &Var| {
         crate::constant::as_basis(v).is_some_and(|b| b.is_identity() && b.dtype == v.dtype())
     };
     let (a, b) = (&args[0], &args[1]);
-    Ok(if identity(b) && a.ty() == out {
-        Some(a.clone())
-    } else if identity(a) && b.ty() == out {
-        Some(b.clone())
-    } else {
-        None
-    })
+    if identity(b) && a.ty() == out {
+        return Ok(Some(a.clone()));
+    }
+    if identity(a) && b.ty() == out {
+        return Ok(Some(b.clone()));
+    }
+    if a.rank() > 2 || b.rank() > 2 {
+        return Ok(None);
+    }
+    let source = |v: &Var| {
+        v.producer()
+            .filter(|p| p.op_as::<crate::movement::Permute>().is_some_and(|q| q.perm == [1, 0]))
+            .map(|p| p.inputs[0].clone())
+    };
+    let (sa, sb) = (source(a), source(b));
+    if sa.is_none() && sb.is_none() {
+        return Ok(None);
+    }
+    let op = MatmulT { ta: sa.is_some(), tb: sb.is_some() };
+    let (x, y) = (sa.unwrap_or_else(|| a.clone()), sb.unwrap_or_else(|| b.clone()));
+    Ok(Some(Var::apply_op(Box::new(op), &[&x, &y])).filter(|v| v.ty() == out))
+}
+
+/// `matmul_t` without flags is `matmul` (the simpler op).
+fn rewrite_matmul_t(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let m = op.try_downcast::<MatmulT>()?;
+    Ok((!m.ta && !m.tb).then(|| args[0].matmul(&args[1])).filter(|v| v.ty() == out))
 }
 
 register_rule!(RewriteRule, Matmul, rewrite_matmul);
+register_rule!(RewriteRule, MatmulT, rewrite_matmul_t);

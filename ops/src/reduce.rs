@@ -288,6 +288,9 @@ fn rewrite_sum(op: &dyn Op, args: &[Var], out: &Type) -> Result<Option<Var>> {
     if let Some(v) = sum_of_broadcast(o, x, out) {
         return Ok(Some(v));
     }
+    if let Some(v) = crate::diagonal::sum_over_space(x, &o.axes, out) {
+        return Ok(Some(v));
+    }
     if let ([n, k], [_]) = (x.shape(), &o.axes[..]) {
         if n == k {
             let shape: Vec<i64> = out.shape().iter().map(|&d| d as i64).collect();
@@ -326,6 +329,10 @@ fn diagonal_of_chain(x: &Var, n: usize) -> Option<Var> {
     let p = x.producer()?;
     if p.op_as::<Neg>().is_some() {
         return Some(-&diagonal_of_chain(&p.inputs[0], n)?);
+    }
+    // Diagonals of the identity's one diagonal: their values.
+    if let Some(d) = p.op_as::<crate::diagonal::Diagonals>() {
+        return (d.offsets == [0]).then(|| p.inputs[0].reshape(&[n as i64]));
     }
     let (is_mul, is_div) = (p.op_as::<Mul>().is_some(), p.op_as::<Div>().is_some());
     if !(is_mul || is_div) {

@@ -4,10 +4,11 @@ use super::{InputKind, OpSample};
 use crate::core::SubGraph;
 use crate::ops::constant::{Basis, Full, Iota};
 use crate::ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
+use crate::ops::diagonal::Diagonals;
 use crate::ops::elementwise::*;
 use crate::ops::index::{ScatterAdd, Take};
 use crate::ops::linalg::Solve;
-use crate::ops::matmul::Matmul;
+use crate::ops::matmul::{Matmul, MatmulT};
 use crate::ops::movement::{BroadcastTo, Concatenate, Pad, Permute, Reshape, Slice};
 use crate::ops::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
 use crate::{trace, DType, Op, Scalar, SliceSpec, Tensor, TensorType, Var, VarExt};
@@ -294,6 +295,17 @@ fn matmul_samples(s: &mut Vec<OpSample>) {
             .input_dtype(SYM, &[3, 2], DType::F32)
             .tol(1e-5, 1e-5),
     );
+    // matmul_t: each operand read transposed, matrices and vectors.
+    let t_pairs: [(bool, bool, &[usize], &[usize]); 5] = [
+        (true, false, &[3, 2], &[3, 4]),
+        (false, true, &[2, 3], &[4, 3]),
+        (true, true, &[3, 2], &[4, 3]),
+        (true, false, &[3, 2], &[3]),
+        (false, true, &[3], &[4, 3]),
+    ];
+    for (ta, tb, a, b) in t_pairs {
+        s.push(binary(&MatmulT { ta, tb }, (SYM, a), (SYM, b)));
+    }
     // solve: vector and matrix right-hand sides, with and without batch axes.
     let wc = InputKind::WellConditioned;
     s.push(OpSample::new(Solve).input(wc.clone(), &[3, 3]).input(SYM, &[3]).tol(1e-10, 1e-10));
@@ -350,6 +362,15 @@ fn constant_samples(s: &mut Vec<OpSample>) {
     let seed = Basis { shape: vec![2, 3, 4], axis: 2, offset: 1, dtype: DType::F64 };
     s.push(OpSample::new(seed.clone()));
     s.push(OpSample::new(seed).given(Tensor::scalar(2i64), InputKind::Fixed));
+    // Scaled diagonals of a seed: basis axis last, and first.
+    let diagonals = Diagonals { shape: vec![4, 3], axis: 1, offsets: vec![0, -1, 2] };
+    let mut d = OpSample::new(diagonals);
+    for _ in 0..3 {
+        d = d.input(SYM, &[1, 3]);
+    }
+    s.push(d);
+    let diagonals = Diagonals { shape: vec![2, 2, 3], axis: 0, offsets: vec![1] };
+    s.push(OpSample::new(diagonals).input(SYM, &[2, 1, 1]));
     s.push(OpSample::new(Iota { shape: vec![2, 3], axis: 1, dtype: DType::I64 }));
     let value = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).expect("literal matches its shape");
     s.push(OpSample::new(crate::core::Constant { value }));

@@ -29,5 +29,5 @@ pub use map::{map, map_fallback, map_fallbacks, MapFn};
 pub use passes::{cse, dce, fold_constants, map_bodies};
 pub use pipeline::{compile, optimize};
 pub use replay::inline_graph;
-pub use rewrite::rewrite;
+pub use rewrite::{rewrite, rewrite_top};
 pub use vmap::{vmap, vmap_graph, vmap_graph_by_chunks, vmap_graph_chunked, InAxes, Vmap};

@@ -8,8 +8,8 @@
 //! [`Evaluator`]), and [`compile`] asks a [`Backend`] for its plan. The
 //! facade wires the CPU backend in; nothing here knows it.
 
-use crate::passes::{cse, dce, fold_constants};
-use crate::rewrite::rewrite;
+use crate::passes::{cse, dce, fold_constants, map_bodies};
+use crate::rewrite::rewrite_top;
 use anvil_core::function::trace_types;
 use anvil_core::{Backend, Evaluator, Function, Graph, Result, TensorType};
 
@@ -20,12 +20,13 @@ use anvil_core::{Backend, Evaluator, Function, Graph, Result, TensorType};
 /// # Errors
 /// An invalid graph; a rewrite rule's error.
 pub fn optimize(graph: &Graph, eval: &dyn Evaluator) -> Result<Graph> {
-    let g = dce(&cse(&rewrite(graph)?)?)?;
+    let g = map_bodies(graph, &|body| optimize(body, eval))?;
+    let g = dce(&cse(&rewrite_top(&g)?)?)?;
     let folded = fold_constants(&g, eval)?;
     let g = if folded.len() == g.len() && folded.same_structure(&g) {
         g
     } else {
-        rewrite(&dce(&cse(&folded)?)?)?
+        rewrite_top(&dce(&cse(&folded)?)?)?
     };
     let g = dce(&cse(&g)?)?;
     debug_assert!(g.verify().is_ok(), "optimize built an invalid graph: {:?}", g.verify());

@@ -40,7 +40,16 @@ pub const MAX_ROUNDS: usize = 32;
 /// A rule's error; rules that do not settle within [`MAX_ROUNDS`] rounds
 /// (an error naming them).
 pub fn rewrite(g: &Graph) -> Result<Graph> {
-    let mut g = map_bodies(g, &rewrite)?;
+    rewrite_top(&map_bodies(g, &rewrite)?)
+}
+
+/// [`rewrite`] of `g`'s own nodes, leaving bodies as they are (for a
+/// caller that has handled them).
+///
+/// # Errors
+/// As [`rewrite`].
+pub fn rewrite_top(g: &Graph) -> Result<Graph> {
+    let mut g = g.clone();
     let mut fired = Vec::new();
     for _ in 0..MAX_ROUNDS {
         let (next, now) = round(&g)?;

@@ -482,12 +482,21 @@ fn run_chunk<T: Pooled>(
     let last = f.program.len() - 1;
     let layout = &f.layout;
     let mut scratch = Scratch::new(layout.counts, width);
+    // A leaf of one element (all strides 0) is the same in every block:
+    // spread once per chunk.
+    let scalar = |strides: &Strides| strides.iter().all(|&s| s == 0);
+    for (t, leaf) in inputs.iter().zip(&layout.leaves) {
+        if let Some((strides, slot)) = leaf.as_ref().filter(|(st, _)| scalar(st)) {
+            let (_, dst) = scratch.split(*slot, width);
+            gather_block(t.storage(), strides, shape, start, dst);
+        }
+    }
     let mut at = 0;
     while at < chunk.len() {
         let len = BLOCK.min(chunk.len() - at);
         let from = start + at;
         for (t, leaf) in inputs.iter().zip(&layout.leaves) {
-            if let Some((strides, slot)) = leaf {
+            if let Some((strides, slot)) = leaf.as_ref().filter(|(st, _)| !scalar(st)) {
                 let (_, dst) = scratch.split(*slot, len);
                 gather_block(t.storage(), strides, shape, from, dst);
             }
@@ -531,181 +540,9 @@ fn run_chunk<T: Pooled>(
 
 register_kernel!(Fused, fused);
 
-// ------------------------------------------------------------ transposes
-
-/// `matmul` of operands read transposed (`op(a) @ op(b)`), for matrices and
-/// vectors only: what a `permute` feeding a `matmul` becomes, so that faer
-/// reads the transposed view instead of a copy being made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MatmulT {
-    /// Read the left operand (a matrix) transposed.
-    pub ta: bool,
-    /// Read the right operand (a matrix) transposed.
-    pub tb: bool,
-}
-
-fn transposed(t: &TensorType, yes: bool) -> TensorType {
-    if yes {
-        t.with_shape(t.shape().iter().rev().copied().collect::<Vec<_>>())
-    } else {
-        t.clone()
-    }
-}
-
-impl Op for MatmulT {
-    fn name(&self) -> &'static str {
-        "matmul_t"
-    }
-    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
-        expect_arity(self, inputs, 2)?;
-        let (a, b) = (transposed(&inputs[0], self.ta), transposed(&inputs[1], self.tb));
-        let ok = a.rank() <= 2
-            && b.rank() <= 2
-            && (!self.ta || a.rank() == 2)
-            && (!self.tb || b.rank() == 2);
-        if !ok {
-            return Err(Error::shape(
-                "matmul_t",
-                &[a.shape(), b.shape()],
-                "matrices or vectors only",
-            ));
-        }
-        anvil_ops::matmul::Matmul.infer(&[a, b])
-    }
-    fn params(&self) -> String {
-        format!("ta={}, tb={}", self.ta, self.tb)
-    }
-}
-
-/// Replaces `matmul(permute[1, 0](x), y)` (either side) by a [`MatmulT`]
-/// reading `x` transposed, when the permute has no other use.
-///
-/// # Errors
-/// An invalid graph.
-pub fn fold_transposes(g: &Graph) -> Result<Graph> {
-    use anvil_ops::matmul::Matmul;
-    use anvil_ops::movement::Permute;
-    let mut uses = vec![0usize; g.num_values()];
-    for (_, n) in g.iter() {
-        for i in &n.inputs {
-            uses[i.index()] += 1;
-        }
-    }
-    for o in g.outputs() {
-        uses[o.index()] += 1;
-    }
-    let is_t = |v: ValueId| {
-        let n = g.producer_node(v);
-        uses[v.index()] == 1 && n.op.downcast_ref::<Permute>().is_some_and(|p| p.perm == [1, 0])
-    };
-    let small = |v: ValueId| g.ty(v).rank() <= 2;
-    // Which permutes are read through a transposed view.
-    let mut folded = vec![false; g.len()];
-    let mut plan: Vec<Option<(MatmulT, [ValueId; 2])>> = vec![None; g.len()];
-    for (id, n) in g.iter() {
-        if !n.op.is::<Matmul>() || !small(n.inputs[0]) || !small(n.inputs[1]) {
-            continue;
-        }
-        let (a, b) = (n.inputs[0], n.inputs[1]);
-        let (ta, tb) = (is_t(a), is_t(b));
-        if !(ta || tb) {
-            continue;
-        }
-        let src = |v: ValueId, t: bool| if t { g.producer_node(v).inputs[0] } else { v };
-        folded[g.producer(a).0.index()] |= ta;
-        folded[g.producer(b).0.index()] |= tb;
-        plan[id.index()] = Some((MatmulT { ta, tb }, [src(a, ta), src(b, tb)]));
-    }
-    if plan.iter().all(Option::is_none) {
-        return Ok(g.clone());
-    }
-    g.rebuild(|out, map, id, n, _| {
-        if folded[id.index()] {
-            return Ok(Rebuilt::Drop);
-        }
-        match &plan[id.index()] {
-            Some((op, [a, b])) => {
-                let ty = g.ty(n.out()).clone();
-                let node =
-                    out.push_node(Box::new(*op), vec![map.get(*a)?, map.get(*b)?], vec![ty])?;
-                Ok(Rebuilt::Replace(vec![out.node(node).out()]))
-            }
-            None => Ok(Rebuilt::Copy),
-        }
-    })
-}
-
-macro_rules! typed_matmul_t {
-    ($name:ident, $t:ty) => {
-        fn $name(
-            a: &[$t],
-            sa: &[usize],
-            b: &[$t],
-            sb: &[usize],
-            op: MatmulT,
-            ctx: &Ctx,
-        ) -> Vec<$t> {
-            use faer::linalg::matmul::matmul;
-            use faer::{Accum, MatMut, MatRef};
-            // Views of op(a) as [m, k] and op(b) as [k, n].
-            let av = match (sa, op.ta) {
-                ([k], _) => MatRef::from_row_major_slice(a, 1, *k),
-                ([r, c], false) => MatRef::from_row_major_slice(a, *r, *c),
-                ([r, c], true) => MatRef::from_row_major_slice(a, *r, *c).transpose(),
-                _ => return Vec::new(),
-            };
-            let bv = match (sb, op.tb) {
-                ([k], _) => MatRef::from_row_major_slice(b, *k, 1),
-                ([r, c], false) => MatRef::from_row_major_slice(b, *r, *c),
-                ([r, c], true) => MatRef::from_row_major_slice(b, *r, *c).transpose(),
-                _ => return Vec::new(),
-            };
-            let (m, k, n) = (av.nrows(), av.ncols(), bv.ncols());
-            if m * n == 0 || k == 0 {
-                return vec![0.0 as $t; m * n];
-            }
-            let mut out = crate::buffers::take(m * n);
-            {
-                let c = MatMut::from_row_major_slice_mut(&mut out, m, n);
-                matmul(c, Accum::Replace, av, bv, 1.0 as $t, ctx.gemm_par(m * k * n));
-            }
-            out
-        }
-    };
-}
-
-typed_matmul_t!(matmul_t_f64, f64);
-typed_matmul_t!(matmul_t_f32, f32);
-
-/// The kernel of [`MatmulT`].
-pub fn matmul_t(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
-    let t = *op.try_downcast::<MatmulT>()?;
-    expect_arity(op, inputs, 2)?;
-    let (a, b) = (inputs[0], inputs[1]);
-    let v = match (a.storage(), b.storage()) {
-        (anvil_core::Storage::F64(x), anvil_core::Storage::F64(y)) => {
-            anvil_core::Element::into_storage(matmul_t_f64(x, a.shape(), y, b.shape(), t, ctx))
-        }
-        (anvil_core::Storage::F32(x), anvil_core::Storage::F32(y)) => {
-            anvil_core::Element::into_storage(matmul_t_f32(x, a.shape(), y, b.shape(), t, ctx))
-        }
-        _ => {
-            return Err(Error::dtype(
-                "matmul_t",
-                "0",
-                a.dtype(),
-                "f64 or f32 (both operands alike)",
-            ))
-        }
-    };
-    Tensor::from_storage(v, out.shape())
-}
-
-register_kernel!(MatmulT, matmul_t);
-
-/// Whether an op type is one the CPU compiler makes itself ([`Fused`],
-/// [`MatmulT`]): such ops never appear in a user's or a transform's graph,
-/// so they need no rules and no conformance samples.
+/// Whether an op type is one the CPU compiler makes itself ([`Fused`]):
+/// such ops never appear in a user's or a transform's graph, so they need
+/// no rules and no conformance samples.
 pub fn is_internal(op_type: std::any::TypeId) -> bool {
-    op_type == std::any::TypeId::of::<Fused>() || op_type == std::any::TypeId::of::<MatmulT>()
+    op_type == std::any::TypeId::of::<Fused>()
 }

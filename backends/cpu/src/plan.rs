@@ -55,7 +55,7 @@ enum StepKernel {
 /// a kernel's preparation failing; an invalid graph.
 pub fn compile(graph: &Graph) -> Result<Plan> {
     graph.verify()?;
-    let graph = crate::fusion::fuse(&crate::fusion::fold_transposes(graph)?)?;
+    let graph = crate::fusion::fuse(graph)?;
     let mut last_use: Vec<Option<NodeId>> = vec![None; graph.num_values()];
     for (id, n) in graph.iter() {
         for i in &n.inputs {

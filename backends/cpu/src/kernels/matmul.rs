@@ -13,7 +13,7 @@ use super::{arity, unsupported};
 use crate::strided::broadcast_strides;
 use crate::{register_kernel, Ctx};
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
-use anvil_ops::matmul::Matmul;
+use anvil_ops::matmul::{Matmul, MatmulT};
 use faer::linalg::matmul::matmul as faer_matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
@@ -149,3 +149,73 @@ pub fn matmul(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> R
 }
 
 register_kernel!(Matmul, matmul);
+
+// ------------------------------------------------------------ matmul_t
+
+macro_rules! typed_matmul_t {
+    ($name:ident, $t:ty) => {
+        fn $name(
+            a: &[$t],
+            sa: &[usize],
+            b: &[$t],
+            sb: &[usize],
+            op: MatmulT,
+            ctx: &Ctx,
+        ) -> Vec<$t> {
+            use faer::linalg::matmul::matmul;
+            use faer::{Accum, MatMut, MatRef};
+            // Views of op(a) as [m, k] and op(b) as [k, n].
+            let av = match (sa, op.ta) {
+                ([k], _) => MatRef::from_row_major_slice(a, 1, *k),
+                ([r, c], false) => MatRef::from_row_major_slice(a, *r, *c),
+                ([r, c], true) => MatRef::from_row_major_slice(a, *r, *c).transpose(),
+                _ => return Vec::new(),
+            };
+            let bv = match (sb, op.tb) {
+                ([k], _) => MatRef::from_row_major_slice(b, *k, 1),
+                ([r, c], false) => MatRef::from_row_major_slice(b, *r, *c),
+                ([r, c], true) => MatRef::from_row_major_slice(b, *r, *c).transpose(),
+                _ => return Vec::new(),
+            };
+            let (m, k, n) = (av.nrows(), av.ncols(), bv.ncols());
+            if m * n == 0 || k == 0 {
+                return vec![0.0 as $t; m * n];
+            }
+            let mut out = crate::buffers::take(m * n);
+            {
+                let c = MatMut::from_row_major_slice_mut(&mut out, m, n);
+                matmul(c, Accum::Replace, av, bv, 1.0 as $t, ctx.gemm_par(m * k * n));
+            }
+            out
+        }
+    };
+}
+
+typed_matmul_t!(matmul_t_f64, f64);
+typed_matmul_t!(matmul_t_f32, f32);
+
+/// The kernel of [`MatmulT`].
+pub fn matmul_t(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+    let t = *op.try_downcast::<MatmulT>()?;
+    arity(op, inputs, 2)?;
+    let (a, b) = (inputs[0], inputs[1]);
+    let v = match (a.storage(), b.storage()) {
+        (anvil_core::Storage::F64(x), anvil_core::Storage::F64(y)) => {
+            anvil_core::Element::into_storage(matmul_t_f64(x, a.shape(), y, b.shape(), t, ctx))
+        }
+        (anvil_core::Storage::F32(x), anvil_core::Storage::F32(y)) => {
+            anvil_core::Element::into_storage(matmul_t_f32(x, a.shape(), y, b.shape(), t, ctx))
+        }
+        _ => {
+            return Err(anvil_core::Error::dtype(
+                "matmul_t",
+                "0",
+                a.dtype(),
+                "f64 or f32 (both operands alike)",
+            ))
+        }
+    };
+    Tensor::from_storage(v, out.shape())
+}
+
+register_kernel!(MatmulT, matmul_t);
