@@ -47,7 +47,7 @@ pub use anvil_core::{
     self as core, trace, trace_types, Args, DType, Element, Error, Function, Graph, NodeId, Op,
     Outputs, PlanCache, Result, Scalar, SliceSpec, Tensor, TensorType, Var,
 };
-pub use anvil_cpu::{self as cpu, Ctx};
+pub use anvil_cpu::{self as cpu, Parallelism};
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };
@@ -80,15 +80,15 @@ pub trait Call<M>: Function<M> {
     ///
     /// # Errors
     /// As [`Call::call`].
-    fn call_with(&self, args: impl Args, ctx: &Ctx) -> Result<Self::Output>;
+    fn call_with(&self, args: impl Args, ctx: &Parallelism) -> Result<Self::Output>;
 }
 
 impl<M, F: Function<M> + ?Sized> Call<M> for F {
     fn call(&self, args: impl Args) -> Result<Self::Output> {
-        self.call_with(args, &Ctx::default())
+        self.call_with(args, &Parallelism::default())
     }
 
-    fn call_with(&self, args: impl Args, ctx: &Ctx) -> Result<Self::Output> {
+    fn call_with(&self, args: impl Args, ctx: &Parallelism) -> Result<Self::Output> {
         let args = args.into_tensors();
         if self.arity().is_some_and(|n| n != args.len()) {
             anvil_core::function::check_arity(&self.name(), self.arity(), args.len())?;
@@ -208,7 +208,7 @@ impl<M, F: Function<M>> Function<M> for Jit<F, M> {
 /// # Errors
 /// As [`cpu::compile`] and [`cpu::Plan::run`].
 pub fn run_graph(graph: &Graph, args: &[Tensor]) -> Result<Vec<Tensor>> {
-    cpu::compile(graph)?.run(args, &Ctx::default())
+    cpu::compile(graph)?.run(args, &Parallelism::default())
 }
 
 /// The marker of [`Linearized`] as a [`Function`].

@@ -368,7 +368,7 @@ fn identity(
     _: &dyn Op,
     inputs: &[&Tensor],
     _: &TensorType,
-    _: &anvil::Ctx,
+    _: &anvil::Parallelism,
 ) -> anvil::Result<Tensor> {
     Ok(inputs[0].clone())
 }
@@ -511,7 +511,12 @@ impl Op for Twice {
         Ok(inputs[0].clone())
     }
 }
-fn twice(_: &dyn Op, inputs: &[&Tensor], _: &TensorType, _: &anvil::Ctx) -> anvil::Result<Tensor> {
+fn twice(
+    _: &dyn Op,
+    inputs: &[&Tensor],
+    _: &TensorType,
+    _: &anvil::Parallelism,
+) -> anvil::Result<Tensor> {
     let v = inputs[0].to_vec::<f64>()?.iter().map(|x| 2.0 * x).collect();
     Tensor::from_vec(v, inputs[0].shape())
 }

@@ -8,7 +8,7 @@
 mod common;
 
 use anvil::core::{register_rule, LinearArg, Parameter};
-use anvil::cpu::{register_kernel, Ctx};
+use anvil::cpu::{register_kernel, Parallelism};
 use anvil::ops::control::CustomVjpCall;
 use anvil::ops::elementwise::StopGradient;
 use anvil::testing::{
@@ -226,11 +226,21 @@ fn map_f64(x: &Tensor, out: &TensorType, f: impl Fn(f64) -> f64) -> anvil::Resul
     Tensor::from_vec(x.as_slice::<f64>()?.iter().map(|&x| f(x)).collect::<Vec<_>>(), out.shape())
 }
 
-fn cube_kernel(_: &dyn Op, x: &[&Tensor], out: &TensorType, _: &Ctx) -> anvil::Result<Tensor> {
+fn cube_kernel(
+    _: &dyn Op,
+    x: &[&Tensor],
+    out: &TensorType,
+    _: &Parallelism,
+) -> anvil::Result<Tensor> {
     map_f64(x[0], out, |x| x * x * x)
 }
 
-fn triple_kernel(_: &dyn Op, x: &[&Tensor], out: &TensorType, _: &Ctx) -> anvil::Result<Tensor> {
+fn triple_kernel(
+    _: &dyn Op,
+    x: &[&Tensor],
+    out: &TensorType,
+    _: &Parallelism,
+) -> anvil::Result<Tensor> {
     map_f64(x[0], out, |x| 3.0 * x)
 }
 

@@ -6,7 +6,7 @@
 mod common;
 
 use anvil::core::{register_rule, Batched};
-use anvil::cpu::{register_kernel, Ctx};
+use anvil::cpu::{register_kernel, Parallelism};
 use anvil::testing::{check_op_vmap, missing_samples, standard_samples, InputKind, OpSample};
 use anvil::{Op, Tensor, TensorType, Var};
 use std::time::Instant;
@@ -67,7 +67,7 @@ fn double_kernel(
     _: &dyn Op,
     inputs: &[&Tensor],
     out: &TensorType,
-    _: &Ctx,
+    _: &Parallelism,
 ) -> anvil::Result<Tensor> {
     let v: Vec<f64> = inputs[0].as_slice::<f64>()?.iter().map(|x| 2.0 * x).collect();
     Tensor::from_vec(v, out.shape())

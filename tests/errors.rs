@@ -99,7 +99,7 @@ fn wrong_dtype_of_arguments() {
 fn a_compiled_plan_rejects_arguments_of_another_signature() {
     let g = anvil::trace(&|x: &Var| x.exp(), &t(&[2])).unwrap();
     let plan = anvil::cpu::compile(&g).unwrap();
-    let ctx = anvil::Ctx::default();
+    let ctx = anvil::Parallelism::default();
     let e = plan.run(&[t(&[3])], &ctx).unwrap_err();
     names(&e, &["argument 0", "[3]", "[2]"]);
     let e = plan.run(&[t(&[2]).cast(DType::F32)], &ctx).unwrap_err();

@@ -314,8 +314,8 @@ fn fused_elementwise_chains_compute_the_same_values() {
         })
         .collect();
     let want = Tensor::from_vec(want, &[m, n]).unwrap();
-    let par = anvil::Ctx { min_parallel_elems: 1, threads: 2, ..anvil::Ctx::default() };
-    for ctx in [anvil::Ctx::sequential(), par] {
+    let par = anvil::Parallelism::default().threads(2).min_parallel_elems(1);
+    for ctx in [anvil::Parallelism::sequential(), par] {
         let got = plan.run(&[x.clone(), y.clone()], &ctx).unwrap().remove(0);
         got.assert_allclose(&want, 1e-15, 1e-15);
     }
@@ -335,7 +335,7 @@ fn transposes_into_matmul_are_views() {
     let f = |a: &Var, b: &Var| a.transpose().matmul(b);
     let plan = anvil::cpu::compile(&anvil::lower(&f, (&a, &b)).unwrap()).unwrap();
     assert!(plan.graph().iter().all(|(_, n)| n.op.name() != "permute"), "{}", plan.graph());
-    let got = plan.run(&[a.clone(), b.clone()], &anvil::Ctx::default()).unwrap().remove(0);
+    let got = plan.run(&[a.clone(), b.clone()], &anvil::Parallelism::default()).unwrap().remove(0);
     got.assert_allclose(&Tensor::from_vec(want, &[3, 2]).unwrap(), 1e-15, 1e-15);
     // b aᵀ... as (aᵀ)ᵀ: a @ vᵀ-free cases, and both sides transposed.
     let g = |a: &Var, b: &Var| b.transpose().matmul(&a.transpose().transpose()).transpose();

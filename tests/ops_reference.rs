@@ -14,7 +14,7 @@
 //! with `tol` 1e-12 for f64, 1e-5 for f32 and 0 (exact) for i64 and bool.
 
 use anvil::prelude::*;
-use anvil::{iota_dtype, Ctx};
+use anvil::{iota_dtype, Parallelism};
 use std::f64::consts::{FRAC_PI_2, FRAC_PI_4, PI};
 
 const F64: DType = DType::F64;
@@ -712,8 +712,8 @@ fn default_tol(dtype: DType) -> f64 {
 }
 
 /// Every parallel threshold at its minimum, at least two threads.
-fn parallel_ctx() -> Ctx {
-    Ctx { threads: Ctx::default().threads.max(2), min_parallel_elems: 1, min_parallel_flops: 1 }
+fn parallel_ctx() -> Parallelism {
+    Parallelism::default().threads(2).min_parallel_elems(1).min_parallel_flops(1)
 }
 
 #[track_caller]
@@ -740,7 +740,9 @@ fn run(case: &Case) {
     let want = (case.reference)(&rounded);
     let tol = case.tol.unwrap_or_else(|| default_tol(case.out));
     let f = jit(|xs: &[Var]| vec![(case.op)(xs)]);
-    for (ctx_name, ctx) in [("default ctx", Ctx::default()), ("parallel ctx", parallel_ctx())] {
+    for (ctx_name, ctx) in
+        [("default ctx", Parallelism::default()), ("parallel ctx", parallel_ctx())]
+    {
         let label = format!("{label} {ctx_name}");
         let out = f.call_with(args.clone(), &ctx).unwrap_or_else(|e| panic!("{label}: {e}"));
         assert_eq!(out.len(), 1, "{label}: outputs");

@@ -3,7 +3,7 @@
 //! kernel is an error naming it; two kernels for one op are reported with
 //! both places.
 
-use anvil::cpu::{kernels, register_kernel, Ctx};
+use anvil::cpu::{kernels, register_kernel, Parallelism};
 use anvil::prelude::*;
 #[macro_use]
 mod common;
@@ -23,7 +23,12 @@ same_type_op!(
     Twice = "test.twice"
 );
 
-fn cube_kernel(_: &dyn Op, inputs: &[&Tensor], out: &TensorType, _: &Ctx) -> anvil::Result<Tensor> {
+fn cube_kernel(
+    _: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _: &Parallelism,
+) -> anvil::Result<Tensor> {
     let v: Vec<f64> = inputs[0].as_slice::<f64>()?.iter().map(|x| x * x * x).collect();
     Tensor::from_vec(v, out.shape())
 }

@@ -123,7 +123,7 @@ fn map_with_several_outputs_and_parallel_ctx() {
     for (g, w) in got.iter().zip(&want) {
         g.assert_allclose(w, 1e-14, 1e-14);
     }
-    let par = anvil::Ctx { threads: 2, min_parallel_elems: 1, ..anvil::Ctx::default() };
+    let par = anvil::Parallelism::default().threads(2).min_parallel_elems(1);
     let got = jit(map(|x: &Var| x.exp().sum(&[0]))).call_with(&xs, &par).unwrap();
     got.assert_allclose(&want[0], 1e-14, 1e-14);
 }
@@ -170,7 +170,7 @@ fn cubic_kernel(
     _op: &dyn Op,
     inputs: &[&Tensor],
     out: &TensorType,
-    _ctx: &anvil::Ctx,
+    _ctx: &anvil::Parallelism,
 ) -> anvil::Result<Tensor> {
     let s: f64 = inputs[1].as_slice::<f64>()?.iter().sum();
     let v = inputs[0].as_slice::<f64>()?.iter().map(|x| x * x * x + s).collect();

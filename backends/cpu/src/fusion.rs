@@ -21,8 +21,8 @@
 //! chain of a hundred thousand ops compiles on a small thread stack.
 
 use crate::buffers::Pooled;
-use crate::strided::{broadcast_strides, fill_chunks, for_each_run, Strides};
-use crate::{register_kernel, Ctx};
+use crate::strided::{broadcast_strides, fill_in_tasks, for_each_run, Strides};
+use crate::{register_kernel, Parallelism};
 use anvil_core::{
     op::expect_arity, Block, BlockAt, BlockMut, DType, Error, Graph, Node, Op, Rebuilt, Result,
     Storage, Tensor, TensorType, ValueId,
@@ -419,7 +419,12 @@ fn in_place(storage: &Storage, from: usize, len: usize) -> Block<'_> {
 /// # Errors
 /// Wrong operands (a bug in fusion), or an op's block math rejecting its
 /// dtypes.
-pub fn fused(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+pub fn fused(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
     let f = op.try_downcast::<Fused>()?;
     expect_arity(op, inputs, f.inputs)?;
     if f.program.is_empty() {
@@ -439,7 +444,7 @@ fn run_program<T: Pooled + Send>(
     f: &Fused,
     inputs: &[&Tensor],
     out: &TensorType,
-    ctx: &Ctx,
+    ctx: &Parallelism,
 ) -> Result<Storage> {
     // The layout was made for these types; other ones would read out of bounds.
     let fits = out.shape() == f.out.shape()
@@ -456,8 +461,8 @@ fn run_program<T: Pooled + Send>(
     }
     let mut result: Vec<T> = crate::buffers::take(out.numel());
     let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
-    fill_chunks(&mut result, ctx, |chunk, start| {
-        if let Err(e) = run_chunk(f, inputs, out.shape(), chunk, start) {
+    fill_in_tasks(&mut result, ctx, |chunk, start| {
+        if let Err(e) = run_task(f, inputs, out.shape(), chunk, start) {
             if let Ok(mut slot) = error.lock() {
                 slot.get_or_insert(e);
             }
@@ -471,7 +476,7 @@ fn run_program<T: Pooled + Send>(
 
 /// Evaluates the program over `chunk` (which starts at flat index `start`),
 /// block by block.
-fn run_chunk<T: Pooled>(
+fn run_task<T: Pooled>(
     f: &Fused,
     inputs: &[&Tensor],
     shape: &[usize],

@@ -6,7 +6,7 @@
 //! its kernel looked up once at compile time; running it keeps one slot per
 //! node and frees a value right after its last consumer has run.
 //!
-//! Parallelism is an explicit argument ([`Ctx`]), never a global: large
+//! Parallelism is an explicit argument ([`Parallelism`]), never a global: large
 //! elementwise and reduction loops are split across rayon's pool, small ones
 //! run on the calling thread (thread overhead dominates tiny tensors), and
 //! faer's GEMM gets `Par::Seq` below about 200³ multiply-adds, where the
@@ -24,31 +24,71 @@ pub use plan::{compile, Plan};
 
 use anvil_core::{Op, Result, Tensor, TensorType};
 
-/// How a kernel may use threads.
-#[derive(Clone, Copy, Debug)]
-pub struct Ctx {
-    /// Threads available (1 = run everything on the calling thread).
-    pub threads: usize,
-    /// Elementwise loops with at least this many elements run in parallel.
-    pub min_parallel_elems: usize,
-    /// GEMMs with at least this many multiply-adds use all threads.
-    pub min_parallel_flops: usize,
+/// How a kernel may use threads: the parallelism policy of a call, passed
+/// to every kernel as an argument (as faer passes its `Par`), never read
+/// from a global.
+///
+/// Settings are validated: the thread count is at least 1 and at most the
+/// threads of rayon's pool (a larger request would oversubscribe or hang),
+/// and the thresholds are at least 1.
+///
+/// ```
+/// use anvil_cpu::Parallelism;
+/// let p = Parallelism::default().threads(usize::MAX).min_parallel_elems(0);
+/// assert_eq!(p.thread_count(), rayon::current_num_threads());
+/// assert!(!Parallelism::sequential().parallel(1 << 30));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parallelism {
+    threads: usize,
+    min_parallel_elems: usize,
+    min_parallel_flops: usize,
 }
 
-impl Default for Ctx {
+impl Default for Parallelism {
     fn default() -> Self {
-        Ctx {
-            threads: rayon::current_num_threads(),
+        Parallelism {
+            threads: rayon::current_num_threads().max(1),
             min_parallel_elems: 1 << 15,
             min_parallel_flops: 200 * 200 * 200,
         }
     }
 }
 
-impl Ctx {
+impl Parallelism {
     /// Everything on the calling thread.
-    pub fn sequential() -> Ctx {
-        Ctx { threads: 1, ..Ctx::default() }
+    pub fn sequential() -> Parallelism {
+        Parallelism { threads: 1, ..Parallelism::default() }
+    }
+
+    /// At most `n` threads (clamped to `1..=` rayon's pool size).
+    pub fn threads(mut self, n: usize) -> Parallelism {
+        self.threads = n.clamp(1, rayon::current_num_threads().max(1));
+        self
+    }
+
+    /// Elementwise and reduction loops over at least `n` elements run in
+    /// parallel (at least 1).
+    pub fn min_parallel_elems(mut self, n: usize) -> Parallelism {
+        self.min_parallel_elems = n.max(1);
+        self
+    }
+
+    /// Matrix products of at least `n` multiply-adds use every thread (at
+    /// least 1).
+    pub fn min_parallel_flops(mut self, n: usize) -> Parallelism {
+        self.min_parallel_flops = n.max(1);
+        self
+    }
+
+    /// The number of threads.
+    pub fn thread_count(&self) -> usize {
+        self.threads
+    }
+
+    /// The element count from which loops run in parallel.
+    pub fn parallel_elems(&self) -> usize {
+        self.min_parallel_elems
     }
 
     /// Whether a loop over `n` elements should be split across threads.
@@ -70,11 +110,15 @@ impl Ctx {
 /// inputs' values. `op` is always of the type the kernel was registered for;
 /// `out` is the node's static type, already checked by the op's shape rule.
 pub type KernelFn =
-    fn(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor>;
+    fn(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Parallelism) -> Result<Tensor>;
 
 /// A kernel for an op with several results: one tensor per result.
-pub type KernelManyFn =
-    fn(op: &dyn Op, inputs: &[&Tensor], outs: &[TensorType], ctx: &Ctx) -> Result<Vec<Tensor>>;
+pub type KernelManyFn = fn(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>>;
 
 /// A kernel that does work once, when the plan is built, for every call:
 /// the loop ops compile their bodies into plans here.
@@ -87,7 +131,12 @@ pub trait Prepared: Send + Sync + std::fmt::Debug {
     ///
     /// # Errors
     /// A run-time error of the op (an index out of bounds, a singular matrix).
-    fn run(&self, inputs: &[&Tensor], outs: &[TensorType], ctx: &Ctx) -> Result<Vec<Tensor>>;
+    fn run(
+        &self,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+        ctx: &Parallelism,
+    ) -> Result<Vec<Tensor>>;
 }
 
 /// A registered CPU kernel in one of its three forms.
@@ -151,7 +200,7 @@ impl anvil_core::Evaluator for Cpu {
         g.set_outputs(results);
         let plan = compile(&g).ok()?;
         let args: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
-        Some(plan.run(&args, &Ctx::sequential()))
+        Some(plan.run(&args, &Parallelism::sequential()))
     }
 }
 

@@ -9,7 +9,7 @@
 //! ([`crate::buffers`]), from which later steps and calls take theirs.
 
 use crate::buffers::{self, Pool};
-use crate::{kernels, Ctx, Kernel, KernelFn, KernelManyFn, Prepared};
+use crate::{kernels, Kernel, KernelFn, KernelManyFn, Parallelism, Prepared};
 use anvil_core::{Error, Graph, NodeId, Parameter, Result, Tensor, TensorType, ValueId};
 use std::sync::Mutex;
 
@@ -152,7 +152,7 @@ impl Plan {
     /// # Errors
     /// Arguments that do not match the signature ([`Plan::check_inputs`]);
     /// a kernel's run-time error (an index out of bounds).
-    pub fn run(&self, inputs: &[Tensor], ctx: &Ctx) -> Result<Vec<Tensor>> {
+    pub fn run(&self, inputs: &[Tensor], ctx: &Parallelism) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
         if !self.pooled {
             return self.run_steps(inputs, ctx).map(|(outputs, _)| outputs);
@@ -177,7 +177,7 @@ impl Plan {
 
     /// Runs the steps with the pool installed; returns the outputs and the
     /// largest number of bytes live at once.
-    fn run_steps(&self, inputs: &[Tensor], ctx: &Ctx) -> Result<(Vec<Tensor>, usize)> {
+    fn run_steps(&self, inputs: &[Tensor], ctx: &Parallelism) -> Result<(Vec<Tensor>, usize)> {
         let bytes = |t: &Tensor| t.numel() * t.dtype().size_of();
         let (mut live, mut peak) = (0usize, 0usize);
         let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.num_values()];
@@ -315,7 +315,7 @@ mod tests {
             freed.iter().flatten().all(|v| !outputs.contains(v)),
             "an output was freed: {freed:?}"
         );
-        let run = plan.run(&[Tensor::zeros(&[4])], &Ctx::sequential()).unwrap();
+        let run = plan.run(&[Tensor::zeros(&[4])], &Parallelism::sequential()).unwrap();
         assert_eq!(run[0].to_vec::<f64>().unwrap(), vec![1f64.sin().cos(); 4]);
     }
 
@@ -328,7 +328,7 @@ mod tests {
         let n = 4096; // 32 KiB: pooled.
         let traced = trace(&|x: &Var| x.exp().sin() + x, &Tensor::zeros(&[n])).unwrap();
         let plan = compile(&traced).unwrap();
-        let ctx = Ctx::sequential();
+        let ctx = Parallelism::sequential();
         let x = Tensor::linspace(0.0, 1.0, n);
         let first = plan.run(std::slice::from_ref(&x), &ctx).unwrap().remove(0);
         let (p1, v1) = (ptr(&first), first.to_vec::<f64>().unwrap());
@@ -364,7 +364,7 @@ mod tests {
         let traced =
             anvil_core::trace_with(&[a.ty(), b.ty()], |v: &[Var]| Ok(f(&v[0], &v[1]))).unwrap();
         let plan = compile(&traced).unwrap();
-        for ctx in [Ctx::sequential(), Ctx { min_parallel_elems: 64, ..Ctx::default() }] {
+        for ctx in [Parallelism::sequential(), Parallelism::default().min_parallel_elems(64)] {
             let first = plan.run(&[a.clone(), b.clone()], &ctx).unwrap();
             let want: Vec<Vec<f64>> = first.iter().map(|t| t.to_vec().unwrap()).collect();
             assert!(want.iter().flatten().all(|x| x.is_finite()));
@@ -393,7 +393,7 @@ mod tests {
         };
         let plan = compile(&trace(&f, &Tensor::zeros(&[n])).unwrap()).unwrap();
         for _ in 0..3 {
-            let out = plan.run(&[Tensor::ones(&[n])], &Ctx::sequential()).unwrap();
+            let out = plan.run(&[Tensor::ones(&[n])], &Parallelism::sequential()).unwrap();
             assert_eq!(out[0].to_vec::<f64>().unwrap(), vec![(4 * n) as f64]);
             let held = plan.pool.lock().unwrap().bytes();
             assert!(held > 0, "nothing was kept for the next call");

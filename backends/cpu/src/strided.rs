@@ -9,11 +9,12 @@
 //! and its stride within it, so the hot inner loop is a plain strided loop.
 
 use crate::buffers::{self, Pooled};
-use crate::Ctx;
+use crate::Parallelism;
 use rayon::prelude::*;
 
-/// Elements per parallel task.
-const CHUNK: usize = 1 << 14;
+/// Elements per parallel task (a task is the unit of work given to one
+/// thread; a fused kernel walks its task in cache-sized blocks).
+const TASK: usize = 1 << 14;
 
 /// Strides in elements, one per axis: inline up to rank 8, so that a
 /// kernel's stride computations do not allocate.
@@ -150,11 +151,16 @@ pub fn for_each_run<const K: usize>(
     }
 }
 
-/// Fills `out` (the row-major buffer of `shape`) by `fill(out_chunk, chunk_start)`,
-/// in parallel chunks when `ctx` says the size is worth it.
-pub fn fill_chunks<T: Send>(out: &mut [T], ctx: &Ctx, fill: impl Fn(&mut [T], usize) + Sync) {
+/// Fills `out` (a row-major buffer) by `fill(task, task_start)`, split into
+/// parallel tasks of [`TASK`] elements when `ctx` says the size is worth
+/// it, else as one task.
+pub fn fill_in_tasks<T: Send>(
+    out: &mut [T],
+    ctx: &Parallelism,
+    fill: impl Fn(&mut [T], usize) + Sync,
+) {
     if ctx.parallel(out.len()) {
-        out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, c)| fill(c, i * CHUNK));
+        out.par_chunks_mut(TASK).enumerate().for_each(|(i, c)| fill(c, i * TASK));
     } else {
         fill(out, 0);
     }
@@ -167,10 +173,10 @@ pub fn gather<T: Pooled>(
     offset: isize,
     strides: &[isize],
     shape: &[usize],
-    ctx: &Ctx,
+    ctx: &Parallelism,
 ) -> Vec<T> {
     let mut out = buffers::take(anvil_core::shape::numel(shape));
-    fill_chunks(&mut out, ctx, |chunk, start| {
+    fill_in_tasks(&mut out, ctx, |chunk, start| {
         for_each_run(
             shape,
             [strides],
@@ -198,11 +204,11 @@ pub fn map2<A: Copy + Sync, B: Copy + Sync, T: Pooled>(
     a: (&[A], &[isize]),
     b: (&[B], &[isize]),
     shape: &[usize],
-    ctx: &Ctx,
+    ctx: &Parallelism,
     f: impl Fn(A, B) -> T + Sync,
 ) -> Vec<T> {
     let mut out = buffers::take(anvil_core::shape::numel(shape));
-    fill_chunks(&mut out, ctx, |chunk, start| {
+    fill_in_tasks(&mut out, ctx, |chunk, start| {
         for_each_run(
             shape,
             [a.1, b.1],
@@ -263,9 +269,9 @@ mod tests {
     #[test]
     fn gather_transposes_and_flips() {
         let src: Vec<i64> = (0..6).collect(); // [[0,1,2],[3,4,5]]
-        let t = gather(&src, 0, &[1, 3], &[3, 2], &Ctx::sequential());
+        let t = gather(&src, 0, &[1, 3], &[3, 2], &Parallelism::sequential());
         assert_eq!(t, vec![0, 3, 1, 4, 2, 5]);
-        let f = gather(&src, 2, &[3, -1], &[2, 3], &Ctx::sequential());
+        let f = gather(&src, 2, &[3, -1], &[2, 3], &Parallelism::sequential());
         assert_eq!(f, vec![2, 1, 0, 5, 4, 3]);
     }
 
@@ -278,7 +284,7 @@ mod tests {
         let b = broadcast_strides(&[3, 1, 1, 1, 4, 1], &big);
         assert_eq!(&b[..], &[0, 0, 0, 0, 4, 0, 0, 0, 1, 0]);
         let data: Vec<i64> = (0..24).collect();
-        let t = gather(&data, 0, &contiguous_strides(&big), &big, &Ctx::sequential());
+        let t = gather(&data, 0, &contiguous_strides(&big), &big, &Parallelism::sequential());
         assert_eq!(t, data);
     }
 }

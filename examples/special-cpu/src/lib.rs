@@ -8,7 +8,7 @@
 #![warn(missing_docs)]
 
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
-use anvil_cpu::{register_kernel, Ctx};
+use anvil_cpu::{register_kernel, Parallelism};
 use anvil_special::{CumSum, SinCos};
 
 fn cumsum_typed<T: Copy + std::ops::Add<Output = T>>(
@@ -37,7 +37,12 @@ fn cumsum_typed<T: Copy + std::ops::Add<Output = T>>(
 }
 
 /// The kernel of [`CumSum`].
-pub fn cumsum(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
+pub fn cumsum(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _ctx: &Parallelism,
+) -> Result<Tensor> {
     anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<CumSum>()?;
     let s = inputs[0].shape();
@@ -70,7 +75,7 @@ pub fn sincos(
     op: &dyn Op,
     inputs: &[&Tensor],
     outs: &[TensorType],
-    _ctx: &Ctx,
+    _ctx: &Parallelism,
 ) -> Result<Vec<Tensor>> {
     anvil_core::op::expect_arity(op, inputs, 1)?;
     let (s, c) = match inputs[0].storage() {

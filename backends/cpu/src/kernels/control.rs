@@ -6,7 +6,7 @@
 //! there is enough work. Each iteration runs its body sequentially, so the
 //! two levels of parallelism never oversubscribe the pool.
 
-use crate::{compile, register_kernel, Ctx, Plan, Prepared};
+use crate::{compile, register_kernel, Parallelism, Plan, Prepared};
 use anvil_core::{Error, Op, Result, Tensor, TensorType};
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
 use rayon::prelude::*;
@@ -25,7 +25,12 @@ fn prepare_map(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dy
 }
 
 impl Prepared for MapPlan {
-    fn run(&self, inputs: &[&Tensor], outs: &[TensorType], ctx: &Ctx) -> Result<Vec<Tensor>> {
+    fn run(
+        &self,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+        ctx: &Parallelism,
+    ) -> Result<Vec<Tensor>> {
         if inputs.len() != self.mapped.len() {
             return Err(Error::Arity {
                 what: "map".into(),
@@ -34,7 +39,7 @@ impl Prepared for MapPlan {
                 got: inputs.len(),
             });
         }
-        let inner = Ctx::sequential();
+        let inner = Parallelism::sequential();
         let run_one = |i: usize| -> Result<Vec<Tensor>> {
             let args = inputs
                 .iter()
@@ -84,7 +89,7 @@ fn prepare_custom_call(
 }
 
 impl Prepared for CallPlan {
-    fn run(&self, inputs: &[&Tensor], _: &[TensorType], ctx: &Ctx) -> Result<Vec<Tensor>> {
+    fn run(&self, inputs: &[&Tensor], _: &[TensorType], ctx: &Parallelism) -> Result<Vec<Tensor>> {
         let args: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
         self.0.run(&args, ctx)
     }
@@ -96,7 +101,7 @@ pub fn custom_vjp_tangent(
     op: &dyn Op,
     _: &[&Tensor],
     _: &[TensorType],
-    _: &Ctx,
+    _: &Parallelism,
 ) -> Result<Vec<Tensor>> {
     Err(Error::MissingRule {
         op: op.name().into(),

@@ -5,7 +5,7 @@
 //! that run an op directly.
 
 use crate::fusion::{fused, Fused, Instr};
-use crate::Ctx;
+use crate::Parallelism;
 use anvil_core::{Error, Op, Result, Tensor, TensorType};
 
 /// Runs one elementwise op (an op with block math) on tensors: operands
@@ -13,7 +13,12 @@ use anvil_core::{Error, Op, Result, Tensor, TensorType};
 ///
 /// # Errors
 /// An op without block math; the op's block math rejecting the dtypes.
-pub fn elementwise(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+pub fn elementwise(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
     if op.elementwise_math().is_none() {
         return Err(Error::MissingRule {
             op: op.name().into(),
@@ -36,7 +41,7 @@ pub fn unary<O: Op>(
     op: &dyn Op,
     inputs: &[&Tensor],
     out: &TensorType,
-    ctx: &Ctx,
+    ctx: &Parallelism,
 ) -> Result<Tensor> {
     elementwise(op, inputs, out, ctx)
 }
@@ -50,7 +55,7 @@ pub fn binary<O: Op>(
     op: &dyn Op,
     inputs: &[&Tensor],
     out: &TensorType,
-    ctx: &Ctx,
+    ctx: &Parallelism,
 ) -> Result<Tensor> {
     elementwise(op, inputs, out, ctx)
 }

@@ -3,7 +3,7 @@
 //! checked first, so an out-of-bounds index is an error before any work.
 
 use super::{arity, unsupported};
-use crate::{register_kernel, Ctx};
+use crate::{register_kernel, Parallelism};
 use anvil_core::{Element, Error, Op, Result, Scalar, Storage, Tensor, TensorType};
 use anvil_ops::index::{ScatterAdd, Take};
 
@@ -50,7 +50,12 @@ fn take_typed<T: Copy>(x: &[T], idx: &[usize], dims: (usize, usize, usize, usize
 }
 
 /// The kernel of `take`.
-pub fn take(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
+pub fn take(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _ctx: &Parallelism,
+) -> Result<Tensor> {
     arity(op, inputs, 2)?;
     let t = op.try_downcast::<Take>()?;
     let (x, idx) = (inputs[0], inputs[1]);
@@ -87,7 +92,7 @@ pub fn scatter_add(
     op: &dyn Op,
     inputs: &[&Tensor],
     out: &TensorType,
-    _ctx: &Ctx,
+    _ctx: &Parallelism,
 ) -> Result<Tensor> {
     arity(op, inputs, 2)?;
     let s = op.try_downcast::<ScatterAdd>()?;

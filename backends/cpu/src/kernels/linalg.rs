@@ -3,7 +3,7 @@
 //! parallelism chosen by size (faer's own default would use every thread).
 
 use super::{arity, unsupported};
-use crate::{register_kernel, Ctx};
+use crate::{register_kernel, Parallelism};
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::linalg::Solve;
 
@@ -13,7 +13,7 @@ fn solve_typed<T: faer::traits::RealField + Copy + Element>(
     batch: usize,
     n: usize,
     k: usize,
-    ctx: &Ctx,
+    ctx: &Parallelism,
 ) -> Vec<T> {
     use faer::dyn_stack::{MemBuffer, MemStack};
     use faer::linalg::lu::partial_pivoting::{factor, solve};
@@ -57,7 +57,12 @@ fn solve_typed<T: faer::traits::RealField + Copy + Element>(
 }
 
 /// The kernel of [`Solve`].
-pub fn solve(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+pub fn solve(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
     arity(op, inputs, 2)?;
     let (a, b) = (inputs[0], inputs[1]);
     let r = a.rank();

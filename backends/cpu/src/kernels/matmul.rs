@@ -11,7 +11,7 @@
 
 use super::{arity, unsupported};
 use crate::strided::broadcast_strides;
-use crate::{register_kernel, Ctx};
+use crate::{register_kernel, Parallelism};
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::matmul::{Matmul, MatmulT};
 use faer::linalg::matmul::matmul as faer_matmul;
@@ -40,7 +40,7 @@ fn layout(a: &[usize], b: &[usize]) -> Layout {
 
 macro_rules! typed_matmul {
     ($name:ident, $t:ty) => {
-        fn $name(a: &[$t], b: &[$t], l: &Layout, ctx: &Ctx) -> Vec<$t> {
+        fn $name(a: &[$t], b: &[$t], l: &Layout, ctx: &Parallelism) -> Vec<$t> {
             let (m, k, n) = (l.m, l.k, l.n);
             let nb = anvil_core::shape::numel(&l.batch);
             if nb * m * n == 0 || k == 0 {
@@ -136,7 +136,12 @@ typed_matmul!(matmul_f64, f64);
 typed_matmul!(matmul_f32, f32);
 
 /// The kernel of `matmul`.
-pub fn matmul(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+pub fn matmul(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
     arity(op, inputs, 2)?;
     let (a, b) = (inputs[0], inputs[1]);
     let l = layout(a.shape(), b.shape());
@@ -160,7 +165,7 @@ macro_rules! typed_matmul_t {
             b: &[$t],
             sb: &[usize],
             op: MatmulT,
-            ctx: &Ctx,
+            ctx: &Parallelism,
         ) -> Vec<$t> {
             use faer::linalg::matmul::matmul;
             use faer::{Accum, MatMut, MatRef};
@@ -195,7 +200,12 @@ typed_matmul_t!(matmul_t_f64, f64);
 typed_matmul_t!(matmul_t_f32, f32);
 
 /// The kernel of [`MatmulT`].
-pub fn matmul_t(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+pub fn matmul_t(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
     let t = *op.try_downcast::<MatmulT>()?;
     arity(op, inputs, 2)?;
     let (a, b) = (inputs[0], inputs[1]);

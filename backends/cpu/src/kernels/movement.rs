@@ -6,12 +6,17 @@
 use super::arity;
 use crate::buffers::Pooled;
 use crate::strided::{broadcast_strides, contiguous_strides, for_each_run, gather};
-use crate::{register_kernel, Ctx};
+use crate::{register_kernel, Parallelism};
 use anvil_core::{with_storage, Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::movement::*;
 
 /// `reshape`: the same buffer with a new shape.
-pub fn reshape(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
+pub fn reshape(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _ctx: &Parallelism,
+) -> Result<Tensor> {
     arity(op, inputs, 1)?;
     Tensor::from_storage(inputs[0].storage().clone(), out.shape())
 }
@@ -21,7 +26,7 @@ fn gather_tensor(
     offset: isize,
     strides: &[isize],
     shape: &[usize],
-    ctx: &Ctx,
+    ctx: &Parallelism,
 ) -> Result<Tensor> {
     let storage = with_storage!(x.storage(), v => Element::into_storage(gather(v, offset, strides, shape, ctx)));
     Tensor::from_storage(storage, shape)
@@ -35,7 +40,7 @@ fn transpose_last2<T: crate::buffers::Pooled>(
     batch: usize,
     r: usize,
     c: usize,
-    ctx: &Ctx,
+    ctx: &Parallelism,
 ) -> Vec<T> {
     const TILE: usize = 32;
     let mut out = crate::buffers::take(batch * r * c);
@@ -65,7 +70,12 @@ fn transpose_last2<T: crate::buffers::Pooled>(
 
 /// `permute`: a gather through permuted strides; a swap of the last two
 /// axes (a transpose, possibly batched) is a tiled copy.
-pub fn permute(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+pub fn permute(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
     arity(op, inputs, 1)?;
     let p = op.try_downcast::<Permute>()?;
     let rank = p.perm.len();
@@ -93,7 +103,7 @@ pub fn broadcast_to(
     op: &dyn Op,
     inputs: &[&Tensor],
     out: &TensorType,
-    ctx: &Ctx,
+    ctx: &Parallelism,
 ) -> Result<Tensor> {
     arity(op, inputs, 1)?;
     gather_tensor(
@@ -106,7 +116,12 @@ pub fn broadcast_to(
 }
 
 /// `slice`: a gather from the first element with strides scaled by the steps.
-pub fn slice(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+pub fn slice(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
     arity(op, inputs, 1)?;
     let sl = op.try_downcast::<Slice>()?;
     let s = contiguous_strides(inputs[0].shape());
@@ -157,7 +172,12 @@ fn pad_typed<T: Pooled>(x: &[T], shape: &[usize], p: &Pad, out_shape: &[usize]) 
 }
 
 /// `pad`: fill with the pad value, then copy the operand into the interior.
-pub fn pad(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, _ctx: &Ctx) -> Result<Tensor> {
+pub fn pad(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _ctx: &Parallelism,
+) -> Result<Tensor> {
     arity(op, inputs, 1)?;
     let p = op.try_downcast::<Pad>()?;
     let x = inputs[0];
@@ -182,7 +202,7 @@ pub fn concatenate(
     op: &dyn Op,
     inputs: &[&Tensor],
     out: &TensorType,
-    _ctx: &Ctx,
+    _ctx: &Parallelism,
 ) -> Result<Tensor> {
     let c = op.try_downcast::<Concatenate>()?;
     let first = inputs

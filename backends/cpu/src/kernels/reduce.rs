@@ -4,8 +4,8 @@
 
 use super::{arity, unsupported};
 use crate::buffers::Pooled;
-use crate::strided::{contiguous_strides, fill_chunks, for_each_run};
-use crate::{register_kernel, Ctx};
+use crate::strided::{contiguous_strides, fill_in_tasks, for_each_run};
+use crate::{register_kernel, Parallelism};
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::reduce::*;
 
@@ -38,7 +38,7 @@ fn split(shape: &[usize], axes: &[usize]) -> Split {
 fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: crate::buffers::Pooled>(
     x: &[T],
     sp: &Split,
-    ctx: &Ctx,
+    ctx: &Parallelism,
     init: A,
     fold: impl Fn(A, &[T], isize, isize, usize, usize) -> A + Sync,
     finish: impl Fn(A) -> R + Sync,
@@ -46,7 +46,7 @@ fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: crate::buffers::Pooled>
     let n_out = anvil_core::shape::numel(&sp.kept);
     let n_red = anvil_core::shape::numel(&sp.red);
     let mut out = crate::buffers::take(n_out);
-    let par_ctx = if ctx.parallel(n_out * n_red.max(1)) { *ctx } else { Ctx::sequential() };
+    let par_ctx = if ctx.parallel(n_out * n_red.max(1)) { *ctx } else { Parallelism::sequential() };
     let per = |chunk: &mut [R], start: usize| {
         for_each_run(
             &sp.kept,
@@ -75,11 +75,11 @@ fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: crate::buffers::Pooled>
             },
         );
     };
-    if par_ctx.threads > 1 {
+    if par_ctx.thread_count() > 1 {
         // Parallel over outputs; each task gets at least a few thousand inputs' work.
-        let min = (par_ctx.min_parallel_elems / n_red.max(1)).max(1);
-        let ctx2 = Ctx { min_parallel_elems: min, ..par_ctx };
-        fill_chunks(&mut out, &ctx2, per);
+        let min = (par_ctx.parallel_elems() / n_red.max(1)).max(1);
+        let ctx2 = par_ctx.min_parallel_elems(min);
+        fill_in_tasks(&mut out, &ctx2, per);
     } else {
         per(&mut out, 0);
     }
@@ -89,7 +89,7 @@ fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: crate::buffers::Pooled>
 fn fold_typed<T: Pooled>(
     x: &[T],
     sp: &Split,
-    ctx: &Ctx,
+    ctx: &Parallelism,
     id: T,
     f: impl Fn(T, T) -> T + Copy + Sync,
 ) -> Vec<T> {
@@ -130,7 +130,7 @@ fn rows_layout(shape: &[usize], axes: &[usize]) -> Option<(usize, usize, usize)>
 fn fold_rows<T: Pooled>(
     x: &[T],
     (outer, red, inner): (usize, usize, usize),
-    ctx: &Ctx,
+    ctx: &Parallelism,
     id: T,
     f: impl Fn(T, T) -> T + Copy + Sync,
 ) -> Vec<T> {
@@ -147,7 +147,7 @@ fn fold_rows<T: Pooled>(
     if ctx.parallel(x.len()) && !out.is_empty() {
         use rayon::prelude::*;
         // About four pieces per thread, each at least a few cache lines wide.
-        let width = (outer * inner).div_ceil(4 * ctx.threads).max(64).min(inner);
+        let width = (outer * inner).div_ceil(4 * ctx.thread_count()).max(64).min(inner);
         out.par_chunks_mut(inner).enumerate().for_each(|(o, row)| {
             row.par_chunks_mut(width).enumerate().for_each(|(p, dst)| fold(o, p * width, dst))
         });
@@ -164,7 +164,7 @@ fn fold_any<T: Pooled>(
     x: &[T],
     shape: &[usize],
     axes: &[usize],
-    ctx: &Ctx,
+    ctx: &Parallelism,
     id: T,
     f: impl Fn(T, T) -> T + Copy + Sync,
 ) -> Vec<T> {
@@ -179,7 +179,7 @@ pub fn reduce<O: ReduceMath>(
     op: &dyn Op,
     inputs: &[&Tensor],
     out: &TensorType,
-    ctx: &Ctx,
+    ctx: &Parallelism,
 ) -> Result<Tensor> {
     arity(op, inputs, 1)?;
     let o = op.try_downcast::<O>()?;
@@ -215,7 +215,7 @@ pub fn reduce<O: ReduceMath>(
 fn arg_typed<T: Copy + Send + Sync + PartialOrd>(
     x: &[T],
     sp: &Split,
-    ctx: &Ctx,
+    ctx: &Parallelism,
     max: bool,
     is_nan: fn(T) -> bool,
 ) -> Vec<i64> {
@@ -245,7 +245,12 @@ fn arg_typed<T: Copy + Send + Sync + PartialOrd>(
 }
 
 /// The kernel of `argmax` / `argmin`.
-pub fn arg_reduce(op: &dyn Op, inputs: &[&Tensor], out: &TensorType, ctx: &Ctx) -> Result<Tensor> {
+pub fn arg_reduce(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
     arity(op, inputs, 1)?;
     let o = op.try_downcast::<ArgReduce>()?;
     let x = inputs[0];
