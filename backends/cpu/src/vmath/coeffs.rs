@@ -6,17 +6,17 @@ pub(super) const LN2_HI: f64 = 0.6931471806019545;
 /// ln 2 - LN2_HI, rounded.
 pub(super) const LN2_LO: f64 = -4.2009150726810846e-11;
 /// 1 / ln 2.
-pub(super) const LOG2_E: f64 = 1.4426950408889634;
+pub(super) const LOG2_E: f64 = std::f64::consts::LOG2_E; // 1.4426950408889634
 /// pi/2 rounded to f64.
-pub(super) const PIO2_1: f64 = 1.5707963267948966;
+pub(super) const PIO2_1: f64 = std::f64::consts::FRAC_PI_2; // 1.5707963267948966
 /// pi/2 - PIO2_1, rounded.
 pub(super) const PIO2_2: f64 = 6.123233995736766e-17;
 /// pi/2 - PIO2_1 - PIO2_2, rounded (pi/2 to about 160 bits in all).
 pub(super) const PIO2_3: f64 = -1.4973849048591698e-33;
 /// 2/pi rounded (only picks the quadrant; its error is absorbed by |r| <= pi/4 + tiny).
-pub(super) const TWO_OVER_PI: f64 = 0.6366197723675814;
+pub(super) const TWO_OVER_PI: f64 = std::f64::consts::FRAC_2_PI; // 0.6366197723675814
 /// 2/sqrt(pi) rounded.
-pub(super) const FRAC_2_SQRT_PI_HI: f64 = 1.1283791670955126;
+pub(super) const FRAC_2_SQRT_PI_HI: f64 = std::f64::consts::FRAC_2_SQRT_PI; // 1.1283791670955126
 /// 2/sqrt(pi) - FRAC_2_SQRT_PI_HI, rounded.
 pub(super) const FRAC_2_SQRT_PI_LO: f64 = 1.533545961316588e-17;
 /// The bits of 2/pi, 64 per word, most significant first; word 0 is the

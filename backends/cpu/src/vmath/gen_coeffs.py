@@ -29,7 +29,14 @@ def fit(name, f, a, b, deg, weight, doc):
     return "\n".join(lines)
 
 
+STD = {"LOG2_E": "LOG2_E", "PIO2_1": "FRAC_PI_2", "TWO_OVER_PI": "FRAC_2_PI",
+       "FRAC_2_SQRT_PI_HI": "FRAC_2_SQRT_PI"}
+
+
 def const(name, v, doc):
+    if name in STD:
+        # The same f64 as std's constant (checked by std_constants_match in tests.rs).
+        return f"/// {doc}\npub(super) const {name}: f64 = std::f64::consts::{STD[name]}; // {float(v)!r}"
     return f"/// {doc}\npub(super) const {name}: f64 = {float(v)!r};"
 
 

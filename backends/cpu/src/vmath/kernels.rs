@@ -63,6 +63,13 @@ fn select(cond: bool, a: f64, b: f64) -> f64 {
     }
 }
 
+/// x clamped to [lo, hi], NaN kept (one min/max instruction each, unlike
+/// `f64::clamp`'s NaN-ignoring min/max).
+#[inline(always)]
+fn clamp(x: f64, lo: f64, hi: f64) -> f64 {
+    select(x < lo, lo, select(x > hi, hi, x))
+}
+
 /// 2^k for -1022 <= k <= 1023, built from the exponent bits.
 #[inline(always)]
 fn pow2i(k: i64) -> f64 {
@@ -81,8 +88,9 @@ fn round_to_int(t: f64) -> (i64, f64) {
 #[inline(always)]
 fn scale2(y: f64, k: i64) -> f64 {
     // floor(k / 2) with a logical shift (AVX2 has no 64-bit arithmetic one).
-    let k1 = ((k.wrapping_add(2048) as u64) >> 1) as i64 - 1024;
-    y * pow2i(k1) * pow2i(k - k1)
+    // Wrapping: k is garbage (but y NaN) when the input was NaN.
+    let k1 = (((k.wrapping_add(2048) as u64) >> 1) as i64).wrapping_sub(1024);
+    y * pow2i(k1) * pow2i(k.wrapping_sub(k1))
 }
 
 /// Splits x (|x| <= 746) into k and r with x = k ln2 + r, |r| <= 0.35.
@@ -105,9 +113,8 @@ fn expm1_reduced(r: f64) -> f64 {
 #[inline(always)]
 fn exp_parts(x: f64) -> (f64, f64, i64) {
     // e^-746 < 2^-1075 rounds to 0 and e^710 overflows, so clamping there keeps
-    // k in range without changing any result. max/min drop a NaN: callers
-    // restore it.
-    let (k, r) = exp_reduce(x.max(-746.0).min(710.0));
+    // k in range without changing any result. A NaN flows through.
+    let (k, r) = exp_reduce(clamp(x, -746.0, 710.0));
     let p = expm1_reduced(r);
     let hi = 1.0 + p;
     // Fast two-sum: |1| >= |p|.
@@ -118,7 +125,7 @@ fn exp_parts(x: f64) -> (f64, f64, i64) {
 #[inline(always)]
 pub(super) fn exp(x: f64) -> f64 {
     let (hi, _, k) = exp_parts(x);
-    select(x.is_nan(), x, scale2(hi, k))
+    scale2(hi, k)
 }
 
 /// e^x - 1 as hi + lo (before scaling by 2^k), for x clamped to [-60, 710].
@@ -131,9 +138,9 @@ pub(super) fn exp(x: f64) -> f64 {
 #[inline(always)]
 fn expm1_parts(x: f64) -> (f64, f64, i64) {
     // expm1(-60) rounds to -1; expm1(710) overflows.
-    let (k, r) = exp_reduce(x.max(-60.0).min(710.0));
+    let (k, r) = exp_reduce(clamp(x, -60.0, 710.0));
     let p2 = r * r * horner(r, &EXP_Q);
-    let c = 1.0 - pow2i(-k.min(64));
+    let c = 1.0 - pow2i(k.min(64).wrapping_neg());
     let a = c + r;
     let small = p2 + (r - (a - c));
     let hi = a + small;
@@ -145,8 +152,8 @@ fn expm1_parts(x: f64) -> (f64, f64, i64) {
 #[inline(always)]
 pub(super) fn expm1(x: f64) -> f64 {
     let (hi, _, k) = expm1_parts(x);
-    // Keeps -0 and NaN (the clamps lose both).
-    select(x == 0.0 || x.is_nan(), x, scale2(hi, k))
+    // Keeps -0 (the reduction loses its sign).
+    select(x == 0.0, x, scale2(hi, k))
 }
 
 /// -t / (t + 2) for t = th + tl in [-1, 0], with the rounding errors of the
@@ -229,8 +236,8 @@ pub(super) fn tanh(x: f64) -> f64 {
     // k <= 0 here, and 2^k is exact down to expm1's clamp (k >= -87).
     let s = pow2i(k);
     let y = neg_ratio(hi * s, lo * s);
-    // copysign keeps -0 (tanh(-0) = -0) and NaN.
-    select(x.is_nan(), x, y.copysign(x))
+    // copysign keeps -0 (tanh(-0) = -0); a NaN has flowed through.
+    y.copysign(x)
 }
 
 /// 1 / (1 + e^-x) without overflow: e = e^-|x| <= 1, and the numerator is e
@@ -247,7 +254,7 @@ pub(super) fn logistic(x: f64) -> f64 {
     let (nh, nl) = (select(neg, eh, 1.0), select(neg, el, 0.0));
     let q = nh / dh;
     let rem = fma(-q, dh, nh) + fma(-q, dl, nl);
-    select(x.is_nan(), x, q + rem / dh)
+    q + rem / dh
 }
 
 /// erf x.
@@ -261,14 +268,14 @@ pub(super) fn erf(x: f64) -> f64 {
     // |x| >= 0.75: 1 - exp(-a^2) Q(t). a^2 = zh + zl exactly (two-product),
     // and e^-(zh+zl) = e^-zh (1 - zl) to far below an ulp. Past 6, erf
     // rounds to 1; the clamp also keeps inf out of the polynomial.
-    let ac = a.min(6.0);
+    let ac = select(a > 6.0, 6.0, a);
     let zh = ac * ac;
     let zl = fma(ac, ac, -zh);
     let e = exp(-zh);
     let q = horner((ac - ERFC_C) / (ac + ERFC_C), &ERFC_Q);
     let large = 1.0 - fma(-e, zl, e) * q;
-    let y = select(a < ERF_SMALL, small, large).copysign(x);
-    select(x.is_nan(), x, y)
+    // A NaN takes the second branch, where it has flowed through.
+    select(a < ERF_SMALL, small, large).copysign(x)
 }
 
 /// sin and cos of r = rh + rl (|r| <= pi/4 + tiny), rotated by quadrant q:

@@ -13,29 +13,36 @@
 //! of their inputs: no allocation, no global state beyond the CPU-feature
 //! cache of `std`, no alignment or length requirement.
 //!
+//! # How: one scalar source, compiled several times
+//!
+//! The element kernels (`kernels.rs`) are ordinary scalar Rust, written
+//! without branches (choices are value selects) and with only IEEE-754
+//! operations, FMAs (`mul_add`: one rounding on every target), bit casts and
+//! integer ops. The slice loop (`map_body`) runs a kernel over blocks of
+//! 16 or 32 elements and then over the remainder. It is compiled three times:
+//! for the baseline target, in a `#[target_feature(enable = "avx2,fma")]`
+//! function and in an AVX-512 (F/DQ/VL) one, where LLVM vectorises the blocks
+//! (4 or 8 f64 lanes, several independent vectors per block so that the FMA
+//! chains overlap). The copy is chosen at run time with
+//! `is_x86_feature_detected!` (cached by `std`).
+//!
 //! # Same result everywhere
 //!
-//! The element kernels (`kernels.rs`) are ordinary scalar Rust written
-//! without branches and with only IEEE-754 operations, FMAs (`mul_add`, one
-//! rounding on every target), bit casts and integer ops. The slice loops
-//! compile that one source twice: once for the baseline target and once in a
-//! `#[target_feature(enable = "avx2,fma")]` function, where LLVM vectorises it
-//! (4 f64 lanes); the right copy is chosen at run time with
-//! `is_x86_feature_detected!`. Because IEEE arithmetic is deterministic and
-//! Rust never fuses `a * b + c` by itself, every copy, every lane and the
-//! scalar tail compute bit-identical results, on any machine: a value never
-//! depends on the slice length, on where a block starts, on the thread count
-//! or on the CPU. (The baseline copy is slow on a CPU without FMA, where
-//! `mul_add` is a libm call, but it is exact.) The `_scalar` entries use the
-//! same kernels, so they agree bit for bit with the slice forms.
+//! IEEE arithmetic is deterministic and Rust never fuses `a * b + c` by
+//! itself, so every copy, every lane and the scalar remainder compute the same
+//! bits: a value never depends on the slice length, on where a block starts,
+//! on the thread count or on the CPU (x86 or not). The `_scalar` entries run
+//! the same kernels, so they agree bit for bit with the slice forms.
+//! `all_paths_bit_identical` in `tests.rs` checks it for every copy this CPU
+//! can run, at every offset and many lengths. (The baseline copy is slow on a
+//! CPU without FMA, where `mul_add` is a libm call, but exact.)
 //!
-//! Why not `pulp`: its explicit SIMD types would give the same speed, but then
-//! the scalar fallback and the tail would be separate code whose equality
-//! with the vector lanes is something to test rather than a property of the
-//! language; here it holds by construction. An AVX-512 copy (8 lanes) is a
-//! three-line addition once the workspace's MSRV (1.84) reaches 1.89, where
-//! the `avx512f` target feature became stable (pulp's AVX-512 path is behind
-//! its `x86-v4` feature for the same reason).
+//! Why not `pulp`: its explicit SIMD types would give about the same speed,
+//! but the scalar fallback and the tail would then be separate code whose
+//! equality with the vector lanes is something to test, not a property of
+//! the language, and it adds a dependency. Why `rustversion`: the `avx512*`
+//! target features are stable from Rust 1.89 and the workspace's MSRV is
+//! 1.84; with an older compiler the AVX-512 level runs the AVX2 copy.
 //!
 //! `sin`/`cos` have one branchy part: |x| >= 2^26 (and inf/NaN) goes through
 //! an exact Payne-Hanek reduction (`reduce.rs`, about 50 ns). The slice forms
@@ -65,9 +72,11 @@
 //!
 //! # Safety
 //!
-//! The only `unsafe` is the call into the `#[target_feature]` copy, made after
-//! the features were detected. Under Miri, `is_x86_feature_detected!` reports
-//! no AVX2, so the baseline copy (safe code only) is what Miri runs.
+//! The only `unsafe` is the call into a `#[target_feature]` copy, made only
+//! after `level()` detected its features (the tests call each copy the same
+//! way). Under Miri, `std` reports only the compile-time target features, so
+//! Miri runs the baseline copy, which is safe code (not run here: the Miri
+//! component is not installed on this machine).
 
 mod coeffs;
 mod kernels;
@@ -126,8 +135,8 @@ impl Kernel for Sin {
     }
     #[inline(always)]
     fn needs_exact(x: f64) -> bool {
-        // Also true for NaN, which the exact path returns as NaN.
-        !(x.abs() < kernels::TRIG_FAST_MAX)
+        // NaN too: the exact path returns it as NaN.
+        x.is_nan() || x.abs() >= kernels::TRIG_FAST_MAX
     }
     fn exact(x: f64) -> f64 {
         let (q, rh, rl) = reduce::rem_pio2_huge(x);
@@ -197,8 +206,21 @@ fn eval<K: Kernel, T: Elem>(x: T) -> T {
 /// The slice loop: a branch-free pass LLVM vectorises, then (sin/cos only)
 /// a scalar pass that redoes the elements the fast kernel does not cover.
 #[inline(always)]
-fn map_body<K: Kernel, T: Elem>(x: &[T], out: &mut [T]) {
-    for (o, &v) in out.iter_mut().zip(x) {
+fn map_body<K: Kernel, T: Elem, const BLOCK: usize>(x: &[T], out: &mut [T]) {
+    // Blocks of BLOCK elements as arrays: LLVM vectorises each block as
+    // several independent vectors, whose long FMA chains then overlap (one
+    // vector per iteration is latency-bound). Same kernel, so the remainder
+    // loop gives the same bits.
+    let mut xs = x.chunks_exact(BLOCK);
+    let mut os = out.chunks_exact_mut(BLOCK);
+    for (xc, oc) in (&mut xs).zip(&mut os) {
+        if let (Ok(xa), Ok(oa)) = (<&[T; BLOCK]>::try_from(xc), <&mut [T; BLOCK]>::try_from(oc)) {
+            for (o, &v) in oa.iter_mut().zip(xa) {
+                *o = T::from_f64(K::fast(v.to_f64()));
+            }
+        }
+    }
+    for (o, &v) in os.into_remainder().iter_mut().zip(xs.remainder()) {
         *o = T::from_f64(K::fast(v.to_f64()));
     }
     if K::HAS_EXACT {
@@ -213,18 +235,22 @@ fn map_body<K: Kernel, T: Elem>(x: &[T], out: &mut [T]) {
 /// In place. The exact pass needs the inputs, so sin/cos go through a small
 /// copy of each chunk.
 #[inline(always)]
-fn map_inplace_body<K: Kernel, T: Elem>(xs: &mut [T]) {
+fn map_inplace_body<K: Kernel, T: Elem, const BLOCK: usize>(xs: &mut [T]) {
     if K::HAS_EXACT {
         const CHUNK: usize = 64;
         let mut buf = [T::default(); CHUNK];
         for chunk in xs.chunks_mut(CHUNK) {
             let copy = &mut buf[..chunk.len()];
             copy.copy_from_slice(chunk);
-            map_body::<K, T>(copy, chunk);
+            map_body::<K, T, BLOCK>(copy, chunk);
         }
     } else {
-        for v in xs.iter_mut() {
-            *v = T::from_f64(K::fast(v.to_f64()));
+        // Same blocking as `map_body`, through a copy of each block.
+        for chunk in xs.chunks_mut(BLOCK) {
+            let mut buf = [T::default(); BLOCK];
+            let copy = &mut buf[..chunk.len()];
+            copy.copy_from_slice(chunk);
+            map_body::<K, T, BLOCK>(copy, chunk);
         }
     }
 }
@@ -237,6 +263,10 @@ enum Level {
     /// AVX2 + FMA (x86-64-v3 and later).
     #[cfg(target_arch = "x86_64")]
     Avx2Fma,
+    /// AVX-512 F/DQ/VL as well (x86-64-v4). With a compiler older than 1.89
+    /// this runs the AVX2 copy.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
 }
 
 /// The best copy for this CPU (`std` caches the detection).
@@ -244,7 +274,10 @@ enum Level {
 fn level() -> Level {
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-        return Level::Avx2Fma;
+        let v4 = is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("avx512vl");
+        return if v4 { Level::Avx512 } else { Level::Avx2Fma };
     }
     Level::Generic
 }
@@ -258,14 +291,14 @@ mod avx2 {
     /// The CPU must support AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn map<K: Kernel, T: Elem>(x: &[T], out: &mut [T]) {
-        map_body::<K, T>(x, out)
+        map_body::<K, T, 16>(x, out)
     }
 
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn map_inplace<K: Kernel, T: Elem>(xs: &mut [T]) {
-        map_inplace_body::<K, T>(xs)
+        map_inplace_body::<K, T, 16>(xs)
     }
 
     /// # Safety
@@ -276,22 +309,58 @@ mod avx2 {
     }
 }
 
+/// The AVX-512 copies (8 f64 lanes). The `avx512*` target features are
+/// stable from Rust 1.89; below that (the workspace's MSRV is 1.84) this
+/// module forwards to the AVX2 copies.
+#[cfg(target_arch = "x86_64")]
+#[rustversion::since(1.89)]
+mod avx512 {
+    use super::{map_body, map_inplace_body, Elem, Kernel};
+
+    /// # Safety
+    /// The CPU must support AVX-512 F/DQ/VL, AVX2 and FMA.
+    #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
+    pub(super) unsafe fn map<K: Kernel, T: Elem>(x: &[T], out: &mut [T]) {
+        map_body::<K, T, 32>(x, out)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512 F/DQ/VL, AVX2 and FMA.
+    #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
+    pub(super) unsafe fn map_inplace<K: Kernel, T: Elem>(xs: &mut [T]) {
+        map_inplace_body::<K, T, 32>(xs)
+    }
+}
+
+/// Compilers before 1.89: the AVX2 copies stand in.
+#[cfg(target_arch = "x86_64")]
+#[rustversion::before(1.89)]
+mod avx512 {
+    pub(super) use super::avx2::{map, map_inplace};
+}
+
 fn map_with<K: Kernel, T: Elem>(level: Level, x: &[T], out: &mut [T]) {
     match level {
-        Level::Generic => map_body::<K, T>(x, out),
+        Level::Generic => map_body::<K, T, 16>(x, out),
         // SAFETY: `level` is `Avx2Fma` only when `level()` detected AVX2 and FMA
         // (the tests pass `level()` or `Generic`).
         #[cfg(target_arch = "x86_64")]
         Level::Avx2Fma => unsafe { avx2::map::<K, T>(x, out) },
+        // SAFETY: as above, with AVX-512 F/DQ/VL detected too.
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => unsafe { avx512::map::<K, T>(x, out) },
     }
 }
 
 fn map_inplace_with<K: Kernel, T: Elem>(level: Level, xs: &mut [T]) {
     match level {
-        Level::Generic => map_inplace_body::<K, T>(xs),
+        Level::Generic => map_inplace_body::<K, T, 16>(xs),
         // SAFETY: as in `map_with`.
         #[cfg(target_arch = "x86_64")]
         Level::Avx2Fma => unsafe { avx2::map_inplace::<K, T>(xs) },
+        // SAFETY: as in `map_with`.
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => unsafe { avx512::map_inplace::<K, T>(xs) },
     }
 }
 
@@ -301,6 +370,9 @@ fn one_with<K: Kernel, T: Elem>(level: Level, x: T) -> T {
         // SAFETY: as in `map_with`.
         #[cfg(target_arch = "x86_64")]
         Level::Avx2Fma => unsafe { avx2::one::<K, T>(x) },
+        // SAFETY: as in `map_with`.
+        #[cfg(target_arch = "x86_64")]
+        Level::Avx512 => unsafe { avx2::one::<K, T>(x) },
     }
 }
 
@@ -357,21 +429,120 @@ macro_rules! function {
     };
 }
 
-function!(Exp, "0.5f64.exp()", "e^x[i]", "TBD", "TBD",
-    exp_f64, exp_f64_inplace, exp_f64_scalar, exp_f32, exp_f32_inplace, exp_f32_scalar);
-function!(Expm1, "0.5f64.exp_m1()", "e^x[i] - 1", "TBD", "TBD",
-    expm1_f64, expm1_f64_inplace, expm1_f64_scalar, expm1_f32, expm1_f32_inplace, expm1_f32_scalar);
-function!(Ln, "0.5f64.ln()", "ln x[i]", "TBD", "TBD",
-    ln_f64, ln_f64_inplace, ln_f64_scalar, ln_f32, ln_f32_inplace, ln_f32_scalar);
-function!(Ln1p, "0.5f64.ln_1p()", "ln(1 + x[i])", "TBD", "TBD",
-    ln_1p_f64, ln_1p_f64_inplace, ln_1p_f64_scalar, ln_1p_f32, ln_1p_f32_inplace, ln_1p_f32_scalar);
-function!(Tanh, "0.5f64.tanh()", "tanh x[i]", "TBD", "TBD",
-    tanh_f64, tanh_f64_inplace, tanh_f64_scalar, tanh_f32, tanh_f32_inplace, tanh_f32_scalar);
-function!(Logistic, "1.0 / (1.0 + (-0.5f64).exp())", "1 / (1 + e^-x[i])", "TBD", "TBD",
-    logistic_f64, logistic_f64_inplace, logistic_f64_scalar, logistic_f32, logistic_f32_inplace, logistic_f32_scalar);
-function!(Sin, "0.5f64.sin()", "sin x[i]", "TBD", "TBD",
-    sin_f64, sin_f64_inplace, sin_f64_scalar, sin_f32, sin_f32_inplace, sin_f32_scalar);
-function!(Cos, "0.5f64.cos()", "cos x[i]", "TBD", "TBD",
-    cos_f64, cos_f64_inplace, cos_f64_scalar, cos_f32, cos_f32_inplace, cos_f32_scalar);
-function!(Erf, "0.5204998778130465", "erf x[i]", "TBD", "TBD",
-    erf_f64, erf_f64_inplace, erf_f64_scalar, erf_f32, erf_f32_inplace, erf_f32_scalar);
+function!(
+    Exp,
+    "0.5f64.exp()",
+    "e^x[i]",
+    "TBD",
+    "TBD",
+    exp_f64,
+    exp_f64_inplace,
+    exp_f64_scalar,
+    exp_f32,
+    exp_f32_inplace,
+    exp_f32_scalar
+);
+function!(
+    Expm1,
+    "0.5f64.exp_m1()",
+    "e^x[i] - 1",
+    "TBD",
+    "TBD",
+    expm1_f64,
+    expm1_f64_inplace,
+    expm1_f64_scalar,
+    expm1_f32,
+    expm1_f32_inplace,
+    expm1_f32_scalar
+);
+function!(
+    Ln,
+    "0.5f64.ln()",
+    "ln x[i]",
+    "TBD",
+    "TBD",
+    ln_f64,
+    ln_f64_inplace,
+    ln_f64_scalar,
+    ln_f32,
+    ln_f32_inplace,
+    ln_f32_scalar
+);
+function!(
+    Ln1p,
+    "0.5f64.ln_1p()",
+    "ln(1 + x[i])",
+    "TBD",
+    "TBD",
+    ln_1p_f64,
+    ln_1p_f64_inplace,
+    ln_1p_f64_scalar,
+    ln_1p_f32,
+    ln_1p_f32_inplace,
+    ln_1p_f32_scalar
+);
+function!(
+    Tanh,
+    "0.5f64.tanh()",
+    "tanh x[i]",
+    "TBD",
+    "TBD",
+    tanh_f64,
+    tanh_f64_inplace,
+    tanh_f64_scalar,
+    tanh_f32,
+    tanh_f32_inplace,
+    tanh_f32_scalar
+);
+function!(
+    Logistic,
+    "1.0 / (1.0 + (-0.5f64).exp())",
+    "1 / (1 + e^-x[i])",
+    "TBD",
+    "TBD",
+    logistic_f64,
+    logistic_f64_inplace,
+    logistic_f64_scalar,
+    logistic_f32,
+    logistic_f32_inplace,
+    logistic_f32_scalar
+);
+function!(
+    Sin,
+    "0.5f64.sin()",
+    "sin x[i]",
+    "TBD",
+    "TBD",
+    sin_f64,
+    sin_f64_inplace,
+    sin_f64_scalar,
+    sin_f32,
+    sin_f32_inplace,
+    sin_f32_scalar
+);
+function!(
+    Cos,
+    "0.5f64.cos()",
+    "cos x[i]",
+    "TBD",
+    "TBD",
+    cos_f64,
+    cos_f64_inplace,
+    cos_f64_scalar,
+    cos_f32,
+    cos_f32_inplace,
+    cos_f32_scalar
+);
+function!(
+    Erf,
+    "0.5204998778130465",
+    "erf x[i]",
+    "TBD",
+    "TBD",
+    erf_f64,
+    erf_f64_inplace,
+    erf_f64_scalar,
+    erf_f32,
+    erf_f32_inplace,
+    erf_f32_scalar
+);

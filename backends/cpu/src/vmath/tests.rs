@@ -107,6 +107,7 @@ fn logistic_ref(x: f64) -> f64 {
 }
 
 type F64Fn = fn(f64) -> f64;
+type F32Fn = fn(f32) -> f32;
 type SliceF64 = fn(&[f64], &mut [f64]);
 type SliceF32 = fn(&[f32], &mut [f32]);
 
@@ -117,7 +118,7 @@ struct Case {
     s64: SliceF64,
     o64: F64Fn,
     s32: SliceF32,
-    o32: fn(f32) -> f32,
+    o32: F32Fn,
     /// Bound asserted by the sampled tests, in ulp (f64, f32).
     bound: (u64, u64),
 }
@@ -138,9 +139,25 @@ fn cases() -> Vec<Case> {
     }
     vec![
         case!("exp", f64::exp, exp_f64, exp_f64_scalar, exp_f32, exp_f32_scalar, (1, 1)),
-        case!("expm1", f64::exp_m1, expm1_f64, expm1_f64_scalar, expm1_f32, expm1_f32_scalar, (1, 1)),
+        case!(
+            "expm1",
+            f64::exp_m1,
+            expm1_f64,
+            expm1_f64_scalar,
+            expm1_f32,
+            expm1_f32_scalar,
+            (1, 1)
+        ),
         case!("ln", f64::ln, ln_f64, ln_f64_scalar, ln_f32, ln_f32_scalar, (1, 1)),
-        case!("ln_1p", f64::ln_1p, ln_1p_f64, ln_1p_f64_scalar, ln_1p_f32, ln_1p_f32_scalar, (1, 1)),
+        case!(
+            "ln_1p",
+            f64::ln_1p,
+            ln_1p_f64,
+            ln_1p_f64_scalar,
+            ln_1p_f32,
+            ln_1p_f32_scalar,
+            (1, 1)
+        ),
         case!("tanh", f64::tanh, tanh_f64, tanh_f64_scalar, tanh_f32, tanh_f32_scalar, (2, 1)),
         case!(
             "logistic",
@@ -172,7 +189,7 @@ fn specials() -> Vec<f64> {
         f64::EPSILON,
         5e-324,
         -5e-324,
-        2.2250738585072009e-308, // largest subnormal
+        f64::from_bits(0x000f_ffff_ffff_ffff), // largest subnormal
         1.0,
         -1.0,
         0.5,
@@ -294,7 +311,7 @@ fn special_values_f64() {
 #[test]
 fn special_values_f32() {
     let inf = f32::INFINITY;
-    let checks: &[(fn(f32) -> f32, f32, f32)] = &[
+    let checks: &[(F32Fn, f32, f32)] = &[
         (exp_f32_scalar, 89.0, inf),
         (exp_f32_scalar, -104.0, 0.0),
         (exp_f32_scalar, -103.0, 1e-45),
@@ -346,8 +363,9 @@ fn all_paths_bit_identical() {
     }
     // Generic vs detected copies, every kernel, short slices at every offset.
     fn check<K: Kernel>(xs: &[f64], name: &str) {
-        let scalar: Vec<u64> = xs.iter().map(|&x| one_with::<K, f64>(Level::Generic, x).to_bits()).collect();
-        for level in [Level::Generic, level()] {
+        let scalar: Vec<u64> =
+            xs.iter().map(|&x| one_with::<K, f64>(Level::Generic, x).to_bits()).collect();
+        for level in levels() {
             let mut whole = vec![0.0; xs.len()];
             map_with::<K, f64>(level, xs, &mut whole);
             assert!(whole.iter().zip(&scalar).all(|(a, &b)| a.to_bits() == b), "{name} {level:?}");
@@ -376,6 +394,29 @@ fn all_paths_bit_identical() {
     check::<Sin>(short, "sin");
     check::<Cos>(short, "cos");
     check::<Erf>(short, "erf");
+}
+
+/// Every copy of the loops this CPU can run.
+fn levels() -> Vec<Level> {
+    let mut v = vec![Level::Generic];
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        v.push(Level::Avx2Fma);
+    }
+    if level() != *v.last().unwrap_or(&Level::Generic) {
+        v.push(level());
+    }
+    v
+}
+
+/// coeffs.rs names std's constants where they are the f64 gen_coeffs.py
+/// computed; these are the bits of those values, from mpmath.
+#[test]
+fn std_constants_match() {
+    assert_eq!(coeffs::LOG2_E.to_bits(), 0x3ff71547652b82fe);
+    assert_eq!(coeffs::PIO2_1.to_bits(), 0x3ff921fb54442d18);
+    assert_eq!(coeffs::TWO_OVER_PI.to_bits(), 0x3fe45f306dc9c883);
+    assert_eq!(coeffs::FRAC_2_SQRT_PI_HI.to_bits(), 0x3ff20dd750429b6d);
 }
 
 #[test]
