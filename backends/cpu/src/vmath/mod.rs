@@ -57,9 +57,25 @@
 //! boundary values, against glibc's `std` functions, "vs libm", whose own
 //! error is below one ulp; erf against the `libm` crate):
 //!
-//! | function | f64 (vs libm) | f32 (exhaustive) |
-//! |----------|---------------|------------------|
-//! | exp      | TBD           | TBD              |
+//! | function | f64: max ulp vs libm | f64: points off by 1+ | f32: max ulp, all 2^32 | f32: inputs off |
+//! |----------|-----|------------|-----|---|
+//! | exp      | 1   | 62 031     | 0   | 0 |
+//! | expm1    | 1   | 29 441     | 0   | 0 |
+//! | ln       | 1   | 9 982      | 0   | 0 |
+//! | ln_1p    | 1   | 30 805     | 0   | 0 |
+//! | tanh     | 2   | 696 239    | 0   | 0 |
+//! | logistic | 1   | 327 214    | 1   | 5 |
+//! | sin      | 1   | 7 592 186  | 0   | 0 |
+//! | cos      | 1   | 7 598 533  | 1   | 2 |
+//! | erf      | 1   | 3 696 030  | 0   | 0 |
+//!
+//! ("points off" counts differences from the reference of one ulp or more
+//! out of 10^8; most are the reference's own rounding: glibc's tanh is
+//! documented at 2 ulp, and at the worst tanh points checked with mpmath
+//! ours was the correctly rounded one.) sin/cos are compared with glibc's
+//! sin/cos of the argument reduced by our exact Payne-Hanek (glibc's own
+//! reduction is 8 ulp off at cos(5.3e255)); `huge_trig_exact` checks that
+//! reduction against mpmath at the hardest case.
 //!
 //! f32 functions evaluate the f64 kernel and round once, so they are within
 //! one ulp everywhere (correctly rounded except where the exact value lies
@@ -433,8 +449,7 @@ function!(
     Exp,
     "0.5f64.exp()",
     "e^x[i]",
-    "TBD",
-    "TBD",
+    "at most 1 ulp from glibc over 10^8 log-uniform points; overflow to inf above 709.78, gradual underflow, 0 below -745.13.", "all 2^32 inputs give exactly the f64 libm result rounded to f32.",
     exp_f64,
     exp_f64_inplace,
     exp_f64_scalar,
@@ -446,8 +461,8 @@ function!(
     Expm1,
     "0.5f64.exp_m1()",
     "e^x[i] - 1",
-    "TBD",
-    "TBD",
+    "at most 1 ulp from glibc over 10^8 log-uniform points; keeps -0, exactly -1 below ≈ -37.4.",
+    "all 2^32 inputs give exactly the f64 libm result rounded to f32.",
     expm1_f64,
     expm1_f64_inplace,
     expm1_f64_scalar,
@@ -459,8 +474,7 @@ function!(
     Ln,
     "0.5f64.ln()",
     "ln x[i]",
-    "TBD",
-    "TBD",
+    "at most 1 ulp from glibc over 10^8 log-uniform points (subnormals included); ln 0 = -inf, ln of a negative = NaN.", "all 2^32 inputs give exactly the f64 libm result rounded to f32.",
     ln_f64,
     ln_f64_inplace,
     ln_f64_scalar,
@@ -472,8 +486,7 @@ function!(
     Ln1p,
     "0.5f64.ln_1p()",
     "ln(1 + x[i])",
-    "TBD",
-    "TBD",
+    "at most 1 ulp from glibc over 10^8 log-uniform points; ln_1p(-1) = -inf, NaN below -1, keeps -0.", "all 2^32 inputs give exactly the f64 libm result rounded to f32.",
     ln_1p_f64,
     ln_1p_f64_inplace,
     ln_1p_f64_scalar,
@@ -485,8 +498,7 @@ function!(
     Tanh,
     "0.5f64.tanh()",
     "tanh x[i]",
-    "TBD",
-    "TBD",
+    "at most 2 ulp from glibc (itself documented at 2 ulp) over 10^8 log-uniform points; exactly ±1 from |x| ≈ 19.06, keeps -0.", "all 2^32 inputs give exactly the f64 libm result rounded to f32.",
     tanh_f64,
     tanh_f64_inplace,
     tanh_f64_scalar,
@@ -498,8 +510,7 @@ function!(
     Logistic,
     "1.0 / (1.0 + (-0.5f64).exp())",
     "1 / (1 + e^-x[i])",
-    "TBD",
-    "TBD",
+    "at most 1 ulp from a double-double reference over 10^8 log-uniform points; never overflows, exactly 1 from x ≈ 37.4, gradual underflow to 0 below -745.", "at most 1 ulp over all 2^32 inputs (5 inputs off by one).",
     logistic_f64,
     logistic_f64_inplace,
     logistic_f64_scalar,
@@ -511,8 +522,7 @@ function!(
     Sin,
     "0.5f64.sin()",
     "sin x[i]",
-    "TBD",
-    "TBD",
+    "at most 1 ulp over 10^8 log-uniform points, huge arguments included (exact Payne-Hanek reduction above 2^26).", "all 2^32 inputs give exactly the f64 result rounded to f32.",
     sin_f64,
     sin_f64_inplace,
     sin_f64_scalar,
@@ -524,8 +534,7 @@ function!(
     Cos,
     "0.5f64.cos()",
     "cos x[i]",
-    "TBD",
-    "TBD",
+    "at most 1 ulp over 10^8 log-uniform points, huge arguments included (exact Payne-Hanek reduction above 2^26).", "at most 1 ulp over all 2^32 inputs (2 inputs off by one).",
     cos_f64,
     cos_f64_inplace,
     cos_f64_scalar,
@@ -537,8 +546,7 @@ function!(
     Erf,
     "0.5204998778130465",
     "erf x[i]",
-    "TBD",
-    "TBD",
+    "at most 1 ulp from the libm crate over 10^8 log-uniform points; exactly ±1 from |x| > 5.93, keeps -0.", "all 2^32 inputs give exactly the f64 libm result rounded to f32.",
     erf_f64,
     erf_f64_inplace,
     erf_f64_scalar,
