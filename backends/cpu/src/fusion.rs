@@ -46,6 +46,40 @@ pub struct Instr {
     pub args: Vec<usize>,
     /// The dtype of its result.
     pub dtype: DType,
+    /// The backend's vectorised math for the op, if registered.
+    fast: Option<crate::BlockMathFn>,
+}
+
+impl Instr {
+    /// An instruction applying `op` to registers `args`, giving `dtype`.
+    pub fn new(op: Box<dyn Op>, args: Vec<usize>, dtype: DType) -> Instr {
+        let fast = crate::block_maths().lookup(op.as_ref()).ok().flatten().map(|e| e.math);
+        Instr { op, args, dtype, fast }
+    }
+
+    /// Runs the instruction on one block: the backend's vectorised math for
+    /// the op if it handles these dtypes, else the op's own.
+    fn eval(&self, args: &[Block<'_>], mut out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()> {
+        if let Some(fast) = self.fast {
+            if fast(self.op.as_ref(), args, reborrow(&mut out), at)? {
+                return Ok(());
+            }
+        }
+        let math = self.op.elementwise_math().ok_or_else(|| {
+            Error::invalid(self.op.name(), "fused", "an instruction without block math")
+        })?;
+        math.eval_block(args, out, at)
+    }
+}
+
+/// The same block, borrowed again.
+fn reborrow<'b>(out: &'b mut BlockMut<'_>) -> BlockMut<'b> {
+    match out {
+        BlockMut::F64(v) => BlockMut::F64(v),
+        BlockMut::F32(v) => BlockMut::F32(v),
+        BlockMut::I64(v) => BlockMut::I64(v),
+        BlockMut::Bool(v) => BlockMut::Bool(v),
+    }
 }
 
 /// A group of fused elementwise ops; the last instruction is the result.
@@ -242,7 +276,7 @@ fn group(g: &Graph, root: &Node, absorbed: &[bool]) -> (Vec<ValueId>, Vec<Instr>
                 }
             })
             .collect();
-        program.push(Instr { op: n.op.clone(), args, dtype: g.ty(v).dtype() });
+        program.push(Instr::new(n.op.clone(), args, g.ty(v).dtype()));
         reg.insert(v, program.len() - 1);
     }
     // Registers: leaves first, then instructions.
@@ -533,10 +567,7 @@ fn run_task<T: Pooled>(
                 heap = instr.args.iter().map(|&a| src(a)).collect();
                 &heap
             };
-            let math = instr.op.elementwise_math().ok_or_else(|| {
-                Error::invalid(instr.op.name(), "fused", "an instruction without block math")
-            })?;
-            math.eval_block(args, dst, place)?;
+            instr.eval(args, dst, place)?;
         }
         at += len;
     }

@@ -17,9 +17,9 @@
 pub mod buffers;
 pub mod fusion;
 pub mod kernels;
-pub mod vmath;
 mod plan;
 pub mod strided;
+pub mod vmath;
 
 pub use plan::{compile, Plan};
 
@@ -175,6 +175,31 @@ macro_rules! register_kernel {
     };
     ($op:ty, $kernel:expr) => {
         $crate::anvil_core::register_entry!($crate::CpuKernel, $op, kernel: $crate::Kernel::One($kernel));
+    };
+}
+
+/// Block math this backend runs instead of an elementwise op's own
+/// ([`Op::elementwise_math`]): vectorised code for the same function.
+/// Returns `Ok(false)` for blocks it does not handle (another dtype), and
+/// the op's own math runs. Registered with [`register_block_math!`].
+pub type BlockMathFn = fn(
+    op: &dyn Op,
+    args: &[anvil_core::Block<'_>],
+    out: anvil_core::BlockMut<'_>,
+    at: anvil_core::BlockAt<'_>,
+) -> Result<bool>;
+
+anvil_core::registry_entry! {
+    /// Faster block math for one elementwise op type on the CPU.
+    pub struct CpuBlockMath { math: BlockMathFn }, "CPU block math", block_maths
+}
+
+/// Registers vectorised block math for an elementwise op type:
+/// `register_block_math!(Exp, exp_block);` (see [`BlockMathFn`]).
+#[macro_export]
+macro_rules! register_block_math {
+    ($op:ty, $math:expr) => {
+        $crate::anvil_core::register_entry!($crate::CpuBlockMath, $op, math: $math);
     };
 }
 

@@ -411,26 +411,14 @@ macro_rules! entries {
             map_with::<$K, $T>(level(), x, out)
         }
 
-        #[doc = concat!("`x[i] = ", $what, "` in place (", stringify!($T), "); same results as [`", stringify!($slice), "`].")]
-        ///
-        /// ```
-        /// use anvil_cpu::vmath;
-        #[doc = concat!("let mut x: [", stringify!($T), "; 3] = [-1.5, 0.25, 3.0];")]
-        #[doc = concat!("vmath::", stringify!($inplace), "(&mut x);")]
-        #[doc = concat!("assert_eq!(x[1], vmath::", stringify!($one), "(0.25));")]
-        /// ```
+        #[doc = concat!("`x[i] = ", $what, "` in place (", stringify!($T), "); same results as [`", stringify!($slice), "`] (see its example).")]
         pub fn $inplace(x: &mut [$T]) {
             map_inplace_with::<$K, $T>(level(), x)
         }
 
         #[doc = concat!("`", $what, "` for one ", stringify!($T), ", bit-identical to [`", stringify!($slice), "`].")]
         ///
-        #[doc = concat!("Accuracy: ", $acc)]
-        ///
-        /// ```
-        #[doc = concat!("let y = anvil_cpu::vmath::", stringify!($one), "(0.5);")]
-        #[doc = concat!("assert!((f64::from(y) - (", $name, ")).abs() <= 1e-6);")]
-        /// ```
+        #[doc = concat!("Accuracy: ", $acc, " (See [`", stringify!($slice), "`] for an example.)")]
         pub fn $one(x: $T) -> $T {
             one_with::<$K, $T>(level(), x)
         }
