@@ -21,7 +21,7 @@
 //! movement ops, sums, matmul, take/scatter_add, select, cast...) need a
 //! transpose rule.
 
-use crate::replay::{bind, bound_inputs, outputs, replay, value};
+use anvil_core::replay::{bind, bound_inputs, outputs, replay, value};
 use anvil_core::{
     jvp_rules, trace_with, transpose_rules, Error, Graph, LinearArg, Op, Parameter, Result,
     TensorType, ValueId, Var,
@@ -106,10 +106,7 @@ pub fn jvp_graph(
     Ok((outputs(graph, &env)?, touts))
 }
 
-/// The result of [`transpose_graph`]: the values of the outputs that are not
-/// linear (`None` for linear ones), and the cotangent of every linear input
-/// (`None`: zero, and for inputs that are not linear).
-pub type Transposed = (Vec<Option<Var>>, Vec<Option<Var>>);
+pub use anvil_core::interp::Transposed;
 
 /// Which values of `graph` depend on an input marked `linear`.
 fn linear_values(graph: &Graph, linear: &[bool]) -> Vec<bool> {

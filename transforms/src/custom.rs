@@ -13,16 +13,9 @@
 //!   as a loop (`map`), which composes with every transform; forward mode is
 //!   an error naming the function, as in JAX.
 
-use crate::map::{map_loop_many, vmapped_body};
-use crate::replay::inline_graph;
 use anvil_core::function::trace_types;
-use anvil_core::{
-    register_rule, Batched, Error, Function, Graph, LinearArg, Op, PlanCache, Result, TensorType,
-    Var,
-};
-use anvil_ops::ad::dense;
-use anvil_ops::batching::at_front;
-use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent};
+use anvil_core::{Error, Function, Graph, PlanCache, Result, TensorType, Var};
+use anvil_ops::control::{CustomJvpCall, CustomVjpCall};
 use std::marker::PhantomData;
 
 fn types_of(args: &[Var]) -> Vec<TensorType> {
@@ -125,41 +118,6 @@ impl<M, MJ, F: Function<M>, J: Function<MJ>> Function<M> for CustomJvp<F, J, M, 
     }
 }
 
-/// The user's jvp, inlined.
-fn jvp_custom_jvp(
-    op: &dyn Op,
-    p: &[Var],
-    t: &[Option<Var>],
-    outs: &[Var],
-) -> Result<Vec<Option<Var>>> {
-    let c = op.try_downcast::<CustomJvpCall>()?;
-    let mut args = p.to_vec();
-    args.extend(p.iter().zip(t).map(|(p, t)| dense(t, p)));
-    Ok(inline_graph(&c.jvp, &args)?.split_off(outs.len()).into_iter().map(Some).collect())
-}
-
-/// The function and its jvp, both batched (tangents batched like their primals).
-fn vmap_custom_jvp(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
-    let c = op.try_downcast::<CustomJvpCall>()?;
-    let axes: Vec<Option<usize>> = args.iter().map(|b| b.axis.map(|_| 0)).collect();
-    let primal = vmapped_body(&c.primal, &axes, size)?;
-    let jvp = vmapped_body(&c.jvp, &[axes.clone(), axes].concat(), size)?;
-    let vars: Vec<Var> = args
-        .iter()
-        .map(|b| if b.axis.is_some() { at_front(b, size) } else { b.var.clone() })
-        .collect();
-    let refs: Vec<&Var> = vars.iter().collect();
-    let n = primal.outputs().len();
-    let op = CustomJvpCall { primal: primal.into(), jvp: jvp.into() };
-    Ok(Var::apply_op_n(Box::new(op), &refs, n)
-        .into_iter()
-        .map(|v| Batched::new(v, Some(0)))
-        .collect())
-}
-
-register_rule!(JvpRule, CustomJvpCall, many: jvp_custom_jvp);
-register_rule!(VmapRule, CustomJvpCall, many: vmap_custom_jvp);
-
 // ------------------------------------------------------------ custom_vjp
 
 /// The marker of a [`CustomVjp`]: the three functions' markers.
@@ -258,58 +216,3 @@ impl<M, MF, MB, F: Function<M>, Fw: Function<MF>, B: Function<MB>> Function<M>
         format!("custom_vjp({})", self.f.name())
     }
 }
-
-/// Residuals from `fwd`, then a tangent node that only reverse mode can use.
-fn jvp_custom_vjp(
-    op: &dyn Op,
-    p: &[Var],
-    t: &[Option<Var>],
-    outs: &[Var],
-) -> Result<Vec<Option<Var>>> {
-    let c = op.try_downcast::<CustomVjpCall>()?;
-    if t.iter().all(Option::is_none) {
-        return Ok(vec![None; outs.len()]);
-    }
-    let mut operands: Vec<Var> = inline_graph(&c.fwd, p)?.split_off(outs.len());
-    let residuals = operands.len();
-    operands.extend(p.iter().zip(t).map(|(p, t)| dense(t, p)));
-    let refs: Vec<&Var> = operands.iter().collect();
-    let types = outs.iter().map(|o| o.ty().clone()).collect();
-    let op = CustomVjpTangent { bwd: c.bwd.clone(), residuals, outs: types };
-    Ok(Var::apply_op_n(Box::new(op), &refs, outs.len()).into_iter().map(Some).collect())
-}
-
-/// The transpose of the tangent node is the user's `bwd` (zero cotangents
-/// where an output has none).
-fn transpose_custom_vjp(
-    op: &dyn Op,
-    cts: &[Option<Var>],
-    args: &[LinearArg],
-) -> Result<Vec<Option<Var>>> {
-    let c = op.try_downcast::<CustomVjpTangent>()?;
-    let mut inputs = args[..c.residuals]
-        .iter()
-        .map(|a| {
-            a.known()
-                .cloned()
-                .ok_or_else(|| Error::invalid(op.name(), "transpose", "residuals must be known"))
-        })
-        .collect::<Result<Vec<Var>>>()?;
-    let like = inputs.first().or_else(|| cts.iter().flatten().next()).cloned();
-    for (ct, ty) in cts.iter().zip(&c.outs) {
-        inputs.push(match (ct, &like) {
-            (Some(ct), _) => ct.clone(),
-            (None, Some(l)) => anvil_ops::ad::zeros(l, ty),
-            (None, None) => return Err(Error::invalid(op.name(), "transpose", "no cotangent")),
-        });
-    }
-    let cts = inline_graph(&c.bwd, &inputs)?;
-    let mut out: Vec<Option<Var>> = vec![None; c.residuals];
-    out.extend(args[c.residuals..].iter().zip(cts).map(|(a, ct)| a.is_linear().then_some(ct)));
-    Ok(out)
-}
-
-register_rule!(JvpRule, CustomVjpCall, many: jvp_custom_vjp);
-register_rule!(VmapRule, CustomVjpCall, many: map_loop_many);
-register_rule!(TransposeRule, CustomVjpTangent, many: transpose_custom_vjp);
-register_rule!(VmapRule, CustomVjpTangent, many: map_loop_many);

@@ -18,7 +18,6 @@ pub mod diff;
 pub mod map;
 pub mod passes;
 pub mod pipeline;
-pub mod replay;
 pub mod rewrite;
 pub mod vmap;
 
@@ -26,8 +25,16 @@ pub use ad::{jvp_graph, linearize_graph, transpose_graph, vjp_graph, Linearizati
 pub use custom::{custom_jvp, custom_vjp, CustomJvp, CustomVjp};
 pub use diff::{grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, Grad, Jacobian, Jvp, Vjp};
 pub use map::{map, map_fallback, map_fallbacks, MapFn};
+
+anvil_core::inventory::submit! {
+    anvil_core::interp::Interpreters {
+        vmap: vmap::vmap_graph,
+        jvp: ad::jvp_graph,
+        transpose: ad::transpose_graph,
+    }
+}
+pub use anvil_core::replay::inline_graph;
 pub use passes::{cse, dce, fold_constants, map_bodies};
 pub use pipeline::{compile, optimize};
-pub use replay::inline_graph;
 pub use rewrite::{rewrite, rewrite_top};
 pub use vmap::{vmap, vmap_graph, vmap_graph_by_chunks, vmap_graph_chunked, InAxes, Vmap};

@@ -16,7 +16,7 @@
 //! rewritten too ([`crate::passes::map_bodies`]).
 
 use crate::passes::{cse, dce, map_bodies};
-use crate::replay::{bind, bound_inputs, outputs, value};
+use anvil_core::replay::{bind, bound_inputs, outputs, value};
 use anvil_core::shape::broadcast_shapes;
 use anvil_core::{rewrite_rules, trace_with, Graph, Parameter, Result, TensorType, Var};
 

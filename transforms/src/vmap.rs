@@ -12,8 +12,8 @@
 //! [`Map`](anvil_ops::control::Map) node whose body is the op), with a
 //! one-time warning naming the op; see [`crate::map`].
 
-use crate::replay::{bind, bound_inputs, outputs, value};
 use anvil_core::function::{check_arity, trace_types};
+use anvil_core::replay::{bind, bound_inputs, outputs, value};
 use anvil_core::shape::normalize_axis;
 use anvil_core::{
     vmap_rules, Batched, Error, Function, Graph, Parameter, PlanCache, Result, TensorType, Var,

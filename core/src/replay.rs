@@ -1,8 +1,9 @@
-//! Re-emitting a graph's nodes into the current trace: the loop shared by
-//! the transforms that copy part of a graph (inlining, hoisting, splitting
-//! a linearization).
+//! Re-emitting a graph's nodes into a trace: the loop shared by everything
+//! that copies part of a graph through the `Var` API (inlining a function,
+//! hoisting loop-invariant work out of a body, splitting a linearization),
+//! and the environments (one slot per value) the graph interpreters keep.
 
-use anvil_core::{Error, Graph, Node, NodeId, Parameter, Result, ValueId, Var};
+use crate::{Error, Graph, Node, NodeId, Parameter, Result, ValueId, Var};
 
 /// Emits every node of `g` whose results `env` does not hold yet and that
 /// `include` accepts, in order, reading operands from `env` and storing
@@ -11,11 +12,7 @@ use anvil_core::{Error, Graph, Node, NodeId, Parameter, Result, ValueId, Var};
 ///
 /// # Errors
 /// A node whose operand is neither bound nor emitted.
-pub(crate) fn replay(
-    g: &Graph,
-    env: &mut [Option<Var>],
-    include: impl Fn(NodeId) -> bool,
-) -> Result<()> {
+pub fn replay(g: &Graph, env: &mut [Option<Var>], include: impl Fn(NodeId) -> bool) -> Result<()> {
     for (id, node) in g.iter() {
         let done = node.num_results() > 0 && env[node.out().index()].is_some();
         if node.op.is::<Parameter>() || !include(id) || done {
@@ -28,14 +25,14 @@ pub(crate) fn replay(
 }
 
 /// `node`'s op applied to its operands' values in `env`, in their trace.
-pub(crate) fn emit(node: &Node, env: &[Option<Var>]) -> Result<Vec<Var>> {
+pub fn emit(node: &Node, env: &[Option<Var>]) -> Result<Vec<Var>> {
     let ins: Vec<Var> = node.inputs.iter().map(|&i| value(env, i)).collect::<Result<_>>()?;
     let refs: Vec<&Var> = ins.iter().collect();
     Ok(Var::apply_op_n(node.op.boxed(), &refs, node.num_results()))
 }
 
 /// Stores `values` as the results of `node`.
-pub(crate) fn bind<T>(env: &mut [Option<T>], node: &Node, values: impl IntoIterator<Item = T>) {
+pub fn bind<T>(env: &mut [Option<T>], node: &Node, values: impl IntoIterator<Item = T>) {
     for (v, x) in node.results().zip(values) {
         env[v.index()] = Some(x);
     }
@@ -45,7 +42,7 @@ pub(crate) fn bind<T>(env: &mut [Option<T>], node: &Node, values: impl IntoItera
 ///
 /// # Errors
 /// [`Error::InvalidGraph`] when it is not bound.
-pub(crate) fn value<T: Clone>(env: &[Option<T>], id: ValueId) -> Result<T> {
+pub fn value<T: Clone>(env: &[Option<T>], id: ValueId) -> Result<T> {
     env[id.index()].clone().ok_or_else(|| Error::InvalidGraph {
         node: id.index(),
         msg: format!("value {id} not computed"),
@@ -56,12 +53,12 @@ pub(crate) fn value<T: Clone>(env: &[Option<T>], id: ValueId) -> Result<T> {
 ///
 /// # Errors
 /// An output not computed.
-pub(crate) fn outputs<T: Clone>(g: &Graph, env: &[Option<T>]) -> Result<Vec<T>> {
+pub fn outputs<T: Clone>(g: &Graph, env: &[Option<T>]) -> Result<Vec<T>> {
     g.outputs().iter().map(|&o| value(env, o)).collect()
 }
 
 /// An environment of `g`'s size with `args` bound to its inputs.
-pub(crate) fn bound_inputs<T: Clone>(g: &Graph, args: &[T]) -> Vec<Option<T>> {
+pub fn bound_inputs<T: Clone>(g: &Graph, args: &[T]) -> Vec<Option<T>> {
     let mut env = vec![None; g.num_values()];
     for (&input, a) in g.inputs().iter().zip(args) {
         env[input.index()] = Some(a.clone());
@@ -74,37 +71,49 @@ pub(crate) fn bound_inputs<T: Clone>(g: &Graph, args: &[T]) -> Vec<Option<T>> {
 /// # Errors
 /// A wrong number of arguments; an invalid graph.
 pub fn inline_graph(graph: &Graph, args: &[Var]) -> Result<Vec<Var>> {
-    anvil_core::function::check_arity("inline", Some(graph.inputs().len()), args.len())?;
+    crate::function::check_arity("inline", Some(graph.inputs().len()), args.len())?;
     let mut env = bound_inputs(graph, args);
     replay(graph, &mut env, |_| true)?;
     outputs(graph, &env)
 }
 
-/// `g` without the inputs nothing reads, and the positions of the inputs kept.
+/// Which nodes of `g` the outputs depend on.
+pub fn live_nodes(g: &Graph) -> Vec<bool> {
+    let mut live = vec![false; g.num_values()];
+    for o in g.outputs() {
+        live[o.index()] = true;
+    }
+    let mut keep = vec![false; g.len()];
+    for (id, n) in g.iter().rev() {
+        if n.results().any(|v| live[v.index()]) {
+            keep[id.index()] = true;
+            for i in &n.inputs {
+                live[i.index()] = true;
+            }
+        }
+    }
+    keep
+}
+
+/// `g` without its dead nodes and the inputs nothing live reads, and the
+/// positions of the inputs kept.
 ///
 /// # Errors
 /// An invalid graph.
-pub(crate) fn drop_unused_inputs(g: &Graph) -> Result<(Graph, Vec<usize>)> {
-    let mut used = vec![false; g.num_values()];
-    for (_, node) in g.iter() {
-        for i in &node.inputs {
-            used[i.index()] = true;
-        }
-    }
-    for o in g.outputs() {
-        used[o.index()] = true;
-    }
-    let kept: Vec<usize> = (0..g.inputs().len()).filter(|&k| used[g.inputs()[k].index()]).collect();
-    if kept.len() == g.inputs().len() {
+pub fn drop_unused_inputs(g: &Graph) -> Result<(Graph, Vec<usize>)> {
+    let live = live_nodes(g);
+    let kept: Vec<usize> =
+        (0..g.inputs().len()).filter(|&k| live[g.producer(g.inputs()[k]).0.index()]).collect();
+    if kept.len() == g.inputs().len() && live.iter().all(|&l| l) {
         return Ok((g.clone(), kept));
     }
     let types: Vec<_> = kept.iter().map(|&k| g.ty(g.inputs()[k]).clone()).collect();
-    let pruned = anvil_core::trace_with(&types, |vars| {
+    let pruned = crate::trace_with(&types, |vars| {
         let mut env: Vec<Option<Var>> = vec![None; g.num_values()];
         for (v, &k) in vars.iter().zip(&kept) {
             env[g.inputs()[k].index()] = Some(v.clone());
         }
-        replay(g, &mut env, |_| true)?;
+        replay(g, &mut env, |id| live[id.index()])?;
         outputs(g, &env)
     })?;
     Ok((pruned, kept))
