@@ -147,25 +147,8 @@ pub fn transpose_graph(
     anvil_core::function::check_arity("transpose", Some(n), linear.len())?;
     anvil_core::function::check_arity("transpose", Some(n), known.len())?;
     let is_linear = linear_values(graph, linear);
-    let mut env: Vec<Option<Var>> = vec![None; graph.num_values()];
-    for (i, &input) in graph.inputs().iter().enumerate() {
-        if !linear[i] {
-            env[input.index()] = Some(known[i].clone().ok_or_else(|| {
-                Error::invalid("transpose", i.to_string(), "a non-linear input needs its value")
-            })?);
-        }
-    }
-    // Forward: the known part.
-    replay(graph, &mut env, |id| !graph.node(id).results().any(|v| is_linear[v.index()]))?;
-    // Backward: cotangents of the linear part.
-    let mut ct_env: Vec<Option<Var>> = vec![None; graph.num_values()];
-    let accumulate = |ct_env: &mut Vec<Option<Var>>, v: ValueId, c: Var| {
-        let i = v.index();
-        ct_env[i] = Some(match ct_env[i].take() {
-            Some(acc) => acc + c,
-            None => c,
-        });
-    };
+    let env = known_part(graph, linear, known, &is_linear)?;
+    let mut acc = Cotangents(vec![None; graph.num_values()]);
     for (&o, ct) in graph.outputs().iter().zip(cts) {
         if let (true, Some(ct)) = (is_linear[o.index()], ct) {
             if ct.ty() != graph.ty(o) && !ct.is_poisoned() {
@@ -175,37 +158,12 @@ pub fn transpose_graph(
                     format!("the cotangent {} does not match its output {}", ct.ty(), graph.ty(o)),
                 ));
             }
-            accumulate(&mut ct_env, o, ct.clone());
+            acc.add(o, ct.clone());
         }
     }
     for (_, node) in graph.iter().rev() {
-        if node.op.is::<Parameter>() || !node.results().any(|v| is_linear[v.index()]) {
-            continue;
-        }
-        let node_cts: Vec<Option<Var>> = node.results().map(|v| ct_env[v.index()].take()).collect();
-        if node_cts.iter().all(Option::is_none) {
-            continue;
-        }
-        let args: Vec<LinearArg> = node
-            .inputs
-            .iter()
-            .map(|&i| {
-                if is_linear[i.index()] {
-                    Ok(LinearArg::Linear(graph.ty(i).clone()))
-                } else {
-                    value(&env, i).map(LinearArg::Known)
-                }
-            })
-            .collect::<Result<_>>()?;
-        let hint = " (register one with register_rule!(TransposeRule, ...))";
-        let rule = transpose_rules().get(node.op.as_ref(), hint)?;
-        let in_cts = rule.apply(node.op.as_ref(), &node_cts, &args)?;
-        check_count("transpose rule", node.op.as_ref(), &in_cts, node.inputs.len())?;
-        for (&i, c) in node.inputs.iter().zip(in_cts) {
-            if let (true, Some(c)) = (is_linear[i.index()], c) {
-                check_type("transpose rule", node.op.as_ref(), &c, graph.ty(i))?;
-                accumulate(&mut ct_env, i, c);
-            }
+        if !node.op.is::<Parameter>() && node.results().any(|v| is_linear[v.index()]) {
+            transpose_node(graph, node, &is_linear, &env, &mut acc)?;
         }
     }
     let outs = graph.outputs().iter().map(|o| env[o.index()].clone()).collect();
@@ -213,9 +171,79 @@ pub fn transpose_graph(
         .inputs()
         .iter()
         .zip(linear)
-        .map(|(i, &l)| if l { ct_env[i.index()].clone() } else { None })
+        .map(|(i, &l)| if l { acc.0[i.index()].clone() } else { None })
         .collect();
     Ok((outs, in_cts))
+}
+
+/// The values of the nodes that depend on no linear input, from the known
+/// inputs' values.
+fn known_part(
+    graph: &Graph,
+    linear: &[bool],
+    known: &[Option<Var>],
+    is_linear: &[bool],
+) -> Result<Vec<Option<Var>>> {
+    let mut env: Vec<Option<Var>> = vec![None; graph.num_values()];
+    for (i, &input) in graph.inputs().iter().enumerate() {
+        if !linear[i] {
+            env[input.index()] = Some(known[i].clone().ok_or_else(|| {
+                Error::invalid("transpose", i.to_string(), "a non-linear input needs its value")
+            })?);
+        }
+    }
+    replay(graph, &mut env, |id| !graph.node(id).results().any(|v| is_linear[v.index()]))?;
+    Ok(env)
+}
+
+/// The cotangents accumulated so far, one slot per value (`None`: zero).
+struct Cotangents(Vec<Option<Var>>);
+
+impl Cotangents {
+    fn add(&mut self, v: ValueId, c: Var) {
+        let slot = &mut self.0[v.index()];
+        *slot = Some(match slot.take() {
+            Some(acc) => acc + c,
+            None => c,
+        });
+    }
+}
+
+/// Moves the cotangents of `node`'s results to its linear operands, through
+/// the op's transpose rule.
+fn transpose_node(
+    graph: &Graph,
+    node: &anvil_core::Node,
+    is_linear: &[bool],
+    env: &[Option<Var>],
+    acc: &mut Cotangents,
+) -> Result<()> {
+    let node_cts: Vec<Option<Var>> = node.results().map(|v| acc.0[v.index()].take()).collect();
+    if node_cts.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    let args: Vec<LinearArg> = node
+        .inputs
+        .iter()
+        .map(|&i| {
+            if is_linear[i.index()] {
+                Ok(LinearArg::Linear(graph.ty(i).clone()))
+            } else {
+                value(env, i).map(LinearArg::Known)
+            }
+        })
+        .collect::<Result<_>>()?;
+    let op = node.op.as_ref();
+    let rule = transpose_rules().get(op, " (register one with register_rule!(TransposeRule, ...))")?;
+    let in_cts = rule.apply(op, &node_cts, &args)?;
+    check_count("transpose rule", op, &in_cts, node.inputs.len())?;
+    for (&i, c) in node.inputs.iter().zip(in_cts) {
+        if let (true, Some(c)) = (is_linear[i.index()], c) {
+            check_type("transpose rule", op, &c, graph.ty(i))?;
+            acc.add(i, c);
+        }
+    }
+    Ok(())
 }
 
 /// The jvp of `graph` as a graph of its own: inputs are the primals, then

@@ -182,56 +182,10 @@ impl Plan {
         let (mut live, mut peak) = (0usize, 0usize);
         let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.num_values()];
         for step in &self.steps {
+            self.run_step(step, inputs, &mut slots, ctx)?;
             let node = self.graph.node(step.node);
-            let arg = |k: usize| {
-                slots[node.inputs[k].index()].as_ref().ok_or_else(|| Error::InvalidGraph {
-                    node: step.node.index(),
-                    msg: "input value was freed early".into(),
-                })
-            };
-            let op = node.op.as_ref();
-            let one = |kernel: KernelFn| -> Result<Tensor> {
-                let out = &step.outs[0];
-                // Up to three operands on the stack: no allocation per step.
-                match node.inputs.len() {
-                    0 => kernel(op, &[], out, ctx),
-                    1 => kernel(op, &[arg(0)?], out, ctx),
-                    2 => kernel(op, &[arg(0)?, arg(1)?], out, ctx),
-                    3 => kernel(op, &[arg(0)?, arg(1)?, arg(2)?], out, ctx),
-                    n => {
-                        let args = (0..n).map(arg).collect::<Result<Vec<&Tensor>>>()?;
-                        kernel(op, &args, out, ctx)
-                    }
-                }
-            };
-            let all_args = || (0..node.inputs.len()).map(arg).collect::<Result<Vec<&Tensor>>>();
-            let first = node.out().index();
-            match &step.kernel {
-                StepKernel::Input(k) => {
-                    let x = inputs.get(*k).ok_or_else(|| Error::InvalidGraph {
-                        node: step.node.index(),
-                        msg: format!("the plan reads argument {k}, which is missing"),
-                    })?;
-                    slots[first] = Some(x.clone());
-                }
-                StepKernel::One(kernel) => {
-                    let out = one(*kernel)?;
-                    check_result(op.name(), &out, &step.outs[0]);
-                    slots[first] = Some(out);
-                }
-                StepKernel::Many(kernel) => {
-                    let outs = kernel(op, &all_args()?, &step.outs, ctx)?;
-                    self.store(step, outs, &mut slots)?;
-                }
-                StepKernel::Prepared(p) => {
-                    let outs = p.run(&all_args()?, &step.outs, ctx)?;
-                    self.store(step, outs, &mut slots)?;
-                }
-            }
             if self.pooled {
-                for v in node.results() {
-                    live += slots[v.index()].as_ref().map_or(0, bytes);
-                }
+                live += node.results().map(|v| slots[v.index()].as_ref().map_or(0, bytes)).sum::<usize>();
                 peak = peak.max(live);
             }
             for f in &step.free {
@@ -255,6 +209,54 @@ impl Plan {
             })
             .collect::<Result<Vec<Tensor>>>()?;
         Ok((outputs, peak))
+    }
+
+    /// Runs one step, storing its results in `slots`.
+    fn run_step(
+        &self,
+        step: &Step,
+        inputs: &[Tensor],
+        slots: &mut [Option<Tensor>],
+        ctx: &Parallelism,
+    ) -> Result<()> {
+        let node = self.graph.node(step.node);
+        let op = node.op.as_ref();
+        let outs = {
+            let arg = |k: usize| {
+                slots[node.inputs[k].index()].as_ref().ok_or_else(|| Error::InvalidGraph {
+                    node: step.node.index(),
+                    msg: "input value was freed early".into(),
+                })
+            };
+            let all_args = || (0..node.inputs.len()).map(arg).collect::<Result<Vec<&Tensor>>>();
+            match &step.kernel {
+                StepKernel::Input(k) => {
+                    let x = inputs.get(*k).ok_or_else(|| Error::InvalidGraph {
+                        node: step.node.index(),
+                        msg: format!("the plan reads argument {k}, which is missing"),
+                    })?;
+                    slots[node.out().index()] = Some(x.clone());
+                    return Ok(());
+                }
+                StepKernel::One(kernel) => {
+                    let out = &step.outs[0];
+                    // Up to three operands on the stack: no allocation per step.
+                    let t = match node.inputs.len() {
+                        0 => kernel(op, &[], out, ctx),
+                        1 => kernel(op, &[arg(0)?], out, ctx),
+                        2 => kernel(op, &[arg(0)?, arg(1)?], out, ctx),
+                        3 => kernel(op, &[arg(0)?, arg(1)?, arg(2)?], out, ctx),
+                        _ => kernel(op, &all_args()?, out, ctx),
+                    }?;
+                    check_result(op.name(), &t, out);
+                    slots[node.out().index()] = Some(t);
+                    return Ok(());
+                }
+                StepKernel::Many(kernel) => kernel(op, &all_args()?, &step.outs, ctx)?,
+                StepKernel::Prepared(p) => p.run(&all_args()?, &step.outs, ctx)?,
+            }
+        };
+        self.store(step, outs, slots)
     }
 
     /// Stores the results of a step of several results.
