@@ -422,49 +422,36 @@ impl Graph {
                 ins.extend(n.inputs.iter().filter_map(|i| map[i.index()]));
             }
             let what = visit(&mut out, &Mapped(&map), id, n, &ins)?;
-            if !complete && matches!(what, Rebuilt::Copy) {
-                return Err(Error::InvalidGraph {
-                    node: id.index(),
-                    msg: format!("{} is copied but reads a value the pass dropped", n.op.name()),
-                });
-            }
-            match what {
-                Rebuilt::Drop => {}
-                Rebuilt::Copy => {
+            let vals = match what {
+                Rebuilt::Drop => continue,
+                Rebuilt::Copy if complete => {
                     let types = n.results().map(|v| self.ty(v).clone()).collect();
                     let new = out.push_node(n.op.clone(), ins.clone(), types)?;
-                    for (v, w) in n.results().zip(out.node(new).results()) {
-                        map[v.index()] = Some(w);
-                    }
+                    out.node(new).results().collect()
                 }
+                Rebuilt::Copy => {
+                    return Err(rebuild_error(
+                        id,
+                        n,
+                        "is copied but reads a value the pass dropped".into(),
+                    ))
+                }
+                Rebuilt::Replace(vals) if vals.len() == n.num_results() => vals,
                 Rebuilt::Replace(vals) => {
-                    if vals.len() != n.num_results() {
-                        return Err(Error::InvalidGraph {
-                            node: id.index(),
-                            msg: format!(
-                                "{} has {} results, a pass replaced them with {} values",
-                                n.op.name(),
-                                n.num_results(),
-                                vals.len()
-                            ),
-                        });
-                    }
-                    for (v, w) in n.results().zip(vals) {
-                        map[v.index()] = Some(w);
-                    }
+                    let msg = format!(
+                        "has {} results, a pass replaced them with {} values",
+                        n.num_results(),
+                        vals.len()
+                    );
+                    return Err(rebuild_error(id, n, msg));
                 }
+            };
+            for (v, w) in n.results().zip(vals) {
+                map[v.index()] = Some(w);
             }
         }
-        let outputs = self
-            .outputs
-            .iter()
-            .map(|o| {
-                map[o.index()].ok_or_else(|| Error::InvalidGraph {
-                    node: self.producer(*o).0.index(),
-                    msg: format!("output {o} was dropped by a pass"),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let outputs =
+            self.outputs.iter().map(|&o| Mapped(&map).get(o)).collect::<Result<Vec<_>>>()?;
         out.set_outputs(outputs);
         Ok(out)
     }
@@ -646,6 +633,10 @@ impl Graph {
         writeln!(f, "{pad}  return {}", outs.join(", "))?;
         write!(f, "{pad}}}")
     }
+}
+
+fn rebuild_error(id: NodeId, n: &Node, msg: String) -> Error {
+    Error::InvalidGraph { node: id.index(), msg: format!("{} {msg}", n.op.name()) }
 }
 
 /// The one result of `node`, or an error naming the op.

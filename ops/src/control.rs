@@ -234,44 +234,64 @@ pub fn emit_map(body: &Graph, args: &[Batched], size: usize) -> Result<Vec<Var>>
 /// computed here, in the caller's trace, and passed to a new body as shared
 /// operands. Nodes without operands (constants) stay in the body.
 fn hoist_invariants(body: &Graph, args: &[Batched]) -> Result<(Graph, Vec<Batched>)> {
+    let varying: Vec<bool> = args.iter().map(|a| a.axis.is_some()).collect();
+    let invariant: Vec<Option<Var>> =
+        args.iter().map(|a| a.axis.is_none().then(|| a.var.clone())).collect();
+    let Some((new_body, hoisted)) = hoist(body, &varying, &invariant)? else {
+        return Ok((body.clone(), args.to_vec()));
+    };
+    let mut new_args = args.to_vec();
+    new_args.extend(hoisted.into_iter().map(|h| Batched::new(h, None)));
+    Ok((new_body, new_args))
+}
+
+/// Which values of `body` depend on an input marked `varying`.
+pub fn varying_values(body: &Graph, varying: &[bool]) -> Vec<bool> {
     let mut variant = vec![false; body.num_values()];
-    for (&input, a) in body.inputs().iter().zip(args) {
-        variant[input.index()] = a.axis.is_some();
+    for (&input, &v) in body.inputs().iter().zip(varying) {
+        variant[input.index()] = v;
     }
     for (_, node) in body.iter() {
         if node.inputs.iter().any(|i| variant[i.index()]) {
             node.results().for_each(|v| variant[v.index()] = true);
         }
     }
+    variant
+}
+
+/// Loop-invariant code motion: the values of `body` that depend on no
+/// `varying` input (and are not constants or inputs themselves) but are
+/// read by varying nodes or returned, computed once in the caller's trace
+/// from the `invariant` inputs' values, and `body` rewritten to read them
+/// as extra inputs after its own. `None` when there is nothing to hoist.
+///
+/// # Errors
+/// An invalid body; a missing invariant input value.
+pub fn hoist(
+    body: &Graph,
+    varying: &[bool],
+    invariant: &[Option<Var>],
+) -> Result<Option<(Graph, Vec<Var>)>> {
+    let variant = varying_values(body, varying);
     let varies = |id: NodeId| body.node(id).results().any(|v| variant[v.index()]);
     let hoistable = |v: ValueId| {
         let node = body.producer_node(v);
         !variant[v.index()] && !node.inputs.is_empty() && !node.op.is::<Parameter>()
     };
+    let read_by_loop = body.iter().filter(|(id, _)| varies(*id)).flat_map(|(_, n)| n.inputs.iter());
     let mut frontier: Vec<ValueId> = Vec::new();
-    for (id, node) in body.iter() {
-        if varies(id) {
-            for &i in &node.inputs {
-                if hoistable(i) && !frontier.contains(&i) {
-                    frontier.push(i);
-                }
-            }
-        }
-    }
-    for &o in body.outputs() {
-        if hoistable(o) && !frontier.contains(&o) {
-            frontier.push(o);
+    for &v in read_by_loop.chain(body.outputs()) {
+        if hoistable(v) && !frontier.contains(&v) {
+            frontier.push(v);
         }
     }
     if frontier.is_empty() {
-        return Ok((body.clone(), args.to_vec()));
+        return Ok(None);
     }
-    // The invariant values, once, from the shared operands.
+    // The invariant values, once, from the invariant inputs.
     let mut env: Vec<Option<Var>> = vec![None; body.num_values()];
-    for (&input, a) in body.inputs().iter().zip(args) {
-        if a.axis.is_none() {
-            env[input.index()] = Some(a.var.clone());
-        }
+    for (&input, a) in body.inputs().iter().zip(invariant) {
+        env[input.index()] = a.clone();
     }
     replay(body, &mut env, |id| !varies(id))?;
     let hoisted: Vec<Var> = frontier.iter().map(|&f| value(&env, f)).collect::<Result<_>>()?;
@@ -290,9 +310,7 @@ fn hoist_invariants(body: &Graph, args: &[Batched]) -> Result<(Graph, Vec<Batche
         replay(body, &mut env, |id| body.node(id).results().all(|v| !hoistable(v)))?;
         outputs(body, &env)
     })?;
-    let mut new_args = args.to_vec();
-    new_args.extend(hoisted.into_iter().map(|h| Batched::new(h, None)));
-    Ok((new_body, new_args))
+    Ok(Some((new_body, hoisted)))
 }
 
 /// `body` vmapped: a graph over inputs with a leading batch of `size` where

@@ -234,7 +234,8 @@ fn transpose_node(
         })
         .collect::<Result<_>>()?;
     let op = node.op.as_ref();
-    let rule = transpose_rules().get(op, " (register one with register_rule!(TransposeRule, ...))")?;
+    let rule =
+        transpose_rules().get(op, " (register one with register_rule!(TransposeRule, ...))")?;
     let in_cts = rule.apply(op, &node_cts, &args)?;
     check_count("transpose rule", op, &in_cts, node.inputs.len())?;
     for (&i, c) in node.inputs.iter().zip(in_cts) {

@@ -15,7 +15,7 @@
 
 use crate::vmap::{axes_for, batch_args, vmap_graph, InAxes};
 use anvil_core::function::trace_types;
-use anvil_core::{Batched, Error, Function, Op, PlanCache, Result, TensorType, Var};
+use anvil_core::{Batched, Error, Function, Graph, Op, PlanCache, Result, TensorType, Var};
 use anvil_ops::batching::at_front;
 use anvil_ops::control::{batch_in_front, emit_map, map_loop_many, vmapped_body};
 use anvil_ops::{concatenate, VarExt};
@@ -143,54 +143,11 @@ impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
         let front = batch_in_front(&batched, size);
         let elem_types: Vec<TensorType> = front.iter().map(Batched::logical_type).collect();
         let graph = trace_types(&self.f, &elem_types)?;
-        let k = match self.batch_size {
-            Some(0) => return Err(Error::invalid("map", "batch_size", "must be at least 1")),
-            Some(k) if k < size => k,
-            _ => return emit_map(&graph, &front, size),
-        };
-        let (chunks, rest) = (size / k, size % k);
-        let axes: Vec<Option<usize>> = front.iter().map(|b| b.axis).collect();
-        let body = vmapped_body(&graph, &axes, k)?;
-        let rows = |b: &Batched, start: usize, stop: usize| {
-            b.var.slice_axis(0, Some(start as i64), Some(stop as i64), 1)
-        };
-        let looped: Vec<Batched> = front
-            .iter()
-            .map(|b| match b.axis {
-                Some(_) => {
-                    let mut shape = vec![chunks as i64, k as i64];
-                    shape.extend(b.logical_shape().iter().map(|&d| d as i64));
-                    Batched::new(rows(b, 0, chunks * k).reshape(&shape), Some(0))
-                }
-                None => b.clone(),
-            })
-            .collect();
-        let mut outs: Vec<Var> = emit_map(&body, &looped, chunks)?
-            .into_iter()
-            .map(|o| {
-                let mut shape = vec![(chunks * k) as i64];
-                // `[chunks, k, ...]` (a poisoned value, whose error is
-                // recorded, has no axes to keep).
-                shape.extend(o.shape().iter().skip(2).map(|&d| d as i64));
-                o.reshape(&shape)
-            })
-            .collect();
-        if rest > 0 {
-            let tail: Vec<Batched> = front
-                .iter()
-                .map(|b| match b.axis {
-                    Some(_) => Batched::new(rows(b, chunks * k, size), Some(0)),
-                    None => b.clone(),
-                })
-                .collect();
-            let tail_outs = vmap_graph(&graph, &tail, rest)?;
-            outs = outs
-                .iter()
-                .zip(&tail_outs)
-                .map(|(o, t)| concatenate(&[o, &at_front(t, rest)], 0))
-                .collect();
+        match self.batch_size {
+            Some(0) => Err(Error::invalid("map", "batch_size", "must be at least 1")),
+            Some(k) if k < size => map_in_batches(&graph, &front, size, k),
+            _ => emit_map(&graph, &front, size),
         }
-        Ok(outs)
     }
 
     fn cache(&self) -> Option<&PlanCache> {
@@ -200,4 +157,45 @@ impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
     fn name(&self) -> String {
         format!("map({})", self.f.name())
     }
+}
+
+/// `graph` over `front` (batch axis 0 or shared) as a loop over batches of
+/// `k` elements, each vmapped; a last, smaller batch is vmapped inline.
+fn map_in_batches(graph: &Graph, front: &[Batched], size: usize, k: usize) -> Result<Vec<Var>> {
+    let (chunks, rest) = (size / k, size % k);
+    let axes: Vec<Option<usize>> = front.iter().map(|b| b.axis).collect();
+    let body = vmapped_body(graph, &axes, k)?;
+    let rows = |b: &Batched, start: usize, stop: usize| {
+        b.var.slice_axis(0, Some(start as i64), Some(stop as i64), 1)
+    };
+    let looped: Vec<Batched> = front
+        .iter()
+        .map(|b| match b.axis {
+            Some(_) => {
+                let mut shape = vec![chunks as i64, k as i64];
+                shape.extend(b.logical_shape().iter().map(|&d| d as i64));
+                Batched::new(rows(b, 0, chunks * k).reshape(&shape), Some(0))
+            }
+            None => b.clone(),
+        })
+        .collect();
+    // `[chunks, k, ...]` to `[chunks * k, ...]` (a poisoned value, whose
+    // error is recorded, has no axes to keep).
+    let outs = emit_map(&body, &looped, chunks)?.into_iter().map(|o| {
+        let mut shape = vec![(chunks * k) as i64];
+        shape.extend(o.shape().iter().skip(2).map(|&d| d as i64));
+        o.reshape(&shape)
+    });
+    if rest == 0 {
+        return Ok(outs.collect());
+    }
+    let tail: Vec<Batched> = front
+        .iter()
+        .map(|b| match b.axis {
+            Some(_) => Batched::new(rows(b, chunks * k, size), Some(0)),
+            None => b.clone(),
+        })
+        .collect();
+    let tail_outs = vmap_graph(graph, &tail, rest)?;
+    Ok(outs.zip(&tail_outs).map(|(o, t)| concatenate(&[&o, &at_front(t, rest)], 0)).collect())
 }

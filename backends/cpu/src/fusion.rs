@@ -495,8 +495,8 @@ fn run_program<T: Pooled + Send>(
     }
     let mut result: Vec<T> = crate::buffers::take(out.numel());
     let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
-    fill_in_tasks(&mut result, ctx, |chunk, start| {
-        if let Err(e) = run_task(f, inputs, out.shape(), chunk, start) {
+    fill_in_tasks(&mut result, ctx, |task, start| {
+        if let Err(e) = run_task(f, inputs, out.shape(), task, start) {
             if let Ok(mut slot) = error.lock() {
                 slot.get_or_insert(e);
             }
@@ -508,68 +508,97 @@ fn run_program<T: Pooled + Send>(
     Ok(T::into_storage(result))
 }
 
-/// Evaluates the program over `chunk` (which starts at flat index `start`),
+/// Evaluates the program over `task` (which starts at flat index `start`),
 /// block by block.
 fn run_task<T: Pooled>(
     f: &Fused,
     inputs: &[&Tensor],
     shape: &[usize],
-    chunk: &mut [T],
+    task: &mut [T],
     start: usize,
 ) -> Result<()> {
-    let width = BLOCK.min(chunk.len());
-    let last = f.program.len() - 1;
-    let layout = &f.layout;
-    let mut scratch = Scratch::new(layout.counts, width);
+    let width = BLOCK.min(task.len());
+    let mut scratch = Scratch::new(f.layout.counts, width);
     // A leaf of one element (all strides 0) is the same in every block:
-    // spread once per chunk.
-    let scalar = |strides: &Strides| strides.iter().all(|&s| s == 0);
-    for (t, leaf) in inputs.iter().zip(&layout.leaves) {
-        if let Some((strides, slot)) = leaf.as_ref().filter(|(st, _)| scalar(st)) {
-            let (_, dst) = scratch.split(*slot, width);
-            gather_block(t.storage(), strides, shape, start, dst);
-        }
-    }
+    // spread once per task.
+    gather_leaves(f, inputs, shape, &mut scratch, start, width, true);
     let mut at = 0;
-    while at < chunk.len() {
-        let len = BLOCK.min(chunk.len() - at);
-        let from = start + at;
-        for (t, leaf) in inputs.iter().zip(&layout.leaves) {
-            if let Some((strides, slot)) = leaf.as_ref().filter(|(st, _)| !scalar(st)) {
+    while at < task.len() {
+        let len = BLOCK.min(task.len() - at);
+        gather_leaves(f, inputs, shape, &mut scratch, start + at, len, false);
+        run_block(
+            f,
+            inputs,
+            shape,
+            &mut scratch,
+            start + at,
+            T::block_mut(&mut task[at..at + len]),
+        )?;
+        at += len;
+    }
+    Ok(())
+}
+
+/// Gathers the broadcast leaves of one dimension kind (`scalar`: of one
+/// element) into their slots, for the block `from..from + len`.
+fn gather_leaves(
+    f: &Fused,
+    inputs: &[&Tensor],
+    shape: &[usize],
+    scratch: &mut Scratch,
+    from: usize,
+    len: usize,
+    scalar: bool,
+) {
+    for (t, leaf) in inputs.iter().zip(&f.layout.leaves) {
+        if let Some((strides, slot)) = leaf {
+            if strides.iter().all(|&s| s == 0) == scalar {
                 let (_, dst) = scratch.split(*slot, len);
                 gather_block(t.storage(), strides, shape, from, dst);
             }
         }
-        let place = BlockAt { start: from, shape };
-        for (j, instr) in f.program.iter().enumerate() {
-            let (readers, dst) = if j == last {
-                (scratch.readers(), T::block_mut(&mut chunk[at..at + len]))
-            } else {
-                scratch.split(layout.instrs[j], len)
-            };
-            let src = |a: usize| -> Block<'_> {
-                match a.checked_sub(f.inputs) {
-                    Some(r) => readers.block(layout.instrs[r], len),
-                    None => match &layout.leaves[a] {
-                        Some((_, slot)) => readers.block(*slot, len),
-                        None => in_place(inputs[a].storage(), from, len),
-                    },
-                }
-            };
-            let mut inline = [Block::F64(&[]); INLINE_ARGS];
-            let heap: Vec<Block<'_>>;
-            let args: &[Block<'_>] = if instr.args.len() <= INLINE_ARGS {
-                for (slot, &a) in inline.iter_mut().zip(&instr.args) {
-                    *slot = src(a);
-                }
-                &inline[..instr.args.len()]
-            } else {
-                heap = instr.args.iter().map(|&a| src(a)).collect();
-                &heap
-            };
-            instr.eval(args, dst, place)?;
-        }
-        at += len;
+    }
+}
+
+/// Runs every instruction on the block starting at `from`; the last one
+/// writes `out`.
+fn run_block(
+    f: &Fused,
+    inputs: &[&Tensor],
+    shape: &[usize],
+    scratch: &mut Scratch,
+    from: usize,
+    mut out: BlockMut<'_>,
+) -> Result<()> {
+    let (last, len, layout) = (f.program.len() - 1, out.len(), &f.layout);
+    let place = BlockAt { start: from, shape };
+    for (j, instr) in f.program.iter().enumerate() {
+        let (readers, dst) = if j == last {
+            (scratch.readers(), reborrow(&mut out))
+        } else {
+            scratch.split(layout.instrs[j], len)
+        };
+        let src = |a: usize| -> Block<'_> {
+            match a.checked_sub(f.inputs) {
+                Some(r) => readers.block(layout.instrs[r], len),
+                None => match &layout.leaves[a] {
+                    Some((_, slot)) => readers.block(*slot, len),
+                    None => in_place(inputs[a].storage(), from, len),
+                },
+            }
+        };
+        let mut inline = [Block::F64(&[]); INLINE_ARGS];
+        let heap: Vec<Block<'_>>;
+        let args: &[Block<'_>] = if instr.args.len() <= INLINE_ARGS {
+            for (slot, &a) in inline.iter_mut().zip(&instr.args) {
+                *slot = src(a);
+            }
+            &inline[..instr.args.len()]
+        } else {
+            heap = instr.args.iter().map(|&a| src(a)).collect();
+            &heap
+        };
+        instr.eval(args, dst, place)?;
     }
     Ok(())
 }

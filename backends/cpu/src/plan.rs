@@ -185,7 +185,10 @@ impl Plan {
             self.run_step(step, inputs, &mut slots, ctx)?;
             let node = self.graph.node(step.node);
             if self.pooled {
-                live += node.results().map(|v| slots[v.index()].as_ref().map_or(0, bytes)).sum::<usize>();
+                live += node
+                    .results()
+                    .map(|v| slots[v.index()].as_ref().map_or(0, bytes))
+                    .sum::<usize>();
                 peak = peak.max(live);
             }
             for f in &step.free {
