@@ -179,46 +179,7 @@ fn is_elementwise(n: &Node) -> bool {
 /// An invalid graph.
 pub fn fuse(g: &Graph) -> Result<Graph> {
     let elem: Vec<bool> = g.nodes().iter().map(is_elementwise).collect();
-    // The one node reading each value, if exactly one does (an operand read
-    // twice by the same node, as in `x * x`, still has one consumer).
-    let mut consumer: Vec<Option<usize>> = vec![None; g.num_values()];
-    let mut shared = vec![false; g.num_values()];
-    for (id, n) in g.iter() {
-        for &i in &n.inputs {
-            match consumer[i.index()] {
-                Some(c) if c != id.index() => shared[i.index()] = true,
-                _ => consumer[i.index()] = Some(id.index()),
-            }
-        }
-    }
-    for o in g.outputs() {
-        shared[o.index()] = true;
-    }
-    // `absorbed[node]`: its one value is computed inside its consumer's
-    // group. A generator (an elementwise op without operands: a seed, an
-    // iota) is cheap to recompute, so it is absorbed into every group that
-    // reads it, however many there are.
-    let mut same_shape_readers = vec![true; g.num_values()];
-    for (id, n) in g.iter() {
-        for &i in &n.inputs {
-            same_shape_readers[i.index()] &=
-                elem[id.index()] && g.ty(n.out()).shape() == g.ty(i).shape();
-        }
-    }
-    let mut absorbed = vec![false; g.len()];
-    for (id, n) in g.iter() {
-        let v = n.out().index();
-        let generator = n.inputs.is_empty() && consumer[v].is_some();
-        absorbed[id.index()] = elem[id.index()]
-            && if generator {
-                !g.outputs().contains(&n.out()) && same_shape_readers[v]
-            } else {
-                !shared[v]
-                    && consumer[v].is_some_and(|c| {
-                        elem[c] && g.ty(g.nodes()[c].out()).shape() == g.ty(n.out()).shape()
-                    })
-            };
-    }
+    let absorbed = absorbed(g, &elem);
     g.rebuild(|out, map, id, n, _| {
         if !elem[id.index()] {
             return Ok(Rebuilt::Copy);
@@ -234,6 +195,45 @@ pub fn fuse(g: &Graph) -> Result<Graph> {
         let node = out.push_node(Box::new(op), inputs, vec![ty])?;
         Ok(Rebuilt::Replace(vec![out.node(node).out()]))
     })
+}
+
+/// Which nodes are computed inside their consumer's group: an elementwise
+/// node whose one value has one reader, an elementwise node of its shape,
+/// and is not an output. A generator (an elementwise op without operands:
+/// a seed, an iota) is cheap to recompute, so it is absorbed into every
+/// group that reads it, however many there are.
+fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
+    // The one node reading each value, if exactly one does (an operand read
+    // twice by the same node, as in `x * x`, still has one reader).
+    let mut consumer: Vec<Option<usize>> = vec![None; g.num_values()];
+    let mut shared = vec![false; g.num_values()];
+    let mut same_shape_readers = vec![true; g.num_values()];
+    for (id, n) in g.iter() {
+        for &i in &n.inputs {
+            match consumer[i.index()] {
+                Some(c) if c != id.index() => shared[i.index()] = true,
+                _ => consumer[i.index()] = Some(id.index()),
+            }
+            same_shape_readers[i.index()] &=
+                elem[id.index()] && g.ty(n.out()).shape() == g.ty(i).shape();
+        }
+    }
+    for o in g.outputs() {
+        shared[o.index()] = true;
+    }
+    g.iter()
+        .map(|(id, n)| {
+            if !elem[id.index()] {
+                return false;
+            }
+            let v = n.out().index();
+            if n.inputs.is_empty() && consumer[v].is_some() {
+                !g.outputs().contains(&n.out()) && same_shape_readers[v]
+            } else {
+                !shared[v] && consumer[v].is_some_and(|c| elem[c] && same_shape_readers[v])
+            }
+        })
+        .collect()
 }
 
 /// The leaves and the program of the group whose result is `root`'s:
