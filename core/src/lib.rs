@@ -5,9 +5,13 @@
 //! [`Parameter`] and [`Constant`]), no transform and no backend. The standard
 //! ops live in `anvil-ops`, the transforms in `anvil-transforms`, the CPU
 //! backend in `anvil-cpu`; they all meet through the types defined here: an
-//! op is a `Box<dyn Op>`, a value under construction is a [`Var`], a finished
-//! computation is a [`Graph`], and whatever is registered per op (kernels,
-//! rules) goes through a [`RuleTable`].
+//! op is a `Box<dyn Op>` (with its facts and, for elementwise ops, its block
+//! math), a value under construction is a [`Var`], a finished computation
+//! is a [`Graph`] of nodes with one or several results, whatever is
+//! registered per op (kernels, vmap/jvp/transpose/rewrite rules) goes
+//! through a [`RuleTable`], a backend plugs into the compile pipeline
+//! through [`Evaluator`] and [`Backend`], and the rules of higher-order ops
+//! reach the graph interpreters through [`interp`].
 //!
 //! ```
 //! use anvil_core::{Tensor, DType};

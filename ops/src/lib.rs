@@ -4,10 +4,17 @@
 //! arithmetic with broadcasting, comparisons, `select`, `cast`),
 //! [`movement`] (`reshape`, `permute`, `broadcast_to`, `pad`, `slice`,
 //! `concatenate`), [`reduce`] (`sum`, `max`, `min`, `prod`, `argmax`,
-//! `argmin`), [`matmul`], [`index`] (`take`, `scatter_add`) and [`constant`]
-//! (`full`, `iota`). In each, an op is a typed struct with its parameters and
-//! its shape rule, and its scalar math where it has any; the transformation
-//! rules registered for it sit beside it as they are added.
+//! `argmin`), [`matmul`] (`matmul`, `matmul_t`), [`index`] (`take`,
+//! `scatter_add`), [`linalg`] (`solve`), [`constant`] (`full`, `iota`,
+//! and `basis`, the seed of the Jacobian transforms), [`diagonal`] (scaled
+//! diagonals of the seed, and the rewrites that produce them) and
+//! [`control`] (`map` and the custom-derivative calls). In each, an op is a
+//! typed struct with its parameters, its shape rule, the facts passes use
+//! (elementwise, linear, a relayout...), its block math where it is
+//! computed element by element, and beside it every rule registered for
+//! it: batching, jvp, transpose and rewrites. The elementwise ops are
+//! declared with [`unary_elementwise_op!`] and [`binary_elementwise_op!`],
+//! the macros a plugin crate uses too.
 //!
 //! Users reach the ops through [`VarExt`] (`x.sin()`, `x.sum(&[0])`) and the
 //! arithmetic operators on `Var`, which this crate implements by registering

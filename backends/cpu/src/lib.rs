@@ -1,10 +1,21 @@
 //! anvil's CPU backend: compiles a graph into a [`Plan`] and runs it.
 //!
-//! Kernels are registered per op type in a [`RuleTable`] of [`CpuKernel`]s
-//! (through `inventory`, so a plugin crate registers kernels for its own ops
-//! with [`register_kernel!`]). A plan is the graph's nodes in order, each with
-//! its kernel looked up once at compile time; running it keeps one slot per
-//! node and frees a value right after its last consumer has run.
+//! Every op computed element by element (it has
+//! [`Op::elementwise_math`](anvil_core::Op::elementwise_math)) runs inside a
+//! fused program ([`fusion`]), chains of them in one pass over memory;
+//! vectorised block math ([`vmath`]) replaces an op's own for the
+//! transcendental functions ([`register_block_math!`]). Every other op has
+//! a kernel registered per op type in a [`RuleTable`] of [`CpuKernel`]s
+//! (through `inventory`, so a plugin crate registers kernels for its own
+//! ops with [`register_kernel!`]), in one of three forms: one result,
+//! several results, or prepared once per plan (the loop ops compile their
+//! bodies then). A plan is the fused graph's nodes in order, each with its
+//! kernel looked up once at compile time; running it keeps one slot per
+//! value and frees a value right after its last consumer has run, its
+//! buffer going back to the plan's pool ([`buffers`]).
+//!
+//! [`Cpu`] is the backend as the compile pipeline sees it (`anvil_core`'s
+//! `Evaluator` and `Backend`).
 //!
 //! Parallelism is an explicit argument ([`Parallelism`]), never a global: large
 //! elementwise and reduction loops are split across rayon's pool, small ones
