@@ -5,10 +5,11 @@
 //! a report ([`check_op`]).
 
 use super::sample::fnv1a;
-use super::{check_op_vmap, check_vmap, Derivative, OpSample, SplitMix64};
+use super::{all_passed, check_op_vmap, check_vmap, Derivative, InputKind, OpSample, SplitMix64};
 use crate::core::function::check_arity;
 use crate::core::jvp_rules;
-use crate::{jit, jvp, vjp, Call, DType, Function, Op, Result, Tensor, TensorType, Var};
+use crate::transforms::{Jvp, Vjp};
+use crate::{jit, jvp, vjp, Call, DType, Function, Jit, Op, Result, Tensor, TensorType, Var};
 use std::fmt;
 
 /// The number of random tangent directions [`check_op_jvp`] tries.
@@ -141,12 +142,7 @@ impl ConformanceResult {
     /// # Errors
     /// The failures, one per line group, each naming its check.
     pub fn into_result(self) -> std::result::Result<(), String> {
-        let failures = self.failures();
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(failures.join("\n"))
-        }
+        all_passed(self.failures())
     }
 }
 
@@ -362,22 +358,72 @@ impl Function<OpFn> for OpFn {
     }
 }
 
+/// The result of a check: `Err` is the message of a failure.
+type Checked<T = ()> = std::result::Result<T, String>;
+
+/// The op jitted, its jvp and its vjp, as the derivative checks run them.
+type Jitted = Jit<OpFn, OpFn>;
+type JvpOf = Jvp<OpFn, OpFn>;
+type VjpOf = Vjp<OpFn, OpFn>;
+
 /// What a derivative check works with once the preconditions hold.
-struct Setup {
+struct Setup<'a> {
+    sample: &'a OpSample,
     name: String,
     /// The op's result types (several for an op with several results).
     outs: Vec<TensorType>,
+    /// Which inputs are differentiable ([`OpSample::differentiable`]).
     diff: Vec<bool>,
     prec: Precision,
     f: OpFn,
 }
 
-/// The preconditions shared by the derivative checks: a well-formed sample
-/// that can be evaluated, a float output, a differentiable input and a jvp
-/// rule. `Err` is the outcome to report instead of running the check.
+impl Setup<'_> {
+    /// The sample's inputs followed by `extra` (tangents or cotangents), as
+    /// `jvp` and `vjp` take them.
+    fn with_inputs(&self, extra: &[Tensor]) -> Vec<Tensor> {
+        self.sample.inputs.iter().chain(extra).cloned().collect()
+    }
+
+    /// Runs a function of tensors, naming the sample and `what` in the error.
+    fn call<M, F: Function<M, Output = Vec<Tensor>>>(
+        &self,
+        f: &F,
+        args: Vec<Tensor>,
+        what: &str,
+    ) -> Checked<Vec<Tensor>> {
+        f.call(args).map_err(|e| format!("{}: {what} failed: {e}", self.name))
+    }
+
+    /// As [`Setup::call`], for a function that must return `len` values.
+    fn call_n<M, F: Function<M, Output = Vec<Tensor>>>(
+        &self,
+        f: &F,
+        args: Vec<Tensor>,
+        what: &str,
+        len: usize,
+    ) -> Checked<Vec<Tensor>> {
+        let out = self.call(f, args, what)?;
+        if out.len() != len {
+            let name = &self.name;
+            return Err(format!("{name}: {what} returns {} values, expected {len}", out.len()));
+        }
+        Ok(out)
+    }
+}
+
+/// The outcome of `check` once the preconditions of `setup` hold, or the
+/// outcome `setup` reports instead.
+fn outcome(
+    setup: std::result::Result<Setup, CheckOutcome>,
+    check: fn(&Setup) -> Checked,
+) -> CheckOutcome {
+    setup.map_or_else(|o| o, |s| CheckOutcome::from_result(check(&s)))
+}
+
 /// [`setup`] for the checks that use forward mode, which a reverse-only
 /// sample (a `custom_vjp` function) skips.
-fn forward_setup(sample: &OpSample) -> std::result::Result<Setup, CheckOutcome> {
+fn forward_setup(sample: &OpSample) -> std::result::Result<Setup<'_>, CheckOutcome> {
     let s = setup(sample)?;
     if sample.derivative == Derivative::ReverseOnly {
         return Err(CheckOutcome::Skipped(
@@ -387,51 +433,53 @@ fn forward_setup(sample: &OpSample) -> std::result::Result<Setup, CheckOutcome> 
     Ok(s)
 }
 
-fn setup(sample: &OpSample) -> std::result::Result<Setup, CheckOutcome> {
-    let name = sample.describe();
-    if sample.kinds.len() != sample.inputs.len() {
-        return Err(CheckOutcome::Failed(format!(
-            "{name}: {} inputs but {} input kinds",
-            sample.inputs.len(),
-            sample.kinds.len()
-        )));
-    }
+/// The preconditions shared by the derivative checks: a well-formed sample
+/// that can be evaluated, a float output, a differentiable input and a jvp
+/// rule. `Err` is the outcome to report instead of running the check.
+fn setup(sample: &OpSample) -> std::result::Result<Setup<'_>, CheckOutcome> {
+    sample.check_kinds().map_err(CheckOutcome::Failed)?;
     let outs = sample.output_types().map_err(CheckOutcome::Failed)?;
     if !sample.evaluable {
         return Err(CheckOutcome::Skipped(
             "the op cannot be evaluated (not evaluable): no values to differentiate".into(),
         ));
     }
+    let diff = sample.differentiable();
+    if let Some(why) = no_derivative(&outs, &diff) {
+        return Err(CheckOutcome::Trivial(why));
+    }
+    check_jvp_rule(sample).map_err(CheckOutcome::Failed)?;
+    let prec = Precision::of(sample, &outs);
+    Ok(Setup { sample, name: sample.describe(), outs, diff, prec, f: OpFn::new(sample) })
+}
+
+/// Why an op with results `outs` and differentiable inputs `diff` has no
+/// derivative to check, if it has none.
+fn no_derivative(outs: &[TensorType], diff: &[bool]) -> Option<String> {
     if !outs.iter().any(|o| o.dtype().is_float()) {
         let types: Vec<String> = outs.iter().map(|o| o.dtype().to_string()).collect();
-        return Err(CheckOutcome::Trivial(format!(
-            "no derivative: no output is a float ({})",
-            types.join(", ")
-        )));
+        return Some(format!("no derivative: no output is a float ({})", types.join(", ")));
     }
-    let diff = sample.differentiable();
     if diff.is_empty() {
-        return Err(CheckOutcome::Trivial("no derivative: the op has no operands".into()));
+        return Some("no derivative: the op has no operands".into());
     }
-    if !diff.iter().any(|&d| d) {
-        return Err(CheckOutcome::Trivial(
-            "no derivative: no differentiable input (none is a float of a real kind)".into(),
-        ));
-    }
+    let none = "no derivative: no differentiable input (none is a float of a real kind)";
+    (!diff.iter().any(|&d| d)).then(|| none.into())
+}
+
+/// `Err` naming the sample unless its op has a jvp rule.
+fn check_jvp_rule(sample: &OpSample) -> Checked {
     match jvp_rules().lookup(sample.op.as_ref()) {
-        Ok(Some(_)) => {}
-        Ok(None) => {
-            return Err(CheckOutcome::Failed(format!(
-                "{name}: op {:?} has no jvp rule (register one with \
-                 register_rule!(JvpRule, ...)), but it has a float output and \
-                 differentiable inputs",
-                sample.op.name()
-            )))
-        }
-        Err(e) => return Err(CheckOutcome::Failed(format!("{name}: jvp rule: {e}"))),
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(format!(
+            "{}: op {:?} has no jvp rule (register one with \
+             register_rule!(JvpRule, ...)), but it has a float output and \
+             differentiable inputs",
+            sample.describe(),
+            sample.op.name()
+        )),
+        Err(e) => Err(format!("{}: jvp rule: {e}", sample.describe())),
     }
-    let prec = Precision::of(sample, &outs);
-    Ok(Setup { name, outs, diff, prec, f: OpFn::new(sample) })
 }
 
 /// A deterministic generator for `what` of the sample named `name`.
@@ -439,28 +487,26 @@ fn rng(name: &str, what: &str) -> SplitMix64 {
     SplitMix64::new(fnv1a(format!("{name}/ad/{what}").as_bytes()))
 }
 
-/// A tensor of `shape` and `dtype` uniform in `[-1, 1)`.
-fn random(shape: &[usize], dtype: DType, rng: &mut SplitMix64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
-    Tensor::from_vec(v, shape).map_or_else(|_| Tensor::zeros_of(shape, dtype), |t| t.cast(dtype))
+/// A tensor of `shape` and `dtype`: uniform in `[-1, 1)` when `random`,
+/// zeros otherwise.
+fn random_or_zeros(shape: &[usize], dtype: DType, random: bool, rng: &mut SplitMix64) -> Tensor {
+    let uniform = InputKind::Uniform { lo: -1.0, hi: 1.0 };
+    let values = if random { uniform.generate(shape, dtype, rng) } else { None };
+    values.unwrap_or_else(|| Tensor::zeros_of(shape, dtype))
 }
 
 /// A tangent for every input: random for the differentiable ones, zeros of
 /// the input's dtype for the others.
-fn tangents(sample: &OpSample, diff: &[bool], rng: &mut SplitMix64) -> Vec<Tensor> {
-    sample
-        .inputs
-        .iter()
-        .zip(diff)
-        .map(|(x, &d)| {
-            if d {
-                random(x.shape(), x.dtype(), rng)
-            } else {
-                Tensor::zeros_of(x.shape(), x.dtype())
-            }
-        })
-        .collect()
+fn tangents(s: &Setup, rng: &mut SplitMix64) -> Vec<Tensor> {
+    let inputs = s.sample.inputs.iter().zip(&s.diff);
+    inputs.map(|(x, &d)| random_or_zeros(x.shape(), x.dtype(), d, rng)).collect()
+}
+
+/// A cotangent for every output: random for the float ones, zeros of the
+/// output's dtype for the others.
+fn cotangents(s: &Setup, rng: &mut SplitMix64) -> Vec<Tensor> {
+    let random = |t: &TensorType| t.dtype().is_float();
+    s.outs.iter().map(|t| random_or_zeros(t.shape(), t.dtype(), random(t), rng)).collect()
 }
 
 /// `x + t v` for the differentiable inputs (computed in `f64`, cast back to
@@ -481,66 +527,36 @@ fn shifted(inputs: &[Tensor], dirs: &[Tensor], diff: &[bool], t: f64) -> Vec<Ten
         .collect()
 }
 
-/// Runs a function of tensors, naming `what` in the error.
-fn call<M, F: Function<M, Output = Vec<Tensor>>>(
-    f: &F,
-    args: Vec<Tensor>,
-    name: &str,
-    what: &str,
-) -> std::result::Result<Vec<Tensor>, String> {
-    f.call(args).map_err(|e| format!("{name}: {what} failed: {e}"))
+/// The directional derivative of `f` (every output) at the sample's inputs
+/// along `dirs` by central differences with Richardson extrapolation
+/// `(4 D(h/2) - D(h)) / 3`, and an estimate of its error
+/// (`max |D(h/2) - D(h)|`).
+fn finite_difference(f: &Jitted, s: &Setup, dirs: &[Tensor]) -> Checked<(Vec<Vec<f64>>, f64)> {
+    let d1 = central_difference(f, s, dirs, s.prec.step)?;
+    let d2 = central_difference(f, s, dirs, s.prec.step / 2.0)?;
+    let pairs = || d1.iter().zip(&d2);
+    let est =
+        pairs().flat_map(|(a, b)| a.iter().zip(b)).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    let fd = pairs().map(|(a, b)| a.iter().zip(b).map(|(a, b)| (4.0 * b - a) / 3.0).collect());
+    Ok((fd.collect(), est))
 }
 
-/// The directional derivative of `f` (every output) at the sample's inputs
-/// along `dirs` by central differences with Richardson extrapolation, and
-/// an estimate of its error (`max |D(h/2) - D(h)|`).
-fn finite_difference<F: Function<OpFn, Output = Vec<Tensor>>>(
-    f: &F,
-    sample: &OpSample,
-    s: &Setup,
-    dirs: &[Tensor],
-) -> std::result::Result<(Vec<Vec<f64>>, f64), String> {
-    let h = s.prec.step;
-    let central = |h: f64| -> std::result::Result<Vec<Vec<f64>>, String> {
-        let plus =
-            call(f, shifted(&sample.inputs, dirs, &s.diff, h), &s.name, "the op at x + h v")?;
-        let minus =
-            call(f, shifted(&sample.inputs, dirs, &s.diff, -h), &s.name, "the op at x - h v")?;
-        Ok(plus
-            .iter()
-            .zip(&minus)
-            .map(|(p, m)| {
-                p.to_f64_vec()
-                    .iter()
-                    .zip(m.to_f64_vec())
-                    .map(|(p, m)| (p - m) / (2.0 * h))
-                    .collect()
-            })
-            .collect())
+/// `D(h) = (f(x + h v) - f(x - h v)) / 2h`, every output's entries.
+fn central_difference(f: &Jitted, s: &Setup, dirs: &[Tensor], h: f64) -> Checked<Vec<Vec<f64>>> {
+    let at = |t: f64, what: &str| s.call(f, shifted(&s.sample.inputs, dirs, &s.diff, t), what);
+    let plus = at(h, "the op at x + h v")?;
+    let minus = at(-h, "the op at x - h v")?;
+    let difference = |(p, m): (&Tensor, &Tensor)| -> Vec<f64> {
+        p.to_f64_vec().iter().zip(m.to_f64_vec()).map(|(p, m)| (p - m) / (2.0 * h)).collect()
     };
-    let d1 = central(h)?;
-    let d2 = central(h / 2.0)?;
-    let mut est = 0.0f64;
-    let fd = d1
-        .iter()
-        .zip(&d2)
-        .map(|(a, b)| {
-            a.iter()
-                .zip(b)
-                .map(|(a, b)| {
-                    est = est.max((a - b).abs());
-                    (4.0 * b - a) / 3.0
-                })
-                .collect()
-        })
-        .collect();
-    Ok((fd, est))
+    Ok(plus.iter().zip(&minus).map(difference).collect())
 }
 
 fn max_abs(v: &[f64]) -> f64 {
     v.iter().fold(0.0, |m, x| m.max(x.abs()))
 }
 
+/// The dot product of `a` and `b`, and the sum of the magnitudes of its terms.
 fn dot(a: &Tensor, b: &Tensor) -> (f64, f64) {
     a.to_f64_vec()
         .iter()
@@ -549,15 +565,9 @@ fn dot(a: &Tensor, b: &Tensor) -> (f64, f64) {
 }
 
 /// The outputs of `jvp` or `vjp` must have the op's types and values.
-fn check_primal(
-    s: &Setup,
-    sample: &OpSample,
-    what: &str,
-    got: &[Tensor],
-    want: &[Tensor],
-) -> std::result::Result<(), String> {
+fn check_primal(s: &Setup, what: &str, got: &[Tensor], want: &[Tensor]) -> Checked {
     for (k, ((g, w), ty)) in got.iter().zip(want).zip(&s.outs).enumerate() {
-        if g.ty() != *ty || !g.allclose(w, sample.rtol, sample.atol) {
+        if g.ty() != *ty || !g.allclose(w, s.sample.rtol, s.sample.atol) {
             return Err(format!(
                 "{}: primal output {k} of {what} differs from the op's value:\n {what}:\n{g}\n op:\n{w}",
                 s.name
@@ -567,269 +577,313 @@ fn check_primal(
     Ok(())
 }
 
+/// Why a comparison fails, or `None` when it passes: every value finite and
+/// `err <= bound`. `over` says by how much `err` is over its bound.
+fn excess(finite: bool, err: f64, bound: f64, over: impl FnOnce() -> String) -> Option<String> {
+    if !finite {
+        Some("not finite (NaN or infinite entries)".into())
+    } else if err > bound {
+        Some(over())
+    } else {
+        None
+    }
+}
+
 fn as_tensor(v: Vec<f64>, shape: &[usize]) -> String {
     Tensor::from_vec(v, shape).map_or_else(|e| e.to_string(), |t| t.to_string())
+}
+
+/// Tensors printed one after the other.
+fn show(ts: &[Tensor]) -> String {
+    ts.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
 }
 
 // --------------------------------------------------------------------- jvp
 
 fn jvp_outcome(sample: &OpSample) -> CheckOutcome {
-    match forward_setup(sample) {
-        Ok(s) => CheckOutcome::from_result(jvp_check(sample, &s)),
-        Err(o) => o,
-    }
+    outcome(forward_setup(sample), jvp_check)
 }
 
-fn jvp_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), String> {
-    let f = jit(s.f.clone());
-    let jf = jvp(s.f.clone());
-    let m = s.outs.len();
-    let y = call(&f, sample.inputs.clone(), &s.name, "the op")?;
+/// [`check_op_jvp`] once its preconditions hold: the primal and every float
+/// output's tangent along each random direction.
+fn jvp_check(s: &Setup) -> Checked {
+    let (f, jf, m) = (jit(s.f.clone()), jvp(s.f.clone()), s.outs.len());
+    let y = s.call(&f, s.sample.inputs.clone(), "the op")?;
     let mut rng = rng(&s.name, "jvp");
     for k in 0..JVP_DIRECTIONS {
-        let dirs = tangents(sample, &s.diff, &mut rng);
-        let args: Vec<Tensor> = sample.inputs.iter().cloned().chain(dirs.iter().cloned()).collect();
-        let out = call(&jf, args, &s.name, "jvp")?;
-        if out.len() != 2 * m {
-            return Err(format!(
-                "{}: jvp returns {} values, expected {}",
-                s.name,
-                out.len(),
-                2 * m
-            ));
-        }
-        check_primal(s, sample, "jvp", &out[..m], &y)?;
-        let fd = if sample.derivative == Derivative::Zero {
+        let dirs = tangents(s, &mut rng);
+        let out = s.call_n(&jf, s.with_inputs(&dirs), "jvp", 2 * m)?;
+        check_primal(s, "jvp", &out[..m], &y)?;
+        let fd = if s.sample.derivative == Derivative::Zero {
             None
         } else {
-            Some(finite_difference(&f, sample, s, &dirs)?)
+            Some(finite_difference(&f, s, &dirs)?)
         };
-        for (o, ty) in s.outs.iter().enumerate() {
-            if !ty.dtype().is_float() {
-                continue;
-            }
-            let t = &out[m + o];
-            if t.ty() != *ty {
-                return Err(format!(
-                    "{}: jvp gives a tangent of type {} for output {o}, expected {ty}",
-                    s.name,
-                    t.ty()
-                ));
-            }
-            let jt = t.to_f64_vec();
-            let Some((fd, est)) = &fd else {
-                if jt.iter().any(|&x| x != 0.0) {
-                    return Err(format!(
-                        "{}: the derivative is zero by definition, but jvp along direction {k} gives\n{t}",
-                        s.name
-                    ));
-                }
-                continue;
-            };
-            let fd = &fd[o];
-            let err = jt.iter().zip(fd).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-            let scale = 1.0 + max_abs(fd) + max_abs(&y[o].to_f64_vec());
-            let bound = s.prec.fd_tol * scale;
-            let finite = jt.iter().chain(fd).all(|x| x.is_finite());
-            if !finite || err > bound {
-                let how = if finite {
-                    format!(
-                        "max |jvp - fd| = {err:.3e} > {bound:.3e} (tolerance {:e} x scale {scale:.3})",
-                        s.prec.fd_tol
-                    )
-                } else {
-                    "not finite (NaN or infinite entries)".into()
-                };
-                return Err(format!(
-                    "{}: jvp of output {o} differs from central finite differences along random \
-                     direction {k}: {how}; finite-difference error estimate {est:.1e}, step {:e}\n \
-                     jvp:\n{t}\n finite differences:\n{}\n direction:\n{}",
-                    s.name,
-                    s.prec.step,
-                    as_tensor(fd.clone(), ty.shape()),
-                    dirs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
-                ));
+        let dir = Direction { k, dirs: &dirs, fd: fd.as_ref() };
+        for (o, t) in out[m..].iter().enumerate() {
+            if s.outs[o].dtype().is_float() {
+                check_tangent(s, &dir, o, t, &y[o])?;
             }
         }
     }
     Ok(())
+}
+
+/// One random direction of the jvp check: its number, the tangents, and
+/// the finite differences along it with their error estimate (`None` for
+/// an op whose derivative is zero by definition).
+struct Direction<'a> {
+    k: usize,
+    dirs: &'a [Tensor],
+    fd: Option<&'a (Vec<Vec<f64>>, f64)>,
+}
+
+/// The jvp's tangent `t` of output `o` (of value `y`) along `dir` has the
+/// output's type and is zero for a zero derivative, otherwise close to the
+/// finite differences.
+fn check_tangent(s: &Setup, dir: &Direction, o: usize, t: &Tensor, y: &Tensor) -> Checked {
+    let ty = &s.outs[o];
+    if t.ty() != *ty {
+        let name = &s.name;
+        return Err(format!(
+            "{name}: jvp gives a tangent of type {} for output {o}, expected {ty}",
+            t.ty()
+        ));
+    }
+    match dir.fd {
+        None => check_zero_tangent(s, dir.k, t),
+        Some((fd, est)) => compare_with_fd(s, dir, o, t, y, (&fd[o], *est)),
+    }
+}
+
+/// For an op whose derivative is zero by definition: the tangent is zero.
+fn check_zero_tangent(s: &Setup, k: usize, t: &Tensor) -> Checked {
+    if t.to_f64_vec().iter().all(|&x| x == 0.0) {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: the derivative is zero by definition, but jvp along direction {k} gives\n{t}",
+        s.name
+    ))
+}
+
+/// `max |jvp - fd| <= tol * (1 + max |fd| + max |f(x)|)` for the tangent `t`
+/// of output `o` (of value `y`), with `fd` the output's finite differences
+/// and their error estimate.
+fn compare_with_fd(
+    s: &Setup,
+    dir: &Direction,
+    o: usize,
+    t: &Tensor,
+    y: &Tensor,
+    (fd, est): (&[f64], f64),
+) -> Checked {
+    let jt = t.to_f64_vec();
+    let err = jt.iter().zip(fd).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let scale = 1.0 + max_abs(fd) + max_abs(&y.to_f64_vec());
+    let (tol, bound) = (s.prec.fd_tol, s.prec.fd_tol * scale);
+    let finite = jt.iter().chain(fd).all(|x| x.is_finite());
+    let over = || {
+        format!("max |jvp - fd| = {err:.3e} > {bound:.3e} (tolerance {tol:e} x scale {scale:.3})")
+    };
+    let Some(how) = excess(finite, err, bound, over) else {
+        return Ok(());
+    };
+    Err(format!(
+        "{}: jvp of output {o} differs from central finite differences along random \
+         direction {}: {how}; finite-difference error estimate {est:.1e}, step {:e}\n \
+         jvp:\n{t}\n finite differences:\n{}\n direction:\n{}",
+        s.name,
+        dir.k,
+        s.prec.step,
+        as_tensor(fd.to_vec(), s.outs[o].shape()),
+        show(dir.dirs)
+    ))
 }
 
 // --------------------------------------------------------------- transpose
 
 fn transpose_outcome(sample: &OpSample) -> CheckOutcome {
-    let s = match setup(sample) {
-        Ok(s) => s,
-        Err(o) => return o,
-    };
-    CheckOutcome::from_result(transpose_check(sample, &s))
+    outcome(setup(sample), transpose_check)
 }
 
-fn transpose_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), String> {
-    let n = sample.inputs.len();
-    let m = s.outs.len();
-    let f = jit(s.f.clone());
-    let jf = jvp(s.f.clone());
-    let vf = vjp(s.f.clone());
-    let y = call(&f, sample.inputs.clone(), &s.name, "the op")?;
-    let reverse_only = sample.derivative == Derivative::ReverseOnly;
+/// [`check_op_transpose`] once its preconditions hold: the dot-product test
+/// on each random pair `(u, v)`.
+fn transpose_check(s: &Setup) -> Checked {
+    let (f, jf, vf) = (jit(s.f.clone()), jvp(s.f.clone()), vjp(s.f.clone()));
+    let y = s.call(&f, s.sample.inputs.clone(), "the op")?;
     let mut rng = rng(&s.name, "transpose");
     for k in 0..TRANSPOSE_PAIRS {
-        let v = tangents(sample, &s.diff, &mut rng);
-        // A cotangent per output: random for the float ones, zeros otherwise.
-        let u: Vec<Tensor> = s
-            .outs
-            .iter()
-            .map(|t| {
-                if t.dtype().is_float() {
-                    random(t.shape(), t.dtype(), &mut rng)
-                } else {
-                    Tensor::zeros_of(t.shape(), t.dtype())
-                }
-            })
-            .collect();
-        // J v, from jvp or (reverse mode only) from finite differences.
-        let (jv, tol): (Vec<Tensor>, f64) = if reverse_only {
-            let (fd, _) = finite_difference(&f, sample, s, &v)?;
-            let fd = fd
-                .into_iter()
-                .zip(&s.outs)
-                .map(|(d, t)| Tensor::from_vec(d, t.shape()).map_err(|e| e.to_string()))
-                .collect::<std::result::Result<_, _>>()?;
-            (fd, s.prec.fd_tol)
-        } else {
-            let args: Vec<Tensor> =
-                sample.inputs.iter().cloned().chain(v.iter().cloned()).collect();
-            (call(&jf, args, &s.name, "jvp")?.split_off(m), s.prec.dot_tol)
-        };
-        // J^T u, from vjp.
-        let args: Vec<Tensor> = sample.inputs.iter().cloned().chain(u.iter().cloned()).collect();
-        let out = call(&vf, args, &s.name, "vjp")?;
-        if out.len() != n + m {
-            return Err(format!(
-                "{}: vjp returns {} values, expected {}",
-                s.name,
-                out.len(),
-                n + m
-            ));
-        }
-        check_primal(s, sample, "vjp", &out[..m], &y)?;
-        let (mut lhs, mut mag) = (0.0, 0.0);
-        for ((uo, jvo), t) in u.iter().zip(&jv).zip(&s.outs) {
-            if t.dtype().is_float() {
-                let (d, g) = dot(uo, jvo);
-                lhs += d;
-                mag += g;
-            }
-        }
-        let mut rhs = 0.0;
-        for (i, ct) in out[m..].iter().enumerate() {
-            let x = &sample.inputs[i];
-            if ct.ty() != x.ty() {
-                return Err(format!(
-                    "{}: vjp gives a cotangent of type {} for input {i} of type {}",
-                    s.name,
-                    ct.ty(),
-                    x.ty()
-                ));
-            }
-            if s.diff[i] {
-                let (d, g) = dot(ct, &v[i]);
-                rhs += d;
-                mag += g;
-            }
-        }
-        let bound = tol * if reverse_only { 1.0 + mag } else { mag };
-        let err = (lhs - rhs).abs();
-        let finite = lhs.is_finite() && rhs.is_finite();
-        if !finite || err > bound {
-            let how = if reverse_only { "finite differences" } else { "jvp" };
-            let why = if finite {
-                format!(
-                    "|difference| {err:.3e} > {bound:.3e} (tolerance {tol:e} x {mag:.3e}); a \
-                     transpose rule of an op the jvp emits is wrong"
-                )
-            } else {
-                "not finite (NaN or infinite entries)".into()
-            };
-            let show =
-                |ts: &[Tensor]| ts.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
-            return Err(format!(
-                "{}: the dot-product test fails for random pair {k}: <u, J v> = {lhs:.9e} \
-                 (J v by {how}), <J^T u, v> = {rhs:.9e} (J^T u by vjp): {why}\n J v:\n{}\n \
-                 J^T u:\n{}",
-                s.name,
-                show(&jv),
-                show(&out[m..])
-            ));
-        }
+        let v = tangents(s, &mut rng);
+        let u = cotangents(s, &mut rng);
+        let (jv, tol) = jacobian_times(s, &f, &jf, &v)?;
+        let jtu = transpose_times(s, &vf, &u, &y)?;
+        DotTest { k, u, v, jv, jtu, tol }.check(s)?;
     }
     Ok(())
 }
 
-// ------------------------------------------------------------- vmap of jvp
+/// `J v`, from jvp or (reverse mode only) from finite differences, and the
+/// tolerance of the dot-product test that goes with its source.
+fn jacobian_times(s: &Setup, f: &Jitted, jf: &JvpOf, v: &[Tensor]) -> Checked<(Vec<Tensor>, f64)> {
+    if s.sample.derivative != Derivative::ReverseOnly {
+        let mut out = s.call(jf, s.with_inputs(v), "jvp")?;
+        return Ok((out.split_off(s.outs.len()), s.prec.dot_tol));
+    }
+    let (fd, _) = finite_difference(f, s, v)?;
+    let jv = fd
+        .into_iter()
+        .zip(&s.outs)
+        .map(|(d, t)| Tensor::from_vec(d, t.shape()).map_err(|e| e.to_string()))
+        .collect::<Checked<_>>()?;
+    Ok((jv, s.prec.fd_tol))
+}
 
-fn vmap_of_jvp_outcome(sample: &OpSample) -> CheckOutcome {
-    match forward_setup(sample) {
-        Ok(s) => CheckOutcome::from_result(vmap_of_jvp_check(sample, &s)),
-        Err(o) => o,
+/// `J^T u`, from vjp, whose primal outputs must be the op's values `y` and
+/// whose cotangents must have the inputs' types.
+fn transpose_times(s: &Setup, vf: &VjpOf, u: &[Tensor], y: &[Tensor]) -> Checked<Vec<Tensor>> {
+    let (n, m) = (s.sample.inputs.len(), s.outs.len());
+    let mut out = s.call_n(vf, s.with_inputs(u), "vjp", n + m)?;
+    check_primal(s, "vjp", &out[..m], y)?;
+    let jtu = out.split_off(m);
+    for (i, (ct, x)) in jtu.iter().zip(&s.sample.inputs).enumerate() {
+        if ct.ty() != x.ty() {
+            return Err(format!(
+                "{}: vjp gives a cotangent of type {} for input {i} of type {}",
+                s.name,
+                ct.ty(),
+                x.ty()
+            ));
+        }
+    }
+    Ok(jtu)
+}
+
+/// One random pair of the dot-product test: a cotangent per output `u`, a
+/// tangent per input `v`, `J v` (and the tolerance its source allows) and
+/// `J^T u`.
+struct DotTest {
+    k: usize,
+    u: Vec<Tensor>,
+    v: Vec<Tensor>,
+    jv: Vec<Tensor>,
+    jtu: Vec<Tensor>,
+    tol: f64,
+}
+
+impl DotTest {
+    /// `<u, J v> = <J^T u, v>` to `tol` relative to the magnitude of their
+    /// terms (plus 1 when `J v` comes from finite differences).
+    fn check(&self, s: &Setup) -> Checked {
+        let (lhs, rhs, mag) = self.sides(s);
+        let reverse_only = s.sample.derivative == Derivative::ReverseOnly;
+        let scale = if reverse_only { 1.0 + mag } else { mag };
+        let (tol, err, bound) = (self.tol, (lhs - rhs).abs(), self.tol * scale);
+        let finite = lhs.is_finite() && rhs.is_finite();
+        let over = || {
+            let (times, culprit) = if reverse_only {
+                (
+                    format!("(1 + {mag:.3e})"),
+                    "the reverse-mode derivative disagrees with finite differences",
+                )
+            } else {
+                (format!("{mag:.3e}"), "a transpose rule of an op the jvp emits is wrong")
+            };
+            format!("|difference| {err:.3e} > {bound:.3e} (tolerance {tol:e} x {times}); {culprit}")
+        };
+        let Some(why) = excess(finite, err, bound, over) else {
+            return Ok(());
+        };
+        let how = if reverse_only { "finite differences" } else { "jvp" };
+        Err(format!(
+            "{}: the dot-product test fails for random pair {}: <u, J v> = {lhs:.9e} \
+             (J v by {how}), <J^T u, v> = {rhs:.9e} (J^T u by vjp): {why}\n J v:\n{}\n \
+             J^T u:\n{}",
+            s.name,
+            self.k,
+            show(&self.jv),
+            show(&self.jtu)
+        ))
+    }
+
+    /// `<u, J v>` over the float outputs, `<J^T u, v>` over the
+    /// differentiable inputs, and the sum of the magnitudes of all their terms.
+    fn sides(&self, s: &Setup) -> (f64, f64, f64) {
+        let outs = self.u.iter().zip(&self.jv).zip(&s.outs);
+        let (lhs, mag) = sum_dots(outs.filter(|(_, t)| t.dtype().is_float()).map(|(p, _)| p), 0.0);
+        let ins = self.jtu.iter().zip(&self.v).zip(&s.diff);
+        let (rhs, mag) = sum_dots(ins.filter(|(_, &d)| d).map(|(p, _)| p), mag);
+        (lhs, rhs, mag)
     }
 }
 
-fn vmap_of_jvp_check(sample: &OpSample, s: &Setup) -> std::result::Result<(), String> {
-    let n = sample.inputs.len();
+/// The sum of the dot products of `pairs`, and `mag` plus the magnitudes of
+/// their terms (see [`dot`]), accumulated in order.
+fn sum_dots<'a>(pairs: impl Iterator<Item = (&'a Tensor, &'a Tensor)>, mag: f64) -> (f64, f64) {
+    pairs.fold((0.0, mag), |(sum, mag), (a, b)| {
+        let (d, g) = dot(a, b);
+        (sum + d, mag + g)
+    })
+}
+
+// ------------------------------------------------------------- vmap of jvp
+
+/// The configurations of [`check_op_vmap_of_jvp`]: a description, and where
+/// the primals are batched (`None`: shared; `Some(last)`: at their last
+/// axis, or at axis 0). The tangents of differentiable inputs are always
+/// batched at axis 0, the others shared.
+const JVP_BATCHINGS: [(&str, Option<bool>); 3] = [
+    ("primals and tangents batched at axis 0", Some(false)),
+    ("tangents batched, primals shared (as jacfwd)", None),
+    ("primals batched at their last axis, tangents at axis 0", Some(true)),
+];
+
+fn vmap_of_jvp_outcome(sample: &OpSample) -> CheckOutcome {
+    outcome(forward_setup(sample), vmap_of_jvp_check)
+}
+
+/// [`check_op_vmap_of_jvp`] once its preconditions hold: [`check_vmap`] on
+/// the jvp in each configuration of [`JVP_BATCHINGS`].
+fn vmap_of_jvp_check(s: &Setup) -> Checked {
     let jf = jvp(s.f.clone());
     let mut rng = rng(&s.name, "vmap_of_jvp");
-    let tangent_batch: Vec<Vec<Tensor>> =
-        (0..BATCH).map(|_| tangents(sample, &s.diff, &mut rng)).collect();
-    // (description, primal axes): the tangents of differentiable inputs are
-    // always batched at axis 0, the others shared.
-    let configs: [(&str, Option<bool>); 3] = [
-        ("primals and tangents batched at axis 0", Some(false)),
-        ("tangents batched, primals shared (as jacfwd)", None),
-        ("primals batched at their last axis, tangents at axis 0", Some(true)),
-    ];
+    let tangent_batch: Vec<Vec<Tensor>> = (0..BATCH).map(|_| tangents(s, &mut rng)).collect();
     let mut failures = Vec::new();
-    for (what, primal_axis) in configs {
-        let mut args = Vec::with_capacity(2 * n);
-        let mut axes = Vec::with_capacity(2 * n);
-        let built: std::result::Result<(), crate::Error> = (|| {
-            for (i, x) in sample.inputs.iter().enumerate() {
-                match primal_axis {
-                    Some(last) => {
-                        let axis = if last { x.rank() } else { 0 };
-                        let parts: Vec<Tensor> = (0..BATCH).map(|k| sample.variant(i, k)).collect();
-                        args.push(Tensor::stack(&parts, axis)?);
-                        axes.push(Some(axis));
-                    }
-                    None => {
-                        args.push(x.clone());
-                        axes.push(None);
-                    }
-                }
-            }
-            for i in 0..n {
-                if s.diff[i] {
-                    let parts: Vec<Tensor> = tangent_batch.iter().map(|ts| ts[i].clone()).collect();
-                    args.push(Tensor::stack(&parts, 0)?);
-                    axes.push(Some(0));
-                } else {
-                    args.push(tangent_batch[0][i].clone());
-                    axes.push(None);
-                }
-            }
-            Ok(())
-        })();
-        let r = built
+    for (what, primal_axis) in JVP_BATCHINGS {
+        let axes = jvp_in_axes(s, primal_axis);
+        let r = jvp_batched_args(s, &axes, &tangent_batch)
             .map_err(|e| format!("building the batched inputs: {e}"))
-            .and_then(|()| check_vmap(&jf, &args, &axes, sample.rtol, sample.atol));
+            .and_then(|args| check_vmap(&jf, &args, &axes, s.sample.rtol, s.sample.atol));
         if let Err(e) = r {
             failures.push(format!("{}: vmap of jvp, {what} (in_axes {axes:?}): {e}", s.name));
         }
     }
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(failures.join("\n"))
-    }
+    all_passed(failures)
+}
+
+/// The in_axes of the jvp's arguments: the primals' as `primal_axis` says
+/// (the last axis of an input of rank `r` batched is `r`), then the
+/// tangents' (0 for the differentiable inputs, shared for the others).
+fn jvp_in_axes(s: &Setup, primal_axis: Option<bool>) -> Vec<Option<usize>> {
+    let primal = |x: &Tensor| primal_axis.map(|last| if last { x.rank() } else { 0 });
+    let primals = s.sample.inputs.iter().map(primal);
+    primals.chain(s.diff.iter().map(|&d| d.then_some(0))).collect()
+}
+
+/// The jvp's arguments batched as `axes` says: variants of the primals,
+/// then the tangents of `batch` (its first element's, where shared).
+fn jvp_batched_args(
+    s: &Setup,
+    axes: &[Option<usize>],
+    batch: &[Vec<Tensor>],
+) -> Result<Vec<Tensor>> {
+    let n = s.sample.inputs.len();
+    let tangent = |i: usize| match axes[n + i] {
+        Some(axis) => {
+            Tensor::stack(&batch.iter().map(|ts| ts[i].clone()).collect::<Vec<_>>(), axis)
+        }
+        None => Ok(batch[0][i].clone()),
+    };
+    let primals = (0..n).map(|i| s.sample.batched(i, axes[i], BATCH));
+    primals.chain((0..n).map(tangent)).collect()
 }

@@ -1,8 +1,9 @@
 //! Registry-driven conformance checks: every op's batching rule against a
 //! loop, and every registered op covered by a sample.
 
-use super::{check_vmap, run, OpSample};
-use crate::core::{Parameter, Registered};
+use super::report::registrations;
+use super::{all_passed, check_vmap, run, run_each, slice_args, stack_output, to_i64, OpSample};
+use crate::core::Parameter;
 use crate::{trace_types, vmap, Function, Result, Tensor, TensorType};
 use std::any::TypeId;
 use std::collections::HashSet;
@@ -59,12 +60,6 @@ fn subsets(n: usize) -> Vec<Vec<bool>> {
 /// Ops with at most this many operands are checked with every subset batched.
 const MAX_ALL_SUBSETS: usize = 6;
 
-/// Input `i` of `sample` batched: variants `first..first + n` stacked along `axis`.
-fn stacked(sample: &OpSample, i: usize, first: usize, n: usize, axis: usize) -> Result<Tensor> {
-    let parts: Vec<Tensor> = (first..first + n).map(|k| sample.variant(i, k)).collect();
-    Tensor::stack(&parts, axis)
-}
-
 /// Checks that the op of `sample` batches correctly: `vmap` of the op
 /// equals a loop over the batch that applies the op to each element and
 /// stacks the results.
@@ -100,18 +95,10 @@ fn stacked(sample: &OpSample, i: usize, first: usize, n: usize, axis: usize) -> 
 /// mismatch (or the failure of either side), for every configuration that
 /// failed.
 pub fn check_op_vmap(sample: &OpSample) -> std::result::Result<(), String> {
-    let n = sample.inputs.len();
-    if n == 0 {
+    if sample.inputs.is_empty() {
         return Ok(());
     }
-    if sample.kinds.len() != n {
-        return Err(format!(
-            "{}: {} inputs but {} input kinds",
-            sample.describe(),
-            n,
-            sample.kinds.len()
-        ));
-    }
+    sample.check_kinds()?;
     let outs = sample.output_types()?;
     if sample.evaluable {
         sample.run_all()?;
@@ -119,25 +106,9 @@ pub fn check_op_vmap(sample: &OpSample) -> std::result::Result<(), String> {
     let f = sample.function();
     let ranks: Vec<usize> = sample.inputs.iter().map(Tensor::rank).collect();
     let mut failures = Vec::new();
-    for subset in subsets(n) {
+    for subset in subsets(ranks.len()) {
         for axes in axis_configs(&ranks, &subset) {
-            let args: Result<Vec<Tensor>> = axes
-                .iter()
-                .enumerate()
-                .map(|(i, a)| match a {
-                    Some(k) => stacked(sample, i, 0, B, *k),
-                    None => Ok(sample.inputs[i].clone()),
-                })
-                .collect();
-            let r =
-                args.map_err(|e| format!("building the batched inputs: {e}")).and_then(|args| {
-                    if sample.evaluable {
-                        check_vmap(&f, &args, &axes, sample.rtol, sample.atol)
-                    } else {
-                        check_types(&f, &args, &[&axes], &[B], &outs)
-                    }
-                });
-            if let Err(e) = r {
+            if let Err(e) = check_one_level(sample, &f, &axes, &outs) {
                 failures.push(format!("{}: vmap with in_axes {axes:?}: {e}", sample.describe()));
             }
         }
@@ -150,10 +121,25 @@ pub fn check_op_vmap(sample: &OpSample) -> std::result::Result<(), String> {
             ));
         }
     }
-    if failures.is_empty() {
-        Ok(())
+    all_passed(failures)
+}
+
+/// Builds the batched inputs, runs `vmap(f)` and compares it with a loop
+/// (only its types, for an op that cannot be evaluated).
+fn check_one_level<M, F: Function<M> + Clone>(
+    sample: &OpSample,
+    f: &F,
+    axes: &[Option<usize>],
+    outs: &[TensorType],
+) -> std::result::Result<(), String> {
+    let args: Vec<Tensor> = (0..axes.len())
+        .map(|i| sample.batched(i, axes[i], B))
+        .collect::<Result<_>>()
+        .map_err(|e| format!("building the batched inputs: {e}"))?;
+    if sample.evaluable {
+        check_vmap(f, &args, axes, sample.rtol, sample.atol)
     } else {
-        Err(failures.join("\n"))
+        check_types(&vmap(f.clone()).in_axes(to_i64(axes)), &args, &[B], outs)
     }
 }
 
@@ -186,7 +172,7 @@ fn nested_configs(ranks: &[usize]) -> Vec<(InAxes, InAxes)> {
 }
 
 /// Builds the doubly batched inputs, runs `vmap(vmap(f))` and compares it
-/// with a double loop.
+/// with a double loop (only its types, for an op that cannot be evaluated).
 fn check_nested<M, F: Function<M> + Clone>(
     sample: &OpSample,
     f: &F,
@@ -194,59 +180,18 @@ fn check_nested<M, F: Function<M> + Clone>(
     inner: &[Option<usize>],
     outs: &[TensorType],
 ) -> std::result::Result<(), String> {
-    let err = |e: crate::Error| e.to_string();
-    let mut args = Vec::with_capacity(outer.len());
-    for (i, (o, n)) in outer.iter().zip(inner).enumerate() {
-        let t = match (o, n) {
-            (Some(o), Some(n)) => {
-                let rows: Vec<Tensor> = (0..B_OUTER)
-                    .map(|j| stacked(sample, i, j * B_INNER, B_INNER, *n))
-                    .collect::<Result<_>>()
-                    .map_err(err)?;
-                Tensor::stack(&rows, *o).map_err(err)?
-            }
-            (Some(o), None) => stacked(sample, i, 0, B_OUTER, *o).map_err(err)?,
-            (None, Some(n)) => stacked(sample, i, 0, B_INNER, *n).map_err(err)?,
-            (None, None) => sample.inputs[i].clone(),
-        };
-        args.push(t);
-    }
-    if !sample.evaluable {
-        return check_types(f, &args, &[outer, inner], &[B_OUTER, B_INNER], outs);
-    }
+    let args: Vec<Tensor> = (0..outer.len())
+        .map(|i| doubly_batched(sample, i, outer[i], inner[i]))
+        .collect::<Result<_>>()
+        .map_err(|e| format!("building the batched inputs: {e}"))?;
     let vv = vmap(vmap(f.clone()).in_axes(to_i64(inner))).in_axes(to_i64(outer));
-    let got = run(&vv, &args).map_err(|e| format!("vmap failed: {e}"))?;
-    // The double loop.
-    let mut rows: Vec<Vec<Vec<Tensor>>> = Vec::with_capacity(B_OUTER);
-    for j in 0..B_OUTER {
-        let outer_slice: Vec<Tensor> = args
-            .iter()
-            .zip(outer)
-            .map(|(a, o)| o.map_or_else(|| Ok(a.clone()), |o| a.select_axis(o, j)))
-            .collect::<Result<_>>()
-            .map_err(err)?;
-        let mut row = Vec::with_capacity(B_INNER);
-        for i in 0..B_INNER {
-            let elem: Vec<Tensor> = outer_slice
-                .iter()
-                .zip(inner)
-                .map(|(a, n)| n.map_or_else(|| Ok(a.clone()), |n| a.select_axis(n, i)))
-                .collect::<Result<_>>()
-                .map_err(err)?;
-            row.push(run(f, &elem).map_err(|e| format!("element ({j}, {i}) failed: {e}"))?);
-        }
-        rows.push(row);
+    if !sample.evaluable {
+        return check_types(&vv, &args, &[B_OUTER, B_INNER], outs);
     }
+    let got = run(&vv, &args).map_err(|e| format!("vmap failed: {e}"))?;
+    let rows = double_loop(f, &args, outer, inner)?;
     for (o, got) in got.iter().enumerate() {
-        let per_row: Vec<Tensor> = rows
-            .iter()
-            .map(|row| {
-                let parts: Vec<Tensor> = row.iter().map(|outs| outs[o].clone()).collect();
-                Tensor::stack(&parts, 0)
-            })
-            .collect::<Result<_>>()
-            .map_err(err)?;
-        let want = Tensor::stack(&per_row, 0).map_err(err)?;
+        let want = stack_rows(&rows, o).map_err(|e| e.to_string())?;
         if !got.allclose(&want, sample.rtol, sample.atol) {
             return Err(format!(
                 "output {o} differs from the double loop (max |diff| {:?}):\n vmap:\n{got}\n loop:\n{want}",
@@ -257,30 +202,61 @@ fn check_nested<M, F: Function<M> + Clone>(
     Ok(())
 }
 
-fn to_i64(axes: &[Option<usize>]) -> Vec<Option<i64>> {
-    axes.iter().map(|a| a.map(|k| k as i64)).collect()
+/// Input `i` batched at the `outer` and `inner` levels: `B_OUTER` rows of
+/// `B_INNER` variants when batched at both, otherwise as
+/// [`OpSample::batched`] at the one level (or none).
+fn doubly_batched(
+    sample: &OpSample,
+    i: usize,
+    outer: Option<usize>,
+    inner: Option<usize>,
+) -> Result<Tensor> {
+    match (outer, inner) {
+        (Some(o), Some(n)) => {
+            let rows: Vec<Tensor> = (0..B_OUTER)
+                .map(|j| sample.stacked(i, j * B_INNER, B_INNER, n))
+                .collect::<Result<_>>()?;
+            Tensor::stack(&rows, o)
+        }
+        (Some(_), None) => sample.batched(i, outer, B_OUTER),
+        (None, _) => sample.batched(i, inner, B_INNER),
+    }
 }
 
-/// For an op that cannot be evaluated: `f` vmapped once per level of
-/// `levels` (outermost first, with batch sizes `sizes`) traces on `args`
-/// and gives the element type `out` with the batch axes in front.
-fn check_types<M, F: Function<M> + Clone>(
+/// `f` on every element of the doubly batched `args`: `[j][i]` holds the
+/// outputs at outer index `j` and inner index `i`.
+fn double_loop<M, F: Function<M>>(
     f: &F,
     args: &[Tensor],
-    levels: &[&[Option<usize>]],
+    outer: &[Option<usize>],
+    inner: &[Option<usize>],
+) -> std::result::Result<Vec<Vec<Vec<Tensor>>>, String> {
+    (0..B_OUTER)
+        .map(|j| {
+            let row = slice_args(args, outer, j).map_err(|e| e.to_string())?;
+            run_each(f, &row, inner, B_INNER, |i| format!("element ({j}, {i})"))
+        })
+        .collect()
+}
+
+/// Output `o` of the double loop, stacked as `vmap(vmap(f))` gives it.
+fn stack_rows(rows: &[Vec<Vec<Tensor>>], o: usize) -> Result<Tensor> {
+    let per_row: Vec<Tensor> =
+        rows.iter().map(|row| stack_output(row, o)).collect::<Result<_>>()?;
+    Tensor::stack(&per_row, 0)
+}
+
+/// For an op that cannot be evaluated: `vf` (`f` vmapped once per batch
+/// size of `sizes`, outermost first) traces on `args` and gives the
+/// element types `outs` with the batch axes in front.
+fn check_types<M, F: Function<M>>(
+    vf: &F,
+    args: &[Tensor],
     sizes: &[usize],
     outs: &[TensorType],
 ) -> std::result::Result<(), String> {
     let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
-    let traced = match levels {
-        [one] => trace_types(&vmap(f.clone()).in_axes(to_i64(one)), &types),
-        [outer, inner] => trace_types(
-            &vmap(vmap(f.clone()).in_axes(to_i64(inner))).in_axes(to_i64(outer)),
-            &types,
-        ),
-        _ => return Err(format!("{} levels of vmap: only 1 or 2 are checked", levels.len())),
-    };
-    let graph = traced.map_err(|e| format!("tracing vmap failed: {e}"))?;
+    let graph = trace_types(vf, &types).map_err(|e| format!("tracing vmap failed: {e}"))?;
     let want: Vec<TensorType> = outs
         .iter()
         .map(|out| {
@@ -320,30 +296,14 @@ fn is_test_local(location: &str) -> bool {
 /// ```
 pub fn missing_samples(samples: &[OpSample]) -> Vec<&'static str> {
     let covered: HashSet<TypeId> = samples.iter().map(|s| s.op.op_type()).collect();
-    let registered = crate::cpu::kernels()
-        .entries()
-        .map(|e| (e.op_type(), e.op_name(), e.location()))
-        .chain(
-            crate::core::vmap_rules().entries().map(|e| (e.op_type(), e.op_name(), e.location())),
-        )
-        .chain(crate::core::jvp_rules().entries().map(|e| (e.op_type(), e.op_name(), e.location())))
-        .chain(
-            crate::core::transpose_rules()
-                .entries()
-                .map(|e| (e.op_type(), e.op_name(), e.location())),
-        )
-        .chain(
-            crate::core::rewrite_rules()
-                .entries()
-                .map(|e| (e.op_type(), e.op_name(), e.location())),
-        );
-    let mut missing: Vec<&'static str> = registered
-        .filter(|e| e.0 != TypeId::of::<Parameter>())
+    let mut missing: Vec<&'static str> = registrations()
+        .into_iter()
+        .filter(|r| r.op_type != TypeId::of::<Parameter>())
         // Made by the CPU compiler after every transform has run.
-        .filter(|e| !crate::cpu::fusion::is_internal(e.0))
-        .filter(|e| !is_test_local(e.2))
-        .filter(|e| !covered.contains(&e.0))
-        .map(|e| e.1)
+        .filter(|r| !crate::cpu::fusion::is_internal(r.op_type))
+        .filter(|r| !is_test_local(r.location))
+        .filter(|r| !covered.contains(&r.op_type))
+        .map(|r| r.op)
         .collect();
     missing.sort_unstable();
     missing.dedup();

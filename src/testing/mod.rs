@@ -83,28 +83,62 @@ pub fn check_vmap<M, F: Function<M> + Clone>(
         .zip(in_axes)
         .find_map(|(a, ax)| ax.map(|k| a.shape()[k]))
         .ok_or("no mapped argument")?;
-    let axes: Vec<Option<i64>> = in_axes.iter().map(|a| a.map(|k| k as i64)).collect();
+    let axes = to_i64(in_axes);
     let batched = run(&vmap(f.clone()).in_axes(axes.clone()), args)
         .map_err(|e| format!("vmap failed: {e}"))?;
-    let mut per_elem: Vec<Vec<Tensor>> = Vec::new();
-    for i in 0..size {
-        let slice: Vec<Tensor> = args
-            .iter()
-            .zip(in_axes)
-            .map(|(a, ax)| match ax {
-                Some(k) => a.select_axis(*k, i),
-                None => Ok(a.clone()),
-            })
-            .collect::<Result<_>>()
-            .map_err(|e| e.to_string())?;
-        per_elem.push(run(f, &slice).map_err(|e| format!("element {i} failed: {e}"))?);
-    }
+    let per_elem = run_each(f, args, in_axes, size, |i| format!("element {i}"))?;
     for (o, got) in batched.iter().enumerate() {
-        let parts: Vec<Tensor> = per_elem.iter().map(|outs| outs[o].clone()).collect();
-        let want = Tensor::stack(&parts, 0).map_err(|e| e.to_string())?;
+        let want = stack_output(&per_elem, o).map_err(|e| e.to_string())?;
         if !got.allclose(&want, rtol, atol) {
             return Err(format!("output {o} of vmap (in_axes {axes:?}) differs from the loop:\n vmap:\n{got}\n loop:\n{want}"));
         }
     }
     Ok(())
+}
+
+/// The loop side of a vmap check: `f` run on batch elements `0..size` of
+/// `args` (see [`slice_args`]), every output of each; `element(i)` names
+/// element `i` in the error.
+fn run_each<M, F: Function<M>>(
+    f: &F,
+    args: &[Tensor],
+    in_axes: &[Option<usize>],
+    size: usize,
+    element: impl Fn(usize) -> String,
+) -> std::result::Result<Vec<Vec<Tensor>>, String> {
+    (0..size)
+        .map(|i| {
+            let slice = slice_args(args, in_axes, i).map_err(|e| e.to_string())?;
+            run(f, &slice).map_err(|e| format!("{} failed: {e}", element(i)))
+        })
+        .collect()
+}
+
+/// Batch element `i` of `args`: every mapped argument sliced at its axis,
+/// the others shared.
+fn slice_args(args: &[Tensor], in_axes: &[Option<usize>], i: usize) -> Result<Vec<Tensor>> {
+    args.iter()
+        .zip(in_axes)
+        .map(|(a, ax)| ax.map_or_else(|| Ok(a.clone()), |k| a.select_axis(k, i)))
+        .collect()
+}
+
+/// Output `o` of every element, stacked along a new axis 0.
+fn stack_output(per_elem: &[Vec<Tensor>], o: usize) -> Result<Tensor> {
+    let parts: Vec<Tensor> = per_elem.iter().map(|outs| outs[o].clone()).collect();
+    Tensor::stack(&parts, 0)
+}
+
+/// `in_axes` as [`vmap()`] takes them.
+fn to_i64(axes: &[Option<usize>]) -> Vec<Option<i64>> {
+    axes.iter().map(|a| a.map(|k| k as i64)).collect()
+}
+
+/// `Ok(())` when nothing failed, otherwise every failure, one per line.
+fn all_passed(failures: Vec<String>) -> std::result::Result<(), String> {
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n"))
+    }
 }

@@ -49,36 +49,76 @@ pub struct RuleReport {
 /// ```
 pub fn rule_report() -> Vec<RuleReport> {
     let mut rows: BTreeMap<TypeId, RuleReport> = BTreeMap::new();
-    let mut add = |op_type: TypeId, op: &'static str, location: &'static str, col: usize| {
-        let row = rows.entry(op_type).or_insert(RuleReport {
-            op,
-            op_type,
-            location,
+    for r in registrations() {
+        let row = rows.entry(r.op_type).or_insert(RuleReport {
+            op: r.op,
+            op_type: r.op_type,
+            location: r.location,
             kernel: false,
             vmap: false,
             jvp: false,
             transpose: false,
             rewrite: false,
         });
-        *[&mut row.kernel, &mut row.vmap, &mut row.jvp, &mut row.transpose, &mut row.rewrite]
-            [col] = true;
-    };
-    fn each<R: Registered>(
-        table: &RuleTable<R>,
-        add: &mut dyn FnMut(TypeId, &'static str, &'static str),
-    ) {
-        for e in table.entries() {
-            add(e.op_type(), e.op_name(), e.location());
-        }
+        *row.column(r.registry) = true;
     }
-    each(crate::cpu::kernels(), &mut |t, n, l| add(t, n, l, 0));
-    each(vmap_rules(), &mut |t, n, l| add(t, n, l, 1));
-    each(jvp_rules(), &mut |t, n, l| add(t, n, l, 2));
-    each(transpose_rules(), &mut |t, n, l| add(t, n, l, 3));
-    each(rewrite_rules(), &mut |t, n, l| add(t, n, l, 4));
     let mut out: Vec<RuleReport> = rows.into_values().collect();
     out.sort_by(|a, b| a.op.cmp(b.op).then(a.location.cmp(b.location)));
     out
+}
+
+impl RuleReport {
+    /// The column that says whether `registry` has a registration.
+    fn column(&mut self, registry: Registry) -> &mut bool {
+        match registry {
+            Registry::Kernel => &mut self.kernel,
+            Registry::Vmap => &mut self.vmap,
+            Registry::Jvp => &mut self.jvp,
+            Registry::Transpose => &mut self.transpose,
+            Registry::Rewrite => &mut self.rewrite,
+        }
+    }
+}
+
+/// The registries an op type can have an entry in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Registry {
+    Kernel,
+    Vmap,
+    Jvp,
+    Transpose,
+    Rewrite,
+}
+
+/// One entry of a registry: the op type, with its name and `file:line` as
+/// written at the registration.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Registration {
+    pub(super) op_type: TypeId,
+    pub(super) op: &'static str,
+    pub(super) location: &'static str,
+    pub(super) registry: Registry,
+}
+
+/// Every entry of every registry linked into the program: CPU kernels,
+/// then vmap, jvp, transpose and rewrite rules, each in its table's order.
+pub(super) fn registrations() -> Vec<Registration> {
+    let mut out = Vec::new();
+    entries(crate::cpu::kernels(), Registry::Kernel, &mut out);
+    entries(vmap_rules(), Registry::Vmap, &mut out);
+    entries(jvp_rules(), Registry::Jvp, &mut out);
+    entries(transpose_rules(), Registry::Transpose, &mut out);
+    entries(rewrite_rules(), Registry::Rewrite, &mut out);
+    out
+}
+
+fn entries<R: Registered>(table: &RuleTable<R>, registry: Registry, out: &mut Vec<Registration>) {
+    out.extend(table.entries().map(|e| Registration {
+        op_type: e.op_type(),
+        op: e.op_name(),
+        location: e.location(),
+        registry,
+    }));
 }
 
 /// A [`rule_report`] displayed as a table, one op per line, with `x` where

@@ -3,7 +3,7 @@
 //! variants are drawn from.
 
 use super::run;
-use crate::{DType, Op, Tensor, TensorType, Var};
+use crate::{DType, Op, Result, Tensor, TensorType, Var};
 
 /// A small deterministic pseudo-random generator (SplitMix64): the same seed
 /// gives the same numbers on every platform, so samples and their batched
@@ -159,70 +159,85 @@ impl InputKind {
     pub fn generate(&self, shape: &[usize], dtype: DType, rng: &mut SplitMix64) -> Option<Tensor> {
         let n: usize = shape.iter().product();
         let t = match *self {
-            InputKind::Uniform { lo, hi } => {
-                f64s((0..n).map(|_| rng.uniform(lo, hi)).collect(), shape)
-            }
-            InputKind::AwayFromZero { lo, hi } => f64s(
-                (0..n)
-                    .map(|_| {
-                        let m = rng.uniform(lo, hi);
-                        if rng.next_u64() & 1 == 0 {
-                            m
-                        } else {
-                            -m
-                        }
-                    })
-                    .collect(),
-                shape,
-            ),
-            InputKind::OffGrid { lo, hi } => f64s(
-                (0..n)
-                    .map(|_| {
-                        let x = rng.uniform(lo, hi);
-                        let base = (2.0 * x).floor() / 2.0;
-                        base + (x - base).clamp(0.1, 0.4)
-                    })
-                    .collect(),
-                shape,
-            ),
-            InputKind::Distinct { offset } => {
-                let m = n as i64 + 4;
-                let mut ks: Vec<i64> = (-m..m).collect();
-                rng.shuffle(&mut ks);
-                f64s(ks[..n].iter().map(|&k| 0.1 * (k as f64 + offset)).collect(), shape)
-            }
-            InputKind::WellConditioned => {
-                let mut v: Vec<f64> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
-                if let [.., r, c] = *shape {
-                    if r == c && r > 0 {
-                        for (i, x) in v.iter_mut().enumerate() {
-                            if i % (r * r) % (r + 1) == 0 {
-                                *x += r as f64 + 0.5;
-                            }
-                        }
-                    }
-                }
-                f64s(v, shape)
-            }
-            InputKind::Int { lo, hi } => {
-                Tensor::from_vec((0..n).map(|_| rng.int(lo, hi)).collect::<Vec<i64>>(), shape)
-                    .ok()?
-            }
+            InputKind::Uniform { lo, hi } => f64s(uniform(n, lo, hi, rng), shape),
+            InputKind::AwayFromZero { lo, hi } => f64s(away_from_zero(n, lo, hi, rng), shape),
+            InputKind::OffGrid { lo, hi } => f64s(off_grid(n, lo, hi, rng), shape),
+            InputKind::Distinct { offset } => f64s(distinct(n, offset, rng), shape),
+            InputKind::WellConditioned => f64s(well_conditioned(shape, rng), shape),
+            InputKind::Int { lo, hi } => ints(lo, hi, shape, rng)?,
             InputKind::Index { size, negative } => {
                 let size = size as i64;
-                let lo = if negative { -size } else { 0 };
-                Tensor::from_vec((0..n).map(|_| rng.int(lo, size)).collect::<Vec<i64>>(), shape)
-                    .ok()?
+                ints(if negative { -size } else { 0 }, size, shape, rng)?
             }
-            InputKind::Bool => Tensor::from_vec(
-                (0..n).map(|_| rng.next_u64() & 1 == 1).collect::<Vec<bool>>(),
-                shape,
-            )
-            .ok()?,
+            InputKind::Bool => {
+                let v: Vec<bool> = (0..n).map(|_| rng.next_u64() & 1 == 1).collect();
+                Tensor::from_vec(v, shape).ok()?
+            }
             InputKind::Fixed => return None,
         };
         Some(if t.dtype() == dtype { t } else { t.cast(dtype) })
     }
+}
+
+/// `n` reals uniform in `[lo, hi)`.
+fn uniform(n: usize, lo: f64, hi: f64, rng: &mut SplitMix64) -> Vec<f64> {
+    (0..n).map(|_| rng.uniform(lo, hi)).collect()
+}
+
+/// `n` reals of random sign with magnitudes uniform in `[lo, hi)`.
+fn away_from_zero(n: usize, lo: f64, hi: f64, rng: &mut SplitMix64) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let m = rng.uniform(lo, hi);
+            if rng.next_u64() & 1 == 0 {
+                m
+            } else {
+                -m
+            }
+        })
+        .collect()
+}
+
+/// `n` reals drawn in `[lo, hi)`, then moved to at least 0.1 from the
+/// nearest multiple of 0.5.
+fn off_grid(n: usize, lo: f64, hi: f64, rng: &mut SplitMix64) -> Vec<f64> {
+    (0..n)
+        .map(|_| {
+            let x = rng.uniform(lo, hi);
+            let base = (2.0 * x).floor() / 2.0;
+            base + (x - base).clamp(0.1, 0.4)
+        })
+        .collect()
+}
+
+/// `n` distinct points `0.1 * (k + offset)`, `k` a random pick in `[-n - 4, n + 4)`.
+fn distinct(n: usize, offset: f64, rng: &mut SplitMix64) -> Vec<f64> {
+    let m = n as i64 + 4;
+    let mut ks: Vec<i64> = (-m..m).collect();
+    rng.shuffle(&mut ks);
+    ks[..n].iter().map(|&k| 0.1 * (k as f64 + offset)).collect()
+}
+
+/// Entries uniform in `[-1, 1)`, plus `r + 0.5` on the diagonal of every
+/// square `r x r` matrix in the last two axes.
+fn well_conditioned(shape: &[usize], rng: &mut SplitMix64) -> Vec<f64> {
+    let mut v = uniform(shape.iter().product(), -1.0, 1.0, rng);
+    if let [.., r, c] = *shape {
+        if r == c && r > 0 {
+            for (i, x) in v.iter_mut().enumerate() {
+                if i % (r * r) % (r + 1) == 0 {
+                    *x += r as f64 + 0.5;
+                }
+            }
+        }
+    }
+    v
+}
+
+/// An `i64` tensor of `shape` with entries uniform in `[lo, hi)`.
+fn ints(lo: i64, hi: i64, shape: &[usize], rng: &mut SplitMix64) -> Option<Tensor> {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec((0..n).map(|_| rng.int(lo, hi)).collect::<Vec<i64>>(), shape).ok()
 }
 
 fn f64s(v: Vec<f64>, shape: &[usize]) -> Tensor {
@@ -465,6 +480,30 @@ impl OpSample {
     }
 }
 
+/// What the checks build from a sample.
+impl OpSample {
+    /// `Err` naming the sample unless it has one input kind per input.
+    pub(super) fn check_kinds(&self) -> std::result::Result<(), String> {
+        if self.kinds.len() == self.inputs.len() {
+            return Ok(());
+        }
+        let (n, k) = (self.inputs.len(), self.kinds.len());
+        Err(format!("{}: {n} inputs but {k} input kinds", self.describe()))
+    }
+
+    /// Input `i` batched: variants `first..first + n` stacked along `axis`.
+    pub(super) fn stacked(&self, i: usize, first: usize, n: usize, axis: usize) -> Result<Tensor> {
+        let parts: Vec<Tensor> = (first..first + n).map(|k| self.variant(i, k)).collect();
+        Tensor::stack(&parts, axis)
+    }
+
+    /// Input `i` for a batch of `n`: its first `n` variants stacked along
+    /// `axis`, or the input itself (shared) for `None`.
+    pub(super) fn batched(&self, i: usize, axis: Option<usize>, n: usize) -> Result<Tensor> {
+        axis.map_or_else(|| Ok(self.inputs[i].clone()), |axis| self.stacked(i, 0, n, axis))
+    }
+}
+
 /// A deterministic tensor of `shape` with values uniform in `[-1, 1)`, from
 /// [`SplitMix64`] seeded by `seed`: reproducible test inputs.
 ///
@@ -477,8 +516,5 @@ impl OpSample {
 /// ```
 pub fn random_tensor(shape: &[usize], seed: u64) -> Tensor {
     let mut rng = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1));
-    let n: usize = shape.iter().product();
-    let values: Vec<f64> = (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect();
-    // The length matches the shape by construction.
-    Tensor::from_vec(values, shape).unwrap_or_else(|_| Tensor::zeros(shape))
+    f64s(uniform(shape.iter().product(), -1.0, 1.0, &mut rng), shape)
 }

@@ -62,19 +62,35 @@ fn binary(op: &dyn Op, a: (InputKind, &[usize]), b: (InputKind, &[usize])) -> Op
 /// [`reverse_only`](OpSample::reverse_only).
 pub fn standard_samples() -> Vec<OpSample> {
     let mut s = Vec::new();
-    unary_samples(&mut s);
-    binary_samples(&mut s);
-    movement_samples(&mut s);
+    unary_float_samples(&mut s);
+    unary_other_samples(&mut s);
+    cast_samples(&mut s);
+    float_arithmetic_samples(&mut s);
+    integer_arithmetic_samples(&mut s);
+    comparison_samples(&mut s);
+    select_samples(&mut s);
+    reshape_samples(&mut s);
+    permute_samples(&mut s);
+    broadcast_samples(&mut s);
+    pad_samples(&mut s);
+    slice_samples(&mut s);
+    concatenate_samples(&mut s);
     reduce_samples(&mut s);
+    arg_reduce_samples(&mut s);
     matmul_samples(&mut s);
-    index_samples(&mut s);
+    matmul_t_samples(&mut s);
+    solve_samples(&mut s);
+    take_samples(&mut s);
+    scatter_add_samples(&mut s);
     constant_samples(&mut s);
     map_samples(&mut s);
-    custom_derivative_samples(&mut s);
+    custom_jvp_samples(&mut s);
+    custom_vjp_samples(&mut s);
     s
 }
 
-fn unary_samples(s: &mut Vec<OpSample>) {
+/// Every unary op on a float matrix, on inputs where it is smooth.
+fn unary_float_samples(s: &mut Vec<OpSample>) {
     let unary: Vec<(Box<dyn Op>, InputKind)> = vec![
         (Box::new(Neg), SYM),
         (Box::new(Sin), uniform(-3.0, 3.0)),
@@ -103,7 +119,10 @@ fn unary_samples(s: &mut Vec<OpSample>) {
         let zero = sample.op.is::<StopGradient>();
         s.push(if zero { sample.zero_derivative() } else { sample });
     }
-    // Other ranks and dtypes.
+}
+
+/// Unary ops on other ranks and dtypes.
+fn unary_other_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Sin).input(SYM, &[]));
     s.push(OpSample::new(Exp).input(SYM, &[2, 3, 4]));
     s.push(OpSample::new(Tanh).input_dtype(SYM, &[4], DType::F32).tol(1e-6, 1e-6));
@@ -111,7 +130,10 @@ fn unary_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Abs).input(int(-5, 6), &[3]));
     s.push(OpSample::new(Sign).input(int(-5, 6), &[2, 2]));
     s.push(OpSample::new(StopGradient).input(int(-5, 6), &[3]).zero_derivative());
-    // Casts between every pair of dtype families.
+}
+
+/// Casts between every pair of dtype families.
+fn cast_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Cast { dtype: DType::F32 }).input(SYM, &[2, 3]));
     s.push(OpSample::new(Cast { dtype: DType::F64 }).input_dtype(SYM, &[3], DType::F32));
     s.push(OpSample::new(Cast { dtype: DType::I64 }).input(off_grid(-3.0, 3.0), &[2, 3]));
@@ -120,7 +142,8 @@ fn unary_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Cast { dtype: DType::Bool }).input(away(0.2, 1.0), &[3]));
 }
 
-fn binary_samples(s: &mut Vec<OpSample>) {
+/// Float arithmetic on same shapes, broadcasting both ways, and a scalar operand.
+fn float_arithmetic_samples(s: &mut Vec<OpSample>) {
     let ops: Vec<(Box<dyn Op>, InputKind, InputKind)> = vec![
         (Box::new(Add), SYM, SYM),
         (Box::new(Sub), SYM, SYM),
@@ -131,14 +154,16 @@ fn binary_samples(s: &mut Vec<OpSample>) {
         (Box::new(Min), distinct(0.0), distinct(0.5)),
         (Box::new(Atan2), away(0.2, 1.0), away(0.2, 1.0)),
     ];
-    // Same shapes, broadcasting both ways, and a scalar operand.
     let shapes: [(&[usize], &[usize]); 3] = [(&[2, 3], &[2, 3]), (&[2, 1], &[3]), (&[], &[2, 3])];
     for (op, ka, kb) in &ops {
         for (sa, sb) in shapes {
             s.push(binary(op.as_ref(), (ka.clone(), sa), (kb.clone(), sb)));
         }
     }
-    // Integer arithmetic.
+}
+
+/// Integer arithmetic, broadcasting.
+fn integer_arithmetic_samples(s: &mut Vec<OpSample>) {
     let ints: Vec<(Box<dyn Op>, InputKind)> = vec![
         (Box::new(Add), int(-5, 6)),
         (Box::new(Sub), int(-5, 6)),
@@ -150,7 +175,10 @@ fn binary_samples(s: &mut Vec<OpSample>) {
     for (op, kb) in ints {
         s.push(binary(op.as_ref(), (int(-9, 10), &[3]), (kb, &[2, 3])));
     }
-    // Comparisons of floats (no ties), of integers (ties likely) and of booleans.
+}
+
+/// Comparisons of floats (no ties), of integers (ties likely) and of booleans.
+fn comparison_samples(s: &mut Vec<OpSample>) {
     let cmps: Vec<Box<dyn Op>> =
         vec![Box::new(Lt), Box::new(Le), Box::new(Gt), Box::new(Ge), Box::new(Eq), Box::new(Ne)];
     for op in &cmps {
@@ -159,12 +187,12 @@ fn binary_samples(s: &mut Vec<OpSample>) {
     }
     s.push(binary(&Eq, (InputKind::Bool, &[2, 3]), (InputKind::Bool, &[3])));
     s.push(binary(&Ne, (InputKind::Bool, &[2]), (InputKind::Bool, &[2])));
-    s.push(OpSample::new(Lt).input_dtype(distinct(0.0), &[3], DType::F32).input_dtype(
-        distinct(0.5),
-        &[3],
-        DType::F32,
-    ));
-    // select: three operands that broadcast together.
+    let f32_lt = OpSample::new(Lt).input_dtype(distinct(0.0), &[3], DType::F32);
+    s.push(f32_lt.input_dtype(distinct(0.5), &[3], DType::F32));
+}
+
+/// `select`: three operands that broadcast together.
+fn select_samples(s: &mut Vec<OpSample>) {
     let bool_ = InputKind::Bool;
     s.push(
         OpSample::new(Select).input(bool_.clone(), &[2, 3]).input(SYM, &[2, 3]).input(SYM, &[2, 3]),
@@ -176,7 +204,7 @@ fn binary_samples(s: &mut Vec<OpSample>) {
     );
 }
 
-fn movement_samples(s: &mut Vec<OpSample>) {
+fn reshape_samples(s: &mut Vec<OpSample>) {
     let reshape = |from: &[usize], to: &[usize]| {
         OpSample::new(Reshape { shape: to.to_vec() }).input(SYM, from)
     };
@@ -186,7 +214,9 @@ fn movement_samples(s: &mut Vec<OpSample>) {
     s.push(reshape(&[2, 1, 3], &[3, 2]));
     s.push(reshape(&[4], &[2, 2]));
     s.push(OpSample::new(Reshape { shape: vec![4] }).input(int(-5, 6), &[2, 2]));
+}
 
+fn permute_samples(s: &mut Vec<OpSample>) {
     let permute = |from: &[usize], perm: &[usize]| {
         OpSample::new(Permute { perm: perm.to_vec() }).input(SYM, from)
     };
@@ -194,7 +224,9 @@ fn movement_samples(s: &mut Vec<OpSample>) {
     s.push(permute(&[2, 3, 4], &[2, 0, 1]));
     s.push(permute(&[2, 3, 4], &[1, 2, 0]));
     s.push(permute(&[3], &[0]));
+}
 
+fn broadcast_samples(s: &mut Vec<OpSample>) {
     let bcast = |from: &[usize], to: &[usize]| {
         OpSample::new(BroadcastTo { shape: to.to_vec() }).input(SYM, from)
     };
@@ -203,7 +235,9 @@ fn movement_samples(s: &mut Vec<OpSample>) {
     s.push(bcast(&[], &[2]));
     s.push(bcast(&[1, 3], &[2, 2, 3]));
     s.push(bcast(&[2, 3], &[2, 3]));
+}
 
+fn pad_samples(s: &mut Vec<OpSample>) {
     let pad = |from: &[usize], widths: &[(usize, usize)], value: Scalar, kind: InputKind| {
         OpSample::new(Pad { widths: widths.to_vec(), value }).input(kind, from)
     };
@@ -211,7 +245,10 @@ fn movement_samples(s: &mut Vec<OpSample>) {
     s.push(pad(&[3], &[(2, 1)], Scalar::F64(-1.0), SYM));
     s.push(pad(&[2, 2], &[(0, 0), (1, 1)], Scalar::I64(7), int(-5, 6)));
     s.push(pad(&[], &[], Scalar::F64(0.0), SYM));
+}
 
+/// Slices with negative starts, stops and steps, and an empty result.
+fn slice_samples(s: &mut Vec<OpSample>) {
     let spec = |start: Option<i64>, stop: Option<i64>, step: i64| SliceSpec { start, stop, step };
     let slice =
         |from: &[usize], specs: Vec<SliceSpec>| OpSample::new(Slice { specs }).input(SYM, from);
@@ -224,7 +261,9 @@ fn movement_samples(s: &mut Vec<OpSample>) {
         vec![spec(Some(1), None, 1), spec(None, Some(-1), 1), spec(None, None, -3)],
     ));
     s.push(slice(&[4], vec![spec(Some(2), Some(2), 1)])); // empty result
+}
 
+fn concatenate_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Concatenate { axis: 0 }).input(SYM, &[2, 3]).input(SYM, &[1, 3]));
     s.push(
         OpSample::new(Concatenate { axis: 1 })
@@ -260,7 +299,9 @@ fn reduce_samples(s: &mut Vec<OpSample>) {
     }
     s.push(OpSample::new(ReduceSum { axes: vec![1], keepdims: false }).input(int(-5, 6), &[2, 3]));
     s.push(OpSample::new(ReduceMax { axes: vec![0], keepdims: true }).input(int(-5, 6), &[3, 2]));
+}
 
+fn arg_reduce_samples(s: &mut Vec<OpSample>) {
     // (shape, axis, keepdims, max)
     let args: [(&[usize], usize, bool, bool); 5] = [
         (&[3, 4], 0, false, true),
@@ -274,6 +315,7 @@ fn reduce_samples(s: &mut Vec<OpSample>) {
     }
 }
 
+/// `matmul` of vectors, matrices and stacks.
 fn matmul_samples(s: &mut Vec<OpSample>) {
     let pairs: [(&[usize], &[usize]); 9] = [
         (&[2, 3], &[3, 4]),
@@ -295,7 +337,10 @@ fn matmul_samples(s: &mut Vec<OpSample>) {
             .input_dtype(SYM, &[3, 2], DType::F32)
             .tol(1e-5, 1e-5),
     );
-    // matmul_t: each operand read transposed, matrices and vectors.
+}
+
+/// `matmul_t`: each operand read transposed, matrices and vectors.
+fn matmul_t_samples(s: &mut Vec<OpSample>) {
     let t_pairs: [(bool, bool, &[usize], &[usize]); 5] = [
         (true, false, &[3, 2], &[3, 4]),
         (false, true, &[2, 3], &[4, 3]),
@@ -306,7 +351,10 @@ fn matmul_samples(s: &mut Vec<OpSample>) {
     for (ta, tb, a, b) in t_pairs {
         s.push(binary(&MatmulT { ta, tb }, (SYM, a), (SYM, b)));
     }
-    // solve: vector and matrix right-hand sides, with and without batch axes.
+}
+
+/// `solve`: vector and matrix right-hand sides, with and without batch axes.
+fn solve_samples(s: &mut Vec<OpSample>) {
     let wc = InputKind::WellConditioned;
     s.push(OpSample::new(Solve).input(wc.clone(), &[3, 3]).input(SYM, &[3]).tol(1e-10, 1e-10));
     s.push(OpSample::new(Solve).input(wc.clone(), &[3, 3]).input(SYM, &[3, 2]).tol(1e-10, 1e-10));
@@ -316,8 +364,8 @@ fn matmul_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Solve).input(wc, &[2, 3, 3]).input(SYM, &[2, 3, 2]).tol(1e-10, 1e-10));
 }
 
-fn index_samples(s: &mut Vec<OpSample>) {
-    // take: indices of rank 0, 1 and 2, negative ones, several axes, batch_dims.
+/// `take`: indices of rank 0, 1 and 2, negative ones, several axes, batch_dims.
+fn take_samples(s: &mut Vec<OpSample>) {
     let take = |t: Take, x: (InputKind, &[usize]), idx: Tensor, kind: InputKind| {
         OpSample::new(t).input(x.0, x.1).given(idx, kind)
     };
@@ -338,8 +386,10 @@ fn index_samples(s: &mut Vec<OpSample>) {
         indices(&[0, 3, 3, 1, 2, 0], &[2, 3]),
         index(4, false),
     ));
+}
 
-    // scatter_add: repeated and negative indices, ranks 0 to 2, batch_dims.
+/// `scatter_add`: repeated and negative indices, ranks 0 to 2, batch_dims.
+fn scatter_add_samples(s: &mut Vec<OpSample>) {
     let scatter = |op: ScatterAdd, u: (InputKind, &[usize]), idx: Tensor| {
         let kind = index(op.size, true);
         OpSample::new(op).input(u.0, u.1).given(idx, kind)
@@ -391,11 +441,13 @@ fn map_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(map(&one, &[true], 4)).input(SYM, &[4, 3]));
 }
 
-fn custom_derivative_samples(s: &mut Vec<OpSample>) {
-    let traced = |f: &dyn Fn(&[Var]) -> Vec<Var>, shapes: &[&[usize]]| {
-        let args: Vec<Tensor> = shapes.iter().map(|sh| Tensor::zeros(sh)).collect();
-        SubGraph::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable body"))
-    };
+/// `f` traced on zeros of `shapes`, as a body.
+fn traced(f: &dyn Fn(&[Var]) -> Vec<Var>, shapes: &[&[usize]]) -> SubGraph {
+    let args: Vec<Tensor> = shapes.iter().map(|sh| Tensor::zeros(sh)).collect();
+    SubGraph::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable body"))
+}
+
+fn custom_jvp_samples(s: &mut Vec<OpSample>) {
     // custom_jvp of x * y + sin(x), with broadcasting, and its true jvp.
     let primal = traced(&|v| vec![&v[0] * &v[1] + v[0].sin()], &[&[2, 3], &[3]]);
     let jvp = traced(
@@ -406,7 +458,9 @@ fn custom_derivative_samples(s: &mut Vec<OpSample>) {
         &[&[2, 3], &[3], &[2, 3], &[3]],
     );
     s.push(OpSample::new(CustomJvpCall { primal, jvp }).input(SYM, &[2, 3]).input(SYM, &[3]));
+}
 
+fn custom_vjp_samples(s: &mut Vec<OpSample>) {
     // custom_vjp of sin(x * w): fwd keeps cos(x * w), x and w; bwd uses them.
     // Reverse mode only: its forward mode is unsupported by design, as in JAX.
     let primal = traced(&|v| vec![(&v[0] * &v[1]).sin()], &[&[3], &[3]]);
