@@ -23,7 +23,7 @@ fn residual(u: &Var, lam: &Var) -> Var {
 
 /// One Newton step.
 fn newton_step(u: &Var, lam: &Var) -> Var {
-    let jacobian = jacfwd(residual).invoke(&[u, lam]);
+    let jacobian = jacfwd(residual).invoke([u, lam]);
     u - &jacobian.solve(&residual(u, lam))
 }
 
@@ -36,14 +36,14 @@ fn main() -> anvil::Result<()> {
     println!("Bratu problem, n = {n}, λ = 1: Newton from u = 0");
     let mut u = Tensor::zeros(&[n]);
     for k in 0..6 {
-        println!("  step {k}: |F(u)| = {:.3e}", norm.call((&u, &lam))?.item()?);
-        u = step.call((&u, &lam))?;
+        println!("  step {k}: |F(u)| = {:.3e}", norm.eval((&u, &lam))?.item()?);
+        u = step.eval((&u, &lam))?;
     }
-    println!("  final:  |F(u)| = {:.3e}", norm.call((&u, &lam))?.item()?);
+    println!("  final:  |F(u)| = {:.3e}", norm.eval((&u, &lam))?.item()?);
     println!("  u(1/2) ≈ {:.10}", u.to_vec::<f64>()?[n / 2]);
 
     // The Jacobian is tridiagonal: check one row against the stencil.
-    let j = jit(jacfwd(residual)).call((&u, &lam))?;
+    let j = jit(jacfwd(residual)).eval((&u, &lam))?;
     let h2 = ((n + 1) * (n + 1)) as f64;
     let jv = j.to_vec::<f64>()?;
     let row = &jv[n..n + 3];
@@ -56,9 +56,9 @@ fn main() -> anvil::Result<()> {
     let batched_norm = jit(vmap(|u: &Var, lam: &Var| residual(u, lam).norm()));
     let mut us = Tensor::zeros(&[4, n]);
     for _ in 0..8 {
-        us = batched_step.call((&us, &lams))?;
+        us = batched_step.eval((&us, &lams))?;
     }
-    let norms = batched_norm.call((&us, &lams))?;
+    let norms = batched_norm.eval((&us, &lams))?;
     let norms: Vec<String> = norms.to_vec::<f64>()?.iter().map(|r| format!("{r:.1e}")).collect();
     println!("\nvmap over λ = {lams}: after 8 steps |F(u)| = [{}]", norms.join(", "));
     let uv = us.to_vec::<f64>()?;

@@ -12,7 +12,7 @@ fn main() -> anvil::Result<()> {
     // ...runs on tensors: traced at their shape, compiled for the CPU, executed.
     // `jit` keeps the compiled plan, so a second call with the same shapes only runs kernels.
     let x = Tensor::from_vec(vec![0.1, 0.2, 0.3], &[3])?;
-    let y = f.call(&x)?;
+    let y = f.eval(&x)?;
     let by_hand: f64 = [0.1f64, 0.2, 0.3].iter().map(|v| v.sin() * v).sum();
     println!("f(x) = sum(sin(x) * x) at x = {x}");
     println!("  anvil:   {y}");
@@ -25,25 +25,25 @@ fn main() -> anvil::Result<()> {
     let layer = jit(|w: &Var, x: &Var| (x.matmul(w) + 1.0).tanh().softmax(-1));
     let w = Tensor::from_vec(vec![1.0, -1.0, 0.5, 2.0, 0.0, -0.5], &[3, 2])?;
     let xs = Tensor::from_vec(vec![0.1, 0.2, 0.3, -0.3, 0.0, 0.3], &[2, 3])?;
-    let p = layer.call((&w, &xs))?;
+    let p = layer.eval((&w, &xs))?;
     println!("softmax(tanh(x @ w + 1)) for two rows (each row sums to 1):\n{p}");
 
     // Transforms: derivatives and batching, composed.
     let loss = |w: &Var, x: &Var| (x.matmul(w) + 1.0).tanh().square().sum_all();
-    let g = grad(loss).call((&w, &x))?;
+    let g = grad(loss).eval((&w, &x))?;
     println!("\ngrad of sum(tanh(x @ w + 1)^2) in w, shape {:?}:\n{g}", g.shape());
-    let per_example = vmap(grad(loss)).in_axes([None, Some(0)]).call((&w, &xs))?;
+    let per_example = vmap(grad(loss)).in_axes([None, Some(0)]).eval((&w, &xs))?;
     println!("per-example gradients vmap(grad(loss)) over 2 rows, shape {:?}", per_example.shape());
-    let sin_jac = jacfwd(|x: &Var| x.sin()).call(&x)?;
+    let sin_jac = jacfwd(|x: &Var| x.sin()).eval(&x)?;
     println!("jacfwd(sin) at x is diag(cos x):\n{sin_jac}");
-    let h = hessian(|x: &Var| x.sin().prod(&[0], false)).call(&x)?;
+    let h = hessian(|x: &Var| x.sin().prod(&[0], false)).eval(&x)?;
     println!("hessian of prod(sin x):\n{h}");
-    let jr = jacrev(|x: &Var| x.sin()).call(&x)?;
+    let jr = jacrev(|x: &Var| x.sin()).eval(&x)?;
     println!("jacrev agrees with jacfwd: {}", jr.allclose(&sin_jac, 1e-15, 0.0));
 
     // Mistakes are errors that name the op, the shapes and the argument.
     let bad = jit(|a: &Var, b: &Var| a + b);
-    let err = bad.call((&Tensor::zeros(&[3]), &Tensor::zeros(&[4]))).unwrap_err();
+    let err = bad.eval((&Tensor::zeros(&[3]), &Tensor::zeros(&[4]))).unwrap_err();
     println!("\nadding shapes [3] and [4] gives an error, not a panic:\n  {err}");
     Ok(())
 }

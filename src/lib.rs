@@ -10,7 +10,7 @@
 //!
 //! let x = Tensor::from_vec(vec![0.1, 0.2, 0.3], &[3])?;
 //! let f = |x: &Var| (x.sin() * x).sum(&[0]);
-//! let y = f.call(&x)?;
+//! let y = f.eval(&x)?;
 //! let expected: f64 = [0.1f64, 0.2, 0.3].iter().map(|v| v.sin() * v).sum();
 //! assert!((y.item()? - expected).abs() < 1e-15);
 //!
@@ -40,85 +40,116 @@ struct ReadmeDoctests;
 #[doc = include_str!("../docs/custom-ops.md")]
 struct CustomOpsGuideDoctests;
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 
+pub use anvil_core::function::{Apply, Func, Identity, IntoFunction, IntoOutput};
+pub use anvil_core::tree::{Dyn, Flatten, Traced, Tree, TreeDef};
 pub use anvil_core::{
-    self as core, trace, trace_types, Args, DType, Element, Error, Function, Graph, NodeId, Op,
-    Outputs, PlanCache, Result, Scalar, SliceSpec, Tensor, TensorType, Var,
+    self as core, trace, DType, Element, Error, Function, Graph, NodeId, Op, PlanCache, Result,
+    Scalar, SliceSpec, Tensor, TensorType, Var,
 };
 pub use anvil_cpu::{self as cpu, Parallelism};
+/// `#[derive(Tree)]`: a struct of tensors as a tree (see [`trait@Tree`] and
+/// the `anvil-macros` crate).
+pub use anvil_macros::Tree;
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };
 pub use anvil_transforms::{
-    self as transforms, grad, hessian, jacfwd, jacrev, jvp, map, value_and_grad, vjp, vmap,
+    self as transforms, custom_jvp, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, map,
+    value_and_grad, vmap, InAxes,
 };
+
+use anvil_core::function::{fit_args, fit_args_named, Args};
+use anvil_core::tree::unflatten_all;
 
 /// Everything a program needs: `use anvil::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        concatenate, eye, full, grad, hessian, iota, jacfwd, jacrev, jit, jvp, linearize, map,
-        stack, trace, value_and_grad, vjp, vmap, where_, Call, DType, Error, Function, Result,
-        SliceSpec, Tensor, Var, VarExt,
+        concatenate, custom_jvp, custom_vjp, eye, full, grad, hessian, iota, jacfwd, jacrev, jit,
+        jvp, linearize, map, stack, trace, value_and_grad, vjp, vmap, where_, Apply, DType, Dyn,
+        Error, Eval, Function, InAxes, IntoFunction, Result, SliceSpec, Tensor, Tree, Var, VarExt,
     };
 }
 
-/// Running a traceable function on tensors: implemented for every [`Function`].
-pub trait Call<M>: Function<M> {
-    /// Traces (or finds in the cache), compiles and runs the function on `args`.
-    ///
-    /// `args` is a `&Tensor`, a tuple of `&Tensor`s, a `&[Tensor]` or a `Vec<Tensor>`.
-    ///
-    /// # Errors
-    /// A wrong number of arguments; any error recorded while tracing (shape
-    /// mismatches, axes out of range, dtypes an op does not accept); an op
-    /// without a CPU kernel; a run-time error of a kernel (an index out of bounds).
-    fn call(&self, args: impl Args) -> Result<Self::Output>;
+/// What a call of a function returns: its result's structure with tensors.
+pub type Concrete<F> = <<F as Function>::Output as Traced>::Concrete;
 
-    /// Like [`Call::call`] with an explicit parallelism policy.
+/// Running a traceable function on tensors: implemented for closures and
+/// every transformed function.
+pub trait Eval<M>: IntoFunction<M> {
+    /// Traces (or finds in the cache), compiles and runs the function on
+    /// `args`, returning its result with tensors for leaves.
+    ///
+    /// `args` is one argument as itself (`&x`, `&params`), or several as a
+    /// tuple (`(&x, &w)`); an argument is a tensor or any tree of tensors
+    /// (a tuple, `Vec`, map or `#[derive(Tree)]` struct).
     ///
     /// # Errors
-    /// As [`Call::call`].
-    fn call_with(&self, args: impl Args, ctx: &Parallelism) -> Result<Self::Output>;
+    /// Arguments that do not fit the function (their number, their
+    /// structure); any error recorded while tracing (shape mismatches, axes
+    /// out of range, dtypes an op does not accept); an op without a CPU
+    /// kernel; a run-time error of a kernel (an index out of bounds).
+    fn eval(&self, args: impl Flatten<Tensor>) -> Result<<Self::Output as Traced>::Concrete> {
+        self.eval_with(args, &Parallelism::default())
+    }
+
+    /// Like [`Eval::eval`] with an explicit parallelism policy.
+    ///
+    /// # Errors
+    /// As [`Eval::eval`].
+    fn eval_with(
+        &self,
+        args: impl Flatten<Tensor>,
+        par: &Parallelism,
+    ) -> Result<<Self::Output as Traced>::Concrete> {
+        run(&self.as_function(), args, par)
+    }
 }
 
-impl<M, F: Function<M> + ?Sized> Call<M> for F {
-    fn call(&self, args: impl Args) -> Result<Self::Output> {
-        self.call_with(args, &Parallelism::default())
-    }
+impl<M, F: IntoFunction<M>> Eval<M> for F {}
 
-    fn call_with(&self, args: impl Args, ctx: &Parallelism) -> Result<Self::Output> {
-        let args = args.into_tensors();
-        if self.arity().is_some_and(|n| n != args.len()) {
-            anvil_core::function::check_arity(&self.name(), self.arity(), args.len())?;
+/// A compiled plan and the structure of its outputs.
+struct Compiled {
+    plan: cpu::Plan,
+    output: TreeDef,
+}
+
+fn run<F: Function>(
+    f: &F,
+    args: impl Flatten<Tensor>,
+    par: &Parallelism,
+) -> Result<<F::Output as Traced>::Concrete> {
+    // Plans are keyed by the structure as given (`&x` and `(&x,)` are two
+    // keys for one signature): the per-call path builds no structure.
+    let given = args.def();
+    let leaves = args.leaves();
+    let build = || -> Result<Compiled> {
+        let def = fit_args_named(|| f.name(), given.clone(), <F::Args as Args>::ARITY)?;
+        compile(f, &def, &leaves.iter().map(Tensor::ty).collect::<Vec<_>>())
+    };
+    let compiled = match f.cache() {
+        Some(cache) => {
+            let any = match cache.get_for(&given, &leaves) {
+                Some(hit) => hit,
+                None => {
+                    let types: Vec<TensorType> = leaves.iter().map(Tensor::ty).collect();
+                    cache.get_or_try_insert(&given, &types, || Ok(Arc::new(build()?)))?
+                }
+            };
+            any.downcast::<Compiled>()
+                .map_err(|_| Error::invalid(f.name(), "cache", "holds a plan of another backend"))?
         }
-        let plan = match self.cache() {
-            Some(cache) => {
-                let any = match cache.get_for(&args) {
-                    Some(hit) => hit,
-                    None => {
-                        let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
-                        cache.get_or_try_insert(&types, || Ok(Arc::new(compile(self, &types)?)))?
-                    }
-                };
-                any.downcast::<cpu::Plan>().map_err(|_| {
-                    Error::invalid(self.name(), "cache", "holds a plan of another backend")
-                })?
-            }
-            None => {
-                let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
-                Arc::new(compile(self, &types)?)
-            }
-        };
-        Self::Output::from_tensors(plan.run(&args, ctx)?)
-    }
+        None => Arc::new(build()?),
+    };
+    unflatten_all(&compiled.output, compiled.plan.run(&leaves, par)?)
 }
 
 /// Traces, optimises (the pipeline of [`transforms::pipeline`]) and
 /// compiles for the CPU.
-fn compile<M, F: Function<M> + ?Sized>(f: &F, types: &[TensorType]) -> Result<cpu::Plan> {
-    transforms::compile(f, types, &cpu::Cpu)
+fn compile<F: Function + ?Sized>(f: &F, def: &TreeDef, types: &[TensorType]) -> Result<Compiled> {
+    let (plan, output) = transforms::compile(f, def, types, &cpu::Cpu)?;
+    Ok(Compiled { plan, output })
 }
 
 /// The graph a call of `f` on arguments like `args` runs: traced, then
@@ -137,61 +168,58 @@ fn compile<M, F: Function<M> + ?Sized>(f: &F, types: &[TensorType]) -> Result<cp
 ///
 /// # Errors
 /// As [`trace`].
-pub fn lower<M, F: Function<M> + ?Sized>(f: &F, args: impl Args) -> Result<Graph> {
+pub fn lower<M, F: IntoFunction<M>>(f: &F, args: impl Flatten<Tensor>) -> Result<Graph> {
     transforms::optimize(&trace(f, args)?, &cpu::Cpu)
 }
 
 /// A function with a cache of compiled plans (see [`jit`]).
-pub struct Jit<F, M> {
+pub struct Jit<F> {
     f: F,
     cache: PlanCache,
-    _marker: PhantomData<fn() -> M>,
 }
 
 /// A copy with an empty plan cache.
-impl<F: Clone, M> Clone for Jit<F, M> {
+impl<F: Clone> Clone for Jit<F> {
     fn clone(&self) -> Self {
-        Jit { f: self.f.clone(), cache: PlanCache::new(), _marker: PhantomData }
+        Jit { f: self.f.clone(), cache: PlanCache::new() }
     }
 }
 
-impl<F, M> std::fmt::Debug for Jit<F, M> {
+impl<F> std::fmt::Debug for Jit<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Jit({} cached plans)", self.cache.len())
     }
 }
 
 /// Wraps `f` so that calls reuse the compiled plan of an earlier call with
-/// the same argument shapes and dtypes.
+/// the same argument structure, shapes and dtypes.
 ///
 /// ```
 /// use anvil::prelude::*;
 /// let f = jit(|x: &Var| x.exp() * 2.0);
-/// let a = f.call(&Tensor::zeros(&[2]))?;
-/// let b = f.call(&Tensor::ones(&[2]))?; // same signature: no tracing, no compiling
+/// let a = f.eval(&Tensor::zeros(&[2]))?;
+/// let b = f.eval(&Tensor::ones(&[2]))?; // same signature: no tracing, no compiling
 /// assert_eq!(a.to_vec::<f64>()?, vec![2.0, 2.0]);
 /// assert!((b.to_vec::<f64>()?[0] - 2.0 * 1f64.exp()).abs() < 1e-15);
 /// assert_eq!(f.cache_len(), 1);
 /// # Ok::<(), anvil::Error>(())
 /// ```
-pub fn jit<M, F: Function<M>>(f: F) -> Jit<F, M> {
-    Jit { f, cache: PlanCache::new(), _marker: PhantomData }
+pub fn jit<M, F: IntoFunction<M>>(f: F) -> Jit<F::Func> {
+    Jit { f: f.into_function(), cache: PlanCache::new() }
 }
 
-impl<F, M> Jit<F, M> {
+impl<F> Jit<F> {
     /// Number of compiled plans held (one per argument signature seen).
     pub fn cache_len(&self) -> usize {
         self.cache.len()
     }
 }
 
-impl<M, F: Function<M>> Function<M> for Jit<F, M> {
+impl<F: Function> Function for Jit<F> {
+    type Args = F::Args;
     type Output = F::Output;
-    fn arity(&self) -> Option<usize> {
-        self.f.arity()
-    }
-    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
-        self.f.inline(args)
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
+        self.f.inline(def, args)
     }
     fn cache(&self) -> Option<&PlanCache> {
         Some(&self.cache)
@@ -211,32 +239,18 @@ pub fn run_graph(graph: &Graph, args: &[Tensor]) -> Result<Vec<Tensor>> {
     cpu::compile(graph)?.run(args, &Parallelism::default())
 }
 
-/// The marker of [`Linearized`] as a [`Function`].
-#[derive(Debug)]
-pub enum LinearizedFn {}
-
-/// A function's linear part at a point: its jvp with the primal computation
-/// already done (see [`linearize`]). Call it on tangents; `vmap` it over a
-/// batch of tangents for a Jacobian.
-pub struct Linearized {
+/// A graph with values bound to its leading inputs (the residuals of a
+/// primal computation that already ran): the linear part of [`linearize`]
+/// and of [`vjp`].
+struct Bound {
     graph: Graph,
     residuals: Vec<Tensor>,
     cache: PlanCache,
 }
 
-impl std::fmt::Debug for Linearized {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Linearized({} residuals, {} nodes)", self.residuals.len(), self.graph.len())
-    }
-}
-
-impl Function<LinearizedFn> for Linearized {
-    type Output = Vec<Tensor>;
-    fn arity(&self) -> Option<usize> {
-        Some(self.graph.inputs().len() - self.residuals.len())
-    }
+impl Bound {
+    /// Inlines the graph, the residuals as constants, `args` after them.
     fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
-        anvil_core::function::check_arity("linearized", self.arity(), args.len())?;
         let tracer = args
             .first()
             .map_or_else(anvil_core::trace::current_or_detached, |a| a.tracer().clone());
@@ -245,39 +259,203 @@ impl Function<LinearizedFn> for Linearized {
         vars.extend(args.iter().cloned());
         transforms::inline_graph(&self.graph, &vars)
     }
+
+    /// Bytes held by the residuals.
+    fn residual_bytes(&self) -> usize {
+        self.residuals.iter().map(|r| r.numel() * r.dtype().size_of()).sum()
+    }
+}
+
+/// A function's linear part at a point: its jvp with the primal computation
+/// already done (see [`linearize`]). Call it on tangents with the
+/// arguments' structure; `vmap` it over a batch of tangents for a Jacobian.
+pub struct Linearized<A, O> {
+    bound: Bound,
+    /// Per argument leaf: whether it is float (only those take tangents).
+    float: Vec<bool>,
+    args: TreeDef,
+    output: TreeDef,
+    _types: std::marker::PhantomData<fn() -> (A, O)>,
+}
+
+impl<A, O> std::fmt::Debug for Linearized<A, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = &self.bound;
+        write!(f, "Linearized({} residuals, {} nodes)", b.residuals.len(), b.graph.len())
+    }
+}
+
+impl<A, O> Linearized<A, O> {
+    /// Bytes held by the residuals: the values of the primal computation
+    /// the linear part reads.
+    pub fn residual_bytes(&self) -> usize {
+        self.bound.residual_bytes()
+    }
+}
+
+impl<A: Args, O: Traced> Function for Linearized<A, O> {
+    type Args = A;
+    type Output = O;
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
+        if def.num_leaves() != self.float.len() {
+            return Err(Error::invalid(
+                "linearized",
+                "tangents",
+                format!(
+                    "have the structure {}; the primals have {}",
+                    def.describe(),
+                    self.args.describe()
+                ),
+            ));
+        }
+        let floats: Vec<Var> =
+            args.iter().zip(&self.float).filter(|(_, &f)| f).map(|(a, _)| a.clone()).collect();
+        Ok(Dyn { def: self.output.clone(), leaves: self.bound.inline(&floats)? })
+    }
     fn cache(&self) -> Option<&PlanCache> {
-        Some(&self.cache)
+        Some(&self.bound.cache)
     }
     fn name(&self) -> String {
         "linearized".into()
     }
 }
 
+/// `f` traced and run at `primals`: the graph, the arguments' structure,
+/// leaves and types.
+struct AtPoint {
+    graph: Graph,
+    args: TreeDef,
+    output: TreeDef,
+    leaves: Vec<Tensor>,
+    types: Vec<TensorType>,
+}
+
+fn at_point<F: Function>(f: &F, primals: impl Flatten<Tensor>) -> Result<AtPoint> {
+    let args = fit_args(&f.name(), primals.def(), <F::Args as Args>::ARITY)?;
+    let leaves = primals.leaves();
+    let types: Vec<TensorType> = leaves.iter().map(Tensor::ty).collect();
+    let (graph, output) = anvil_core::trace_types(f, &args, &types)?;
+    Ok(AtPoint { graph, args, output, leaves, types })
+}
+
 /// Evaluates `f` at `primals` and returns its outputs and its linearization
-/// there (`jax.linearize`): a function of tangents (one per float argument)
-/// returning the outputs' tangents, without recomputing `f`. The primal
-/// part runs once, here; the values the linear part needs are kept.
+/// there (`jax.linearize`): a function of tangents (with the arguments'
+/// structure; integer leaves' tangents are ignored) returning the outputs'
+/// tangents, without recomputing `f`. The primal part runs once, here; the
+/// values the linear part needs are kept ([`Linearized::residual_bytes`]).
 ///
 /// ```
 /// use anvil::prelude::*;
 /// let x = Tensor::from_vec(vec![0.0, 1.0], &[2])?;
-/// let (y, f_jvp) = anvil::linearize(&|x: &Var| x.sin(), &[x.clone()])?;
-/// assert_eq!(y[0].to_vec::<f64>()?, vec![0.0, 1f64.sin()]);
-/// let t = f_jvp.call(&Tensor::from_vec(vec![2.0, 2.0], &[2])?)?;
-/// assert_eq!(t[0].to_vec::<f64>()?, vec![2.0, 2.0 * 1f64.cos()]);
+/// let (y, f_jvp) = linearize(&|x: &Var| x.sin(), &x)?;
+/// assert_eq!(y.to_vec::<f64>()?, vec![0.0, 1f64.sin()]);
+/// let t = f_jvp.eval(&Tensor::from_vec(vec![2.0, 2.0], &[2])?)?;
+/// assert_eq!(t.to_vec::<f64>()?, vec![2.0, 2.0 * 1f64.cos()]);
 /// # Ok::<(), anvil::Error>(())
 /// ```
 ///
 /// # Errors
-/// As [`Call::call`], and an op without a jvp rule.
-pub fn linearize<M, F: Function<M>>(
+/// As [`Eval::eval`], and an op without a jvp rule.
+#[allow(clippy::type_complexity)]
+pub fn linearize<M, F: IntoFunction<M>>(
     f: &F,
-    primals: &[Tensor],
-) -> Result<(Vec<Tensor>, Linearized)> {
-    let types: Vec<TensorType> = primals.iter().map(Tensor::ty).collect();
-    let graph = trace_types(f, &types)?;
-    let lin = transforms::linearize_graph(&graph, &types)?;
-    let mut values = run_graph(&lin.primal, primals)?;
+    primals: impl Flatten<Tensor>,
+) -> Result<(<F::Output as Traced>::Concrete, Linearized<F::Args, F::Output>)> {
+    let p = at_point(&f.as_function(), primals)?;
+    let lin = transforms::linearize_graph(&p.graph, &p.types)?;
+    let mut values = run_graph(&lin.primal, &p.leaves)?;
     let residuals = values.split_off(lin.outputs);
-    Ok((values, Linearized { graph: lin.linear, residuals, cache: PlanCache::new() }))
+    let outputs = unflatten_all(&p.output, values)?;
+    let float = p.types.iter().map(|t| t.dtype().is_float()).collect();
+    let bound = Bound { graph: lin.linear, residuals, cache: PlanCache::new() };
+    let l = Linearized { bound, float, args: p.args, output: p.output, _types: Default::default() };
+    Ok((outputs, l))
+}
+
+/// The pullback of a function at a point (see [`vjp`]): call it on
+/// cotangents of the outputs (with the outputs' structure) for the
+/// cotangents of the arguments (a tuple with the arguments' structure).
+/// It is a compiled function: call it as often as needed, `vmap` it over
+/// a batch of cotangents.
+pub struct Pullback<A, O> {
+    bound: Bound,
+    args: TreeDef,
+    output: TreeDef,
+    _types: std::marker::PhantomData<fn() -> (A, O)>,
+}
+
+impl<A, O> std::fmt::Debug for Pullback<A, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = &self.bound;
+        write!(f, "Pullback({} residuals, {} nodes)", b.residuals.len(), b.graph.len())
+    }
+}
+
+impl<A, O> Pullback<A, O> {
+    /// Bytes held by the residuals: the values of the forward computation
+    /// the backward pass reads (what a tape would hold).
+    pub fn residual_bytes(&self) -> usize {
+        self.bound.residual_bytes()
+    }
+}
+
+impl<A: Args, O: Traced> Function for Pullback<A, O> {
+    type Args = (O,);
+    type Output = A;
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
+        if def.num_leaves() != self.output.num_leaves() {
+            return Err(Error::invalid(
+                "pullback",
+                "cotangents",
+                format!(
+                    "have the structure {}; the outputs have {}",
+                    def.describe(),
+                    self.output.describe()
+                ),
+            ));
+        }
+        Ok(Dyn { def: self.args.clone(), leaves: self.bound.inline(args)? })
+    }
+    fn cache(&self) -> Option<&PlanCache> {
+        Some(&self.bound.cache)
+    }
+    fn name(&self) -> String {
+        "pullback".into()
+    }
+}
+
+/// Evaluates `f` at `primals` and returns its outputs and its pullback
+/// there (`jax.vjp`): the pullback maps cotangents of the outputs to
+/// cotangents of the arguments (`ctᵀ J`), a tuple with the arguments'
+/// structure (zeros for integer leaves). The forward computation runs once,
+/// here; the pullback keeps the values its backward pass reads
+/// ([`Pullback::residual_bytes`]) and can be called any number of times.
+///
+/// ```
+/// use anvil::prelude::*;
+/// let x = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// let (y, pullback) = vjp(&|x: &Var| x.square(), &x)?;
+/// assert_eq!(y.to_vec::<f64>()?, vec![1.0, 4.0]);
+/// let (ct,) = pullback.eval(&Tensor::from_vec(vec![1.0, 0.0], &[2])?)?;
+/// assert_eq!(ct.to_vec::<f64>()?, vec![2.0, 0.0]); // 2x, first row
+/// let (ct,) = pullback.eval(&Tensor::from_vec(vec![0.0, 1.0], &[2])?)?;
+/// assert_eq!(ct.to_vec::<f64>()?, vec![0.0, 4.0]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`Eval::eval`]; an op without a jvp or transpose rule.
+#[allow(clippy::type_complexity)]
+pub fn vjp<M, F: IntoFunction<M>>(
+    f: &F,
+    primals: impl Flatten<Tensor>,
+) -> Result<(<F::Output as Traced>::Concrete, Pullback<F::Args, F::Output>)> {
+    let p = at_point(&f.as_function(), primals)?;
+    let lin = transforms::linearize_graph(&p.graph, &p.types)?;
+    let mut values = run_graph(&lin.primal, &p.leaves)?;
+    let residuals = values.split_off(lin.outputs);
+    let outputs = unflatten_all(&p.output, values)?;
+    let graph = transforms::ad::transpose_linear(&lin.linear, residuals.len(), &p.types)?;
+    let bound = Bound { graph, residuals, cache: PlanCache::new() };
+    Ok((outputs, Pullback { bound, args: p.args, output: p.output, _types: Default::default() }))
 }

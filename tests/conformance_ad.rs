@@ -371,7 +371,7 @@ fn the_transpose_check_catches_a_wrong_custom_vjp() {
     };
     let sym = InputKind::Uniform { lo: -1.0, hi: 1.0 };
     let call = |bwd| {
-        OpSample::new(CustomVjpCall { primal: primal.clone(), fwd: fwd.clone(), bwd })
+        OpSample::new(CustomVjpCall { primal: primal.clone(), fwd: fwd.clone(), bwd, consts: 0 })
             .input(sym.clone(), &[3])
             .input(sym.clone(), &[3])
             .reverse_only()

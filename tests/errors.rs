@@ -19,7 +19,7 @@ fn names(e: &Error, parts: &[&str]) {
 
 #[test]
 fn mismatched_broadcast_shapes() {
-    let e = jit(|a: &Var, b: &Var| a * b).call((&t(&[2, 3]), &t(&[4, 3]))).unwrap_err();
+    let e = jit(|a: &Var, b: &Var| a * b).eval((&t(&[2, 3]), &t(&[4, 3]))).unwrap_err();
     assert!(matches!(e, Error::Broadcast { .. }), "{e:?}");
     names(&e, &["mul", "[2, 3]", "[4, 3]", "argument 1"]);
 }
@@ -28,36 +28,36 @@ fn mismatched_broadcast_shapes() {
 fn broadcast_error_inside_a_longer_chain_is_the_first_one() {
     // The failing add poisons everything after it; the first error is reported.
     let f = jit(|a: &Var, b: &Var| ((a + b).sin() * 2.0).sum(&[0]));
-    let e = f.call((&t(&[3]), &t(&[5]))).unwrap_err();
+    let e = f.eval((&t(&[3]), &t(&[5]))).unwrap_err();
     names(&e, &["add", "[3]", "[5]"]);
 }
 
 #[test]
 fn axis_out_of_range() {
-    let e = jit(|x: &Var| x.sum(&[2])).call(&t(&[2, 3])).unwrap_err();
+    let e = jit(|x: &Var| x.sum(&[2])).eval(t(&[2, 3])).unwrap_err();
     assert!(matches!(e, Error::AxisOutOfRange { axis: 2, .. }), "{e:?}");
     names(&e, &["sum", "axis 2", "[2, 3]", "argument 0"]);
-    let e = jit(|x: &Var| x.softmax(-3)).call(&t(&[2, 3])).unwrap_err();
+    let e = jit(|x: &Var| x.softmax(-3)).eval(t(&[2, 3])).unwrap_err();
     names(&e, &["axis -3", "[2, 3]"]);
-    let e = jit(|x: &Var| x.unsqueeze(4)).call(&t(&[2, 3])).unwrap_err();
+    let e = jit(|x: &Var| x.unsqueeze(4)).eval(t(&[2, 3])).unwrap_err();
     names(&e, &["unsqueeze", "axis 4"]);
-    let e = jit(|x: &Var| x.argmax(5, false)).call(&t(&[2])).unwrap_err();
+    let e = jit(|x: &Var| x.argmax(5, false)).eval(t(&[2])).unwrap_err();
     names(&e, &["argmax", "axis 5"]);
 }
 
 #[test]
 fn reshape_to_a_different_size() {
-    let e = jit(|x: &Var| x.reshape(&[4, 2])).call(&t(&[2, 3])).unwrap_err();
+    let e = jit(|x: &Var| x.reshape(&[4, 2])).eval(t(&[2, 3])).unwrap_err();
     names(&e, &["reshape", "[2, 3]", "[4, 2]", "argument 0"]);
-    let e = jit(|x: &Var| x.reshape(&[-1, -1])).call(&t(&[2, 3])).unwrap_err();
+    let e = jit(|x: &Var| x.reshape(&[-1, -1])).eval(t(&[2, 3])).unwrap_err();
     names(&e, &["reshape", "more than one -1"]);
 }
 
 #[test]
 fn matmul_with_mismatched_inner_dimensions() {
-    let e = jit(|a: &Var, b: &Var| a.matmul(b)).call((&t(&[2, 3]), &t(&[4, 5]))).unwrap_err();
+    let e = jit(|a: &Var, b: &Var| a.matmul(b)).eval((&t(&[2, 3]), &t(&[4, 5]))).unwrap_err();
     names(&e, &["matmul", "[2, 3]", "[4, 5]", "argument 0 has 3", "argument 1 has 4"]);
-    let e = jit(|a: &Var, b: &Var| a.matmul(b)).call((&t(&[2, 2, 3]), &t(&[3, 3, 1]))).unwrap_err();
+    let e = jit(|a: &Var, b: &Var| a.matmul(b)).eval((&t(&[2, 2, 3]), &t(&[3, 3, 1]))).unwrap_err();
     names(&e, &["matmul", "batch"]);
 }
 
@@ -65,39 +65,39 @@ fn matmul_with_mismatched_inner_dimensions() {
 fn gather_index_out_of_bounds() {
     let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap();
     let idx = Tensor::from_vec(vec![0i64, 3], &[2]).unwrap();
-    let e = jit(|x: &Var, i: &Var| x.take(i, 0)).call((&x, &idx)).unwrap_err();
+    let e = jit(|x: &Var, i: &Var| x.take(i, 0)).eval((&x, &idx)).unwrap_err();
     assert!(matches!(e, Error::IndexOutOfBounds { index: 3, size: 3, .. }), "{e:?}");
     names(&e, &["take", "index 3", "axis 0", "size 3", "indices", "[3]"]);
-    let e = jit(|x: &Var| x.index(0, &[-4])).call(&x).unwrap_err();
+    let e = jit(|x: &Var| x.index(0, &[-4])).eval(&x).unwrap_err();
     names(&e, &["take", "index -4"]);
-    let e = jit(|x: &Var, i: &Var| x.take(i, 0)).call((&x, &x)).unwrap_err();
+    let e = jit(|x: &Var, i: &Var| x.take(i, 0)).eval((&x, &x)).unwrap_err();
     names(&e, &["take", "indices", "f64", "i64"]);
 }
 
 #[test]
 fn wrong_number_of_arguments() {
     let f = jit(|a: &Var, b: &Var| a + b);
-    let e = f.call(&t(&[2])).unwrap_err();
+    let e = f.eval(t(&[2])).unwrap_err();
     assert!(matches!(e, Error::Arity { expected: 2, got: 1, .. }), "{e:?}");
     names(&e, &["expected 2 arguments, got 1"]);
-    let e = f.call((&t(&[2]), &t(&[2]), &t(&[2]))).unwrap_err();
+    let e = f.eval((&t(&[2]), &t(&[2]), &t(&[2]))).unwrap_err();
     names(&e, &["expected 2 arguments, got 3"]);
 }
 
 #[test]
 fn wrong_dtype_of_arguments() {
     let x = Tensor::from_vec(vec![1i64, 2], &[2]).unwrap();
-    let e = jit(|x: &Var| x.sin()).call(&x).unwrap_err();
+    let e = jit(|x: &Var| x.sin()).eval(&x).unwrap_err();
     assert!(matches!(e, Error::DType { .. }), "{e:?}");
     names(&e, &["sin", "argument 0", "i64", "float"]);
     let y = Tensor::zeros(&[2]).cast(DType::F32);
-    let e = jit(|a: &Var, b: &Var| a + b).call((&Tensor::zeros(&[2]), &y)).unwrap_err();
+    let e = jit(|a: &Var, b: &Var| a + b).eval((&Tensor::zeros(&[2]), &y)).unwrap_err();
     names(&e, &["add", "argument 1", "f32", "f64"]);
 }
 
 #[test]
 fn a_compiled_plan_rejects_arguments_of_another_signature() {
-    let g = anvil::trace(&|x: &Var| x.exp(), &t(&[2])).unwrap();
+    let g = anvil::trace(&|x: &Var| x.exp(), t(&[2])).unwrap();
     let plan = anvil::cpu::compile(&g).unwrap();
     let ctx = anvil::Parallelism::default();
     let e = plan.run(&[t(&[3])], &ctx).unwrap_err();
@@ -110,21 +110,21 @@ fn a_compiled_plan_rejects_arguments_of_another_signature() {
 
 #[test]
 fn other_invalid_arguments() {
-    let e = jit(|x: &Var| x.slice_axis(0, None, None, 0)).call(&t(&[3])).unwrap_err();
+    let e = jit(|x: &Var| x.slice_axis(0, None, None, 0)).eval(t(&[3])).unwrap_err();
     names(&e, &["slice", "step"]);
-    let e = jit(|x: &Var| x.permute(&[0, 0])).call(&t(&[2, 2])).unwrap_err();
+    let e = jit(|x: &Var| x.permute(&[0, 0])).eval(t(&[2, 2])).unwrap_err();
     names(&e, &["permute", "not a permutation"]);
-    let e = jit(|x: &Var| x.squeeze(&[0])).call(&t(&[2, 1])).unwrap_err();
+    let e = jit(|x: &Var| x.squeeze(&[0])).eval(t(&[2, 1])).unwrap_err();
     names(&e, &["squeeze", "axis 0", "size 2"]);
-    let e = jit(|x: &Var| x.broadcast_to(&[3, 2])).call(&t(&[3])).unwrap_err();
+    let e = jit(|x: &Var| x.broadcast_to(&[3, 2])).eval(t(&[3])).unwrap_err();
     names(&e, &["broadcast_to", "[3]", "[3, 2]"]);
     let e = jit(|xs: &[Var]| vec![anvil::concatenate(&[&xs[0], &xs[1]], 0)])
-        .call(vec![t(&[2, 3]), t(&[2, 4])])
+        .eval(vec![t(&[2, 3]), t(&[2, 4])])
         .unwrap_err();
     names(&e, &["concatenate", "[2, 3]", "[2, 4]", "argument 1"]);
-    let e = jit(|c: &Var, a: &Var| c.select(a, a)).call((&t(&[2]), &t(&[2]))).unwrap_err();
+    let e = jit(|c: &Var, a: &Var| c.select(a, a)).eval((&t(&[2]), &t(&[2]))).unwrap_err();
     names(&e, &["select", "cond", "bool"]);
-    let e = jit(|x: &Var| x.pad(&[(usize::MAX, 1)], 0.0)).call(&t(&[2])).unwrap_err();
+    let e = jit(|x: &Var| x.pad(&[(usize::MAX, 1)], 0.0)).eval(t(&[2])).unwrap_err();
     names(&e, &["pad", "widths", "[2]"]);
     assert!(Tensor::from_vec(vec![1.0, 2.0], &[3]).is_err());
 }
@@ -137,9 +137,9 @@ fn a_var_from_another_trace_is_an_error() {
         *stash.borrow_mut() = Some(x.clone());
         x.clone()
     });
-    keep.call(&t(&[2])).unwrap();
+    keep.eval(t(&[2])).unwrap();
     let leak = jit(|x: &Var| x + stash.borrow().as_ref().unwrap());
-    let e = leak.call(&t(&[2])).unwrap_err();
+    let e = leak.eval(t(&[2])).unwrap_err();
     assert!(matches!(e, Error::ForeignVar { .. }), "{e:?}");
     names(&e, &["add", "another trace"]);
 }

@@ -35,7 +35,7 @@ fn constants_and_parameters_print_with_their_values() {
 
 #[test]
 fn dot_output_renders_with_graphviz() {
-    let g = trace(&|x: &Var| x.exp().sum(&[0]) / 3.0, &Tensor::zeros(&[3])).unwrap();
+    let g = trace(&|x: &Var| x.exp().sum(&[0]) / 3.0, Tensor::zeros(&[3])).unwrap();
     let dot = g.to_dot();
     assert!(
         dot.starts_with("digraph anvil {")
@@ -64,7 +64,7 @@ fn dot_output_renders_with_graphviz() {
 
 #[test]
 fn traced_graphs_verify_and_bad_graphs_do_not() {
-    let g = trace(&|x: &Var| x.tanh().softmax(0), &Tensor::zeros(&[4])).unwrap();
+    let g = trace(&|x: &Var| x.tanh().softmax(0), Tensor::zeros(&[4])).unwrap();
     g.verify().unwrap();
     // A node whose recorded type disagrees with its op's shape rule.
     let mut bad = anvil::Graph::new();
@@ -90,13 +90,13 @@ fn traced_graphs_verify_and_bad_graphs_do_not() {
 fn jit_caches_one_plan_per_signature() {
     let f = jit(|x: &Var| x * 3.0);
     for _ in 0..3 {
-        f.call(&Tensor::ones(&[2])).unwrap();
+        f.eval(Tensor::ones(&[2])).unwrap();
     }
     assert_eq!(f.cache_len(), 1);
-    f.call(&Tensor::ones(&[5])).unwrap();
-    f.call(&Tensor::ones(&[5]).cast(DType::F32)).unwrap();
+    f.eval(Tensor::ones(&[5])).unwrap();
+    f.eval(Tensor::ones(&[5]).cast(DType::F32)).unwrap();
     assert_eq!(f.cache_len(), 3);
-    let out = f.call(&Tensor::ones(&[2]).cast(DType::F32)).unwrap();
+    let out = f.eval(Tensor::ones(&[2]).cast(DType::F32)).unwrap();
     assert_eq!((out.dtype(), out.to_vec::<f32>().unwrap()), (DType::F32, vec![3.0, 3.0]));
 }
 
@@ -127,7 +127,7 @@ fn values_and_inputs_pass_through() {
     // An output that is an input, and the same node returned twice.
     let f = jit(|xs: &[Var]| vec![xs[0].clone(), xs[1].exp(), xs[1].exp()]);
     let a = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap();
-    let out = f.call(vec![a.clone(), Tensor::zeros(&[1])]).unwrap();
+    let out = f.eval(vec![a.clone(), Tensor::zeros(&[1])]).unwrap();
     assert_eq!(out[0], a);
     assert_eq!(out[1].to_vec::<f64>().unwrap(), vec![1.0]);
     assert_eq!(out[1], out[2]);
@@ -189,7 +189,7 @@ fn seed_sums_read_the_diagonal_and_the_jacobian_is_one_pass() {
     let want = anvil::run_graph(&raw, std::slice::from_ref(&x)).unwrap().remove(0);
     let got = anvil::run_graph(&s, std::slice::from_ref(&x)).unwrap().remove(0);
     got.assert_allclose(&want, 1e-14, 1e-15);
-    let rev = anvil::jit(anvil::jacrev(f)).call(&x).unwrap();
+    let rev = anvil::jit(anvil::jacrev(f)).eval(&x).unwrap();
     got.assert_allclose(&rev, 1e-13, 1e-14);
 }
 
@@ -339,17 +339,17 @@ fn transposes_into_matmul_are_views() {
     got.assert_allclose(&Tensor::from_vec(want, &[3, 2]).unwrap(), 1e-15, 1e-15);
     // b aᵀ... as (aᵀ)ᵀ: a @ vᵀ-free cases, and both sides transposed.
     let g = |a: &Var, b: &Var| b.transpose().matmul(&a.transpose().transpose()).transpose();
-    let got = jit(g).call((&a, &b)).unwrap();
+    let got = jit(g).eval((&a, &b)).unwrap();
     let want = jit(|a: &Var, b: &Var| {
         let bt = b.permute(&[1, 0]) + 0.0; // a copy, not a view
         (bt.matmul(a)).permute(&[1, 0]) + 0.0
     })
-    .call((&a, &b))
+    .eval((&a, &b))
     .unwrap();
     got.assert_allclose(&want, 1e-15, 1e-15);
     // A vector against a transposed matrix: w bᵀ, [2] @ [2, 4].
     let w = Tensor::from_vec(vec![0.5, -1.0], &[2]).unwrap();
-    let got = jit(|b: &Var, w: &Var| w.matmul(&b.transpose())).call((&b, &w)).unwrap();
+    let got = jit(|b: &Var, w: &Var| w.matmul(&b.transpose())).eval((&b, &w)).unwrap();
     let want: Vec<f64> = (0..4).map(|r| 0.5 * bv[r * 2] - bv[r * 2 + 1]).collect();
     got.assert_allclose(&Tensor::from_vec(want, &[4]).unwrap(), 1e-15, 1e-15);
     let _ = v;
@@ -406,7 +406,7 @@ fn stencil_jacobians_lower_to_diagonals() {
 fn diagonals_keep_infinities_in_their_entry() {
     let f = |x: &Var| x.sqrt();
     let x = Tensor::from_vec(vec![0.0, 1.0, 4.0], &[3]).unwrap();
-    let j = jit(jacfwd(f)).call(&x).unwrap().to_vec::<f64>().unwrap();
+    let j = jit(jacfwd(f)).eval(&x).unwrap().to_vec::<f64>().unwrap();
     assert_eq!(j[0], f64::INFINITY);
     assert_eq!(&j[1..], [0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.25]);
     let raw = run_graph(&trace(&jacfwd(f), &x).unwrap(), &[x]).unwrap().remove(0);

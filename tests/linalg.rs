@@ -27,11 +27,11 @@ fn vec_of(n: usize, seed: u64) -> Tensor {
 fn solve_inverts_matmul_for_vectors_matrices_and_batches() {
     let a = well_conditioned(4, 1);
     let x = vec_of(4, 2);
-    let b = jit(|a: &Var, x: &Var| a.matmul(x)).call((&a, &x)).unwrap();
-    jit(|a: &Var, b: &Var| a.solve(b)).call((&a, &b)).unwrap().assert_allclose(&x, 1e-13, 1e-13);
+    let b = jit(|a: &Var, x: &Var| a.matmul(x)).eval((&a, &x)).unwrap();
+    jit(|a: &Var, b: &Var| a.solve(b)).eval((&a, &b)).unwrap().assert_allclose(&x, 1e-13, 1e-13);
     let xs = Tensor::stack(&[vec_of(4, 3), vec_of(4, 4)], 1).unwrap(); // [4, 2]
-    let bs = jit(|a: &Var, x: &Var| a.matmul(x)).call((&a, &xs)).unwrap();
-    jit(|a: &Var, b: &Var| a.solve(b)).call((&a, &bs)).unwrap().assert_allclose(&xs, 1e-13, 1e-13);
+    let bs = jit(|a: &Var, x: &Var| a.matmul(x)).eval((&a, &xs)).unwrap();
+    jit(|a: &Var, b: &Var| a.solve(b)).eval((&a, &bs)).unwrap().assert_allclose(&xs, 1e-13, 1e-13);
     // vmap: every combination of batched operands, at the front and the back
     let a3 =
         Tensor::stack(&[well_conditioned(4, 5), well_conditioned(4, 6), well_conditioned(4, 7)], 0)
@@ -57,7 +57,7 @@ fn solve_derivatives() {
     let f = |a: &Var, b: &Var| a.solve(b).sin();
     let (a, b) = (well_conditioned(3, 11), vec_of(3, 12));
     let (da, db) = (well_conditioned(3, 13), vec_of(3, 14));
-    let out = jvp(f).call((&a, &b, &da, &db)).unwrap();
+    let out = jvp(f).eval(((&a, &b), (&da, &db))).unwrap();
     let h = 1e-6;
     let shift = |t: &Tensor, d: &Tensor, s: f64| {
         let v: Vec<f64> = t
@@ -70,36 +70,37 @@ fn solve_derivatives() {
         Tensor::from_vec(v, t.shape()).unwrap()
     };
     let fp =
-        jit(f).call((&shift(&a, &da, h), &shift(&b, &db, h))).unwrap().to_vec::<f64>().unwrap();
+        jit(f).eval((&shift(&a, &da, h), &shift(&b, &db, h))).unwrap().to_vec::<f64>().unwrap();
     let fm =
-        jit(f).call((&shift(&a, &da, -h), &shift(&b, &db, -h))).unwrap().to_vec::<f64>().unwrap();
-    for (i, t) in out[1].to_vec::<f64>().unwrap().iter().enumerate() {
+        jit(f).eval((&shift(&a, &da, -h), &shift(&b, &db, -h))).unwrap().to_vec::<f64>().unwrap();
+    for (i, t) in out.1.to_vec::<f64>().unwrap().iter().enumerate() {
         assert!((t - (fp[i] - fm[i]) / (2.0 * h)).abs() < 1e-7, "{i}");
     }
     let u = vec_of(3, 15);
-    let cts = vjp(f).call((&a, &b, &u)).unwrap();
+    let (_, pullback) = vjp(&f, (&a, &b)).unwrap();
+    let cts = pullback.eval(&u).unwrap();
     let dot = |x: &Tensor, y: &Tensor| -> f64 {
         x.to_vec::<f64>().unwrap().iter().zip(y.to_vec::<f64>().unwrap()).map(|(p, q)| p * q).sum()
     };
-    let lhs = dot(&u, &out[1]);
-    let rhs = dot(&cts[1], &da) + dot(&cts[2], &db);
+    let lhs = dot(&u, &out.1);
+    let rhs = dot(&cts.0, &da) + dot(&cts.1, &db);
     assert!((lhs - rhs).abs() < 1e-12, "{lhs} vs {rhs}");
     // Second order: hessian in b of sum(solve(A, b)^2) = 2 A^-T A^-1.
-    let hb = hessian(|b: &Var, a: &Var| a.solve(b).square().sum_all()).call((&b, &a)).unwrap();
-    let ainv = jit(|a: &Var| a.solve(&eye(3))).call(&a).unwrap();
-    let want = jit(|m: &Var| m.transpose().matmul(m) * 2.0).call(&ainv).unwrap();
+    let hb = hessian(|b: &Var, a: &Var| a.solve(b).square().sum_all()).eval((&b, &a)).unwrap();
+    let ainv = jit(|a: &Var| a.solve(&eye(3))).eval(&a).unwrap();
+    let want = jit(|m: &Var| m.transpose().matmul(m) * 2.0).eval(&ainv).unwrap();
     hb.assert_allclose(&want, 1e-12, 1e-12);
 }
 
 #[test]
 fn solve_shape_errors() {
     let e = jit(|a: &Var, b: &Var| a.solve(b))
-        .call((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[3])))
+        .eval((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[3])))
         .unwrap_err()
         .to_string();
     assert!(e.contains("solve") && e.contains("square"), "{e}");
     let e = jit(|a: &Var, b: &Var| a.solve(b))
-        .call((&Tensor::zeros(&[3, 3]), &Tensor::zeros(&[4])))
+        .eval((&Tensor::zeros(&[3, 3]), &Tensor::zeros(&[4])))
         .unwrap_err()
         .to_string();
     assert!(e.contains("solve") && e.contains("[4]"), "{e}");
@@ -114,10 +115,10 @@ fn shared_matrix_times_stacked_columns() {
     let cols = Tensor::stack(&(0..5).map(|i| vec_of(4, 30 + i)).collect::<Vec<_>>(), 0).unwrap();
     let cols = cols.reshape(&[5, 4, 1]).unwrap();
     for lhs in [a, av] {
-        let got = jit(|a: &Var, b: &Var| a.matmul(b)).call((&lhs, &cols)).unwrap();
+        let got = jit(|a: &Var, b: &Var| a.matmul(b)).eval((&lhs, &cols)).unwrap();
         for i in 0..5 {
             let want = jit(|a: &Var, b: &Var| a.matmul(b))
-                .call((&lhs, &cols.select_axis(0, i).unwrap()))
+                .eval((&lhs, &cols.select_axis(0, i).unwrap()))
                 .unwrap();
             got.select_axis(0, i).unwrap().assert_allclose(&want, 1e-14, 1e-14);
         }
@@ -138,8 +139,8 @@ fn batched_outer_products() {
         (vec![3, 1], vec![2, 1, 4]),
     ] {
         let (u, v) = (seq(su.iter().product(), &su), seq(sv.iter().product(), &sv));
-        let a = jit(f).call((&u, &v)).unwrap();
-        let b = jit(g).call((&u, &v)).unwrap();
+        let a = jit(f).eval((&u, &v)).unwrap();
+        let b = jit(g).eval((&u, &v)).unwrap();
         assert_eq!(a.shape(), b.shape());
         a.assert_allclose(&b, 1e-15, 1e-15);
     }
@@ -158,14 +159,14 @@ fn newton_with_jacfwd_and_solve_converges_quadratically() {
         (u * 2.0 - l - r) / (h * h) - lam * &u.exp()
     }
     let step =
-        jit(|u: &Var, lam: &Var| u - &jacfwd(residual).invoke(&[u, lam]).solve(&residual(u, lam)));
+        jit(|u: &Var, lam: &Var| u - &jacfwd(residual).invoke([u, lam]).solve(&residual(u, lam)));
     let norm = jit(|u: &Var, lam: &Var| residual(u, lam).norm());
     let lam = Tensor::scalar(1.0);
     let mut u = Tensor::zeros(&[16]);
-    let mut res = vec![norm.call((&u, &lam)).unwrap().item().unwrap()];
+    let mut res = vec![norm.eval((&u, &lam)).unwrap().item().unwrap()];
     for _ in 0..4 {
-        u = step.call((&u, &lam)).unwrap();
-        res.push(norm.call((&u, &lam)).unwrap().item().unwrap());
+        u = step.eval((&u, &lam)).unwrap();
+        res.push(norm.eval((&u, &lam)).unwrap().item().unwrap());
     }
     assert!(res[3] < 1e-12, "{res:?}");
     // Quadratic: each error is at most a constant times the square of the last.

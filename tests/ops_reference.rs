@@ -744,7 +744,7 @@ fn run(case: &Case) {
         [("default ctx", Parallelism::default()), ("parallel ctx", parallel_ctx())]
     {
         let label = format!("{label} {ctx_name}");
-        let out = f.call_with(args.clone(), &ctx).unwrap_or_else(|e| panic!("{label}: {e}"));
+        let out = f.eval_with(args.clone(), &ctx).unwrap_or_else(|e| panic!("{label}: {e}"));
         assert_eq!(out.len(), 1, "{label}: outputs");
         let got = &out[0];
         assert_eq!(got.dtype(), case.out, "{label}: dtype");
@@ -1004,8 +1004,8 @@ fn erf_matches_known_values() {
     let f = jit(|x: &Var| x.erf());
     let x = Tensor::from_vec(xs.clone(), &[xs.len()]).unwrap();
     let expected = Tensor::from_vec(want.clone(), &[want.len()]).unwrap();
-    f.call(&x).unwrap().assert_allclose(&expected, 1e-15, 1e-15);
-    let got = f.call(&x.cast(F32)).unwrap();
+    f.eval(&x).unwrap().assert_allclose(&expected, 1e-15, 1e-15);
+    let got = f.eval(x.cast(F32)).unwrap();
     assert_eq!(got.dtype(), F32);
     got.assert_allclose(&expected, 1e-6, 1e-6);
 }
@@ -2144,9 +2144,9 @@ fn out_of_bounds_indices_are_errors() {
     let u = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap();
     for bad in [4i64, -5, 100] {
         let i = Tensor::from_vec(vec![0i64, bad], &[2]).unwrap();
-        let taken = jit(|x: &Var, i: &Var| x.take(i, 0)).call((&x, &i));
+        let taken = jit(|x: &Var, i: &Var| x.take(i, 0)).eval((&x, &i));
         assert!(taken.is_err(), "take index {bad} of size 4");
-        let scattered = jit(|u: &Var, i: &Var| u.scatter_add(i, 0, 4)).call((&u, &i));
+        let scattered = jit(|u: &Var, i: &Var| u.scatter_add(i, 0, 4)).eval((&u, &i));
         assert!(scattered.is_err(), "scatter_add index {bad} into size 4");
     }
 }

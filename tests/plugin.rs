@@ -113,7 +113,7 @@ fn a_two_result_plugin_op_prints_and_differentiates() {
     };
     let g = trace(&f, &x).unwrap();
     assert!(g.to_string().contains("%1: f64[3], %2: f64[3] = special.sincos %0"), "{g}");
-    let out = jit(f).call(&x).unwrap();
+    let out = jit(f).eval(&x).unwrap();
     let xv = x.to_vec::<f64>().unwrap();
     assert_eq!(out[0].to_vec::<f64>().unwrap(), xv.iter().map(|v| v.sin()).collect::<Vec<_>>());
     assert_eq!(out[1].to_vec::<f64>().unwrap(), xv.iter().map(|v| v.cos()).collect::<Vec<_>>());
@@ -122,12 +122,12 @@ fn a_two_result_plugin_op_prints_and_differentiates() {
         let (s, c) = x.sincos();
         (s * c).sum_all()
     })
-    .call(&x)
+    .eval(&x)
     .unwrap();
     for (g, v) in gr.to_vec::<f64>().unwrap().iter().zip(&xv) {
         assert!((g - (2.0 * v).cos()).abs() < 1e-15, "{g} {v}");
     }
-    let h = hessian(|x: &Var| x.sincos().1.sum_all()).call(&x).unwrap();
+    let h = hessian(|x: &Var| x.sincos().1.sum_all()).eval(&x).unwrap();
     let want: Vec<f64> = (0..9).map(|k| if k % 4 == 0 { -xv[k / 4].cos() } else { 0.0 }).collect();
     h.assert_allclose(&Tensor::from_vec(want, &[3, 3]).unwrap(), 1e-15, 1e-15);
 }
@@ -145,17 +145,17 @@ fn a_plugin_rewrite_rule_fires() {
     // Along the long axis it stays.
     assert_eq!(anvil::lower(&|x: &Var| x.cumsum(0), &x).unwrap().count::<CumSum>(), 1);
     let want: Vec<f64> = x.to_vec::<f64>().unwrap().iter().map(|v| v.exp()).collect();
-    jit(f).call(&x).unwrap().assert_allclose(&Tensor::from_vec(want, &[3, 1]).unwrap(), 1e-15, 0.0);
+    jit(f).eval(&x).unwrap().assert_allclose(&Tensor::from_vec(want, &[3, 1]).unwrap(), 1e-15, 0.0);
 }
 
 #[test]
 fn values_match_the_series() {
-    let got = jit(|x: &Var| x.j0()).call(&xs()).unwrap().to_vec::<f64>().unwrap();
-    let got1 = jit(|x: &Var| x.j1()).call(&xs()).unwrap().to_vec::<f64>().unwrap();
+    let got = jit(|x: &Var| x.j0()).eval(xs()).unwrap().to_vec::<f64>().unwrap();
+    let got1 = jit(|x: &Var| x.j1()).eval(xs()).unwrap().to_vec::<f64>().unwrap();
     for (i, &x) in xs().to_vec::<f64>().unwrap().iter().enumerate() {
         assert!((got[i] - j0(x)).abs() < 1e-14 && (got1[i] - j1(x)).abs() < 1e-14, "{x}");
     }
-    let c = jit(|x: &Var| x.cumsum(-1)).call(&xs()).unwrap().to_vec::<f64>().unwrap();
+    let c = jit(|x: &Var| x.cumsum(-1)).eval(xs()).unwrap().to_vec::<f64>().unwrap();
     assert_eq!(c, vec![0.3, 0.3 + 1.1, 0.3 + 1.1 + 2.5, 0.3 + 1.1 + 2.5 - 0.7]);
 }
 
@@ -164,8 +164,8 @@ fn jacobians_against_closed_forms() {
     let x = xs();
     let xv = x.to_vec::<f64>().unwrap();
     // d J0(x) / dx = -J1(x), a diagonal Jacobian.
-    let jf = jacfwd(|x: &Var| x.j0()).call(&x).unwrap();
-    let jr = jacrev(|x: &Var| x.j0()).call(&x).unwrap();
+    let jf = jacfwd(|x: &Var| x.j0()).eval(&x).unwrap();
+    let jr = jacrev(|x: &Var| x.j0()).eval(&x).unwrap();
     let mut want = vec![0.0; 16];
     for i in 0..4 {
         want[i * 4 + i] = -j1(xv[i]);
@@ -176,8 +176,8 @@ fn jacobians_against_closed_forms() {
     // The Jacobian of a cumulative sum is lower-triangular ones, both ways.
     let lower: Vec<f64> = (0..16).map(|k| if k % 4 <= k / 4 { 1.0 } else { 0.0 }).collect();
     let lower = Tensor::from_vec(lower, &[4, 4]).unwrap();
-    jacrev(|x: &Var| x.cumsum(0)).call(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
-    jacfwd(|x: &Var| x.cumsum(0)).call(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
+    jacrev(|x: &Var| x.cumsum(0)).eval(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
+    jacfwd(|x: &Var| x.cumsum(0)).eval(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
 }
 
 /// Per-example gradients of `sum(J0(w * x))` in `w`: `-x J1(w x)`.
@@ -186,7 +186,7 @@ fn per_example_gradients() {
     let w = Tensor::from_vec(vec![0.5, -1.5, 2.0], &[3]).unwrap();
     let batch = Tensor::from_vec(vec![0.1, 0.2, 0.3, 1.0, -1.0, 0.5], &[2, 3]).unwrap();
     let loss = |w: &Var, x: &Var| (w * x).j0().sum_all();
-    let g = vmap(grad(loss)).in_axes([None, Some(0)]).call((&w, &batch)).unwrap();
+    let g = vmap(grad(loss)).in_axes([None, Some(0)]).eval((&w, &batch)).unwrap();
     let (wv, bv) = (w.to_vec::<f64>().unwrap(), batch.to_vec::<f64>().unwrap());
     let want: Vec<f64> = (0..6).map(|k| -bv[k] * j1(wv[k % 3] * bv[k])).collect();
     g.assert_allclose(&Tensor::from_vec(want, &[2, 3]).unwrap(), 1e-13, 1e-14);
@@ -198,17 +198,17 @@ fn per_example_gradients() {
 fn hessians_against_closed_forms() {
     let x = xs();
     let xv = x.to_vec::<f64>().unwrap();
-    let h = hessian(|x: &Var| x.j0().sum_all()).call(&x).unwrap();
+    let h = hessian(|x: &Var| x.j0().sum_all()).eval(&x).unwrap();
     let mut want = vec![0.0; 16];
     for i in 0..4 {
         want[i * 4 + i] = -(j0(xv[i]) - j1(xv[i]) / xv[i]);
     }
     h.assert_allclose(&Tensor::from_vec(want, &[4, 4]).unwrap(), 1e-12, 1e-13);
-    let h = hessian(|x: &Var| x.cumsum(0).square().sum_all() * 0.5).call(&x).unwrap();
+    let h = hessian(|x: &Var| x.cumsum(0).square().sum_all() * 0.5).eval(&x).unwrap();
     let want: Vec<f64> = (0..16).map(|k| (4 - (k / 4).max(k % 4)) as f64).collect();
     h.assert_allclose(&Tensor::from_vec(want, &[4, 4]).unwrap(), 1e-14, 1e-14);
     // J1' at 0 is the limit 1/2, not NaN.
     let d =
-        grad(|x: &Var| x.j1().sum_all()).call(&Tensor::from_vec(vec![0.0], &[1]).unwrap()).unwrap();
+        grad(|x: &Var| x.j1().sum_all()).eval(Tensor::from_vec(vec![0.0], &[1]).unwrap()).unwrap();
     assert_eq!(d.to_vec::<f64>().unwrap(), vec![0.5]);
 }

@@ -41,14 +41,14 @@ register_kernel!(Twice, cube_kernel);
 fn a_plugin_op_runs_with_its_registered_kernel() {
     let f = jit(|x: &Var| x.apply(Cube, &[]) + 1.0);
     let x = Tensor::from_vec(vec![1.0, 2.0, -3.0], &[3]).unwrap();
-    assert_eq!(f.call(&x).unwrap().to_vec::<f64>().unwrap(), vec![2.0, 9.0, -26.0]);
+    assert_eq!(f.eval(&x).unwrap().to_vec::<f64>().unwrap(), vec![2.0, 9.0, -26.0]);
     let g = trace(&f, &x).unwrap();
     assert!(g.to_string().contains("= test.cube %0"), "{g}");
 }
 
 #[test]
 fn an_op_without_a_kernel_is_an_error_naming_it() {
-    let e = jit(|x: &Var| x.apply(NoKernel, &[])).call(&Tensor::zeros(&[2])).unwrap_err();
+    let e = jit(|x: &Var| x.apply(NoKernel, &[])).eval(Tensor::zeros(&[2])).unwrap_err();
     assert!(matches!(e, Error::MissingRule { .. }), "{e:?}");
     let msg = e.to_string();
     assert!(msg.contains("test.no_kernel") && msg.contains("CPU kernel"), "{msg}");
@@ -56,7 +56,7 @@ fn an_op_without_a_kernel_is_an_error_naming_it() {
 
 #[test]
 fn a_duplicate_registration_names_both_places() {
-    let e = jit(|x: &Var| x.apply(Twice, &[])).call(&Tensor::zeros(&[2])).unwrap_err();
+    let e = jit(|x: &Var| x.apply(Twice, &[])).eval(Tensor::zeros(&[2])).unwrap_err();
     assert!(matches!(e, Error::DuplicateRegistration { .. }), "{e:?}");
     let msg = e.to_string();
     // Both registrations are on consecutive lines of this file.

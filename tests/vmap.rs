@@ -101,7 +101,7 @@ fn nested_vmap_to_depth_five_with_different_axes() {
     let f = |x: &Var| (x.sin() * x).sum(&[0]);
     let v = vmap(vmap(vmap(vmap(vmap(f).in_axes(0)).in_axes(1)).in_axes(0)).in_axes(2)).in_axes(1);
     let x = rand(&[2, 2, 3, 2, 2, 2], 9); // axes chosen so every level maps a size-2 or size-3 axis
-    let got = v.call(&x).unwrap();
+    let got = v.eval(&x).unwrap();
     // Independent loop: peel the same axes in the same order.
     fn reference(x: &Tensor, axes: &[usize]) -> Tensor {
         match axes.split_first() {
@@ -137,7 +137,7 @@ fn unbatched_work_is_computed_once_and_the_matmul_is_one_product() {
         text.contains("f64[8,4] = matmul %0,"),
         "the batch is folded into the rows of one product:\n{text}"
     );
-    let got = f.call((&xs, &w)).unwrap();
+    let got = f.eval((&xs, &w)).unwrap();
     ok(check_vmap(
         &|x: &Var, w: &Var| x.matmul(&w.logistic()),
         &[xs, w],
@@ -151,25 +151,25 @@ fn unbatched_work_is_computed_once_and_the_matmul_is_one_product() {
 #[test]
 fn out_axes_axis_size_and_unbatched_outputs() {
     let x = rand(&[3, 4], 3);
-    let f = vmap(|x: &Var| x.exp()).out_axes(&[1]);
-    let got = f.call(&x).unwrap();
-    got.assert_allclose(&jit(|x: &Var| x.exp().transpose()).call(&x).unwrap(), 0.0, 0.0);
+    let f = vmap(|x: &Var| x.exp()).out_axes([1]);
+    let got = f.eval(&x).unwrap();
+    got.assert_allclose(&jit(|x: &Var| x.exp().transpose()).eval(&x).unwrap(), 0.0, 0.0);
     // No mapped argument: axis_size gives the batch, the output is broadcast.
     let c = vmap(|x: &Var| x * 2.0).in_axes(None).axis_size(5);
-    let got = c.call(&Tensor::ones(&[2])).unwrap();
+    let got = c.eval(Tensor::ones(&[2])).unwrap();
     assert_eq!(got.shape(), &[5, 2]);
     assert!(got.to_vec::<f64>().unwrap().iter().all(|&v| v == 2.0));
     // Negative in_axes.
     ok(check_vmap(&|x: &Var| x.sum(&[0]), std::slice::from_ref(&x), &[Some(1)], 1e-13, 0.0));
-    let neg = vmap(|x: &Var| x.sum(&[0])).in_axes(-1).call(&x).unwrap();
-    neg.assert_allclose(&jit(|x: &Var| x.sum(&[0])).call(&x).unwrap(), 1e-13, 0.0);
+    let neg = vmap(|x: &Var| x.sum(&[0])).in_axes(-1).eval(&x).unwrap();
+    neg.assert_allclose(&jit(|x: &Var| x.sum(&[0])).eval(&x).unwrap(), 1e-13, 0.0);
 }
 
 #[test]
 fn vmap_errors_name_the_argument_axis_and_sizes() {
     let f = |a: &Var, b: &Var| a + b;
     let e =
-        vmap(f).call((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[4, 2]))).unwrap_err().to_string();
+        vmap(f).eval((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[4, 2]))).unwrap_err().to_string();
     assert!(
         e.contains("inconsistent batch sizes")
             && e.contains("argument 0 has 3")
@@ -178,19 +178,19 @@ fn vmap_errors_name_the_argument_axis_and_sizes() {
     );
     let e = vmap(f)
         .in_axes([Some(0)])
-        .call((&Tensor::zeros(&[3]), &Tensor::zeros(&[3])))
+        .eval((&Tensor::zeros(&[3]), &Tensor::zeros(&[3])))
         .unwrap_err()
         .to_string();
     assert!(e.contains("in_axes") && e.contains("expected 2") && e.contains("got 1"), "{e}");
     let e = vmap(f)
         .in_axes(2)
-        .call((&Tensor::zeros(&[3]), &Tensor::zeros(&[3])))
+        .eval((&Tensor::zeros(&[3]), &Tensor::zeros(&[3])))
         .unwrap_err()
         .to_string();
     assert!(e.contains("axis 2") && e.contains("[3]") && e.contains("argument 0 (in_axes)"), "{e}");
     let e = vmap(f)
         .in_axes(None)
-        .call((&Tensor::zeros(&[3]), &Tensor::zeros(&[3])))
+        .eval((&Tensor::zeros(&[3]), &Tensor::zeros(&[3])))
         .unwrap_err()
         .to_string();
     assert!(e.contains("axis_size"), "{e}");

@@ -47,7 +47,7 @@ fn matmul_against_a_shared_matrix() {
 #[test]
 fn reduction_with_the_batch_axis_in_the_middle() {
     let f = vmap(|x: &Var| x.sum(&[1])).in_axes(1);
-    let g = trace(&f, &zeros(&[2, 5, 3])).unwrap();
+    let g = trace(&f, zeros(&[2, 5, 3])).unwrap();
     golden(
         &g,
         r#"graph(%0: f64[2,5,3]) {
@@ -59,7 +59,7 @@ fn reduction_with_the_batch_axis_in_the_middle() {
     // Reducing the element axis in front of the batch: the batch axis moves
     // from 1 to 0 by itself and elementwise ops follow it, no permute.
     let f = vmap(|x: &Var| x.sin().sum(&[0]).exp()).in_axes(1);
-    let g = trace(&f, &zeros(&[2, 5, 3])).unwrap();
+    let g = trace(&f, zeros(&[2, 5, 3])).unwrap();
     golden(
         &g,
         r#"graph(%0: f64[2,5,3]) {
@@ -76,8 +76,8 @@ fn reduction_with_the_batch_axis_in_the_middle() {
 /// it goes, and here not at all).
 #[test]
 fn reduction_with_out_axes_at_the_batch_position() {
-    let f = vmap(|x: &Var| x.sum(&[1])).in_axes(1).out_axes(&[1]);
-    let g = trace(&f, &zeros(&[2, 5, 3])).unwrap();
+    let f = vmap(|x: &Var| x.sum(&[1])).in_axes(1).out_axes([1]);
+    let g = trace(&f, zeros(&[2, 5, 3])).unwrap();
     golden(
         &g,
         r#"graph(%0: f64[2,5,3]) {
@@ -93,7 +93,7 @@ fn reduction_with_out_axes_at_the_batch_position() {
 #[test]
 fn nested_vmap_of_vmap() {
     let f = vmap(vmap(|x: &Var| (x.sin() * x).sum(&[0])).in_axes(1));
-    let g = trace(&f, &zeros(&[2, 5, 3])).unwrap();
+    let g = trace(&f, zeros(&[2, 5, 3])).unwrap();
     golden(
         &g,
         r#"graph(%0: f64[2,5,3]) {
@@ -173,7 +173,7 @@ fn stack_of_reductions_reindexed_by_a_list() {
         stack(&[&halves[0], &halves[1]], 0).index(0, &[0, 1])
     })
     .in_axes(1);
-    let g = trace(&f, &zeros(&[4, 3])).unwrap();
+    let g = trace(&f, zeros(&[4, 3])).unwrap();
     golden(
         &g,
         r#"graph(%0: f64[4,3]) {
@@ -268,7 +268,7 @@ fn vmap_of_map_vmaps_the_body_and_keeps_the_loop() {
 #[test]
 fn subgraph_printing_ends_the_body_line() {
     let f = map(|x: &Var| x.sin()).in_axes(0);
-    let g = trace(&f, &zeros(&[4, 3])).unwrap();
+    let g = trace(&f, zeros(&[4, 3])).unwrap();
     let want = r#"graph(%0: f64[4,3]) {
   %1: f64[4,3] = map[size=4, in_axes=[0]] %0
     graph(%0: f64[3]) {

@@ -93,24 +93,24 @@ fn map_equals_vmap_with_shared_args_and_batch_sizes() {
     let xs = rand(&[7, 3], 8);
     let w = rand(&[3, 2], 9);
     let f = |x: &Var, w: &Var| x.matmul(w).tanh().sum(&[0]) + x.sin().sum_all();
-    let want = vmap(f).in_axes([Some(0), None]).call((&xs, &w)).unwrap();
+    let want = vmap(f).in_axes([Some(0), None]).eval((&xs, &w)).unwrap();
     for k in [None, Some(1), Some(2), Some(3), Some(7), Some(100)] {
         let m = map(f).in_axes([Some(0), None]);
         let m = match k {
             Some(k) => m.batch_size(k),
             None => m,
         };
-        let got = m.call((&xs, &w)).unwrap();
+        let got = m.eval((&xs, &w)).unwrap();
         got.assert_allclose(&want, 1e-14, 1e-14);
     }
     // The loop is one map node (no batching of f) without batch_size.
     let g = trace(&map(f).in_axes([Some(0), None]), (&xs, &w)).unwrap();
     assert_eq!(g.count::<anvil::ops::control::Map>(), 1, "{g}");
     assert!(matches!(
-        map(f).in_axes([Some(0), None]).batch_size(0).call((&xs, &w)),
+        map(f).in_axes([Some(0), None]).batch_size(0).eval((&xs, &w)),
         Err(Error::InvalidArgument { .. })
     ));
-    let e = map(f).in_axes([None, None]).call((&xs, &w)).unwrap_err().to_string();
+    let e = map(f).in_axes([None, None]).eval((&xs, &w)).unwrap_err().to_string();
     assert!(e.contains("map") && e.contains("in_axes"), "{e}");
 }
 
@@ -124,7 +124,7 @@ fn map_with_several_outputs_and_parallel_ctx() {
         g.assert_allclose(w, 1e-14, 1e-14);
     }
     let par = anvil::Parallelism::default().threads(2).min_parallel_elems(1);
-    let got = jit(map(|x: &Var| x.exp().sum(&[0]))).call_with(&xs, &par).unwrap();
+    let got = jit(map(|x: &Var| x.exp().sum(&[0]))).eval_with(&xs, &par).unwrap();
     got.assert_allclose(&want[0], 1e-14, 1e-14);
 }
 
@@ -143,9 +143,9 @@ fn map_composes_with_vmap() {
     let g = trace(&vmap(m.clone()).in_axes([Some(0), None]), (&xs, &w)).unwrap();
     assert_eq!(g.count::<anvil::ops::control::Map>(), 1, "{g}");
     let mv = map(vmap(f).in_axes([Some(0), None])).in_axes([Some(0), None]);
-    let got = mv.call((&xs, &w)).unwrap();
+    let got = mv.eval((&xs, &w)).unwrap();
     got.assert_allclose(
-        &vmap(vmap(f).in_axes([Some(0), None])).in_axes([Some(0), None]).call((&xs, &w)).unwrap(),
+        &vmap(vmap(f).in_axes([Some(0), None])).in_axes([Some(0), None]).eval((&xs, &w)).unwrap(),
         1e-14,
         1e-14,
     );
@@ -227,9 +227,9 @@ fn chunk_size_gives_the_same_results_and_shares_unbatched_work() {
     }
     // out_axes and a batch axis at the back.
     let xt = rand(&[4, 10], 23);
-    let v = vmap(f).in_axes([Some(1), None]).out_axes(&[1, 0]).chunk_size(3);
+    let v = vmap(f).in_axes([Some(1), None]).out_axes([1, 0]).chunk_size(3);
     let got = run(&v, &[xt.clone(), w.clone()]).unwrap();
-    let want = run(&vmap(f).in_axes([Some(1), None]).out_axes(&[1, 0]), &[xt, w.clone()]).unwrap();
+    let want = run(&vmap(f).in_axes([Some(1), None]).out_axes([1, 0]), &[xt, w.clone()]).unwrap();
     got[0].assert_allclose(&want[0], 0.0, 0.0);
     assert!(run(&vmap(f).in_axes([Some(0), None]).chunk_size(0), &[xs, w]).is_err());
 }

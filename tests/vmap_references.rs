@@ -70,7 +70,7 @@ fn lvl_out(in_axes: &[Option<usize>], out_axes: &[usize]) -> Level {
 /// slices the arguments along each level's axes, runs the *unbatched* `f` on
 /// every slice and stacks the results at each level's `out_axes`. Never
 /// calls `vmap`.
-fn looped<M, F: Function<M>>(f: &F, args: &[Tensor], levels: &[Level]) -> Vec<Tensor> {
+fn looped<M, F: IntoFunction<M>>(f: &F, args: &[Tensor], levels: &[Level]) -> Vec<Tensor> {
     let Some((lv, rest)) = levels.split_first() else {
         return run(f, args).unwrap_or_else(|e| panic!("unbatched run failed: {e}"));
     };
@@ -102,7 +102,7 @@ fn looped<M, F: Function<M>>(f: &F, args: &[Tensor], levels: &[Level]) -> Vec<Te
 
 /// Runs a (vmapped) function on tensors, panicking with the error's message.
 #[track_caller]
-fn go<M, F: Function<M>>(f: &F, args: &[Tensor]) -> Vec<Tensor> {
+fn go<M, F: IntoFunction<M>>(f: &F, args: &[Tensor]) -> Vec<Tensor> {
     run(f, args).unwrap_or_else(|e| panic!("run failed: {e}"))
 }
 
@@ -123,7 +123,12 @@ fn same(what: &str, got: &[Tensor], want: &[Tensor], tol: f64) {
 
 /// `vmap(f)` with `in_axes` against [`looped`] (batch in front of every output).
 #[track_caller]
-fn check<M, F: Function<M> + Clone>(what: &str, f: &F, args: &[Tensor], in_axes: &[Option<usize>]) {
+fn check<M, F: IntoFunction<M> + Clone>(
+    what: &str,
+    f: &F,
+    args: &[Tensor],
+    in_axes: &[Option<usize>],
+) {
     let axes: Vec<Option<i64>> = in_axes.iter().map(|a| a.map(|k| k as i64)).collect();
     let got = go(&vmap(f.clone()).in_axes(axes), args);
     same(what, &got, &looped(f, args, &[lvl(in_axes)]), 1e-12);
@@ -150,18 +155,18 @@ fn s2_vmapin_drops_the_mapped_axis_and_vmapout_reinserts_it() {
         x * 2.0 + 1.0
     };
     let x = rand(&[3, 6], 1);
-    let got = vmap(f).call(&x).unwrap();
+    let got = vmap(f).eval(&x).unwrap();
     assert_eq!(got.shape(), &[3, 6]);
     let want: Vec<f64> = vals(&x).iter().map(|v| v * 2.0 + 1.0).collect();
     assert_eq!(vals(&got), want);
     // varg (CONST(0), RANGE(3)) on both sides: axis 1 consumed, re-inserted at 1.
     let xt = rand(&[6, 3], 2);
-    let got = vmap(f).in_axes(1).out_axes(&[1]).call(&xt).unwrap();
+    let got = vmap(f).in_axes(1).out_axes([1]).eval(&xt).unwrap();
     assert_eq!(got.shape(), &[6, 3]);
     let want: Vec<f64> = vals(&xt).iter().map(|v| v * 2.0 + 1.0).collect();
     assert_eq!(vals(&got), want);
     // Consumed at axis 1, re-inserted at axis 0: the transpose of the element-wise result.
-    let got = vmap(f).in_axes(1).call(&xt).unwrap();
+    let got = vmap(f).in_axes(1).eval(&xt).unwrap();
     assert_eq!(got.shape(), &[3, 6]);
     for b in 0..3 {
         for i in 0..6 {
@@ -213,7 +218,7 @@ fn s5_stack_of_reductions_reindexed_by_a_list_keeps_every_batch_element() {
         );
         z.index(0, &[0, 1])
     };
-    let got = vmap(f).in_axes(1).call(&xx).unwrap();
+    let got = vmap(f).in_axes(1).eval(&xx).unwrap();
     assert_eq!(got.shape(), &[3, 2]);
     // Row b: (b + 3 + b, 6 + b + 9 + b).
     assert_eq!(vals(&got), vec![3.0, 15.0, 5.0, 17.0, 7.0, 19.0]);
@@ -230,7 +235,7 @@ fn s5_stack_of_reductions_reindexed_by_a_list_keeps_every_batch_element() {
         );
         z.index(0, &[0, 1]) * &z + z.index(0, &[1, 0])
     };
-    let got = vmap(g).in_axes(1).call(&xx).unwrap();
+    let got = vmap(g).in_axes(1).eval(&xx).unwrap();
     let want: Vec<f64> = (0..3)
         .flat_map(|b| {
             let (a, c) = (f64::from(3 + 2 * b), f64::from(15 + 2 * b));
@@ -281,7 +286,7 @@ fn s6_1_unary_ops() {
     let x = rand_pos(&[3, 2, 4], 4);
     for (name, f, h) in fs {
         for axis in [0i64, 1, 2] {
-            let got = vmap(f).in_axes(axis).call(&x).unwrap();
+            let got = vmap(f).in_axes(axis).eval(&x).unwrap();
             // The element-wise result with the batch axis moved to the front.
             let hx =
                 Tensor::from_vec(vals(&x).iter().map(|&v| h(v)).collect(), &[3, 2, 4]).unwrap();
@@ -320,15 +325,15 @@ fn s6_1_ternary_where() {
 fn s6_1_cast() {
     let x = rand(&[3, 5], 5);
     let xv = vals(&x);
-    let got = vmap(|x: &Var| x.cast(DType::F32)).call(&x).unwrap();
+    let got = vmap(|x: &Var| x.cast(DType::F32)).eval(&x).unwrap();
     assert_eq!(got.dtype(), DType::F32);
     assert_eq!(got.to_vec::<f32>().unwrap(), xv.iter().map(|&v| v as f32).collect::<Vec<_>>());
-    let got = vmap(|x: &Var| (x * 10.0).cast(DType::I64)).in_axes(1).call(&x).unwrap();
+    let got = vmap(|x: &Var| (x * 10.0).cast(DType::I64)).in_axes(1).eval(&x).unwrap();
     assert_eq!(got.dtype(), DType::I64);
     assert_eq!(got.shape(), &[5, 3]);
     let want: Vec<i64> = (0..15).map(|k| (xv[(k % 3) * 5 + k / 3] * 10.0) as i64).collect(); // transposed
     assert_eq!(got.to_vec::<i64>().unwrap(), want);
-    let got = vmap(|x: &Var| x.gt(&x.scalar_like(0.0)).cast(DType::F64)).call(&x).unwrap();
+    let got = vmap(|x: &Var| x.gt(&x.scalar_like(0.0)).cast(DType::F64)).eval(&x).unwrap();
     assert_eq!(vals(&got), xv.iter().map(|&v| f64::from(u8::from(v > 0.0))).collect::<Vec<_>>());
 }
 
@@ -340,9 +345,9 @@ fn s6_1_cast() {
 fn s6_2_sum_all_and_along_an_axis() {
     let x = Tensor::from_vec((0..6).map(f64::from).collect(), &[2, 3]).unwrap();
     // Hand: rows (0,1,2), (3,4,5).
-    assert_eq!(vals(&vmap(|x: &Var| x.sum_all()).call(&x).unwrap()), vec![3.0, 12.0]);
+    assert_eq!(vals(&vmap(|x: &Var| x.sum_all()).eval(&x).unwrap()), vec![3.0, 12.0]);
     assert_eq!(
-        vals(&vmap(|x: &Var| x.sum(&[0])).in_axes(1).call(&x).unwrap()),
+        vals(&vmap(|x: &Var| x.sum(&[0])).in_axes(1).eval(&x).unwrap()),
         vec![3.0, 5.0, 7.0]
     );
     let f1 = |x: &Var| x.sum_all();
@@ -358,7 +363,7 @@ fn s6_2_sum_all_and_along_an_axis() {
 #[test]
 fn s6_2_mean_and_max() {
     let x = rand(&[3, 4, 5], 31);
-    let got = vmap(|x: &Var| vec![x.mean(), x.max(&[0, 1], false)]).call(&x).unwrap();
+    let got = vmap(|x: &Var| vec![x.mean(), x.max(&[0, 1], false)]).eval(&x).unwrap();
     for b in 0..3 {
         let e = vals(&x.select_axis(0, b).unwrap());
         let mean = e.iter().sum::<f64>() / 20.0;
@@ -381,7 +386,7 @@ fn s6_2_matmul_and_row_times_matrix() {
     // row @ matrix by hand: rows (1, 2) and (3, 4) times [[1, 0, 2], [0, 1, 3]].
     let rows = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
     let m = Tensor::from_vec(vec![1.0, 0.0, 2.0, 0.0, 1.0, 3.0], &[2, 3]).unwrap();
-    let got = vmap(mm).in_axes([Some(0), None]).call((&rows, &m)).unwrap();
+    let got = vmap(mm).in_axes([Some(0), None]).eval((&rows, &m)).unwrap();
     assert_eq!(vals(&got), vec![1.0, 2.0, 8.0, 3.0, 4.0, 18.0]);
     for (sx, sm) in [(vec![2, 3], vec![3, 4]), (vec![3], vec![3, 4]), (vec![2, 3], vec![3])] {
         for axes in
@@ -440,7 +445,7 @@ fn s6_3_movement_ops() {
     let x = Tensor::from_vec(v, &[4, 2, 5]).unwrap();
     let got = vmap(|x: &Var| x.slice(&[SliceSpec::range(1, 3), SliceSpec::range(2, 4)]))
         .in_axes(1)
-        .call(&x)
+        .eval(&x)
         .unwrap();
     assert_eq!(got.shape(), &[2, 2, 2]);
     assert_eq!(vals(&got), vec![102.0, 103.0, 202.0, 203.0, 112.0, 113.0, 212.0, 213.0]);
@@ -508,7 +513,7 @@ fn s6_4_cat_with_an_unbatched_operand() {
     let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
     let got = vmap(|x: &Var, o: &Var| concatenate(&[x, o], 0))
         .in_axes([Some(0), None])
-        .call((&x, &Tensor::vector(&[7.0])))
+        .eval((&x, &Tensor::vector(&[7.0])))
         .unwrap();
     assert_eq!(vals(&got), vec![1.0, 2.0, 7.0, 3.0, 4.0, 7.0]);
 }
@@ -519,11 +524,11 @@ fn s6_4_cat_with_an_unbatched_operand() {
 #[test]
 fn s6_5_scalar_index_and_slice() {
     let x = Tensor::from_vec((0..12).map(f64::from).collect(), &[3, 2, 2]).unwrap();
-    let got = vmap(|x: &Var| x.flatten().at(0, 0)).call(&x).unwrap();
+    let got = vmap(|x: &Var| x.flatten().at(0, 0)).eval(&x).unwrap();
     assert_eq!(vals(&got), vec![0.0, 4.0, 8.0]);
-    let got = vmap(|x: &Var| x.flatten().at(0, -1)).call(&x).unwrap();
+    let got = vmap(|x: &Var| x.flatten().at(0, -1)).eval(&x).unwrap();
     assert_eq!(vals(&got), vec![3.0, 7.0, 11.0]);
-    let got = vmap(|x: &Var| x.flatten().slice_axis(0, None, Some(3), 1)).call(&x).unwrap();
+    let got = vmap(|x: &Var| x.flatten().slice_axis(0, None, Some(3), 1)).eval(&x).unwrap();
     assert_eq!(vals(&got), vec![0.0, 1.0, 2.0, 4.0, 5.0, 6.0, 8.0, 9.0, 10.0]);
     let cases: Vec<(&str, F1)> = vec![
         ("flat[0]", |x| x.flatten().at(0, 0)),
@@ -544,7 +549,7 @@ fn s6_5_scalar_index_and_slice() {
 #[test]
 fn s6_5_fancy_index_by_a_list() {
     let x = Tensor::from_vec((0..6).map(f64::from).collect(), &[2, 3]).unwrap();
-    let got = vmap(|z: &Var| z.index(0, &[2, 0, -1, 0])).call(&x).unwrap();
+    let got = vmap(|z: &Var| z.index(0, &[2, 0, -1, 0])).eval(&x).unwrap();
     assert_eq!(vals(&got), vec![2.0, 0.0, 2.0, 0.0, 5.0, 3.0, 5.0, 3.0]);
     let cases: Vec<(&str, F1)> = vec![
         ("z[[0, 1]]", |z| z.index(0, &[0, 1])),
@@ -567,11 +572,11 @@ fn s6_5_fancy_index_by_a_tensor_batched_shared_or_both() {
     // By hand: element b of z indexed by its own indices.
     let z = Tensor::from_vec((0..8).map(f64::from).collect(), &[2, 4]).unwrap();
     let i = idx(vec![3, 0, 1, -1], &[2, 2]);
-    let got = vmap(|z: &Var, i: &Var| z.take(i, 0)).call((&z, &i)).unwrap();
+    let got = vmap(|z: &Var, i: &Var| z.take(i, 0)).eval((&z, &i)).unwrap();
     assert_eq!(vals(&got), vec![3.0, 0.0, 5.0, 7.0]);
     // Shared operand, batched indices: a lookup table.
     let got =
-        vmap(|z: &Var, i: &Var| z.take(i, 1)).in_axes([None, Some(0)]).call((&z, &i)).unwrap();
+        vmap(|z: &Var, i: &Var| z.take(i, 1)).in_axes([None, Some(0)]).eval((&z, &i)).unwrap();
     assert_eq!(got.shape(), &[2, 2, 2]);
     assert_eq!(vals(&got), vec![3.0, 0.0, 7.0, 4.0, 1.0, 3.0, 5.0, 7.0]);
 
@@ -612,7 +617,7 @@ fn s6_5_multi_scalar_stack() {
     };
     let x = Tensor::from_vec((0..27).map(f64::from).collect(), &[3, 3, 3]).unwrap();
     assert_eq!(
-        vals(&vmap(f).call(&x).unwrap()),
+        vals(&vmap(f).eval(&x).unwrap()),
         vec![0.0, 4.0, 8.0, 9.0, 13.0, 17.0, 18.0, 22.0, 26.0]
     );
     for axis in 0..3 {
@@ -701,7 +706,7 @@ fn s6_6_operations_on_the_result_of_vmap() {
     assert!(vals(&stacked).contains(&0.0) && vals(&stacked).iter().any(|&v| v > 1.0));
     for (name, post) in posts {
         let whole = move |x: &Var, w: &Var| {
-            let v = vmap(f).inline(std::slice::from_ref(x)).unwrap().remove(0);
+            let v = vmap(f).invoke(x);
             post(&v, w)
         };
         let got = go(&whole, &[x.clone(), w.clone()]);
@@ -722,13 +727,13 @@ fn sin_dot(v: &[f64]) -> f64 {
 fn s6_7_nested_two_and_three_levels() {
     let f = |x: &Var| (x.sin() * x).sum(&[0]);
     let x = rand(&[2, 3, 4], 130);
-    let got = vmap(vmap(f)).call(&x).unwrap();
+    let got = vmap(vmap(f)).eval(&x).unwrap();
     assert_eq!(got.shape(), &[2, 3]);
     let xv = vals(&x);
     let want: Vec<f64> = xv.chunks(4).map(sin_dot).collect();
     assert!(got.allclose(&Tensor::from_vec(want, &[2, 3]).unwrap(), 1e-14, 1e-14));
     let x = rand(&[2, 3, 2, 4], 131);
-    let got = vmap(vmap(vmap(f))).call(&x).unwrap();
+    let got = vmap(vmap(vmap(f))).eval(&x).unwrap();
     assert_eq!(got.shape(), &[2, 3, 2]);
     let want: Vec<f64> = vals(&x).chunks(4).map(sin_dot).collect();
     assert!(got.allclose(&Tensor::from_vec(want, &[2, 3, 2]).unwrap(), 1e-14, 1e-14));
@@ -760,9 +765,9 @@ fn s6_7_nested_with_different_in_axes() {
     let levels = [lvl(&[Some(2), None]), lvl(&[Some(0), Some(1)])];
     same("x:(2, 0), y:(-, 1)", &got, &looped(&f, &[x, y], &levels), 1e-13);
     // Negative in_axes at both levels, and out_axes at both levels.
-    let v = vmap(vmap(f).in_axes([Some(-1), None]).out_axes(&[0]))
+    let v = vmap(vmap(f).in_axes([Some(-1), None]).out_axes([0]))
         .in_axes([Some(0), Some(-1)])
-        .out_axes(&[1]);
+        .out_axes([1]);
     let x = rand(&[2, 3, 5], 135); // outer maps axis 0 (2), inner axis -1 (5), element [3]
     let y = rand(&[3, 2], 136);
     let got = go(&v, &[x.clone(), y.clone()]);
@@ -870,11 +875,10 @@ fn stack_flatten_pick(jvps: [&Var; 3]) -> Var {
 
 /// The pattern with anvil's `jvp` transform (called inside the trace).
 fn spjac(x: &Var, v: &Var) -> Var {
-    let t = |j: Vec<Var>| j[1].clone(); // (primal, tangent)
-    let args = [x.clone(), v.clone()];
-    let jvp0 = t(jvp(f0).inline(&args).unwrap());
-    let jvp1 = t(jvp(f1).inline(&args).unwrap());
-    let jvp2 = t(jvp(f2).inline(&args).unwrap());
+    let t = |j: (Var, Var)| j.1; // (primal, tangent)
+    let jvp0 = t(jvp(f0).apply((x, v)).unwrap());
+    let jvp1 = t(jvp(f1).apply((x, v)).unwrap());
+    let jvp2 = t(jvp(f2).apply((x, v)).unwrap());
     stack_flatten_pick([&jvp0, &jvp1, &jvp2])
 }
 
@@ -936,7 +940,7 @@ fn s6_9_spjacobian_stack_flatten_reindex() {
     let pts = rand(&[2, 4], 163);
     for (name, f) in variants {
         // Seeds batched, the point shared.
-        let got = vmap(f).in_axes([None, Some(0)]).call((&x, &seeds)).unwrap();
+        let got = vmap(f).in_axes([None, Some(0)]).eval((&x, &seeds)).unwrap();
         let want: Vec<f64> =
             (0..3).flat_map(|b| spjac_want(&vals(&x), &vals(&seeds)[b * 4..b * 4 + 4])).collect();
         assert!(
@@ -945,7 +949,7 @@ fn s6_9_spjacobian_stack_flatten_reindex() {
         );
 
         // One point per seed (both batched, the seeds along axis 1).
-        let got = vmap(f).in_axes([Some(0), Some(1)]).call((&xs, &seeds_t)).unwrap();
+        let got = vmap(f).in_axes([Some(0), Some(1)]).eval((&xs, &seeds_t)).unwrap();
         let want: Vec<f64> = (0..3)
             .flat_map(|b| {
                 let seed: Vec<f64> = (0..4).map(|i| vals(&seeds_t)[i * 3 + b]).collect();
@@ -958,8 +962,8 @@ fn s6_9_spjacobian_stack_flatten_reindex() {
         );
 
         // Nested: every point (outer) against every seed (inner), out_axes 1 inside.
-        let v = vmap(vmap(f).in_axes([None, Some(0)]).out_axes(&[1])).in_axes([Some(0), None]);
-        let got = v.call((&pts, &seeds)).unwrap();
+        let v = vmap(vmap(f).in_axes([None, Some(0)]).out_axes([1])).in_axes([Some(0), None]);
+        let got = v.eval((&pts, &seeds)).unwrap();
         let mut want = vec![0.0; 2 * 6 * 3];
         for p in 0..2 {
             for s in 0..3 {
@@ -1005,7 +1009,7 @@ fn vd_out_axis_places_the_batch_dimension() {
     let f = |x: &Var| x.exp().reshape(&[2, 3]);
     let x = rand(&[4, 6], 173);
     for (out, pos) in [(0i64, 0usize), (1, 1), (2, 2), (-1, 2), (-3, 0)] {
-        let got = go(&vmap(f).out_axes(&[out]), std::slice::from_ref(&x));
+        let got = go(&vmap(f).out_axes([out]), std::slice::from_ref(&x));
         let want = looped(&f, std::slice::from_ref(&x), &[lvl_out(&[Some(0)], &[pos])]);
         same(&format!("out_axes {out}"), &got, &want, 1e-14);
     }
@@ -1013,11 +1017,11 @@ fn vd_out_axis_places_the_batch_dimension() {
     // each output's batched rank), or one entry for all.
     let g = |x: &Var| vec![x.reshape(&[2, 3]), x.exp().reshape(&[3, 2]), x.at(0, 1)];
     let xt = rand(&[6, 4], 174); // batch along axis 1, elements [6]
-    let got = go(&vmap(g).in_axes(1).out_axes(&[1, -1, 0]), std::slice::from_ref(&xt));
+    let got = go(&vmap(g).in_axes(1).out_axes([1, -1, 0]), std::slice::from_ref(&xt));
     let want = looped(&g, std::slice::from_ref(&xt), &[lvl_out(&[Some(1)], &[1, 2, 0])]);
     same("one entry per output", &got, &want, 1e-14);
     let h = |x: &Var| vec![x.reshape(&[2, 3]), x.exp().reshape(&[3, 2])];
-    let got = go(&vmap(h).in_axes(1).out_axes(&[-2]), std::slice::from_ref(&xt));
+    let got = go(&vmap(h).in_axes(1).out_axes([-2]), std::slice::from_ref(&xt));
     let want = looped(&h, std::slice::from_ref(&xt), &[lvl_out(&[Some(1)], &[1])]);
     same("one entry for all", &got, &want, 1e-14);
 }
@@ -1030,20 +1034,20 @@ fn vd_batch_sizes_must_agree() {
     let f = |a: &Var, b: &Var| a * b;
     let e = vmap(f)
         .in_axes([Some(0), Some(1)])
-        .call((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[2, 4])))
+        .eval((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[2, 4])))
         .unwrap_err()
         .to_string();
     assert!(e.contains("inconsistent batch sizes") && e.contains('3') && e.contains('4'), "{e}");
     let e = vmap(f)
         .axis_size(5)
-        .call((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[3, 2])))
+        .eval((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[3, 2])))
         .unwrap_err()
         .to_string();
     assert!(e.contains("axis_size") && e.contains('5') && e.contains('3'), "{e}");
     // Agreeing sizes at different axes are fine.
     let got = vmap(f)
         .in_axes([Some(0), Some(1)])
-        .call((&Tensor::ones(&[2, 3]), &Tensor::full(&[3, 2], 2.0)))
+        .eval((&Tensor::ones(&[2, 3]), &Tensor::full(&[3, 2], 2.0)))
         .unwrap();
     assert_eq!(vals(&got), vec![2.0; 6]);
 }
@@ -1059,7 +1063,7 @@ fn vd_all_inputs_unmapped_with_axis_size() {
     let got = go(&vmap(f).in_axes(None).axis_size(4), &[x.clone(), y.clone()]);
     let levels = [Level { in_axes: vec![None, None], out_axes: vec![0], size: Some(4) }];
     same("axis_size 4", &got, &looped(&f, &[x.clone(), y.clone()], &levels), 0.0);
-    let got = go(&vmap(f).in_axes(None).axis_size(4).out_axes(&[1]), &[x.clone(), y.clone()]);
+    let got = go(&vmap(f).in_axes(None).axis_size(4).out_axes([1]), &[x.clone(), y.clone()]);
     let levels = [Level { in_axes: vec![None, None], out_axes: vec![1], size: Some(4) }];
     same("axis_size 4, out_axes 1", &got, &looped(&f, &[x, y], &levels), 0.0);
 }
@@ -1138,7 +1142,7 @@ fn vd_binary_elementwise_rules_mixing_batched_and_unbatched() {
     // By hand: equality actually happens in the data.
     let a = Tensor::from_vec(vec![1.0, 2.0, 2.0, 1.0], &[2, 2]).unwrap();
     let b = Tensor::vector(&[1.0, 2.0]);
-    let got = vmap(|a: &Var, b: &Var| a.equal(b)).in_axes([Some(0), None]).call((&a, &b)).unwrap();
+    let got = vmap(|a: &Var, b: &Var| a.equal(b)).in_axes([Some(0), None]).eval((&a, &b)).unwrap();
     assert_eq!(got.to_vec::<bool>().unwrap(), vec![true, true, false, false]);
 }
 
@@ -1215,7 +1219,7 @@ fn vd_reduce_axis_add_max_mul() {
     let x = Tensor::from_vec(v, &[2, 2, 2]).unwrap();
     let got = vmap(|x: &Var| vec![x.sum(&[0]), x.max(&[0], false), x.prod(&[0], false)])
         .in_axes(1)
-        .call(&x)
+        .eval(&x)
         .unwrap();
     assert_eq!(vals(&got[0]), vec![1.0, 201.0, 21.0, 221.0]);
     assert_eq!(vals(&got[1]), vec![1.0, 101.0, 11.0, 111.0]);
@@ -1234,7 +1238,7 @@ fn vd_unbatched_outputs_are_broadcast() {
     let x = rand(&[3, 2], 210);
     let c = rand(&[2], 211);
     let outs =
-        go(&vmap(f).in_axes([Some(0), None]).out_axes(&[0, 1, 0, 0]), &[x.clone(), c.clone()]);
+        go(&vmap(f).in_axes([Some(0), None]).out_axes([0, 1, 0, 0]), &[x.clone(), c.clone()]);
     let cv = vals(&c);
     assert_eq!(outs[1].shape(), &[2, 3]);
     let exp_c: Vec<f64> = (0..6).map(|k| cv[k / 3].exp()).collect();
@@ -1298,13 +1302,13 @@ fn vd_vmap_over_a_jvp_builds_jacobians() {
         assert!(many.allclose(&want, 1e-14, 1e-14), "{name}: jacobians\n{many}\n{want}");
     };
     let one =
-        go(&vmap(jvp(g)).in_axes([None, Some(0)]).out_axes(&[0, 1]), &[x.clone(), eye.clone()]);
-    let inner = vmap(jvp(g)).in_axes([None, Some(0)]).out_axes(&[0, 1]);
+        go(&vmap(jvp(g)).in_axes([None, Some(0)]).out_axes([0, 1]), &[x.clone(), eye.clone()]);
+    let inner = vmap(jvp(g)).in_axes([None, Some(0)]).out_axes([0, 1]);
     let many = go(&vmap(inner).in_axes([Some(0), None]), &[pts.clone(), eye.clone()]).remove(1);
     check_both("anvil jvp", one, many);
     let one =
-        go(&vmap(by_hand).in_axes([None, Some(0)]).out_axes(&[0, 1]), &[x.clone(), eye.clone()]);
-    let inner = vmap(by_hand).in_axes([None, Some(0)]).out_axes(&[0, 1]);
+        go(&vmap(by_hand).in_axes([None, Some(0)]).out_axes([0, 1]), &[x.clone(), eye.clone()]);
+    let inner = vmap(by_hand).in_axes([None, Some(0)]).out_axes([0, 1]);
     let many = go(&vmap(inner).in_axes([Some(0), None]), &[pts, eye]).remove(1);
     check_both("jvp by hand", one, many);
 }
@@ -1320,11 +1324,11 @@ fn vd_gather_and_scatter() {
     let u = Tensor::from_vec(vec![1.0, 2.0, 3.0, 10.0, 20.0, 30.0], &[2, 3]).unwrap();
     let i = idx(vec![0, 3, 0, 2, 2, -1], &[2, 3]);
     let sc = |u: &Var, i: &Var| u.scatter_add(i, 0, 4);
-    let got = vmap(sc).call((&u, &i)).unwrap();
+    let got = vmap(sc).eval((&u, &i)).unwrap();
     assert_eq!(vals(&got), vec![4.0, 0.0, 0.0, 2.0, 0.0, 0.0, 30.0, 30.0]);
-    let got = vmap(sc).in_axes([Some(0), None]).call((&u, &i.select_axis(0, 0).unwrap())).unwrap();
+    let got = vmap(sc).in_axes([Some(0), None]).eval((&u, &i.select_axis(0, 0).unwrap())).unwrap();
     assert_eq!(vals(&got), vec![4.0, 0.0, 0.0, 2.0, 40.0, 0.0, 0.0, 20.0]);
-    let got = vmap(sc).in_axes([None, Some(0)]).call((&u.select_axis(0, 1).unwrap(), &i)).unwrap();
+    let got = vmap(sc).in_axes([None, Some(0)]).eval((&u.select_axis(0, 1).unwrap(), &i)).unwrap();
     assert_eq!(vals(&got), vec![40.0, 0.0, 0.0, 20.0, 0.0, 0.0, 30.0, 30.0]);
 
     // scatter_add into an inner axis, every batching, several batch positions.

@@ -120,10 +120,10 @@ fn mlp(name: &'static str, forward: bool, n: usize) -> Workload {
     let size = format!("n={n}");
     if forward {
         let f = jit(jacfwd(mlp_fn));
-        Workload::new(name, size, move || f.call(&args))
+        Workload::new(name, size, move || f.eval(&args))
     } else {
         let f = jit(jacrev(mlp_fn));
-        Workload::new(name, size, move || f.call(&args))
+        Workload::new(name, size, move || f.eval(&args))
     }
 }
 
@@ -137,7 +137,7 @@ fn elementwise_f(x: &Var) -> Var {
 fn w3(n: usize) -> Workload {
     let x = scaled(&mut NpRng::new(0), &[n], 1.0);
     let f = jit(jacfwd(elementwise_f));
-    Workload::new("W3_elementwise_jacfwd", format!("n={n}"), move || Ok(vec![f.call(&x)?]))
+    Workload::new("W3_elementwise_jacfwd", format!("n={n}"), move || Ok(vec![f.eval(&x)?]))
 }
 
 // ------------------------------------------------------------------ W4
@@ -154,16 +154,15 @@ fn pde_residual(u: &Var) -> Var {
 fn w4(n: usize) -> Workload {
     let u = scaled(&mut NpRng::new(0), &[n], 1.0);
     let f = jit(jacfwd(pde_residual));
-    Workload::new("W4_pde_residual_jacfwd", format!("n={n}"), move || Ok(vec![f.call(&u)?]))
+    Workload::new("W4_pde_residual_jacfwd", format!("n={n}"), move || Ok(vec![f.eval(&u)?]))
 }
 
 // ------------------------------------------------------------------ W5
 
-/// `mean((W2 tanh(W1 x + b1) + b2 - y)^2)`; args `W1, b1, W2, b2, x, y`.
-fn w5_loss(a: &[Var]) -> Vec<Var> {
-    let (w1, b1, w2, b2, x, y) = (&a[0], &a[1], &a[2], &a[3], &a[4], &a[5]);
+/// `mean((W2 tanh(W1 x + b1) + b2 - y)^2)`; params `[W1, b1, W2, b2]`.
+fn w5_loss([w1, b1, w2, b2]: &[Var; 4], x: &Var, y: &Var) -> Var {
     let pred = w2.matmul(&(w1.matmul(x) + b1).tanh()) + b2;
-    vec![(pred - y).square().mean()]
+    (pred - y).square().mean()
 }
 
 fn w5(batch: usize, din: usize, hidden: usize, dout: usize) -> Workload {
@@ -175,20 +174,13 @@ fn w5(batch: usize, din: usize, hidden: usize, dout: usize) -> Workload {
     let b2 = scaled(&mut rng, &[dout], 0.1);
     let xs = scaled(&mut rng, &[batch, din], 1.0);
     let ys = scaled(&mut rng, &[batch, dout], 1.0);
-    let args = vec![w1, b1, w2, b2, xs, ys];
+    let params = [w1, b1, w2, b2];
     // vmap(grad(loss), in_axes=(None, 0, 0)) with params = (W1, b1, W2, b2).
-    let f = jit(vmap(grad(w5_loss).argnums(&[0, 1, 2, 3])).in_axes([
-        None,
-        None,
-        None,
-        None,
-        Some(0),
-        Some(0),
-    ]));
+    let f = jit(vmap(grad(w5_loss)).in_axes([None, Some(0), Some(0)]));
     Workload::new(
         "W5_per_example_grads",
         format!("batch={batch},in={din},hidden={hidden},out={dout}"),
-        move || f.call(&args),
+        move || Ok(f.eval((&params, &xs, &ys))?.to_vec()),
     )
 }
 
@@ -205,7 +197,7 @@ fn w6(m: usize, n: usize) -> Workload {
     let a = scaled(&mut rng, &[m, n], 1.0 / (n as f64).sqrt());
     let x = scaled(&mut rng, &[n], 1.0);
     let f = jit(hessian(w6_f));
-    Workload::new("W6_hessian_logsumexp", format!("A={m}x{n}"), move || Ok(vec![f.call((&x, &a))?]))
+    Workload::new("W6_hessian_logsumexp", format!("A={m}x{n}"), move || Ok(vec![f.eval((&x, &a))?]))
 }
 
 // ------------------------------------------------------------------ W7
@@ -218,7 +210,7 @@ fn w7_f(x: &Var) -> Var {
 fn w7() -> Workload {
     let x = tensor(vec![0.1, 0.2, 0.3], &[3]);
     let f = jit(jacfwd(w7_f));
-    let mut w = Workload::new("W7_tiny_call_overhead", "n=3", move || Ok(vec![f.call(&x)?]));
+    let mut w = Workload::new("W7_tiny_call_overhead", "n=3", move || Ok(vec![f.eval(&x)?]));
     w.latency = true;
     w
 }
@@ -231,9 +223,9 @@ fn w8_f(x: &Var, m: &Var, b: &Var) -> Var {
 }
 
 /// One Newton step: `x - solve(jacfwd(F)(x), F(x))`.
-fn w8_step(x: &Var, m: &Var, b: &Var) -> Var {
-    let jac = jacfwd(w8_f).invoke(&[x, m, b]);
-    x - jac.solve(&w8_f(x, m, b))
+fn w8_step(x: &Var, m: &Var, b: &Var) -> anvil::Result<Var> {
+    let jac = jacfwd(w8_f).apply((x, m, b))?;
+    Ok(x - jac.solve(&w8_f(x, m, b)))
 }
 
 /// W8a: all iterations in one jit (anvil has no `fori_loop`: the Rust loop
@@ -250,19 +242,19 @@ fn w8(n: usize, iters: usize) -> Vec<Workload> {
     let solve_unrolled = jit(move |x0: &Var, m: &Var, b: &Var| {
         let mut x = x0.clone();
         for _ in 0..iters {
-            x = w8_step(&x, m, b);
+            x = w8_step(&x, m, b)?;
         }
-        x
+        Ok(x)
     });
     let a = Workload::new("W8a_newton_fori_jit", size.clone(), move || {
-        Ok(vec![solve_unrolled.call((&xa, &ma, &ba))?])
+        Ok(vec![solve_unrolled.eval((&xa, &ma, &ba))?])
     });
 
     let step = jit(w8_step);
     let b_ = Workload::new("W8b_newton_pyloop_jit_step", size, move || {
         let mut x = x0.clone();
         for _ in 0..iters {
-            x = step.call((&x, &m, &b))?;
+            x = step.eval((&x, &m, &b))?;
         }
         Ok(vec![x])
     });

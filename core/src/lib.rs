@@ -34,11 +34,15 @@ pub mod rules;
 pub mod shape;
 pub mod tensor;
 pub mod trace;
+pub mod tree;
 
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
 pub use eval::{Backend, Evaluator};
-pub use function::{trace, trace_types, trace_with, Args, Function, Outputs, PlanCache};
+pub use function::{
+    trace, trace_capturing, trace_fn, trace_types, trace_with, Apply, Args, Function, IntoFunction,
+    IntoOutput, PlanCache, TracedFn,
+};
 pub use graph::{Constant, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId};
 pub use op::{Block, BlockAt, BlockMut, ElementwiseMath, Op};
 pub use registry::{Registered, RuleTable};
@@ -50,6 +54,7 @@ pub use rules::{
 pub use shape::{SliceSpec, TensorType};
 pub use tensor::{Storage, Tensor};
 pub use trace::{OperatorImpl, Producer, Tracer, Var};
+pub use tree::{Dyn, Flatten, Traced, Tree, TreeDef};
 
 #[doc(hidden)]
 pub use inventory;

@@ -27,10 +27,22 @@ use std::fmt;
 use std::rc::Rc;
 
 /// The graph under construction and the first error met while building it.
+///
+/// A trace opened inside another ([`Tracer::child`]: how a transform traces
+/// the function it wraps) may use the values of the traces around it, as
+/// a closure uses the variables of its scope: such a value becomes a new
+/// input of the inner graph, after the declared ones, and
+/// [`Tracer::captures`] lists the outer values those inputs stand for. The
+/// transform passes them in as it emits the inner graph into the outer
+/// trace (unbatched under `vmap`, with no tangent under `jvp`), so
+/// `vmap(|y| y * z)` inside a function of `z` works under every transform,
+/// as JAX's tracer levels allow.
 #[derive(Debug, Default)]
 pub struct Tracer {
     graph: RefCell<Graph>,
     error: RefCell<Option<Error>>,
+    parent: Option<Rc<Tracer>>,
+    captures: RefCell<Vec<(Var, ValueId)>>,
 }
 
 thread_local! {
@@ -48,9 +60,68 @@ impl Drop for ActiveGuard {
 }
 
 impl Tracer {
-    /// A new, empty trace.
+    /// A new, empty trace, closed: values of other traces are errors.
     pub fn new() -> Rc<Tracer> {
         Rc::new(Tracer::default())
+    }
+
+    /// A new, empty trace inside the innermost active one: it may use the
+    /// values of that trace and of the traces around it (see
+    /// [`Tracer::captures`]). Outside any trace, a closed trace.
+    pub fn child() -> Rc<Tracer> {
+        Rc::new(Tracer { parent: Tracer::current(), ..Tracer::default() })
+    }
+
+    /// The outer values this trace used, in the order of the inputs that
+    /// stand for them (after the inputs declared with [`Tracer::input`]).
+    pub fn captures(&self) -> Vec<Var> {
+        self.captures.borrow().iter().map(|(v, _)| v.clone()).collect()
+    }
+
+    /// Whether `other` is a trace around this one.
+    fn is_inside(&self, other: &Rc<Tracer>) -> bool {
+        let mut t = self.parent.as_ref();
+        while let Some(p) = t {
+            if Rc::ptr_eq(p, other) {
+                return true;
+            }
+            t = p.parent.as_ref();
+        }
+        false
+    }
+
+    /// The id in this trace of `v`: its own, or for a value of a trace
+    /// around this one, the input that captures it (added on first use).
+    ///
+    /// # Errors
+    /// `v` from an unrelated trace ([`Error::ForeignVar`], naming `op` and
+    /// `arg`); a poisoned `v` (the error recorded earlier).
+    fn id_of(self: &Rc<Self>, v: &Var, op: &str, arg: &dyn Fn() -> String) -> Result<ValueId> {
+        let poisoned = || {
+            v.tracer
+                .error()
+                .or_else(|| self.error())
+                .unwrap_or_else(|| Error::invalid(op, arg(), "is the result of an op that failed"))
+        };
+        let id = v.id.ok_or_else(poisoned)?;
+        if Rc::ptr_eq(&v.tracer, self) {
+            return Ok(id);
+        }
+        if !self.is_inside(&v.tracer) {
+            return Err(Error::ForeignVar { op: op.into(), arg: arg() });
+        }
+        let known = self
+            .captures
+            .borrow()
+            .iter()
+            .find(|(outer, _)| Rc::ptr_eq(&outer.tracer, &v.tracer) && outer.id == Some(id))
+            .map(|&(_, inner)| inner);
+        if let Some(inner) = known {
+            return Ok(inner);
+        }
+        let inner = self.graph.borrow_mut().add_input(v.ty.clone())?;
+        self.captures.borrow_mut().push((v.clone(), inner));
+        Ok(inner)
     }
 
     /// The innermost trace active on this thread, if any.
@@ -90,17 +161,11 @@ impl Tracer {
     /// The op's shape rule failing, an argument from another trace, a
     /// poisoned argument (the error recorded earlier).
     pub fn try_apply(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var]) -> Result<Vec<Var>> {
-        for (i, a) in args.iter().enumerate() {
-            if !Rc::ptr_eq(&a.tracer, self) {
-                return Err(Error::ForeignVar { op: op.name().into(), arg: i.to_string() });
-            }
-            if a.id.is_none() {
-                return Err(self.error().unwrap_or_else(|| {
-                    Error::invalid(op.name(), i.to_string(), "is the result of an op that failed")
-                }));
-            }
-        }
-        let ids: Vec<ValueId> = args.iter().filter_map(|a| a.id).collect();
+        let ids: Vec<ValueId> = args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| self.id_of(a, op.name(), &|| i.to_string()))
+            .collect::<Result<_>>()?;
         let mut g = self.graph.borrow_mut();
         let node = g.push(op, &ids)?;
         let results = g.node(node).results();
@@ -133,6 +198,9 @@ impl Tracer {
     /// number of results gives its real results.)
     pub fn apply_n(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var], n: usize) -> Vec<Var> {
         if args.iter().any(|a| a.id.is_none()) {
+            if let Some(e) = args.iter().find_map(|a| a.tracer.error()) {
+                self.record(e);
+            }
             return vec![self.poisoned(); n];
         }
         let name = op.name();
@@ -177,17 +245,11 @@ impl Tracer {
         if let Some(e) = self.error() {
             return Err(e);
         }
-        let mut ids = Vec::with_capacity(outputs.len());
-        for (i, o) in outputs.iter().enumerate() {
-            if !Rc::ptr_eq(&o.tracer, self) {
-                return Err(Error::ForeignVar { op: "output".into(), arg: i.to_string() });
-            }
-            ids.push(o.id.ok_or_else(|| {
-                self.error().unwrap_or_else(|| {
-                    Error::invalid("output", i.to_string(), "is the result of an op that failed")
-                })
-            })?);
-        }
+        let ids: Vec<ValueId> = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| self.id_of(o, "output", &|| i.to_string()))
+            .collect::<Result<_>>()?;
         let mut g = self.graph.borrow().clone();
         g.set_outputs(ids);
         debug_assert!(g.verify().is_ok(), "tracing built an invalid graph: {:?}", g.verify());
@@ -262,6 +324,11 @@ impl Var {
     /// Number of elements.
     pub fn numel(&self) -> usize {
         self.ty.numel()
+    }
+
+    /// Whether `self` and `other` are the same value of the same trace.
+    pub fn is_same(&self, other: &Var) -> bool {
+        self.id.is_some() && self.id == other.id && Rc::ptr_eq(&self.tracer, &other.tracer)
     }
 
     /// Whether this value stands for a failed op.

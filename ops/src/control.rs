@@ -116,12 +116,19 @@ impl Op for Map {
 /// graph of `(primals..., tangents...)` whose outputs are the primal outputs
 /// and then their tangents. Reverse mode transposes that tangent
 /// computation, so it must be linear in the tangents.
+///
+/// The last `consts` operands are values the user's functions closed over:
+/// they have no tangent in `jvp`'s inputs, and differentiating with
+/// respect to them is an error (the rule does not say how), as in JAX.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CustomJvpCall {
-    /// The function.
+    /// The function: `(primals..., consts...) -> outs`.
     pub primal: SubGraph,
-    /// Its jvp: `(primals..., tangents...) -> (outs..., tangent outs...)`.
+    /// Its jvp: `(primals..., consts..., tangents of the primals...) ->
+    /// (outs..., tangent outs...)`.
     pub jvp: SubGraph,
+    /// How many trailing operands are closed-over values.
+    pub consts: usize,
 }
 
 impl Op for CustomJvpCall {
@@ -137,7 +144,17 @@ impl Op for CustomJvpCall {
     }
     fn with_subgraphs(&self, bodies: Vec<Graph>) -> Option<Box<dyn Op>> {
         let [primal, jvp]: [Graph; 2] = bodies.try_into().ok()?;
-        Some(Box::new(CustomJvpCall { primal: primal.into(), jvp: jvp.into() }))
+        Some(Box::new(CustomJvpCall {
+            primal: primal.into(),
+            jvp: jvp.into(),
+            consts: self.consts,
+        }))
+    }
+    fn params(&self) -> String {
+        match self.consts {
+            0 => String::new(),
+            n => format!("consts={n}"),
+        }
     }
 }
 
@@ -146,14 +163,20 @@ impl Op for CustomJvpCall {
 /// (`primals -> (outs..., residuals...)`) and `bwd` (`(residuals...,
 /// cotangents of the outs...) -> one cotangent per primal`). Forward mode
 /// is not available, as in JAX.
+///
+/// The last `consts` operands are values the user's functions closed over:
+/// `primal` and `fwd` take them after the primals, `bwd` before the
+/// residuals; differentiating with respect to them is an error.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CustomVjpCall {
-    /// The function.
+    /// The function: `(primals..., consts...) -> outs`.
     pub primal: SubGraph,
-    /// `primals -> (outs..., residuals...)`.
+    /// `(primals..., consts...) -> (outs..., residuals...)`.
     pub fwd: SubGraph,
-    /// `(residuals..., cts...) -> cotangents of the primals`.
+    /// `(consts..., residuals..., cts...) -> cotangents of the primals`.
     pub bwd: SubGraph,
+    /// How many trailing operands are closed-over values.
+    pub consts: usize,
 }
 
 impl Op for CustomVjpCall {
@@ -169,7 +192,19 @@ impl Op for CustomVjpCall {
     }
     fn with_subgraphs(&self, bodies: Vec<Graph>) -> Option<Box<dyn Op>> {
         let [primal, fwd, bwd]: [Graph; 3] = bodies.try_into().ok()?;
-        Some(Box::new(CustomVjpCall { primal: primal.into(), fwd: fwd.into(), bwd: bwd.into() }))
+        let consts = self.consts;
+        Some(Box::new(CustomVjpCall {
+            primal: primal.into(),
+            fwd: fwd.into(),
+            bwd: bwd.into(),
+            consts,
+        }))
+    }
+    fn params(&self) -> String {
+        match self.consts {
+            0 => String::new(),
+            n => format!("consts={n}"),
+        }
     }
 }
 
@@ -519,9 +554,25 @@ fn jvp_custom_jvp(
     outs: &[Var],
 ) -> Result<Vec<Option<Var>>> {
     let c = op.try_downcast::<CustomJvpCall>()?;
+    let n = no_tangent_on_consts(op, p, t, c.consts)?;
     let mut args = p.to_vec();
-    args.extend(p.iter().zip(t).map(|(p, t)| dense(t, p)));
+    args.extend(p[..n].iter().zip(t).map(|(p, t)| dense(t, p)));
     Ok(inline_graph(&c.jvp, &args)?.split_off(outs.len()).into_iter().map(Some).collect())
+}
+
+/// The number of operands that are primals (the rest are closed-over
+/// values), checking that those have no tangent.
+fn no_tangent_on_consts(op: &dyn Op, p: &[Var], t: &[Option<Var>], consts: usize) -> Result<usize> {
+    let n = p.len().saturating_sub(consts);
+    if t[n.min(t.len())..].iter().any(Option::is_some) {
+        return Err(Error::invalid(
+            op.name(),
+            "closed-over value",
+            "is differentiated, but the custom rule only says how to differentiate with \
+             respect to the function's arguments: pass the value as an argument",
+        ));
+    }
+    Ok(n)
 }
 
 /// The function and its jvp, both batched (tangents batched like their primals).
@@ -529,14 +580,15 @@ fn vmap_custom_jvp(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Bat
     let c = op.try_downcast::<CustomJvpCall>()?;
     let axes: Vec<Option<usize>> = args.iter().map(|b| b.axis.map(|_| 0)).collect();
     let primal = vmapped_body(&c.primal, &axes, size)?;
-    let jvp = vmapped_body(&c.jvp, &[axes.clone(), axes].concat(), size)?;
+    let n = axes.len() - c.consts;
+    let jvp = vmapped_body(&c.jvp, &[&axes[..], &axes[..n]].concat(), size)?;
     let vars: Vec<Var> = args
         .iter()
         .map(|b| if b.axis.is_some() { at_front(b, size) } else { b.var.clone() })
         .collect();
     let refs: Vec<&Var> = vars.iter().collect();
     let n = primal.outputs().len();
-    let op = CustomJvpCall { primal: primal.into(), jvp: jvp.into() };
+    let op = CustomJvpCall { primal: primal.into(), jvp: jvp.into(), consts: c.consts };
     Ok(Var::apply_op_n(Box::new(op), &refs, n)
         .into_iter()
         .map(|v| Batched::new(v, Some(0)))
@@ -557,9 +609,11 @@ fn jvp_custom_vjp(
     if t.iter().all(Option::is_none) {
         return Ok(vec![None; outs.len()]);
     }
-    let mut operands: Vec<Var> = inline_graph(&c.fwd, p)?.split_off(outs.len());
+    let n = no_tangent_on_consts(op, p, t, c.consts)?;
+    let mut operands: Vec<Var> = p[n..].to_vec();
+    operands.extend(inline_graph(&c.fwd, p)?.split_off(outs.len()));
     let residuals = operands.len();
-    operands.extend(p.iter().zip(t).map(|(p, t)| dense(t, p)));
+    operands.extend(p[..n].iter().zip(t).map(|(p, t)| dense(t, p)));
     let refs: Vec<&Var> = operands.iter().collect();
     let types = outs.iter().map(|o| o.ty().clone()).collect();
     let op = CustomVjpTangent { bwd: c.bwd.clone(), residuals, outs: types };

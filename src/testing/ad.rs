@@ -8,8 +8,9 @@ use super::sample::fnv1a;
 use super::{all_passed, check_op_vmap, check_vmap, Derivative, InputKind, OpSample, SplitMix64};
 use crate::core::function::check_arity;
 use crate::core::jvp_rules;
-use crate::transforms::{Jvp, Vjp};
-use crate::{jit, jvp, vjp, Call, DType, Function, Jit, Op, Result, Tensor, TensorType, Var};
+use crate::core::tree::{Dyn, TreeDef};
+use crate::transforms::Jvp;
+use crate::{jit, jvp, vjp, DType, Eval, Function, Jit, Op, Result, Tensor, TensorType, Var};
 use std::fmt;
 
 /// The number of random tangent directions [`check_op_jvp`] tries.
@@ -326,8 +327,7 @@ pub fn check_op_vmap_of_jvp(sample: &OpSample) -> std::result::Result<(), String
 
 // ------------------------------------------------------------------ shared
 
-/// The sample's op as a function of a fixed number of arguments (`vjp`
-/// needs to know where the cotangents start).
+/// The sample's op as a function of its (fixed number of) arguments.
 #[derive(Clone, Debug)]
 struct OpFn {
     op: Box<dyn Op>,
@@ -340,18 +340,17 @@ impl OpFn {
     }
 }
 
-impl Function<OpFn> for OpFn {
-    type Output = Vec<Tensor>;
-    fn arity(&self) -> Option<usize> {
-        Some(self.arity)
-    }
-    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
+impl Function for OpFn {
+    type Args = Vec<Var>;
+    type Output = Vec<Var>;
+    fn inline(&self, _: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         check_arity(self.op.name(), Some(self.arity), args.len())?;
         let refs: Vec<&Var> = args.iter().collect();
         let tracer = args
             .first()
             .map_or_else(crate::core::trace::current_or_detached, |a| a.tracer().clone());
-        tracer.try_apply(self.op.clone(), &refs)
+        let outs = tracer.try_apply(self.op.clone(), &refs)?;
+        Ok(Dyn::of(&outs))
     }
     fn name(&self) -> String {
         self.op.name().into()
@@ -361,10 +360,9 @@ impl Function<OpFn> for OpFn {
 /// The result of a check: `Err` is the message of a failure.
 type Checked<T = ()> = std::result::Result<T, String>;
 
-/// The op jitted, its jvp and its vjp, as the derivative checks run them.
-type Jitted = Jit<OpFn, OpFn>;
-type JvpOf = Jvp<OpFn, OpFn>;
-type VjpOf = Vjp<OpFn, OpFn>;
+/// The op jitted and its jvp, as the derivative checks run them.
+type Jitted = Jit<OpFn>;
+type JvpOf = Jvp<OpFn>;
 
 /// What a derivative check works with once the preconditions hold.
 struct Setup<'a> {
@@ -379,35 +377,32 @@ struct Setup<'a> {
 }
 
 impl Setup<'_> {
-    /// The sample's inputs followed by `extra` (tangents or cotangents), as
-    /// `jvp` and `vjp` take them.
-    fn with_inputs(&self, extra: &[Tensor]) -> Vec<Tensor> {
-        self.sample.inputs.iter().chain(extra).cloned().collect()
-    }
-
     /// Runs a function of tensors, naming the sample and `what` in the error.
-    fn call<M, F: Function<M, Output = Vec<Tensor>>>(
+    fn call<F: Function<Args = Vec<Var>, Output = Vec<Var>>>(
         &self,
         f: &F,
         args: Vec<Tensor>,
         what: &str,
     ) -> Checked<Vec<Tensor>> {
-        f.call(args).map_err(|e| format!("{}: {what} failed: {e}", self.name))
+        f.eval(&args).map_err(|e| format!("{}: {what} failed: {e}", self.name))
     }
 
-    /// As [`Setup::call`], for a function that must return `len` values.
-    fn call_n<M, F: Function<M, Output = Vec<Tensor>>>(
-        &self,
-        f: &F,
-        args: Vec<Tensor>,
-        what: &str,
-        len: usize,
-    ) -> Checked<Vec<Tensor>> {
-        let out = self.call(f, args, what)?;
-        if out.len() != len {
+    /// The jvp at the sample's inputs along `tangents`: the outputs, then
+    /// their tangents (`2 m` values).
+    fn call_jvp(&self, jf: &JvpOf, tangents: &[Tensor]) -> Checked<Vec<Tensor>> {
+        let (mut out, touts) = jf
+            .eval((&self.sample.inputs, tangents))
+            .map_err(|e| format!("{}: jvp failed: {e}", self.name))?;
+        let m = self.outs.len();
+        if out.len() != m || touts.len() != m {
             let name = &self.name;
-            return Err(format!("{name}: {what} returns {} values, expected {len}", out.len()));
+            return Err(format!(
+                "{name}: jvp returns {} outputs and {} tangents, expected {m} of each",
+                out.len(),
+                touts.len()
+            ));
         }
+        out.extend(touts);
         Ok(out)
     }
 }
@@ -612,7 +607,7 @@ fn jvp_check(s: &Setup) -> Checked {
     let mut rng = rng(&s.name, "jvp");
     for k in 0..JVP_DIRECTIONS {
         let dirs = tangents(s, &mut rng);
-        let out = s.call_n(&jf, s.with_inputs(&dirs), "jvp", 2 * m)?;
+        let out = s.call_jvp(&jf, &dirs)?;
         check_primal(s, "jvp", &out[..m], &y)?;
         let fd = if s.sample.derivative == Derivative::Zero {
             None
@@ -710,14 +705,14 @@ fn transpose_outcome(sample: &OpSample) -> CheckOutcome {
 /// [`check_op_transpose`] once its preconditions hold: the dot-product test
 /// on each random pair `(u, v)`.
 fn transpose_check(s: &Setup) -> Checked {
-    let (f, jf, vf) = (jit(s.f.clone()), jvp(s.f.clone()), vjp(s.f.clone()));
+    let (f, jf) = (jit(s.f.clone()), jvp(s.f.clone()));
     let y = s.call(&f, s.sample.inputs.clone(), "the op")?;
     let mut rng = rng(&s.name, "transpose");
     for k in 0..TRANSPOSE_PAIRS {
         let v = tangents(s, &mut rng);
         let u = cotangents(s, &mut rng);
         let (jv, tol) = jacobian_times(s, &f, &jf, &v)?;
-        let jtu = transpose_times(s, &vf, &u, &y)?;
+        let jtu = transpose_times(s, &u, &y)?;
         DotTest { k, u, v, jv, jtu, tol }.check(s)?;
     }
     Ok(())
@@ -727,7 +722,7 @@ fn transpose_check(s: &Setup) -> Checked {
 /// tolerance of the dot-product test that goes with its source.
 fn jacobian_times(s: &Setup, f: &Jitted, jf: &JvpOf, v: &[Tensor]) -> Checked<(Vec<Tensor>, f64)> {
     if s.sample.derivative != Derivative::ReverseOnly {
-        let mut out = s.call(jf, s.with_inputs(v), "jvp")?;
+        let mut out = s.call_jvp(jf, v)?;
         return Ok((out.split_off(s.outs.len()), s.prec.dot_tol));
     }
     let (fd, _) = finite_difference(f, s, v)?;
@@ -741,11 +736,15 @@ fn jacobian_times(s: &Setup, f: &Jitted, jf: &JvpOf, v: &[Tensor]) -> Checked<(V
 
 /// `J^T u`, from vjp, whose primal outputs must be the op's values `y` and
 /// whose cotangents must have the inputs' types.
-fn transpose_times(s: &Setup, vf: &VjpOf, u: &[Tensor], y: &[Tensor]) -> Checked<Vec<Tensor>> {
-    let (n, m) = (s.sample.inputs.len(), s.outs.len());
-    let mut out = s.call_n(vf, s.with_inputs(u), "vjp", n + m)?;
-    check_primal(s, "vjp", &out[..m], y)?;
-    let jtu = out.split_off(m);
+fn transpose_times(s: &Setup, u: &[Tensor], y: &[Tensor]) -> Checked<Vec<Tensor>> {
+    let failed = |e: crate::Error| format!("{}: vjp failed: {e}", s.name);
+    let (out, pullback) = vjp(&s.f, &s.sample.inputs).map_err(failed)?;
+    check_primal(s, "vjp", &out, y)?;
+    let jtu = pullback.eval(u).map_err(failed)?;
+    let n = s.sample.inputs.len();
+    if jtu.len() != n {
+        return Err(format!("{}: vjp returns {} cotangents, expected {n}", s.name, jtu.len()));
+    }
     for (i, (ct, x)) in jtu.iter().zip(&s.sample.inputs).enumerate() {
         if ct.ty() != x.ty() {
             return Err(format!(
@@ -845,7 +844,7 @@ fn vmap_of_jvp_outcome(sample: &OpSample) -> CheckOutcome {
 /// [`check_op_vmap_of_jvp`] once its preconditions hold: [`check_vmap`] on
 /// the jvp in each configuration of [`JVP_BATCHINGS`].
 fn vmap_of_jvp_check(s: &Setup) -> Checked {
-    let jf = jvp(s.f.clone());
+    let jf = FlatJvp(jvp(s.f.clone()), s.sample.inputs.len());
     let mut rng = rng(&s.name, "vmap_of_jvp");
     let tangent_batch: Vec<Vec<Tensor>> = (0..BATCH).map(|_| tangents(s, &mut rng)).collect();
     let mut failures = Vec::new();
@@ -859,6 +858,22 @@ fn vmap_of_jvp_check(s: &Setup) -> Checked {
         }
     }
     all_passed(failures)
+}
+
+/// The jvp as a function of `2 n` arguments, the primals then the
+/// tangents, returning the outputs then their tangents: the form the
+/// generic vmap check batches argument by argument.
+#[derive(Clone, Debug)]
+struct FlatJvp(JvpOf, usize);
+
+impl Function for FlatJvp {
+    type Args = Vec<Var>;
+    type Output = Vec<Var>;
+    fn inline(&self, _: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
+        let list = TreeDef::List(vec![TreeDef::Leaf; self.1]);
+        let out = self.0.inline(&TreeDef::Tuple(vec![list.clone(), list]), args)?;
+        Ok(Dyn::of(&out.leaves))
+    }
 }
 
 /// The in_axes of the jvp's arguments: the primals' as `primal_axis` says

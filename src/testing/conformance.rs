@@ -4,7 +4,7 @@
 use super::report::registrations;
 use super::{all_passed, check_vmap, run, run_each, slice_args, stack_output, to_i64, OpSample};
 use crate::core::Parameter;
-use crate::{trace_types, vmap, Function, Result, Tensor, TensorType};
+use crate::{vmap, IntoFunction, Result, Tensor, TensorType};
 use std::any::TypeId;
 use std::collections::HashSet;
 
@@ -126,7 +126,7 @@ pub fn check_op_vmap(sample: &OpSample) -> std::result::Result<(), String> {
 
 /// Builds the batched inputs, runs `vmap(f)` and compares it with a loop
 /// (only its types, for an op that cannot be evaluated).
-fn check_one_level<M, F: Function<M> + Clone>(
+fn check_one_level<M, F: IntoFunction<M> + Clone>(
     sample: &OpSample,
     f: &F,
     axes: &[Option<usize>],
@@ -173,7 +173,7 @@ fn nested_configs(ranks: &[usize]) -> Vec<(InAxes, InAxes)> {
 
 /// Builds the doubly batched inputs, runs `vmap(vmap(f))` and compares it
 /// with a double loop (only its types, for an op that cannot be evaluated).
-fn check_nested<M, F: Function<M> + Clone>(
+fn check_nested<M, F: IntoFunction<M> + Clone>(
     sample: &OpSample,
     f: &F,
     outer: &[Option<usize>],
@@ -225,7 +225,7 @@ fn doubly_batched(
 
 /// `f` on every element of the doubly batched `args`: `[j][i]` holds the
 /// outputs at outer index `j` and inner index `i`.
-fn double_loop<M, F: Function<M>>(
+fn double_loop<M, F: IntoFunction<M>>(
     f: &F,
     args: &[Tensor],
     outer: &[Option<usize>],
@@ -249,14 +249,14 @@ fn stack_rows(rows: &[Vec<Vec<Tensor>>], o: usize) -> Result<Tensor> {
 /// For an op that cannot be evaluated: `vf` (`f` vmapped once per batch
 /// size of `sizes`, outermost first) traces on `args` and gives the
 /// element types `outs` with the batch axes in front.
-fn check_types<M, F: Function<M>>(
+fn check_types<M, F: IntoFunction<M>>(
     vf: &F,
     args: &[Tensor],
     sizes: &[usize],
     outs: &[TensorType],
 ) -> std::result::Result<(), String> {
     let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
-    let graph = trace_types(vf, &types).map_err(|e| format!("tracing vmap failed: {e}"))?;
+    let graph = super::trace_leaves(vf, &types).map_err(|e| format!("tracing vmap failed: {e}"))?;
     let want: Vec<TensorType> = outs
         .iter()
         .map(|out| {

@@ -53,15 +53,25 @@ pub use report::{rule_report, RuleReport, RuleReportTable};
 pub use sample::{random_tensor, Derivative, InputKind, OpSample, SplitMix64};
 pub use samples::standard_samples;
 
-use crate::{run_graph, trace_types, vmap, Function, Result, Tensor, TensorType};
+use crate::core::function::{fit_args, Args};
+use crate::core::tree::TreeDef;
+use crate::{run_graph, vmap, Graph, IntoFunction, Result, Tensor, TensorType};
 
-/// Runs a function on tensors and returns every output, whatever its output form.
+/// Runs a function of tensor arguments on tensors and returns the leaves of
+/// its result, whatever the result's structure.
 ///
 /// # Errors
-/// As [`crate::Call::call`].
-pub fn run<M, F: Function<M>>(f: &F, args: &[Tensor]) -> Result<Vec<Tensor>> {
+/// As [`crate::Eval::eval`].
+pub fn run<M, F: IntoFunction<M>>(f: &F, args: &[Tensor]) -> Result<Vec<Tensor>> {
     let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
-    run_graph(&trace_types(f, &types)?, args)
+    run_graph(&trace_leaves(f, &types)?, args)
+}
+
+/// `f` traced on tensor arguments of types `types` (one leaf each).
+fn trace_leaves<M, F: IntoFunction<M>>(f: &F, types: &[TensorType]) -> Result<Graph> {
+    let leaves = TreeDef::Tuple(vec![TreeDef::Leaf; types.len()]);
+    let def = fit_args("function", leaves, <F::Args as Args>::ARITY)?;
+    Ok(crate::core::trace_types(&f.as_function(), &def, types)?.0)
 }
 
 /// Checks that `vmap(f)` with `in_axes` equals a loop over the batch that
@@ -71,7 +81,7 @@ pub fn run<M, F: Function<M>>(f: &F, args: &[Tensor]) -> Result<Vec<Tensor>> {
 ///
 /// # Errors
 /// `Err(message)` when the results differ or either side fails.
-pub fn check_vmap<M, F: Function<M> + Clone>(
+pub fn check_vmap<M, F: IntoFunction<M> + Clone>(
     f: &F,
     args: &[Tensor],
     in_axes: &[Option<usize>],
@@ -99,7 +109,7 @@ pub fn check_vmap<M, F: Function<M> + Clone>(
 /// The loop side of a vmap check: `f` run on batch elements `0..size` of
 /// `args` (see [`slice_args`]), every output of each; `element(i)` names
 /// element `i` in the error.
-fn run_each<M, F: Function<M>>(
+fn run_each<M, F: IntoFunction<M>>(
     f: &F,
     args: &[Tensor],
     in_axes: &[Option<usize>],

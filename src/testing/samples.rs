@@ -457,7 +457,11 @@ fn custom_jvp_samples(s: &mut Vec<OpSample>) {
         },
         &[&[2, 3], &[3], &[2, 3], &[3]],
     );
-    s.push(OpSample::new(CustomJvpCall { primal, jvp }).input(SYM, &[2, 3]).input(SYM, &[3]));
+    s.push(
+        OpSample::new(CustomJvpCall { primal, jvp, consts: 0 })
+            .input(SYM, &[2, 3])
+            .input(SYM, &[3]),
+    );
 }
 
 fn custom_vjp_samples(s: &mut Vec<OpSample>) {
@@ -480,7 +484,7 @@ fn custom_vjp_samples(s: &mut Vec<OpSample>) {
         &[&[3], &[3], &[3], &[3]],
     );
     s.push(
-        OpSample::new(CustomVjpCall { primal, fwd, bwd: bwd.clone() })
+        OpSample::new(CustomVjpCall { primal, fwd, bwd: bwd.clone(), consts: 0 })
             .input(SYM, &[3])
             .input(SYM, &[3])
             .reverse_only(),

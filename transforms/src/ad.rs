@@ -382,3 +382,44 @@ pub fn vjp_graph(
         .collect();
     Ok((outs, in_cts))
 }
+
+/// The transpose of the linear part of a [`Linearization`]: a graph of
+/// `(residuals..., output cotangents...)` returning the cotangent of every
+/// primal of types `primal_types` (zeros for integer primals and where the
+/// outputs do not depend on a primal). What a pullback runs.
+///
+/// # Errors
+/// As [`transpose_graph`].
+pub fn transpose_linear(
+    linear: &Graph,
+    residuals: usize,
+    primal_types: &[TensorType],
+) -> Result<Graph> {
+    let n_in = linear.inputs().len();
+    let mut types: Vec<TensorType> = linear.input_types()[..residuals].to_vec();
+    types.extend(linear.output_types());
+    trace_with(&types, |vars| {
+        let (res, cts) = vars.split_at(residuals);
+        let is_linear: Vec<bool> = (0..n_in).map(|k| k >= residuals).collect();
+        let known: Vec<Option<Var>> = (0..n_in).map(|k| res.get(k).cloned()).collect();
+        let cts: Vec<Option<Var>> = cts.iter().cloned().map(Some).collect();
+        let (_, in_cts) = transpose_graph(linear, &is_linear, &known, &cts)?;
+        let like = vars.first().cloned();
+        let mut float_cts = in_cts[residuals..].iter();
+        primal_types
+            .iter()
+            .map(|t| {
+                let ct =
+                    if t.dtype().is_float() { float_cts.next().cloned().flatten() } else { None };
+                match (ct, &like) {
+                    (Some(ct), _) => Ok(ct),
+                    (None, Some(l)) => Ok(anvil_ops::ad::zeros(l, t)),
+                    (None, None) => Ok(anvil_ops::full_scalar(
+                        t.shape(),
+                        anvil_core::Scalar::F64(0.0).cast(t.dtype()),
+                    )),
+                }
+            })
+            .collect()
+    })
+}

@@ -12,9 +12,18 @@
 //!   transposes a tangent node whose transpose is `bwd`; `vmap` runs the call
 //!   as a loop (`map`), which composes with every transform; forward mode is
 //!   an error naming the function, as in JAX.
+//!
+//! The functions may close over values of the trace they are called in
+//! (parameters, say): those become trailing operands of the node, shared by
+//! the function and its rules. Differentiating with respect to such a value
+//! is an error, as in JAX: the rule only says how to differentiate with
+//! respect to the arguments.
 
-use anvil_core::function::trace_types;
-use anvil_core::{Error, Function, Graph, PlanCache, Result, TensorType, Var};
+use anvil_core::replay::inline_graph;
+use anvil_core::{
+    trace_fn, trace_with, Dyn, Error, Function, Graph, IntoFunction, PlanCache, Result, TensorType,
+    Traced, TracedFn, TreeDef, Var,
+};
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall};
 use std::marker::PhantomData;
 
@@ -44,28 +53,46 @@ fn some_output(what: &str, g: &Graph) -> Result<Vec<TensorType>> {
     }
 }
 
+/// The values captured by any of `traced`, each once, in order of first use.
+fn all_captures(traced: &[&TracedFn]) -> Vec<Var> {
+    let mut all: Vec<Var> = Vec::new();
+    for c in traced.iter().flat_map(|t| &t.captures) {
+        if !all.iter().any(|a| a.is_same(c)) {
+            all.push(c.clone());
+        }
+    }
+    all
+}
+
+/// Where each of `t`'s captures is in `all`.
+fn capture_slots(t: &TracedFn, all: &[Var]) -> Vec<usize> {
+    t.captures.iter().map(|c| all.iter().position(|a| a.is_same(c)).unwrap_or(0)).collect()
+}
+
+/// `graph` with its inputs rearranged: new inputs of types `types`, old
+/// input `i` reading new input `from[i]` (inputs not read are unused).
+fn with_inputs(graph: &Graph, types: &[TensorType], from: &[usize]) -> Result<Graph> {
+    trace_with(types, |vars| {
+        inline_graph(graph, &from.iter().map(|&i| vars[i].clone()).collect::<Vec<_>>())
+    })
+}
+
 // ------------------------------------------------------------ custom_jvp
 
 /// A function with a custom jvp; see [`custom_jvp`].
-pub struct CustomJvp<F, J, M, MJ> {
+pub struct CustomJvp<F, J> {
     f: F,
     jvp: J,
     cache: PlanCache,
-    _marker: PhantomData<fn() -> (M, MJ)>,
 }
 
-impl<F: Clone, J: Clone, M, MJ> Clone for CustomJvp<F, J, M, MJ> {
+impl<F: Clone, J: Clone> Clone for CustomJvp<F, J> {
     fn clone(&self) -> Self {
-        CustomJvp {
-            f: self.f.clone(),
-            jvp: self.jvp.clone(),
-            cache: PlanCache::new(),
-            _marker: PhantomData,
-        }
+        CustomJvp { f: self.f.clone(), jvp: self.jvp.clone(), cache: PlanCache::new() }
     }
 }
 
-impl<F, J, M, MJ> std::fmt::Debug for CustomJvp<F, J, M, MJ> {
+impl<F, J> std::fmt::Debug for CustomJvp<F, J> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CustomJvp")
     }
@@ -73,42 +100,64 @@ impl<F, J, M, MJ> std::fmt::Debug for CustomJvp<F, J, M, MJ> {
 
 /// `f` with the forward-mode derivative `jvp` (`jax.custom_jvp`).
 ///
-/// `jvp` takes `f`'s arguments followed by one tangent per argument and
-/// returns `f`'s outputs followed by their tangents (`[f(x), tangent]` for
-/// one output); it must be linear in the tangents, because reverse mode
-/// transposes it.
+/// `jvp` takes `(primals, tangents)` — `f`'s arguments as a tuple and a
+/// tuple of their tangents — and returns `(outputs, output tangents)`; it
+/// must be linear in the tangents, because reverse mode transposes it.
 ///
 /// ```
 /// use anvil::prelude::*;
-/// use anvil::transforms::{custom_jvp, grad};
+/// use anvil::transforms::custom_jvp;
 /// // softplus(x) = log(1 + e^x), whose naive derivative overflows for large x.
 /// let softplus = custom_jvp(
 ///     |x: &Var| x.exp().log1p(),
-///     |x: &Var, t: &Var| vec![x.exp().log1p(), t * &x.logistic()],
+///     |(x,): &(Var,), (t,): &(Var,)| (x.exp().log1p(), t * &x.logistic()),
 /// );
-/// let g = grad(move |x: &Var| softplus.invoke(&[x]).sum_all())
-///     .call(&Tensor::from_vec(vec![0.0, 1000.0], &[2])?)?;
+/// let g = grad(move |x: &Var| Ok(softplus.apply(x)?.sum_all()))
+///     .eval(&Tensor::from_vec(vec![0.0, 1000.0], &[2])?)?;
 /// assert_eq!(g.to_vec::<f64>()?, vec![0.5, 1.0]);
 /// # Ok::<(), anvil::Error>(())
 /// ```
-pub fn custom_jvp<M, MJ, F: Function<M>, J: Function<MJ>>(f: F, jvp: J) -> CustomJvp<F, J, M, MJ> {
-    CustomJvp { f, jvp, cache: PlanCache::new(), _marker: PhantomData }
+pub fn custom_jvp<M, MJ, F: IntoFunction<M>, J: IntoFunction<MJ>>(
+    f: F,
+    jvp: J,
+) -> CustomJvp<F::Func, J::Func> {
+    CustomJvp { f: f.into_function(), jvp: jvp.into_function(), cache: PlanCache::new() }
 }
 
-impl<M, MJ, F: Function<M>, J: Function<MJ>> Function<M> for CustomJvp<F, J, M, MJ> {
+impl<F, J> Function for CustomJvp<F, J>
+where
+    F: Function,
+    J: Function<Args = (F::Args, F::Args), Output = (F::Output, F::Output)>,
+{
+    type Args = F::Args;
     type Output = F::Output;
-    fn arity(&self) -> Option<usize> {
-        self.f.arity()
-    }
-    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         let types = types_of(args);
-        let primal = trace_types(&self.f, &types)?;
-        let outs = some_output("custom_jvp", &primal)?;
-        let jvp = trace_types(&self.jvp, &[types.clone(), types].concat())?;
-        expect_outputs("custom_jvp rule", &jvp, &[outs.clone(), outs.clone()].concat())?;
-        let op = CustomJvpCall { primal: primal.into(), jvp: jvp.into() };
-        let refs: Vec<&Var> = args.iter().collect();
-        Ok(Var::apply_op_n(Box::new(op), &refs, outs.len()))
+        let n = args.len();
+        let primal = trace_fn(&self.f, def, &types)?;
+        let outs = some_output("custom_jvp", &primal.graph)?;
+        let pair = TreeDef::Tuple(vec![def.clone(), def.clone()]);
+        let jvp = trace_fn(&self.jvp, &pair, &[types.clone(), types.clone()].concat())?;
+        expect_outputs("custom_jvp rule", &jvp.graph, &[outs.clone(), outs.clone()].concat())?;
+        let consts = all_captures(&[&primal, &jvp]);
+        let mut all_types = types.clone();
+        all_types.extend(consts.iter().map(|c| c.ty().clone()));
+        let nc = consts.len();
+        // primal: (args, its captures) -> (args, consts).
+        let from: Vec<usize> =
+            (0..n).chain(capture_slots(&primal, &consts).iter().map(|&k| n + k)).collect();
+        let primal_graph = with_inputs(&primal.graph, &all_types, &from)?;
+        // jvp: (args, tangents, its captures) -> (args, consts, tangents).
+        let mut jvp_types = all_types.clone();
+        jvp_types.extend(types);
+        let from: Vec<usize> = (0..n)
+            .chain((0..n).map(|i| n + nc + i))
+            .chain(capture_slots(&jvp, &consts).iter().map(|&k| n + k))
+            .collect();
+        let jvp_graph = with_inputs(&jvp.graph, &jvp_types, &from)?;
+        let op = CustomJvpCall { primal: primal_graph.into(), jvp: jvp_graph.into(), consts: nc };
+        let operands: Vec<&Var> = args.iter().chain(&consts).collect();
+        Ok(Dyn { def: primal.output, leaves: Var::apply_op_n(Box::new(op), &operands, outs.len()) })
     }
     fn cache(&self) -> Option<&PlanCache> {
         Some(&self.cache)
@@ -120,31 +169,28 @@ impl<M, MJ, F: Function<M>, J: Function<MJ>> Function<M> for CustomJvp<F, J, M, 
 
 // ------------------------------------------------------------ custom_vjp
 
-/// The marker of a [`CustomVjp`]: the three functions' markers.
-type Markers<M, MF, MB> = PhantomData<fn() -> (M, MF, MB)>;
-
 /// A function with a custom vjp; see [`custom_vjp`].
-pub struct CustomVjp<F, Fw, B, M, MF, MB> {
+pub struct CustomVjp<F, Fw, B, R> {
     f: F,
     fwd: Fw,
     bwd: B,
     cache: PlanCache,
-    _marker: Markers<M, MF, MB>,
+    _residuals: PhantomData<fn() -> R>,
 }
 
-impl<F: Clone, Fw: Clone, B: Clone, M, MF, MB> Clone for CustomVjp<F, Fw, B, M, MF, MB> {
+impl<F: Clone, Fw: Clone, B: Clone, R> Clone for CustomVjp<F, Fw, B, R> {
     fn clone(&self) -> Self {
         CustomVjp {
             f: self.f.clone(),
             fwd: self.fwd.clone(),
             bwd: self.bwd.clone(),
             cache: PlanCache::new(),
-            _marker: PhantomData,
+            _residuals: PhantomData,
         }
     }
 }
 
-impl<F, Fw, B, M, MF, MB> std::fmt::Debug for CustomVjp<F, Fw, B, M, MF, MB> {
+impl<F, Fw, B, R> std::fmt::Debug for CustomVjp<F, Fw, B, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("CustomVjp")
     }
@@ -153,61 +199,100 @@ impl<F, Fw, B, M, MF, MB> std::fmt::Debug for CustomVjp<F, Fw, B, M, MF, MB> {
 /// `f` with the reverse-mode derivative given by `fwd` and `bwd`
 /// (`jax.custom_vjp`).
 ///
-/// `fwd` takes `f`'s arguments and returns `[f(x)..., residuals...]` (the
-/// function's outputs first); `bwd` takes the residuals and one cotangent
-/// per output and returns one cotangent per argument of `f`. Reverse mode (`grad`, `vjp`, `jacrev`, and `vmap` of
-/// them) uses them; forward mode (`jvp`, `jacfwd`) is an error, as in JAX.
+/// `fwd` takes `f`'s arguments and returns `(f(x), residuals)`, the
+/// residuals any tree; `bwd` takes `(residuals, output cotangents)` and
+/// returns a tuple with one cotangent per argument of `f`. Reverse mode
+/// (`grad`, `vjp`, `jacrev`, and `vmap` of them) uses them; forward mode
+/// (`jvp`, `jacfwd`) is an error, as in JAX.
 ///
 /// ```
 /// use anvil::prelude::*;
-/// use anvil::transforms::{custom_vjp, grad};
+/// use anvil::transforms::custom_vjp;
 /// // The identity, with its gradient clipped to [-1, 1].
 /// let clip = custom_vjp(
 ///     |x: &Var| x.clone(),
-///     |x: &Var| vec![x.clone()],
-///     |ct: &Var| vec![ct.maximum(&ct.full_like(-1.0)).minimum(&ct.full_like(1.0))],
+///     |x: &Var| (x.clone(), ()),
+///     |_: &(), ct: &Var| (ct.maximum(&ct.full_like(-1.0)).minimum(&ct.full_like(1.0)),),
 /// );
-/// let f = move |x: &Var| (clip.invoke(&[x]) * 10.0).sum_all();
-/// let g = grad(f).call(&Tensor::from_vec(vec![1.0, 2.0], &[2])?)?;
+/// let f = move |x: &Var| Ok((clip.apply(x)? * 10.0).sum_all());
+/// let g = grad(f).eval(&Tensor::from_vec(vec![1.0, 2.0], &[2])?)?;
 /// assert_eq!(g.to_vec::<f64>()?, vec![1.0, 1.0]);
 /// # Ok::<(), anvil::Error>(())
 /// ```
-pub fn custom_vjp<M, MF, MB, F: Function<M>, Fw: Function<MF>, B: Function<MB>>(
+pub fn custom_vjp<M, MF, MB, R, F, Fw, B>(
     f: F,
     fwd: Fw,
     bwd: B,
-) -> CustomVjp<F, Fw, B, M, MF, MB> {
-    CustomVjp { f, fwd, bwd, cache: PlanCache::new(), _marker: PhantomData }
+) -> CustomVjp<F::Func, Fw::Func, B::Func, R>
+where
+    F: IntoFunction<M>,
+    Fw: IntoFunction<MF, Args = F::Args, Output = (F::Output, R)>,
+    B: IntoFunction<MB, Args = (R, F::Output), Output = F::Args>,
+    R: Traced,
+{
+    CustomVjp {
+        f: f.into_function(),
+        fwd: fwd.into_function(),
+        bwd: bwd.into_function(),
+        cache: PlanCache::new(),
+        _residuals: PhantomData,
+    }
 }
 
-impl<M, MF, MB, F: Function<M>, Fw: Function<MF>, B: Function<MB>> Function<M>
-    for CustomVjp<F, Fw, B, M, MF, MB>
+impl<F, Fw, B, R> Function for CustomVjp<F, Fw, B, R>
+where
+    F: Function,
+    Fw: Function<Args = F::Args, Output = (F::Output, R)>,
+    B: Function<Args = (R, F::Output), Output = F::Args>,
+    R: Traced,
 {
+    type Args = F::Args;
     type Output = F::Output;
-    fn arity(&self) -> Option<usize> {
-        self.f.arity()
-    }
-    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         let types = types_of(args);
-        let primal = trace_types(&self.f, &types)?;
-        let outs = some_output("custom_vjp", &primal)?;
-        let fwd = trace_types(&self.fwd, &types)?;
-        let fwd_out = fwd.output_types();
-        if !fwd_out.starts_with(&outs) {
-            let show: Vec<String> = outs.iter().map(ToString::to_string).collect();
-            return Err(Error::invalid(
-                "custom_vjp fwd",
-                "outputs",
-                format!("must start with the function's outputs ({})", show.join(", ")),
-            ));
-        }
-        let mut bwd_in = fwd_out[outs.len()..].to_vec();
-        bwd_in.extend(outs.iter().cloned());
-        let bwd = trace_types(&self.bwd, &bwd_in)?;
-        expect_outputs("custom_vjp bwd", &bwd, &types)?;
-        let op = CustomVjpCall { primal: primal.into(), fwd: fwd.into(), bwd: bwd.into() };
-        let refs: Vec<&Var> = args.iter().collect();
-        Ok(Var::apply_op_n(Box::new(op), &refs, outs.len()))
+        let n = args.len();
+        let primal = trace_fn(&self.f, def, &types)?;
+        let outs = some_output("custom_vjp", &primal.graph)?;
+        let fwd = trace_fn(&self.fwd, def, &types)?;
+        let fwd_out = fwd.graph.output_types();
+        let res_def = match &fwd.output {
+            TreeDef::Tuple(c) if c.len() == 2 && fwd_out.starts_with(&outs) => c[1].clone(),
+            _ => {
+                let show: Vec<String> = outs.iter().map(ToString::to_string).collect();
+                return Err(Error::invalid(
+                    "custom_vjp fwd",
+                    "outputs",
+                    format!("must be (the function's outputs ({}), residuals)", show.join(", ")),
+                ));
+            }
+        };
+        let res_types = fwd_out[outs.len()..].to_vec();
+        let nr = res_types.len();
+        let bwd_def = TreeDef::Tuple(vec![res_def, primal.output.clone()]);
+        let bwd = trace_fn(&self.bwd, &bwd_def, &[res_types.clone(), outs.clone()].concat())?;
+        expect_outputs("custom_vjp bwd", &bwd.graph, &types)?;
+        let consts = all_captures(&[&primal, &fwd, &bwd]);
+        let nc = consts.len();
+        let const_types: Vec<TensorType> = consts.iter().map(|c| c.ty().clone()).collect();
+        let all_types = [types.clone(), const_types.clone()].concat();
+        let from = |t: &TracedFn| -> Vec<usize> {
+            (0..n).chain(capture_slots(t, &consts).iter().map(|&k| n + k)).collect()
+        };
+        let primal_graph = with_inputs(&primal.graph, &all_types, &from(&primal))?;
+        let fwd_graph = with_inputs(&fwd.graph, &all_types, &from(&fwd))?;
+        // bwd: (residuals, cts, its captures) -> (consts, residuals, cts).
+        let bwd_types = [const_types, res_types, outs.clone()].concat();
+        let from_bwd: Vec<usize> =
+            (0..nr + outs.len()).map(|i| nc + i).chain(capture_slots(&bwd, &consts)).collect();
+        let bwd_graph = with_inputs(&bwd.graph, &bwd_types, &from_bwd)?;
+        let op = CustomVjpCall {
+            primal: primal_graph.into(),
+            fwd: fwd_graph.into(),
+            bwd: bwd_graph.into(),
+            consts: nc,
+        };
+        let operands: Vec<&Var> = args.iter().chain(&consts).collect();
+        Ok(Dyn { def: primal.output, leaves: Var::apply_op_n(Box::new(op), &operands, outs.len()) })
     }
     fn cache(&self) -> Option<&PlanCache> {
         Some(&self.cache)

@@ -4,7 +4,7 @@
 //! that looks each node's rule up in a registry and calls it, building a new
 //! graph through the same `Var` API users write programs with. They hold no
 //! per-op knowledge. This crate holds the transforms ([`vmap`], [`jvp`],
-//! [`vjp`], [`grad`], [`jacfwd`], [`jacrev`], [`hessian`], [`map`], custom
+//! [`grad`], [`jacfwd`], [`jacrev`], [`hessian`], [`map`], custom
 //! derivatives), the graph passes ([`dce`], [`cse`], [`fold_constants`],
 //! the rewrite engine [`rewrite`]) and the compile pipeline
 //! ([`optimize`], [`compile`]) that a backend plugs into through the
@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod ad;
+pub mod axes;
 pub mod custom;
 pub mod diff;
 pub mod map;
@@ -23,7 +24,10 @@ pub mod vmap;
 
 pub use ad::{jvp_graph, linearize_graph, transpose_graph, vjp_graph, Linearization};
 pub use custom::{custom_jvp, custom_vjp, CustomJvp, CustomVjp};
-pub use diff::{grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp, Grad, Jacobian, Jvp, Vjp};
+pub use diff::{
+    grad, hessian, jacfwd, jacrev, jvp, value_and_grad, Argnum, Argnums, Grad, Hessian, Jacobian,
+    Jvp,
+};
 pub use map::{map, map_fallback, map_fallbacks, MapFn};
 
 anvil_core::inventory::submit! {

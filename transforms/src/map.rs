@@ -13,14 +13,16 @@
 //! `vmap` itself turns an op without a batching rule into a one-node `Map`
 //! ([`map_fallback`]), printing a one-time warning naming the op.
 
-use crate::vmap::{axes_for, batch_args, vmap_graph, InAxes};
-use anvil_core::function::trace_types;
-use anvil_core::{Batched, Error, Function, Graph, Op, PlanCache, Result, TensorType, Var};
+use crate::axes::InAxes;
+use crate::vmap::{batch_args, vmap_graph};
+use anvil_core::{
+    trace_fn, Batched, Dyn, Error, Function, Graph, IntoFunction, Op, PlanCache, Result,
+    TensorType, TreeDef, Var,
+};
 use anvil_ops::batching::at_front;
 use anvil_ops::control::{batch_in_front, emit_map, map_loop_many, vmapped_body};
 use anvil_ops::{concatenate, VarExt};
 use std::any::TypeId;
-use std::marker::PhantomData;
 use std::sync::Mutex;
 
 static FALLBACKS: Mutex<Vec<(TypeId, &'static str)>> = Mutex::new(Vec::new());
@@ -56,28 +58,26 @@ fn warn_once(op: &dyn Op) {
 }
 
 /// `f` applied to each slice of its mapped arguments, as a loop; see [`map`].
-pub struct MapFn<F, M> {
+pub struct MapFn<F> {
     f: F,
     in_axes: InAxes,
     batch_size: Option<usize>,
     cache: PlanCache,
-    _marker: PhantomData<fn() -> M>,
 }
 
 /// A copy with the same settings and an empty plan cache.
-impl<F: Clone, M> Clone for MapFn<F, M> {
+impl<F: Clone> Clone for MapFn<F> {
     fn clone(&self) -> Self {
         MapFn {
             f: self.f.clone(),
             in_axes: self.in_axes.clone(),
             batch_size: self.batch_size,
             cache: PlanCache::new(),
-            _marker: PhantomData,
         }
     }
 }
 
-impl<F, M> std::fmt::Debug for MapFn<F, M> {
+impl<F> std::fmt::Debug for MapFn<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "MapFn(in_axes {:?}, batch_size {:?})", self.in_axes, self.batch_size)
     }
@@ -94,22 +94,22 @@ impl<F, M> std::fmt::Debug for MapFn<F, M> {
 /// let xs = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2])?;
 /// let w = Tensor::from_vec(vec![1.0, -1.0], &[2])?;
 /// let f = map(|x: &Var, w: &Var| (x * w).sum(&[0])).in_axes([Some(0), None]).batch_size(2);
-/// assert_eq!(f.call((&xs, &w))?.to_vec::<f64>()?, vec![-1.0, -1.0, -1.0]);
+/// assert_eq!(f.eval((&xs, &w))?.to_vec::<f64>()?, vec![-1.0, -1.0, -1.0]);
 /// # Ok::<(), anvil::Error>(())
 /// ```
-pub fn map<M, F: Function<M>>(f: F) -> MapFn<F, M> {
+pub fn map<M, F: IntoFunction<M>>(f: F) -> MapFn<F::Func> {
     MapFn {
-        f,
-        in_axes: InAxes::All(Some(0)),
+        f: f.into_function(),
+        in_axes: InAxes::all(Some(0)),
         batch_size: None,
         cache: PlanCache::new(),
-        _marker: PhantomData,
     }
 }
 
-impl<F, M> MapFn<F, M> {
+impl<F> MapFn<F> {
     /// Which axis of each argument is looped over; `None` shares the
-    /// argument. Default: axis 0 of every argument.
+    /// argument (a tree, as `vmap`'s [`InAxes`]). Default: axis 0 of every
+    /// leaf.
     pub fn in_axes(mut self, axes: impl Into<InAxes>) -> Self {
         self.in_axes = axes.into();
         self
@@ -123,15 +123,12 @@ impl<F, M> MapFn<F, M> {
     }
 }
 
-impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
+impl<F: Function> Function for MapFn<F> {
+    type Args = F::Args;
     type Output = F::Output;
 
-    fn arity(&self) -> Option<usize> {
-        self.f.arity()
-    }
-
-    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
-        let axes = axes_for("map", &self.in_axes, args.len())?;
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
+        let axes = self.in_axes.broadcast("map in_axes", def)?;
         if axes.iter().all(Option::is_none) {
             return Err(Error::invalid(
                 "map",
@@ -139,15 +136,17 @@ impl<M, F: Function<M>> Function<M> for MapFn<F, M> {
                 "no argument is mapped: map loops over at least one",
             ));
         }
-        let (batched, size) = batch_args("map", args, &axes, None)?;
-        let front = batch_in_front(&batched, size);
+        let (batched, size) = batch_args("map", def, args, &axes, None)?;
+        let mut front = batch_in_front(&batched, size);
         let elem_types: Vec<TensorType> = front.iter().map(Batched::logical_type).collect();
-        let graph = trace_types(&self.f, &elem_types)?;
-        match self.batch_size {
+        let t = trace_fn(&self.f, def, &elem_types)?;
+        front.extend(t.captures.iter().map(|c| Batched::new(c.clone(), None)));
+        let leaves = match self.batch_size {
             Some(0) => Err(Error::invalid("map", "batch_size", "must be at least 1")),
-            Some(k) if k < size => map_in_batches(&graph, &front, size, k),
-            _ => emit_map(&graph, &front, size),
-        }
+            Some(k) if k < size => map_in_batches(&t.graph, &front, size, k),
+            _ => emit_map(&t.graph, &front, size),
+        }?;
+        Ok(Dyn { def: t.output, leaves })
     }
 
     fn cache(&self) -> Option<&PlanCache> {

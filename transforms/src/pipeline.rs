@@ -11,7 +11,7 @@
 use crate::passes::{cse, dce, fold_constants, map_bodies};
 use crate::rewrite::rewrite_top;
 use anvil_core::function::trace_types;
-use anvil_core::{Backend, Evaluator, Function, Graph, Result, TensorType};
+use anvil_core::{Backend, Evaluator, Function, Graph, Result, TensorType, TreeDef};
 
 /// The graph a call runs: `graph` rewritten to a fixpoint (see
 /// [`rewrite`]), constants folded with `eval`, rewritten again, common
@@ -33,14 +33,18 @@ pub fn optimize(graph: &Graph, eval: &dyn Evaluator) -> Result<Graph> {
     Ok(g)
 }
 
-/// Traces `f` at `types`, optimises the graph and compiles it with `backend`.
+/// Traces `f` at arguments of structure `def` and leaf types `types`,
+/// optimises the graph and compiles it with `backend`; returns the plan
+/// and the structure of the outputs.
 ///
 /// # Errors
 /// As [`trace_types`], [`optimize`] and [`Backend::plan`].
-pub fn compile<M, F: Function<M> + ?Sized, B: Backend>(
+pub fn compile<F: Function + ?Sized, B: Backend>(
     f: &F,
+    def: &TreeDef,
     types: &[TensorType],
     backend: &B,
-) -> Result<B::Plan> {
-    backend.plan(&optimize(&trace_types(f, types)?, backend)?)
+) -> Result<(B::Plan, TreeDef)> {
+    let (graph, output) = trace_types(f, def, types)?;
+    Ok((backend.plan(&optimize(&graph, backend)?)?, output))
 }

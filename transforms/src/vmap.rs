@@ -12,15 +12,16 @@
 //! [`Map`](anvil_ops::control::Map) node whose body is the op), with a
 //! one-time warning naming the op; see [`crate::map`].
 
-use anvil_core::function::{check_arity, trace_types};
+pub use crate::axes::InAxes;
+use anvil_core::function::check_arity;
 use anvil_core::replay::{bind, bound_inputs, outputs, value};
 use anvil_core::shape::normalize_axis;
 use anvil_core::{
-    vmap_rules, Batched, Error, Function, Graph, Parameter, PlanCache, Result, TensorType, Var,
+    trace_fn, vmap_rules, Batched, Dyn, Error, Function, Graph, IntoFunction, Parameter, PlanCache,
+    Result, TensorType, TreeDef, Var,
 };
 use anvil_ops::batching::{at_front, move_axis};
 use anvil_ops::{concatenate, VarExt};
-use std::marker::PhantomData;
 
 /// Runs `graph` batched: `args[i]` is the batched value of input `i`.
 /// Emits into the trace of the arguments (or the current trace) and returns
@@ -197,15 +198,19 @@ fn check_rule_output(
 /// an `axis_size` that disagrees with the arguments, or none when needed.
 pub(crate) fn batch_args(
     what: &str,
+    def: &TreeDef,
     args: &[Var],
     axes: &[Option<i64>],
     axis_size: Option<usize>,
 ) -> Result<(Vec<Batched>, usize)> {
+    let names = def.leaf_paths();
+    let name = |i: usize| names.get(i).map_or_else(|| i.to_string(), Clone::clone);
     let mut batched = Vec::with_capacity(args.len());
     let mut size: Option<(usize, usize, usize)> = None; // (size, arg, axis)
     for (i, (x, a)) in args.iter().zip(axes).enumerate() {
-        let axis =
-            a.map(|a| normalize_axis(what, a, x.shape(), &format!("{i} (in_axes)"))).transpose()?;
+        let axis = a
+            .map(|a| normalize_axis(what, a, x.shape(), &format!("{} (in_axes)", name(i))))
+            .transpose()?;
         if let Some(k) = axis {
             let n = x.shape()[k];
             match size {
@@ -213,7 +218,11 @@ pub(crate) fn batch_args(
                     return Err(Error::shape(
                         what,
                         &[args[j].shape(), x.shape()],
-                        format!("inconsistent batch sizes: argument {j} has {m} along axis {kj}, argument {i} has {n} along axis {k}"),
+                        format!(
+                            "inconsistent batch sizes: argument {} has {m} along axis {kj}, argument {} has {n} along axis {k}",
+                            name(j),
+                            name(i)
+                        ),
                     ))
                 }
                 None => size = Some((n, i, k)),
@@ -227,7 +236,10 @@ pub(crate) fn batch_args(
             return Err(Error::invalid(
                 what,
                 "axis_size",
-                format!("{given} differs from argument {i}'s batch size {n} along axis {k}"),
+                format!(
+                    "{given} differs from argument {}'s batch size {n} along axis {k}",
+                    name(i)
+                ),
             ))
         }
         (Some((n, ..)), _) => n,
@@ -243,78 +255,18 @@ pub(crate) fn batch_args(
     Ok((batched, size))
 }
 
-/// The entries of `in_axes` for `n` arguments.
-pub(crate) fn axes_for(what: &str, in_axes: &InAxes, n: usize) -> Result<Vec<Option<i64>>> {
-    match in_axes {
-        InAxes::All(a) => Ok(vec![*a; n]),
-        InAxes::Each(v) if v.len() == n => Ok(v.clone()),
-        InAxes::Each(v) => Err(Error::Arity {
-            what: format!("{what} in_axes"),
-            kind: "entries (one per argument)".into(),
-            expected: n,
-            got: v.len(),
-        }),
-    }
-}
-
-/// Which axis of each argument is mapped (`None`: the argument is shared).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum InAxes {
-    /// The same for every argument.
-    All(Option<i64>),
-    /// One entry per argument.
-    Each(Vec<Option<i64>>),
-}
-
-impl From<i64> for InAxes {
-    fn from(a: i64) -> Self {
-        InAxes::All(Some(a))
-    }
-}
-impl From<Option<i64>> for InAxes {
-    fn from(a: Option<i64>) -> Self {
-        InAxes::All(a)
-    }
-}
-impl From<Vec<Option<i64>>> for InAxes {
-    fn from(v: Vec<Option<i64>>) -> Self {
-        InAxes::Each(v)
-    }
-}
-impl From<&[Option<i64>]> for InAxes {
-    fn from(v: &[Option<i64>]) -> Self {
-        InAxes::Each(v.to_vec())
-    }
-}
-impl<const N: usize> From<[Option<i64>; N]> for InAxes {
-    fn from(v: [Option<i64>; N]) -> Self {
-        InAxes::Each(v.to_vec())
-    }
-}
-impl From<(Option<i64>, Option<i64>)> for InAxes {
-    fn from(v: (Option<i64>, Option<i64>)) -> Self {
-        InAxes::Each(vec![v.0, v.1])
-    }
-}
-impl From<(Option<i64>, Option<i64>, Option<i64>)> for InAxes {
-    fn from(v: (Option<i64>, Option<i64>, Option<i64>)) -> Self {
-        InAxes::Each(vec![v.0, v.1, v.2])
-    }
-}
-
 /// `f` mapped over a batch axis of its arguments; see [`vmap`].
-pub struct Vmap<F, M> {
+pub struct Vmap<F> {
     f: F,
     in_axes: InAxes,
-    out_axes: Option<Vec<i64>>,
+    out_axes: InAxes,
     axis_size: Option<usize>,
     chunk_size: Option<usize>,
     cache: PlanCache,
-    _marker: PhantomData<fn() -> M>,
 }
 
 /// A copy with the same settings and an empty plan cache.
-impl<F: Clone, M> Clone for Vmap<F, M> {
+impl<F: Clone> Clone for Vmap<F> {
     fn clone(&self) -> Self {
         Vmap {
             f: self.f.clone(),
@@ -323,12 +275,11 @@ impl<F: Clone, M> Clone for Vmap<F, M> {
             axis_size: self.axis_size,
             chunk_size: self.chunk_size,
             cache: PlanCache::new(),
-            _marker: PhantomData,
         }
     }
 }
 
-impl<F, M> std::fmt::Debug for Vmap<F, M> {
+impl<F> std::fmt::Debug for Vmap<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -341,41 +292,48 @@ impl<F, M> std::fmt::Debug for Vmap<F, M> {
 /// Vectorizes `f` over a batch axis: `vmap(f)` called on arguments with a
 /// leading batch axis returns `f` of each element, stacked.
 ///
+/// Arguments and results may be trees (tuples, `Vec`s, maps, structs with
+/// `#[derive(Tree)]`); `in_axes` and `out_axes` follow their structure (see
+/// [`InAxes`]). `f` may use values of the function it is called in: they
+/// are shared by every element.
+///
 /// ```
 /// use anvil::prelude::*;
-/// use anvil::transforms::vmap;
 /// let xs = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
 /// let w = Tensor::from_vec(vec![1.0, 0.0, -1.0], &[3])?;
 /// // One dot product per row of xs, with w shared.
 /// let f = vmap(|x: &Var, w: &Var| (x * w).sum(&[0])).in_axes([Some(0), None]);
-/// assert_eq!(f.call((&xs, &w))?.to_vec::<f64>()?, vec![-2.0, -2.0]);
+/// assert_eq!(f.eval((&xs, &w))?.to_vec::<f64>()?, vec![-2.0, -2.0]);
 /// # Ok::<(), anvil::Error>(())
 /// ```
-pub fn vmap<M, F: Function<M>>(f: F) -> Vmap<F, M> {
+pub fn vmap<M, F: IntoFunction<M>>(f: F) -> Vmap<F::Func> {
     Vmap {
-        f,
-        in_axes: InAxes::All(Some(0)),
-        out_axes: None,
+        f: f.into_function(),
+        in_axes: InAxes::all(Some(0)),
+        out_axes: InAxes::all(Some(0)),
         axis_size: None,
         chunk_size: None,
         cache: PlanCache::new(),
-        _marker: PhantomData,
     }
 }
 
-impl<F, M> Vmap<F, M> {
+impl<F> Vmap<F> {
     /// Which axis of each argument is mapped; `None` shares the argument
-    /// across the batch. Negative axes count from the end. Default: axis 0
-    /// of every argument.
+    /// across the batch. Negative axes count from the end. A tree that is a
+    /// prefix of the arguments' structure (see [`InAxes`]). Default: axis 0
+    /// of every leaf.
     pub fn in_axes(mut self, axes: impl Into<InAxes>) -> Self {
         self.in_axes = axes.into();
         self
     }
 
-    /// Where the batch axis goes in each output (default 0 for all). One
-    /// entry applies to every output.
-    pub fn out_axes(mut self, axes: &[i64]) -> Self {
-        self.out_axes = Some(axes.to_vec());
+    /// Where the batch axis goes in each result (default 0 for all), a
+    /// tree that is a prefix of the result's structure (a one-entry list
+    /// applies to every result); `None` returns a
+    /// result that does not depend on the batch once, unbatched (an error
+    /// for one that does).
+    pub fn out_axes(mut self, axes: impl Into<InAxes>) -> Self {
+        self.out_axes = axes.into();
         self
     }
 
@@ -393,57 +351,27 @@ impl<F, M> Vmap<F, M> {
         self.chunk_size = Some(k);
         self
     }
-
-    fn axes_for(&self, n: usize) -> Result<Vec<Option<i64>>> {
-        axes_for("vmap", &self.in_axes, n)
-    }
 }
 
-impl<M, F: Function<M>> Function<M> for Vmap<F, M> {
+impl<F: Function> Function for Vmap<F> {
+    type Args = F::Args;
     type Output = F::Output;
 
-    fn arity(&self) -> Option<usize> {
-        self.f.arity()
-    }
-
-    fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
-        let axes = self.axes_for(args.len())?;
-        let (batched, size) = batch_args("vmap", args, &axes, self.axis_size)?;
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
+        let axes = self.in_axes.broadcast("vmap in_axes", def)?;
+        let (mut batched, size) = batch_args("vmap", def, args, &axes, self.axis_size)?;
         let elem_types: Vec<TensorType> = batched.iter().map(Batched::logical_type).collect();
-        let graph = trace_types(&self.f, &elem_types)?;
-        let outs = vmap_graph_chunked(&graph, &batched, size, self.chunk_size)?;
-        let out_axes: Vec<i64> = match &self.out_axes {
-            None => vec![0; outs.len()],
-            Some(v) if v.len() == 1 => vec![v[0]; outs.len()],
-            Some(v) if v.len() == outs.len() => v.clone(),
-            Some(v) => {
-                return Err(Error::Arity {
-                    what: "vmap out_axes".into(),
-                    kind: "entries (one per output)".into(),
-                    expected: outs.len(),
-                    got: v.len(),
-                })
-            }
-        };
-        outs.iter()
+        let t = trace_fn(&self.f, def, &elem_types)?;
+        batched.extend(t.captures.iter().map(|c| Batched::new(c.clone(), None)));
+        let outs = vmap_graph_chunked(&t.graph, &batched, size, self.chunk_size)?;
+        let out_axes = self.out_axes.one_for_all().broadcast("vmap out_axes", &t.output)?;
+        let leaves = outs
+            .iter()
             .zip(out_axes)
             .enumerate()
-            .map(|(i, (b, a))| {
-                let rank = b.logical_rank() + 1;
-                let to = anvil_core::shape::normalize_axis_rank(
-                    "vmap",
-                    a,
-                    rank,
-                    &b.logical_shape(),
-                    &format!("output {i} (out_axes)"),
-                )?;
-                // One move, from where the batch axis is to where it goes.
-                Ok(match b.axis {
-                    Some(k) => move_axis(&b.var, k, to),
-                    None => move_axis(&at_front(b, size), 0, to),
-                })
-            })
-            .collect()
+            .map(|(i, (b, a))| place_batch_axis(b, a, size, i))
+            .collect::<Result<_>>()?;
+        Ok(Dyn { def: t.output, leaves })
     }
 
     fn cache(&self) -> Option<&PlanCache> {
@@ -453,4 +381,32 @@ impl<M, F: Function<M>> Function<M> for Vmap<F, M> {
     fn name(&self) -> String {
         format!("vmap({})", self.f.name())
     }
+}
+
+/// Result `i` with its batch axis moved to `axis` (`None`: no batch axis,
+/// for a result that does not depend on the batch).
+fn place_batch_axis(b: &Batched, axis: Option<i64>, size: usize, i: usize) -> Result<Var> {
+    let Some(a) = axis else {
+        return match b.axis {
+            None => Ok(b.var.clone()),
+            Some(_) => Err(Error::invalid(
+                "vmap",
+                format!("output {i} (out_axes)"),
+                "is None, but the output depends on the batch",
+            )),
+        };
+    };
+    let rank = b.logical_rank() + 1;
+    let to = anvil_core::shape::normalize_axis_rank(
+        "vmap",
+        a,
+        rank,
+        &b.logical_shape(),
+        &format!("output {i} (out_axes)"),
+    )?;
+    // One move, from where the batch axis is to where it goes.
+    Ok(match b.axis {
+        Some(k) => move_axis(&b.var, k, to),
+        None => move_axis(&at_front(b, size), 0, to),
+    })
 }

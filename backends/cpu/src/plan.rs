@@ -300,7 +300,7 @@ mod tests {
     fn values_are_freed_right_after_their_last_use_and_outputs_never() {
         // Two outputs, and intermediates with one reader each.
         let traced =
-            trace(&|x: &Var| vec![x.exp().sin().cos(), x.exp()], &Tensor::zeros(&[4])).unwrap();
+            trace(&|x: &Var| vec![x.exp().sin().cos(), x.exp()], Tensor::zeros(&[4])).unwrap();
         let plan = compile(&traced).unwrap();
         // The plan runs its own (fused) graph: sin and cos are one node.
         let g = plan.graph().clone();
@@ -331,7 +331,7 @@ mod tests {
     #[test]
     fn an_output_the_caller_dropped_is_reused_by_the_next_call_and_a_kept_one_is_not() {
         let n = 4096; // 32 KiB: pooled.
-        let traced = trace(&|x: &Var| x.exp().sin() + x, &Tensor::zeros(&[n])).unwrap();
+        let traced = trace(&|x: &Var| x.exp().sin() + x, Tensor::zeros(&[n])).unwrap();
         let plan = compile(&traced).unwrap();
         let ctx = Parallelism::sequential();
         let x = Tensor::linspace(0.0, 1.0, n);
@@ -396,7 +396,7 @@ mod tests {
             let p = |v: Var| v.pad(&[(0, n)], 1.0);
             p(p(p(x.clone()))).sum(&[0])
         };
-        let plan = compile(&trace(&f, &Tensor::zeros(&[n])).unwrap()).unwrap();
+        let plan = compile(&trace(&f, Tensor::zeros(&[n])).unwrap()).unwrap();
         for _ in 0..3 {
             let out = plan.run(&[Tensor::ones(&[n])], &Parallelism::sequential()).unwrap();
             assert_eq!(out[0].to_vec::<f64>().unwrap(), vec![(4 * n) as f64]);
