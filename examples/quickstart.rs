@@ -5,6 +5,19 @@
 
 use anvil::prelude::*;
 
+/// A layer's parameters as a struct of tensors (a pytree): `Layer<Var>`
+/// while tracing, `Layer<Tensor>` as values; gradients are `Layer`s too.
+#[derive(Clone, Debug, Tree)]
+struct Layer<T> {
+    w: T,
+    b: T,
+}
+
+/// `sum(tanh(x @ w + b)^2)`.
+fn loss(p: &Layer<Var>, x: &Var) -> Var {
+    (x.matmul(&p.w) + &p.b).tanh().square().sum_all()
+}
+
 fn main() -> anvil::Result<()> {
     // A function written once over traced values...
     let f = jit(|x: &Var| (x.sin() * x).sum(&[0]));
@@ -28,12 +41,22 @@ fn main() -> anvil::Result<()> {
     let p = layer.eval((&w, &xs))?;
     println!("softmax(tanh(x @ w + 1)) for two rows (each row sums to 1):\n{p}");
 
-    // Transforms: derivatives and batching, composed.
-    let loss = |w: &Var, x: &Var| (x.matmul(w) + 1.0).tanh().square().sum_all();
-    let g = grad(loss).eval((&w, &x))?;
-    println!("\ngrad of sum(tanh(x @ w + 1)^2) in w, shape {:?}:\n{g}", g.shape());
-    let per_example = vmap(grad(loss)).in_axes([None, Some(0)]).eval((&w, &xs))?;
-    println!("per-example gradients vmap(grad(loss)) over 2 rows, shape {:?}", per_example.shape());
+    // Transforms: derivatives and batching, composed, on a struct of parameters.
+    let params = Layer { w: w.clone(), b: Tensor::ones(&[2]) };
+    let g = grad(loss).eval((&params, &x))?;
+    println!(
+        "\ngrad of sum(tanh(x @ w + b)^2), a Layer: dw {:?}, db {:?}:\n{}\n{}",
+        g.w.shape(),
+        g.b.shape(),
+        g.w,
+        g.b
+    );
+    let per_example = vmap(grad(loss)).in_axes([None, Some(0)]).eval((&params, &xs))?;
+    println!(
+        "per-example gradients vmap(grad(loss)) over 2 rows: dw {:?}, db {:?}",
+        per_example.w.shape(),
+        per_example.b.shape()
+    );
     let sin_jac = jacfwd(|x: &Var| x.sin()).eval(&x)?;
     println!("jacfwd(sin) at x is diag(cos x):\n{sin_jac}");
     let h = hessian(|x: &Var| x.sin().prod(&[0], false)).eval(&x)?;

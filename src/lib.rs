@@ -42,7 +42,7 @@ struct CustomOpsGuideDoctests;
 
 use std::sync::Arc;
 
-pub use anvil_core::function::{Apply, Func, Identity, IntoFunction, IntoOutput};
+pub use anvil_core::function::{Apply, Func, Identity, IntoFunction, IntoOutput, ToVar};
 pub use anvil_core::tree::{Dyn, Flatten, Traced, Tree, TreeDef};
 pub use anvil_core::{
     self as core, trace, DType, Element, Error, Function, Graph, NodeId, Op, PlanCache, Result,

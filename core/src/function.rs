@@ -342,30 +342,57 @@ where
     }
 }
 
+/// A leaf of the arguments of [`Apply::apply`]: a traced value, or a
+/// concrete tensor, which becomes a constant of the current trace (as a
+/// NumPy array passed to a transformed function does in JAX).
+pub trait ToVar {
+    /// The value in the current trace.
+    fn to_var(&self) -> Var;
+}
+
+impl ToVar for Var {
+    fn to_var(&self) -> Var {
+        self.clone()
+    }
+}
+
+impl ToVar for Tensor {
+    fn to_var(&self) -> Var {
+        crate::trace::current_or_detached().constant(self.clone())
+    }
+}
+
+fn to_vars<L: ToVar>(args: &impl Flatten<L>) -> Vec<Var> {
+    let mut out = Vec::new();
+    args.for_each_leaf(&mut |l| out.push(l.to_var()));
+    out
+}
+
 /// Calling a function on traced values inside another traced function:
 /// implemented for every [`IntoFunction`].
 pub trait Apply<M>: IntoFunction<M> {
     /// Inlines the function into the trace of `args` and returns its
     /// result, as a tree: `vmap(f).apply((&xs, &w))?`, `softplus.apply(&x)?`.
     /// The arguments are given as to `eval`: one argument as itself,
-    /// several as a tuple.
+    /// several as a tuple; their leaves are traced values, or tensors
+    /// (constants).
     ///
     /// # Errors
     /// Arguments that do not fit the function; the function's own errors
     /// (a transform's checks; errors of its ops are recorded in the trace).
-    fn apply(&self, args: impl Flatten<Var>) -> Result<Self::Output> {
-        apply_leaves(&self.as_function(), args.def(), &args.leaves())
+    fn apply<L: ToVar>(&self, args: impl Flatten<L>) -> Result<Self::Output> {
+        apply_leaves(&self.as_function(), args.def(), &to_vars(&args))
     }
 
     /// [`Apply::apply`] for a function whose result is one value, used like
     /// an op: an error is recorded in the trace (the call that runs the
     /// trace returns it) and the result is poisoned. `jacfwd(f).invoke((u,
     /// lam))` in a Newton step.
-    fn invoke(&self, args: impl Flatten<Var>) -> Var
+    fn invoke<L: ToVar>(&self, args: impl Flatten<L>) -> Var
     where
         Self: IntoFunction<M, Output = Var>,
     {
-        let leaves = args.leaves();
+        let leaves = to_vars(&args);
         let tracer = leaves
             .first()
             .map(|a| a.tracer().clone())
@@ -380,12 +407,12 @@ pub trait Apply<M>: IntoFunction<M> {
     }
 }
 
+impl<M, F: IntoFunction<M>> Apply<M> for F {}
+
 fn apply_leaves<F: Function>(f: &F, def: TreeDef, leaves: &[Var]) -> Result<F::Output> {
     let def = fit_args(&f.name(), def, <F::Args as Args>::ARITY)?;
     f.inline(&def, leaves)?.into_tree()
 }
-
-impl<M, F: IntoFunction<M>> Apply<M> for F {}
 
 /// A function traced into a graph: the graph (whose inputs are the
 /// arguments' leaves, then the captures), the structure of its outputs,

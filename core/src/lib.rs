@@ -41,7 +41,7 @@ pub use error::{Error, Result};
 pub use eval::{Backend, Evaluator};
 pub use function::{
     trace, trace_capturing, trace_fn, trace_types, trace_with, Apply, Args, Function, IntoFunction,
-    IntoOutput, PlanCache, TracedFn,
+    IntoOutput, PlanCache, ToVar, TracedFn,
 };
 pub use graph::{Constant, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId};
 pub use op::{Block, BlockAt, BlockMut, ElementwiseMath, Op};

@@ -15,6 +15,8 @@
 //!
 //! Ops with no `Var` argument (constants) attach to the innermost active
 //! trace on this thread ([`Tracer::current`]), as `jnp.zeros` does in JAX.
+//! A concrete [`Tensor`] in arithmetic with a `Var` (`x * &t`, a tensor a
+//! closure captured) is a constant of the `Var`'s trace.
 
 use crate::error::{Error, Result};
 use crate::graph::{Constant, Graph, ValueId};
@@ -341,20 +343,19 @@ impl Var {
     pub fn apply(&self, op: impl Op, others: &[&Var]) -> Var {
         let mut args = vec![self];
         args.extend_from_slice(others);
-        self.tracer.apply(Box::new(op), &args)
+        innermost(&args).apply(Box::new(op), &args)
     }
 
-    /// Applies the one-result op `op` to `args` in their trace (the first
-    /// argument's), or in the current trace when there are none.
+    /// Applies the one-result op `op` to `args` in their trace (the
+    /// innermost of their traces, which captures values of the others), or
+    /// in the current trace when there are none.
     pub fn apply_op(op: Box<dyn Op>, args: &[&Var]) -> Var {
-        let tracer = args.first().map(|a| a.tracer.clone()).unwrap_or_else(current_or_detached);
-        tracer.apply(op, args)
+        innermost(args).apply(op, args)
     }
 
     /// Applies an op with `n` results to `args` (see [`Tracer::apply_n`]).
     pub fn apply_op_n(op: Box<dyn Op>, args: &[&Var], n: usize) -> Vec<Var> {
-        let tracer = args.first().map(|a| a.tracer.clone()).unwrap_or_else(current_or_detached);
-        tracer.apply_n(op, args, n)
+        innermost(args).apply_n(op, args, n)
     }
 
     /// The node that defines this value — its op, operands and result
@@ -379,6 +380,23 @@ impl Var {
     pub fn scalar_like(&self, v: f64) -> Var {
         self.constant_like(Tensor::scalar(v).cast(self.dtype()))
     }
+}
+
+/// The trace an op on `args` belongs to: the innermost of their traces (a
+/// value of a trace around it is captured there), the current trace when
+/// there are no arguments.
+fn innermost(args: &[&Var]) -> Rc<Tracer> {
+    let mut it = args.iter();
+    let Some(first) = it.next() else {
+        return current_or_detached();
+    };
+    let mut inner = first.tracer.clone();
+    for a in it {
+        if !Rc::ptr_eq(&a.tracer, &inner) && a.tracer.is_inside(&inner) {
+            inner = a.tracer.clone();
+        }
+    }
+    inner
 }
 
 /// The current trace, or a fresh one that records a "not in a trace" error
@@ -483,6 +501,54 @@ macro_rules! binary_operator {
             type Output = Var;
             fn $method(self, rhs: Var) -> Var {
                 std::ops::$trait::$method(self, &rhs)
+            }
+        }
+        impl std::ops::$trait<&Tensor> for &Var {
+            type Output = Var;
+            fn $method(self, rhs: &Tensor) -> Var {
+                std::ops::$trait::$method(self, &self.constant_like(rhs.clone()))
+            }
+        }
+        impl std::ops::$trait<Tensor> for &Var {
+            type Output = Var;
+            fn $method(self, rhs: Tensor) -> Var {
+                std::ops::$trait::$method(self, &self.constant_like(rhs))
+            }
+        }
+        impl std::ops::$trait<&Tensor> for Var {
+            type Output = Var;
+            fn $method(self, rhs: &Tensor) -> Var {
+                std::ops::$trait::$method(&self, rhs)
+            }
+        }
+        impl std::ops::$trait<Tensor> for Var {
+            type Output = Var;
+            fn $method(self, rhs: Tensor) -> Var {
+                std::ops::$trait::$method(&self, &rhs)
+            }
+        }
+        impl std::ops::$trait<&Var> for &Tensor {
+            type Output = Var;
+            fn $method(self, rhs: &Var) -> Var {
+                std::ops::$trait::$method(&rhs.constant_like(self.clone()), rhs)
+            }
+        }
+        impl std::ops::$trait<Var> for &Tensor {
+            type Output = Var;
+            fn $method(self, rhs: Var) -> Var {
+                std::ops::$trait::$method(self, &rhs)
+            }
+        }
+        impl std::ops::$trait<&Var> for Tensor {
+            type Output = Var;
+            fn $method(self, rhs: &Var) -> Var {
+                std::ops::$trait::$method(&self, rhs)
+            }
+        }
+        impl std::ops::$trait<Var> for Tensor {
+            type Output = Var;
+            fn $method(self, rhs: Var) -> Var {
+                std::ops::$trait::$method(&self, &rhs)
             }
         }
     };

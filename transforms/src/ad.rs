@@ -248,20 +248,19 @@ fn transpose_node(
 }
 
 /// The jvp of `graph` as a graph of its own: inputs are the primals, then
-/// one tangent per float primal; outputs are the outputs, then their
-/// tangents (zeros where symbolic: those stay known, not linear). Also
-/// returns which primals are float.
-fn jvp_trace(graph: &Graph, primal_types: &[TensorType]) -> Result<(Graph, Vec<bool>)> {
+/// one tangent per primal marked in `wrt` (those must be float); outputs
+/// are the outputs, then their tangents (zeros where symbolic: those stay
+/// known, not linear).
+fn jvp_trace(graph: &Graph, primal_types: &[TensorType], wrt: &[bool]) -> Result<Graph> {
     let n = primal_types.len();
-    let float: Vec<bool> = primal_types.iter().map(|t| t.dtype().is_float()).collect();
     let mut types = primal_types.to_vec();
-    types.extend(primal_types.iter().filter(|t| t.dtype().is_float()).cloned());
-    let lin = trace_with(&types, |vars| {
+    types.extend(primal_types.iter().zip(wrt).filter(|(_, &w)| w).map(|(t, _)| t.clone()));
+    trace_with(&types, |vars| {
         let mut next = n;
-        let ts: Vec<Option<Var>> = float
+        let ts: Vec<Option<Var>> = wrt
             .iter()
-            .map(|&f| {
-                f.then(|| {
+            .map(|&w| {
+                w.then(|| {
                     next += 1;
                     vars[next - 1].clone()
                 })
@@ -270,8 +269,12 @@ fn jvp_trace(graph: &Graph, primal_types: &[TensorType]) -> Result<(Graph, Vec<b
         let (outs, touts) = jvp_graph(graph, &vars[..n], &ts)?;
         let touts: Vec<Var> = touts.iter().zip(&outs).map(|(t, o)| dense(t, o)).collect();
         Ok(outs.into_iter().chain(touts).collect())
-    })?;
-    Ok((lin, float))
+    })
+}
+
+/// Which primals of these types are float (can be differentiated).
+fn float_mask(types: &[TensorType]) -> Vec<bool> {
+    types.iter().map(|t| t.dtype().is_float()).collect()
 }
 
 /// A function split into its primal part and its linear part, as
@@ -298,7 +301,7 @@ pub struct Linearization {
 /// As [`jvp_graph`].
 pub fn linearize_graph(graph: &Graph, primal_types: &[TensorType]) -> Result<Linearization> {
     let n = primal_types.len();
-    let (lin, _) = jvp_trace(graph, primal_types)?;
+    let lin = jvp_trace(graph, primal_types, &float_mask(primal_types))?;
     let m = graph.outputs().len();
     let marks: Vec<bool> = (0..lin.inputs().len()).map(|k| k >= n).collect();
     let is_linear = linear_values(&lin, &marks);
@@ -352,11 +355,29 @@ pub fn vjp_graph(
     primals: &[Var],
     cts: &[Option<Var>],
 ) -> Result<(Vec<Var>, Vec<Option<Var>>)> {
+    let types: Vec<TensorType> = primals.iter().map(|p| p.ty().clone()).collect();
+    vjp_graph_wrt(graph, primals, cts, &float_mask(&types))
+}
+
+/// [`vjp_graph`] with respect to the primals marked in `wrt` only (float
+/// ones): the others are constants of the derivative, as the arguments not
+/// in a `grad`'s `argnums` are in JAX, and get no cotangent (`None`).
+///
+/// # Errors
+/// As [`vjp_graph`].
+pub fn vjp_graph_wrt(
+    graph: &Graph,
+    primals: &[Var],
+    cts: &[Option<Var>],
+    wrt: &[bool],
+) -> Result<(Vec<Var>, Vec<Option<Var>>)> {
     let n = primals.len();
     anvil_core::function::check_arity("vjp", Some(graph.inputs().len()), n)?;
     anvil_core::function::check_arity("vjp cotangents", Some(graph.outputs().len()), cts.len())?;
     let primal_types: Vec<TensorType> = primals.iter().map(|p| p.ty().clone()).collect();
-    let (lin, float) = jvp_trace(graph, &primal_types)?;
+    let wrt: Vec<bool> =
+        wrt.iter().zip(&primal_types).map(|(&w, t)| w && t.dtype().is_float()).collect();
+    let lin = jvp_trace(graph, &primal_types, &wrt)?;
     let m = graph.outputs().len();
     let types = lin.input_types();
     let linear: Vec<bool> = (0..types.len()).map(|i| i >= n).collect();
@@ -376,10 +397,8 @@ pub fn vjp_graph(
         })
         .collect::<Result<_>>()?;
     let mut tangent_cts = in_cts[n..].iter();
-    let in_cts = float
-        .iter()
-        .map(|&f| if f { tangent_cts.next().cloned().flatten() } else { None })
-        .collect();
+    let in_cts =
+        wrt.iter().map(|&w| if w { tangent_cts.next().cloned().flatten() } else { None }).collect();
     Ok((outs, in_cts))
 }
 

@@ -20,7 +20,7 @@
 //! unbatched and it runs once. A Jacobian has the outputs' structure with
 //! every leaf replaced by the chosen arguments' structure, as in JAX.
 
-use crate::ad::{jvp_graph, vjp_graph};
+use crate::ad::{jvp_graph, vjp_graph_wrt};
 use crate::vmap::{vmap_graph, vmap_graph_by_chunks};
 use anvil_core::function::Args;
 use anvil_core::replay::inline_graph;
@@ -141,6 +141,13 @@ fn select(
     }
     let def = if single && defs.len() == 1 { defs.swap_remove(0) } else { TreeDef::Tuple(defs) };
     Ok(Selected { def, leaves })
+}
+
+/// A mask of `n` entries, true at `leaves`.
+fn chosen(leaves: &[usize], n: usize) -> Vec<bool> {
+    let mut mask = vec![false; n];
+    leaves.iter().for_each(|&i| mask[i] = true);
+    mask
 }
 
 // ----------------------------------------------------------------- kinds
@@ -489,7 +496,8 @@ where
         let all = with_captures(args, &t.captures);
         let mut cts = vec![None; types.len()];
         cts[0] = Some(args.first().unwrap_or(&all[0]).scalar_like(1.0).cast(out.dtype()));
-        let (outs, in_cts) = vjp_graph(&t.graph, &all, &cts)?;
+        let wrt = chosen(&sel.leaves, all.len());
+        let (outs, in_cts) = vjp_graph_wrt(&t.graph, &all, &cts, &wrt)?;
         let grads: Vec<Var> = sel.leaves.iter().map(|&a| dense(&in_cts[a], &args[a])).collect();
         Ok(match (K::VALUE, aux) {
             (false, None) => Dyn { def: sel.def, leaves: grads },
@@ -856,7 +864,7 @@ fn vjp_direction(
     trace_with(&all, |vars| {
         let cts: Vec<Option<Var>> =
             (0..graph.outputs().len()).map(|j| (j == k).then(|| vars[n].clone())).collect();
-        let (_, in_cts) = vjp_graph(graph, &vars[..n], &cts)?;
+        let (_, in_cts) = vjp_graph_wrt(graph, &vars[..n], &cts, &chosen(argnums, n))?;
         Ok(argnums.iter().map(|&a| dense(&in_cts[a], &vars[a])).collect())
     })
 }

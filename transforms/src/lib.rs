@@ -22,7 +22,9 @@ pub mod pipeline;
 pub mod rewrite;
 pub mod vmap;
 
-pub use ad::{jvp_graph, linearize_graph, transpose_graph, vjp_graph, Linearization};
+pub use ad::{
+    jvp_graph, linearize_graph, transpose_graph, vjp_graph, vjp_graph_wrt, Linearization,
+};
 pub use custom::{custom_jvp, custom_vjp, CustomJvp, CustomVjp};
 pub use diff::{
     grad, hessian, jacfwd, jacrev, jvp, value_and_grad, Argnum, Argnums, Grad, Hessian, Jacobian,
