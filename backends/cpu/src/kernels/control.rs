@@ -8,7 +8,10 @@
 
 use crate::{compile, register_kernel, Parallelism, Plan, Prepared};
 use anvil_core::{Error, Op, Result, Tensor, TensorType};
+use anvil_ops::cond::Cond;
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
+use anvil_ops::scan::Scan;
+use anvil_ops::while_loop::While;
 use rayon::prelude::*;
 
 /// A [`Map`] with its body compiled.
@@ -115,3 +118,138 @@ pub fn custom_vjp_tangent(
 register_kernel!(CustomJvpCall, prepare: prepare_custom_call);
 register_kernel!(CustomVjpCall, prepare: prepare_custom_call);
 register_kernel!(CustomVjpTangent, many: custom_vjp_tangent);
+
+// ------------------------------------------------------------- cond
+
+/// A [`Cond`] with its branches compiled.
+#[derive(Debug)]
+struct CondPlan(Vec<Plan>);
+
+fn prepare_cond(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
+    let c = op.try_downcast::<Cond>()?;
+    Ok(Box::new(CondPlan(c.branches.iter().map(|b| compile(b)).collect::<Result<_>>()?)))
+}
+
+impl Prepared for CondPlan {
+    fn run(&self, inputs: &[&Tensor], _: &[TensorType], ctx: &Parallelism) -> Result<Vec<Tensor>> {
+        let (index, operands) = inputs
+            .split_first()
+            .ok_or_else(|| Error::invalid("cond", "index", "missing (the first operand)"))?;
+        // Clamped to the branches, as in JAX.
+        let last = self.0.len().saturating_sub(1);
+        let k = (index.item()?.max(0.0) as usize).min(last);
+        let args: Vec<Tensor> = operands.iter().map(|t| (*t).clone()).collect();
+        self.0[k].run(&args, ctx)
+    }
+}
+
+register_kernel!(Cond, prepare: prepare_cond);
+
+// ------------------------------------------------------------- scan
+
+/// A [`Scan`] with its body compiled.
+#[derive(Debug)]
+struct ScanPlan {
+    body: Plan,
+    consts: usize,
+    carries: usize,
+    length: usize,
+    reverse: bool,
+}
+
+fn prepare_scan(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
+    let s = op.try_downcast::<Scan>()?;
+    Ok(Box::new(ScanPlan {
+        body: compile(&s.body)?,
+        consts: s.consts,
+        carries: s.carries,
+        length: s.length,
+        reverse: s.reverse,
+    }))
+}
+
+impl Prepared for ScanPlan {
+    fn run(
+        &self,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+        ctx: &Parallelism,
+    ) -> Result<Vec<Tensor>> {
+        let (nc, nk) = (self.consts, self.carries);
+        let xs = &inputs[nc + nk..];
+        let mut args: Vec<Tensor> = inputs[..nc + nk].iter().map(|t| (*t).clone()).collect();
+        let ny = outs.len() - nk;
+        let mut ys: Vec<Vec<Tensor>> = vec![Vec::with_capacity(self.length); ny];
+        for i in 0..self.length {
+            let t = if self.reverse { self.length - 1 - i } else { i };
+            args.truncate(nc + nk);
+            for x in xs {
+                args.push(x.select_axis(0, t)?);
+            }
+            let mut step = self.body.run(&args, ctx)?;
+            for (y, out) in ys.iter_mut().zip(step.drain(nk..)) {
+                y.push(out);
+            }
+            for (slot, carry) in args[nc..nc + nk].iter_mut().zip(step) {
+                *slot = carry;
+            }
+        }
+        let mut results: Vec<Tensor> = args.drain(nc..nc + nk).collect();
+        for (mut y, ty) in ys.into_iter().zip(&outs[nk..]) {
+            if y.is_empty() {
+                results.push(Tensor::zeros_of(ty.shape(), ty.dtype()));
+                continue;
+            }
+            if self.reverse {
+                y.reverse();
+            }
+            results.push(Tensor::stack(&y, 0)?);
+        }
+        Ok(results)
+    }
+}
+
+register_kernel!(Scan, prepare: prepare_scan);
+
+// ------------------------------------------------------------ while
+
+/// A [`While`] with its predicate and body compiled.
+#[derive(Debug)]
+struct WhilePlan {
+    cond: Plan,
+    body: Plan,
+    consts: usize,
+    max_steps: Option<usize>,
+}
+
+fn prepare_while(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
+    let w = op.try_downcast::<While>()?;
+    Ok(Box::new(WhilePlan {
+        cond: compile(&w.cond)?,
+        body: compile(&w.body)?,
+        consts: w.consts,
+        max_steps: w.max_steps,
+    }))
+}
+
+impl Prepared for WhilePlan {
+    fn run(&self, inputs: &[&Tensor], _: &[TensorType], ctx: &Parallelism) -> Result<Vec<Tensor>> {
+        let nc = self.consts;
+        let mut args: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+        let mut steps = 0usize;
+        while self.max_steps.is_none_or(|m| steps < m) {
+            let go = self.cond.run(&args, ctx)?;
+            if go.first().map(Tensor::item).transpose()? != Some(1.0) {
+                break;
+            }
+            let next = self.body.run(&args, ctx)?;
+            for (slot, carry) in args[nc..].iter_mut().zip(next) {
+                *slot = carry;
+            }
+            steps += 1;
+        }
+        Ok(args.split_off(nc))
+    }
+}
+
+register_kernel!(While, prepare: prepare_while);
