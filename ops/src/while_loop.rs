@@ -123,7 +123,7 @@ pub fn emit_while(w: While, operands: &[Var]) -> Vec<Var> {
 
 /// Whether any element of a bool vector is true, as a bool scalar.
 fn any(v: &Var) -> Var {
-    v.cast(DType::I64).sum_all().gt(&v.cast(DType::I64).sum_all().full_like(0.0))
+    v.max(&[0], false)
 }
 
 // ------------------------------------------------------------------ vmap
@@ -139,44 +139,55 @@ fn vmap_while(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>
         carry_b = vec![true; carry_b.len()];
     }
     let in_b = with_carries(&carry_b);
-    let (cond, body) = if pred_b {
-        masked_loop(w, &in_b, size)?
-    } else {
-        (batch_body(&w.cond, &in_b, size, &[false])?, batch_body(&w.body, &in_b, size, &carry_b)?)
-    };
     let operands: Vec<Var> = args
         .iter()
         .zip(&in_b)
         .map(|(a, &bat)| if bat { at_front(a, size) } else { a.var.clone() })
         .collect();
-    let results =
-        emit_while(While { cond: cond.into(), body: body.into(), ..w.clone() }, &operands);
+    let results = if pred_b {
+        masked_loop(w, &in_b, size, operands)?
+    } else {
+        let cond = batch_body(&w.cond, &in_b, size, &[false])?;
+        let body = batch_body(&w.body, &in_b, size, &carry_b)?;
+        emit_while(While { cond: cond.into(), body: body.into(), ..w.clone() }, &operands)
+    };
     Ok(results.into_iter().zip(carry_b).map(|(v, bat)| Batched::new(v, bat.then_some(0))).collect())
 }
 
-/// A loop over a batch whose predicate depends on the batch: it runs while
-/// any element's predicate holds; the body updates the elements whose
-/// predicate holds and keeps the others.
-fn masked_loop(w: &While, in_b: &[bool], size: usize) -> Result<(Graph, Graph)> {
+/// A loop over a batch whose predicate depends on the batch: it carries
+/// each element's predicate (`active`, computed once per step) and runs
+/// while any element is active; the body updates the active elements and
+/// keeps the others. Returns the carries (without `active`).
+fn masked_loop(w: &While, in_b: &[bool], size: usize, operands: Vec<Var>) -> Result<Vec<Var>> {
     let nc = w.consts;
+    let nk = w.carries();
     let pred = batch_body(&w.cond, in_b, size, &[true])?;
     let step = batch_body(&w.body, in_b, size, &in_b[nc..])?;
-    let types = with_batch(&w.body.input_types(), in_b, size);
-    let cond = trace_with(&types, |v| Ok(vec![any(&inline_graph(&pred, v)?[0])]))?;
+    let mut types = with_batch(&w.body.input_types(), in_b, size);
+    types.push(TensorType::new(DType::Bool, vec![size]));
+    let n = types.len() - 1;
+    let cond = trace_with(&types, |v| Ok(vec![any(&v[n])]))?;
     let body = trace_with(&types, |v| {
-        let p = inline_graph(&pred, v)?.swap_remove(0);
-        let new = inline_graph(&step, v)?;
-        Ok(new
-            .iter()
-            .zip(&v[nc..])
-            .map(|(n, old)| {
-                let mut shape = vec![size as i64];
-                shape.extend(std::iter::repeat_n(1, n.rank() - 1));
-                p.reshape(&shape).select(n, old)
-            })
-            .collect())
+        let active = &v[n];
+        let new = inline_graph(&step, &v[..n])?;
+        let mut kept: Vec<Var> = v[..nc].to_vec();
+        for (next, old) in new.iter().zip(&v[nc..n]) {
+            let mut shape = vec![size as i64];
+            shape.extend(std::iter::repeat_n(1, next.rank() - 1));
+            kept.push(active.reshape(&shape).select(next, old));
+        }
+        let still = inline_graph(&pred, &kept)?.swap_remove(0);
+        let mut out = kept.split_off(nc);
+        out.push(still);
+        Ok(out)
     })?;
-    Ok((cond, body))
+    let mut operands = operands;
+    let first = inline_graph(&pred, &operands)?.swap_remove(0);
+    operands.push(first);
+    let looped = While { cond: cond.into(), body: body.into(), ..w.clone() };
+    let mut results = emit_while(looped, &operands);
+    results.truncate(nk);
+    Ok(results)
 }
 
 register_rule!(VmapRule, While, many: vmap_while);
