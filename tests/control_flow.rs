@@ -474,3 +474,50 @@ fn grad_through_a_bounded_while_loop() {
     }
     assert_eq!(per.to_vec::<f64>().unwrap()[1], 0.0);
 }
+
+/// Newton's method as a while_loop whose body takes a Jacobian (jacfwd
+/// inside the loop: the seed algebra's ops run in a loop body too).
+#[test]
+fn newton_with_a_jacobian_inside_a_while_loop() {
+    let residual = |u: &Var, lam: &Var| {
+        let n = u.shape()[0];
+        let p = u.pad(&[(1, 1)], 0.0);
+        let (l, r) =
+            (p.slice_axis(0, Some(0), Some(n as i64), 1), p.slice_axis(0, Some(2), None, 1));
+        (u * 2.0 - l - r) * ((n + 1) as f64).powi(2) - lam * &u.exp()
+    };
+    let step =
+        move |u: &Var, lam: &Var| u - &jacfwd(residual).invoke((u, lam)).solve(&residual(u, lam));
+    let solve = move |lam: &Var| {
+        while_loop_bounded(
+            |u: &Var| residual(u, lam).norm().gt(&lam.full_like(1e-10)),
+            |u: &Var| step(u, lam),
+            full(&[8], 0.0),
+            20,
+        )
+    };
+    let lam = Tensor::scalar(1.0);
+    let u = jit(solve).eval(&lam).unwrap();
+    let mut want = Tensor::zeros(&[8]);
+    for _ in 0..6 {
+        want = jit(step).eval((&want, &lam)).unwrap();
+    }
+    close("newton", &u, &want, 1e-12);
+    // d u / d lam through the loop (reverse mode, bounded), against jvp.
+    let du = jacrev(solve).eval(&lam).unwrap();
+    let (_, du_fwd) = jvp(solve).eval((&lam, &Tensor::scalar(1.0))).unwrap();
+    close("du/dlam", &du, &du_fwd, 1e-9);
+}
+
+#[test]
+fn printed_graphs_show_loop_bodies() {
+    let f = |x: &Var| scan_n(|c: &Var, _: &()| (c.sin() * 2.0, c.cos()), x, 3);
+    let g = trace(&f, Tensor::zeros(&[2])).unwrap();
+    let text = g.to_string();
+    assert!(
+        text.contains("scan[length=3") && text.contains("sin") && text.contains("cos"),
+        "{text}"
+    );
+    let dot = g.to_dot();
+    assert!(dot.contains("subgraph cluster") && dot.contains("sin"), "{dot}");
+}

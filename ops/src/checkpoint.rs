@@ -164,8 +164,14 @@ fn checkpoints(
     })?;
     let mut operands = known.to_vec();
     operands.push(i64_scalar(max_steps as i64));
-    let scan =
-        Scan { body: outer.into(), consts: kc, carries: kk + 1, length: segments, reverse: false };
+    let scan = Scan {
+        body: outer.into(),
+        consts: kc,
+        carries: kk + 1,
+        length: segments,
+        reverse: false,
+        checkpoint: None,
+    };
     let mut results = emit_scan(scan, &operands);
     let counts =
         results.pop().ok_or_else(|| Error::invalid("while", "transpose", "no step counts"))?;
@@ -225,8 +231,14 @@ fn reverse_pass(
     operands.extend(starts.iter().cloned());
     operands.push(counts.clone());
     let segments = counts.shape().first().copied().unwrap_or(1);
-    let scan =
-        Scan { body: body.into(), consts: kc, carries: lk + lc, length: segments, reverse: true };
+    let scan = Scan {
+        body: body.into(),
+        consts: kc,
+        carries: lk + lc,
+        length: segments,
+        reverse: true,
+        checkpoint: None,
+    };
     let results = emit_scan(scan, &operands);
     let (ct_k, ct_c) = results.split_at(lk);
     let (mut ck, mut cc) = (ct_k.iter().cloned(), ct_c.iter().cloned());
@@ -324,6 +336,7 @@ fn segment_body(
             carries: kk,
             length: seg,
             reverse: false,
+            checkpoint: None,
         };
         let per_step = emit_scan(rec, &operands).split_off(kk);
         let mut operands: Vec<Var> = consts.to_vec();
@@ -337,7 +350,268 @@ fn segment_body(
             carries: lk + lc,
             length: seg,
             reverse: true,
+            checkpoint: None,
         };
         Ok(emit_scan(bk, &operands))
     })
+}
+
+// ------------------------------------------------------ checkpointed scan
+
+/// The transpose of a scan (see `crate::scan`) keeping the known carries
+/// of every `k`-th step only: a forward pass over segments of `k` steps
+/// stores each segment's first carries; the reverse pass recomputes one
+/// segment's carries from its checkpoint, then runs the body's transpose
+/// over them backwards. The steps are padded to whole segments; padded
+/// steps keep their carries and give zero cotangents. A reverse scan is
+/// handled in its iteration order (its scanned values flipped).
+///
+/// # Errors
+/// A body without a transpose; known operands missing.
+pub(crate) fn transpose_scan_checkpointed(
+    s: &Scan,
+    split: &crate::scan::Split,
+    k: usize,
+    cts: &[Option<Var>],
+    args: &[LinearArg],
+) -> Result<Vec<Option<Var>>> {
+    let body = s.body.graph();
+    let (nc, nk) = (s.consts, s.carries);
+    let nx = s.xs();
+    let length = s.length;
+    let segments = length.div_ceil(k);
+    let padded = segments * k;
+    let body_linear = split.body_linear();
+    let not = |m: &[bool]| m.iter().map(|l| !l).collect::<Vec<_>>();
+    let known_k = marked(&not(&split.lin_k));
+    let (kc, kk, kx) = (
+        not(&split.lin_c).iter().filter(|&&b| b).count(),
+        known_k.len(),
+        not(&split.lin_x).iter().filter(|&&b| b).count(),
+    );
+    let lk = split.lin_k.iter().filter(|&&l| l).count();
+    let lc = split.lin_c.iter().filter(|&&l| l).count();
+    let lx = split.lin_x.iter().filter(|&&l| l).count();
+    let ly = split.lin_y.iter().filter(|&&l| l).count();
+    let step = known_part(body, &body_linear, &known_k)?;
+    let ct_for: Vec<bool> = split.lin_k.iter().chain(&split.lin_y).copied().collect();
+    let tb = transpose_body(body, &body_linear, &ct_for)?;
+
+    // Operands in iteration order, padded to whole segments: [segments, k, ...].
+    let in_order = |v: &Var| if s.reverse { v.flip(&[0]) } else { v.clone() };
+    let segmented = |v: &Var| {
+        let mut widths = vec![(0, 0); v.rank()];
+        widths[0] = (0, padded - length);
+        let mut shape = vec![segments as i64, k as i64];
+        shape.extend(v.shape()[1..].iter().map(|&d| d as i64));
+        in_order(v).pad(&widths, 0.0).reshape(&shape)
+    };
+    let consts: Vec<Var> = (0..nc)
+        .filter(|&i| !split.lin_c[i])
+        .map(|i| crate::scan::known(args, i))
+        .collect::<Result<_>>()?;
+    let init: Vec<Var> =
+        known_k.iter().map(|&j| crate::scan::known(args, nc + j)).collect::<Result<_>>()?;
+    let xs: Vec<Var> = (0..nx)
+        .filter(|&j| !split.lin_x[j])
+        .map(|j| crate::scan::known(args, nc + nk + j).map(|v| segmented(&v)))
+        .collect::<Result<_>>()?;
+    let like =
+        consts.first().or(init.first()).cloned().or_else(|| cts.iter().flatten().next().cloned());
+    let like = like.ok_or_else(|| Error::invalid("scan", "transpose", "nothing to transpose"))?;
+    let out_types = body.output_types();
+    let ct_ys: Vec<Var> = (0..s.ys())
+        .filter(|&j| split.lin_y[j])
+        .map(|j| {
+            let k_out = nk + j;
+            let mut shape = vec![length];
+            shape.extend_from_slice(out_types[k_out].shape());
+            let ty = out_types[k_out].with_shape(shape);
+            segmented(&cts[k_out].clone().unwrap_or_else(|| crate::ad::zeros(&like, &ty)))
+        })
+        .collect();
+
+    let step_types = step.input_types();
+    let i64t = TensorType::new(DType::I64, vec![]);
+    let slice_types: Vec<TensorType> = step_types[kc + kk..].to_vec();
+    // One step of the known part, masked past the length: (consts, base;
+    // K; x, j) -> (K', [K]).
+    let masked_step = |with_ys: bool| -> Result<Graph> {
+        let mut types: Vec<TensorType> = step_types[..kc].to_vec();
+        types.push(i64t.clone());
+        types.extend(step_types[kc..kc + kk].iter().cloned());
+        types.extend(slice_types.iter().cloned());
+        types.push(i64t.clone());
+        trace_with(&types, |v| {
+            let (base, j) = (&v[kc], &v[kc + 1 + kk + kx]);
+            let active = (base + j).lt(&i64_scalar(length as i64));
+            let mut ins: Vec<Var> = v[..kc].to_vec();
+            ins.extend(v[kc + 1..kc + 1 + kk + kx].iter().cloned());
+            let next = inline_graph(&step, &ins)?;
+            let mut out: Vec<Var> = next
+                .iter()
+                .zip(&v[kc + 1..kc + 1 + kk])
+                .map(|(n, old)| active.select(n, old))
+                .collect();
+            if with_ys {
+                out.extend(v[kc + 1..kc + 1 + kk].iter().cloned());
+            }
+            Ok(out)
+        })
+    };
+    let (advance, record) = (masked_step(false)?, masked_step(true)?);
+    let js = || iota_dtype(&[k], 0, DType::I64);
+    let inner = |body: &Graph,
+                 consts: &[Var],
+                 base: &Var,
+                 carries: &[Var],
+                 xs: &[Var],
+                 reverse: bool|
+     -> Vec<Var> {
+        let mut operands: Vec<Var> = consts.to_vec();
+        operands.push(base.clone());
+        operands.extend(carries.iter().cloned());
+        operands.extend(xs.iter().cloned());
+        operands.push(js());
+        let scan = Scan {
+            body: body.clone().into(),
+            consts: kc + 1,
+            carries: carries.len(),
+            length: k,
+            reverse,
+            checkpoint: None,
+        };
+        emit_scan(scan, &operands)
+    };
+
+    // Forward: per segment, its first carries.
+    let mut outer_types: Vec<TensorType> = step_types[..kc + kk].to_vec();
+    outer_types.extend(slice_types.iter().map(|t| {
+        let mut sh = vec![k];
+        sh.extend_from_slice(t.shape());
+        t.with_shape(sh)
+    }));
+    outer_types.push(i64t.clone());
+    let forward = trace_with(&outer_types, |v| {
+        let base = &v[kc + kk + kx] * &i64_scalar(k as i64);
+        let mut out =
+            inner(&advance, &v[..kc], &base, &v[kc..kc + kk], &v[kc + kk..kc + kk + kx], false);
+        out.extend(v[kc..kc + kk].iter().cloned());
+        Ok(out)
+    })?;
+    let mut operands = consts.clone();
+    operands.extend(init.iter().cloned());
+    operands.extend(xs.iter().cloned());
+    operands.push(iota_dtype(&[segments], 0, DType::I64));
+    let scan = Scan {
+        body: forward.into(),
+        consts: kc,
+        carries: kk,
+        length: segments,
+        reverse: false,
+        checkpoint: None,
+    };
+    let starts = emit_scan(scan, &operands).split_off(kk);
+
+    // Backward over the segments: (consts; ct k, acc; start K, x segs, ct y segs, s).
+    let tb_in = tb.input_types();
+    let tb_out = tb.output_types();
+    let ct_k_types: Vec<TensorType> = tb_in[kc + kk + kx..kc + kk + kx + lk].to_vec();
+    let acc_types: Vec<TensorType> = tb_out[..lc].to_vec();
+    let seg_of = |t: &TensorType| {
+        let mut sh = vec![k];
+        sh.extend_from_slice(t.shape());
+        t.with_shape(sh)
+    };
+    // The body's transpose on one step, masked: (consts, base; ct k, acc;
+    // K, x, ct y, j) -> (ct k, acc + ct c; ct x).
+    let mut back_types: Vec<TensorType> = step_types[..kc].to_vec();
+    back_types.push(i64t.clone());
+    back_types.extend(ct_k_types.iter().cloned());
+    back_types.extend(acc_types.iter().cloned());
+    back_types.extend(tb_in[kc..kc + kk + kx].iter().cloned());
+    back_types.extend(tb_in[kc + kk + kx + lk..].iter().cloned());
+    back_types.push(i64t.clone());
+    let back = trace_with(&back_types, |v| {
+        let base = &v[kc];
+        let (ct_k, acc) = (&v[kc + 1..kc + 1 + lk], &v[kc + 1 + lk..kc + 1 + lk + lc]);
+        let kx_vals = &v[kc + 1 + lk + lc..kc + 1 + lk + lc + kk + kx];
+        let ct_y = &v[kc + 1 + lk + lc + kk + kx..kc + 1 + lk + lc + kk + kx + ly];
+        let j = &v[kc + 1 + lk + lc + kk + kx + ly];
+        let active = (base + j).lt(&i64_scalar(length as i64));
+        let mut ins: Vec<Var> = v[..kc].to_vec();
+        ins.extend(kx_vals.iter().cloned());
+        ins.extend(ct_k.iter().cloned());
+        ins.extend(ct_y.iter().cloned());
+        let outs = inline_graph(&tb, &ins)?;
+        let (ct_c, rest) = outs.split_at(lc);
+        let (ct_k_in, ct_x) = rest.split_at(lk);
+        let mut r: Vec<Var> =
+            ct_k_in.iter().zip(ct_k).map(|(n, old)| active.select(n, old)).collect();
+        r.extend(acc.iter().zip(ct_c).map(|(a, c)| a + &active.select(c, &c.zeros_like())));
+        r.extend(ct_x.iter().map(|c| active.select(c, &c.zeros_like())));
+        Ok(r)
+    })?;
+    let mut seg_types: Vec<TensorType> = step_types[..kc].to_vec();
+    seg_types.extend(ct_k_types.iter().cloned());
+    seg_types.extend(acc_types.iter().cloned());
+    seg_types.extend(step_types[kc..kc + kk].iter().cloned());
+    seg_types.extend(slice_types.iter().map(seg_of));
+    seg_types.extend(tb_in[kc + kk + kx + lk..].iter().map(seg_of));
+    seg_types.push(i64t);
+    let segment = trace_with(&seg_types, |v| {
+        let consts = &v[..kc];
+        let carries = &v[kc..kc + lk + lc];
+        let start = &v[kc + lk + lc..kc + lk + lc + kk];
+        let x_segs = &v[kc + lk + lc + kk..kc + lk + lc + kk + kx];
+        let ct_y_segs = &v[kc + lk + lc + kk + kx..kc + lk + lc + kk + kx + ly];
+        let base = &v[kc + lk + lc + kk + kx + ly] * &i64_scalar(k as i64);
+        let per_step = inner(&record, consts, &base, start, x_segs, false).split_off(kk);
+        let mut xs: Vec<Var> = per_step;
+        xs.extend(x_segs.iter().cloned());
+        xs.extend(ct_y_segs.iter().cloned());
+        Ok(inner(&back, consts, &base, carries, &xs, true))
+    })?;
+    let mut operands = consts;
+    for (j, &l) in split.lin_k.iter().enumerate() {
+        if l {
+            operands.push(cts[j].clone().unwrap_or_else(|| crate::ad::zeros(&like, &out_types[j])));
+        }
+    }
+    operands.extend(acc_types.iter().map(|t| crate::ad::zeros(&like, t)));
+    operands.extend(starts);
+    operands.extend(xs);
+    operands.extend(ct_ys);
+    operands.push(iota_dtype(&[segments], 0, DType::I64));
+    let scan = Scan {
+        body: segment.into(),
+        consts: kc,
+        carries: lk + lc,
+        length: segments,
+        reverse: true,
+        checkpoint: None,
+    };
+    let results = emit_scan(scan, &operands);
+    let (ct_k0, rest) = results.split_at(lk);
+    let (ct_c, ct_x) = rest.split_at(lc);
+    // ct x: [segments, k, ...] -> [length, ...], back in index order.
+    let ct_x: Vec<Var> = ct_x
+        .iter()
+        .map(|c| {
+            let mut shape = vec![padded as i64];
+            shape.extend(c.shape()[2..].iter().map(|&d| d as i64));
+            let v = c.reshape(&shape).slice_axis(0, Some(0), Some(length as i64), 1);
+            in_order(&v)
+        })
+        .collect();
+    let (mut ck, mut cc, mut cx) = (ct_k0.iter().cloned(), ct_c.iter().cloned(), ct_x.into_iter());
+    let mut out: Vec<Option<Var>> =
+        split.lin_c.iter().map(|&l| if l { cc.next() } else { None }).collect();
+    for (j, &l) in split.lin_k.iter().enumerate() {
+        let ct = if l { ck.next() } else { None };
+        out.push(ct.filter(|_| args[nc + j].is_linear()));
+    }
+    out.extend(split.lin_x.iter().map(|&l| if l { cx.next() } else { None }));
+    let _ = lx;
+    Ok(out)
 }

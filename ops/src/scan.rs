@@ -46,6 +46,9 @@ pub struct Scan {
     pub length: usize,
     /// Whether the steps run from the last slice to the first.
     pub reverse: bool,
+    /// Reverse mode keeps the carries of every `k`-th step only and
+    /// recomputes the others (`None`: every step's).
+    pub checkpoint: Option<usize>,
 }
 
 impl Scan {
@@ -111,7 +114,8 @@ impl Op for Scan {
 
     fn params(&self) -> String {
         let dir = if self.reverse { ", reverse" } else { "" };
-        format!("length={}, consts={}, carries={}{dir}", self.length, self.consts, self.carries)
+        let ck = self.checkpoint.map_or(String::new(), |k| format!(", checkpoint={k}"));
+        format!("length={}, consts={}, carries={}{dir}{ck}", self.length, self.consts, self.carries)
     }
 
     fn subgraphs(&self) -> Vec<&Graph> {
@@ -288,15 +292,15 @@ register_rule!(JvpRule, Scan, many: jvp_scan);
 // ------------------------------------------------------------- transpose
 
 /// The known and linear parts of a scan's operands and outputs.
-struct Split {
-    lin_c: Vec<bool>,
-    lin_k: Vec<bool>,
-    lin_x: Vec<bool>,
-    lin_y: Vec<bool>,
+pub(crate) struct Split {
+    pub(crate) lin_c: Vec<bool>,
+    pub(crate) lin_k: Vec<bool>,
+    pub(crate) lin_x: Vec<bool>,
+    pub(crate) lin_y: Vec<bool>,
 }
 
 impl Split {
-    fn of(s: &Scan, args: &[LinearArg]) -> Split {
+    pub(crate) fn of(s: &Scan, args: &[LinearArg]) -> Split {
         let lin: Vec<bool> = args.iter().map(LinearArg::is_linear).collect();
         let g = groups(&[s.consts, s.carries, s.xs()]);
         let (lin_k, out) =
@@ -309,13 +313,13 @@ impl Split {
         }
     }
 
-    fn body_linear(&self) -> Vec<bool> {
+    pub(crate) fn body_linear(&self) -> Vec<bool> {
         self.lin_c.iter().chain(&self.lin_k).chain(&self.lin_x).copied().collect()
     }
 }
 
 /// The known value of operand `i`.
-fn known(args: &[LinearArg], i: usize) -> Result<Var> {
+pub(crate) fn known(args: &[LinearArg], i: usize) -> Result<Var> {
     args[i]
         .known()
         .cloned()
@@ -359,6 +363,7 @@ fn known_carries(s: &Scan, split: &Split, args: &[LinearArg]) -> Result<Vec<Var>
         carries: known_k.len(),
         length: s.length,
         reverse: s.reverse,
+        checkpoint: None,
     };
     Ok(emit_scan(scan, &operands).split_off(known_k.len()))
 }
@@ -372,6 +377,9 @@ fn transpose_scan(
 ) -> Result<Vec<Option<Var>>> {
     let s = op.try_downcast::<Scan>()?;
     let split = Split::of(s, args);
+    if let Some(k) = s.checkpoint.filter(|&k| k > 0 && k < s.length) {
+        return crate::checkpoint::transpose_scan_checkpointed(s, &split, k, cts, args);
+    }
     let residuals = known_carries(s, &split, args)?;
     let body_linear = split.body_linear();
     let ct_for: Vec<bool> = split.lin_k.iter().chain(&split.lin_y).copied().collect();
@@ -453,6 +461,7 @@ fn transpose_scan(
         carries: lk + lc,
         length: s.length,
         reverse: !s.reverse,
+        checkpoint: None,
     };
     let results = emit_scan(scan, &operands);
     let (ct_k0, rest) = results.split_at(lk);

@@ -466,8 +466,10 @@ fn cond_samples(s: &mut Vec<OpSample>) {
 fn scan_samples(s: &mut Vec<OpSample>) {
     // consts c [3], carry k [3], x [3] -> (sin(k c) + x, k x), 4 steps, both directions.
     let body = traced(&|v| vec![(&v[1] * &v[0]).sin() + &v[2], &v[1] * &v[2]], &[&[3], &[3], &[3]]);
-    for reverse in [false, true] {
-        let scan = Scan { body: body.clone(), consts: 1, carries: 1, length: 4, reverse };
+    // Reverse mode with checkpoints every 3 steps of 4 (a partial last segment).
+    for (reverse, checkpoint) in [(false, None), (true, None), (false, Some(3)), (true, Some(3))] {
+        let scan =
+            Scan { body: body.clone(), consts: 1, carries: 1, length: 4, reverse, checkpoint };
         s.push(OpSample::new(scan).input(SYM, &[3]).input(SYM, &[3]).input(SYM, &[4, 3]));
     }
 }

@@ -211,14 +211,23 @@ fn branch<A: Args, O: Traced>(
 // ------------------------------------------------------------- scan
 
 /// The options of [`scan_with`]: `length` (required when there are no
-/// scanned inputs, checked against them otherwise) and `reverse` (run from
-/// the last slice to the first; `ys[t]` still belongs to `xs[t]`).
+/// scanned inputs, checked against them otherwise), `reverse` (run from
+/// the last slice to the first; `ys[t]` still belongs to `xs[t]`) and
+/// `checkpoint`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScanOptions {
     /// The number of steps.
     pub length: Option<usize>,
     /// Whether to run backwards.
     pub reverse: bool,
+    /// The memory policy of reverse mode. By default the gradient keeps
+    /// the carries of every step (loop-invariant values once) and
+    /// recomputes each step's intermediates from them. `Some(k)` keeps the
+    /// carries of every `k`-th step only and recomputes the others,
+    /// segment by segment: memory about `(length / k + k)` carries instead
+    /// of `length`, for about one more forward pass of time (`k ≈
+    /// √length` minimises the memory).
+    pub checkpoint: Option<usize>,
 }
 
 /// `jax.lax.scan`: `f(carry, x) -> (carry, y)` over the leading axis of
@@ -237,33 +246,29 @@ pub struct ScanOptions {
 ///
 /// # Errors
 /// As [`scan_with`].
-pub fn scan<M, F, C, X, Y, L1, L2>(
-    f: F,
-    init: impl Flatten<L1>,
-    xs: impl Flatten<L2>,
-) -> Result<(C, Y)>
+pub fn scan<M, F, C, X, Y, L>(f: F, init: impl Flatten<L>, xs: impl Flatten<L>) -> Result<(C, Y)>
 where
     F: IntoFunction<M, Args = (C, X), Output = (C, Y)>,
     C: Traced,
     X: Traced,
     Y: Traced,
-    L1: ToVar,
-    L2: ToVar,
+    L: ToVar,
 {
     scan_with(f, init, xs, ScanOptions::default())
 }
 
-/// [`scan`] with options: a `length` when there is nothing to scan (`&()`
-/// as `xs`), and `reverse`.
+/// [`scan`] with options: a `length` when there is nothing to scan (`()`
+/// as `xs`), `reverse` and `checkpoint`. The leaves of `init` and `xs`
+/// are both traced values or both tensors (constants).
 ///
 /// # Errors
 /// Scanned inputs of different lengths, or none and no `length`; a body
 /// whose carry changes structure or type (naming the carry and both
 /// types); the body's own errors.
-pub fn scan_with<M, F, C, X, Y, L1, L2>(
+pub fn scan_with<M, F, C, X, Y, L>(
     f: F,
-    init: impl Flatten<L1>,
-    xs: impl Flatten<L2>,
+    init: impl Flatten<L>,
+    xs: impl Flatten<L>,
     options: ScanOptions,
 ) -> Result<(C, Y)>
 where
@@ -271,8 +276,7 @@ where
     C: Traced,
     X: Traced,
     Y: Traced,
-    L1: ToVar,
-    L2: ToVar,
+    L: ToVar,
 {
     let (init_def, xs_def) = (init.def(), xs.def());
     let (carries, scanned) = (leaves_of(&init), leaves_of(&xs));
@@ -309,8 +313,14 @@ where
     let mut operands = consts;
     operands.extend(carries);
     operands.extend(scanned);
-    let scan =
-        Scan { body: body.into(), consts: nc, carries: nk, length, reverse: options.reverse };
+    let scan = Scan {
+        body: body.into(),
+        consts: nc,
+        carries: nk,
+        length,
+        reverse: options.reverse,
+        checkpoint: options.checkpoint,
+    };
     let mut results = emit_scan(scan, &operands);
     let ys = results.split_off(nk);
     Ok((unflatten_all(&init_def, results)?, unflatten_all(&y_def, ys)?))
@@ -321,15 +331,15 @@ where
 ///
 /// # Errors
 /// As [`scan_with`].
-pub fn scan_n<M, F, C, Y, L1>(f: F, init: impl Flatten<L1>, length: usize) -> Result<(C, Y)>
+pub fn scan_n<M, F, C, Y, L>(f: F, init: impl Flatten<L>, length: usize) -> Result<(C, Y)>
 where
     F: IntoFunction<M, Args = (C, ()), Output = (C, Y)>,
     C: Traced,
     Y: Traced,
-    L1: ToVar,
+    L: ToVar,
 {
-    let options = ScanOptions { length: Some(length), reverse: false };
-    scan_with::<M, F, C, (), Y, L1, Var>(f, init, (), options)
+    let options = ScanOptions { length: Some(length), ..ScanOptions::default() };
+    scan_with(f, init, (), options)
 }
 
 /// The common leading size of the scanned leaves, checked against `given`.
@@ -441,8 +451,12 @@ where
         let start: Var = full_scalar(&[], Scalar::I64(*lo));
         let is = iota_dtype(&[n], 0, DType::I64) + &start;
         let carry: anvil_core::Dyn<Var> = anvil_core::Dyn { def: init_def, leaves };
-        let (c, ()) =
-            scan_with(step, &carry, &is, ScanOptions { length: Some(n), reverse: false })?;
+        let (c, ()) = scan_with(
+            step,
+            &carry,
+            &is,
+            ScanOptions { length: Some(n), ..ScanOptions::default() },
+        )?;
         return Ok(c);
     }
     for (what, b) in [("lower", &lower), ("upper", &upper)] {

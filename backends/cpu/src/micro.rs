@@ -405,6 +405,18 @@ impl Builder {
                 }
             }
         }
+        // Block math that is not elementwise in the broadcasting sense (a
+        // generator with operands: the diagonals of a seed) runs as the
+        // fused kernel of one instruction, as in a plan.
+        let fused;
+        let op: &dyn Op = if op.elementwise_math().is_some() && outs.len() == 1 {
+            let program =
+                vec![Instr::new(op.boxed(), (0..args.len()).collect(), out_types[0].dtype())];
+            fused = crate::fusion::Fused::new(program, &in_types, out_types[0].clone());
+            &fused
+        } else {
+            op
+        };
         let hint = " (link the crate that defines the op, or register one with anvil_cpu::register_kernel!)";
         let kernel = match crate::kernels().get(op, hint)?.kernel {
             Kernel::One(f) => KernelRun::One(f),
