@@ -132,6 +132,42 @@ impl Buf {
         Ok(())
     }
 
+    /// Copies a tensor's elements into `dst[at..]` (same dtype).
+    ///
+    /// # Errors
+    /// Another dtype; too little room.
+    pub fn copy_tensor_into(t: &Tensor, dst: &mut Buf, at: usize) -> Result<()> {
+        let n = t.numel();
+        let bad = || Error::invalid("micro", "copy", "a buffer of another dtype or size");
+        match (t.storage(), dst) {
+            (Storage::F64(s), Buf::F64(d)) => {
+                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
+            }
+            (Storage::F32(s), Buf::F32(d)) => {
+                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
+            }
+            (Storage::I64(s), Buf::I64(d)) => {
+                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
+            }
+            (Storage::Bool(s), Buf::Bool(d)) => {
+                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
+            }
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+
+    /// The buffer as a tensor of `shape`, without a copy.
+    pub fn into_tensor(self, shape: &[usize]) -> Result<Tensor> {
+        let storage = match self {
+            Buf::F64(v) => Storage::F64(v.into()),
+            Buf::F32(v) => Storage::F32(v.into()),
+            Buf::I64(v) => Storage::I64(v.into()),
+            Buf::Bool(v) => Storage::Bool(v.into()),
+        };
+        Tensor::from_storage(storage, shape)
+    }
+
     /// A tensor of `shape` holding a copy of the buffer.
     pub fn to_tensor(&self, shape: &[usize]) -> Result<Tensor> {
         let storage = match self {

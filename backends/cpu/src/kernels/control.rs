@@ -190,8 +190,11 @@ impl ScanPlan {
         let (nc, nk) = (self.consts, self.carries);
         let xs = &inputs[nc + nk..];
         let mut args: Vec<Tensor> = inputs[..nc + nk].iter().map(|t| (*t).clone()).collect();
-        let ny = outs.len() - nk;
-        let mut ys: Vec<Vec<Tensor>> = vec![Vec::with_capacity(self.length); ny];
+        // Each step's ys are copied straight into their slot of the stacked
+        // results: no list of steps, no second copy.
+        let mut ys: Vec<Buf> =
+            outs[nk..].iter().map(|t| Buf::stacked(t.dtype(), t.numel())).collect();
+        let y_len: Vec<usize> = outs[nk..].iter().map(|t| t.numel() / self.length.max(1)).collect();
         for i in 0..self.length {
             let t = self.slice(i);
             args.truncate(nc + nk);
@@ -199,23 +202,16 @@ impl ScanPlan {
                 args.push(x.select_axis(0, t)?);
             }
             let mut step = body.run(&args, ctx)?;
-            for (y, out) in ys.iter_mut().zip(step.drain(nk..)) {
-                y.push(out);
+            for (j, out) in step.drain(nk..).enumerate() {
+                Buf::copy_tensor_into(&out, &mut ys[j], t * y_len[j])?;
             }
             for (slot, carry) in args[nc..nc + nk].iter_mut().zip(step) {
                 *slot = carry;
             }
         }
         let mut results: Vec<Tensor> = args.drain(nc..nc + nk).collect();
-        for (mut y, ty) in ys.into_iter().zip(&outs[nk..]) {
-            if y.is_empty() {
-                results.push(Tensor::zeros_of(ty.shape(), ty.dtype()));
-                continue;
-            }
-            if self.reverse {
-                y.reverse();
-            }
-            results.push(Tensor::stack(&y, 0)?);
+        for (y, ty) in ys.into_iter().zip(&outs[nk..]) {
+            results.push(y.into_tensor(ty.shape())?);
         }
         Ok(results)
     }
@@ -264,8 +260,8 @@ impl ScanPlan {
         for (k, ty) in outs[..nk].iter().enumerate() {
             results.push(st.buf(m.input(nc + k)).to_tensor(ty.shape())?);
         }
-        for (y, ty) in ys.iter().zip(&outs[nk..]) {
-            results.push(y.to_tensor(ty.shape())?);
+        for (y, ty) in ys.into_iter().zip(&outs[nk..]) {
+            results.push(y.into_tensor(ty.shape())?);
         }
         Ok(results)
     }
