@@ -96,6 +96,7 @@ impl VmapRule {
     /// # Errors
     /// The rule's error.
     pub fn apply(&self, op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+        unpoisoned(args.iter().map(|a| &a.var))?;
         match self.rule {
             RuleFn::One(f) => Ok(vec![f(op, args, size)?]),
             RuleFn::Many(f) => f(op, args, size),
@@ -155,6 +156,7 @@ impl JvpRule {
         tangents: &[Option<Var>],
         outs: &[Var],
     ) -> Result<Vec<Option<Var>>> {
+        unpoisoned(primals.iter().chain(tangents.iter().flatten()).chain(outs))?;
         match self.rule {
             RuleFn::One(f) => match outs {
                 [out] => Ok(vec![f(op, primals, tangents, out)?]),
@@ -162,6 +164,19 @@ impl JvpRule {
             },
             RuleFn::Many(f) => f(op, primals, tangents, outs),
         }
+    }
+}
+
+/// The error a poisoned operand stands for (recorded in its trace when the
+/// op that made it failed): rules are never run on such operands, whose
+/// shapes are placeholders.
+fn unpoisoned<'a>(vars: impl IntoIterator<Item = &'a Var>) -> Result<()> {
+    match vars.into_iter().find(|v| v.is_poisoned()) {
+        None => Ok(()),
+        Some(v) => Err(v.tracer().error().unwrap_or_else(|| crate::Error::InvalidGraph {
+            node: 0,
+            msg: "an operand of a rule stands for a failed op".into(),
+        })),
     }
 }
 
@@ -243,6 +258,7 @@ impl TransposeRule {
         cts: &[Option<Var>],
         args: &[LinearArg],
     ) -> Result<Vec<Option<Var>>> {
+        unpoisoned(cts.iter().flatten().chain(args.iter().filter_map(LinearArg::known)))?;
         match self.rule {
             RuleFn::One(f) => match cts {
                 [Some(ct)] => f(op, ct, args),
@@ -285,6 +301,7 @@ impl RewriteRule {
         args: &[Var],
         outs: &[TensorType],
     ) -> Result<Option<Vec<Var>>> {
+        unpoisoned(args)?;
         match self.rule {
             RuleFn::One(f) => match outs {
                 [out] => Ok(f(op, args, out)?.map(|v| vec![v])),
