@@ -16,6 +16,10 @@
 //!   `jacfwd` against `jacrev`, `grad` against `jvp` (the dot-product
 //!   identity), `vmap(grad)` against the loop of `grad`, and, for smooth
 //!   programs, `jvp` against central finite differences.
+//! - **Wild programs** (one program in three) draw axes, shapes, slice
+//!   bounds, permutations, pad widths and indices without regard to the
+//!   shapes: each step must be a result or an `Err`; `vmap` must equal the
+//!   loop where both succeed, and must refuse batches of unequal sizes.
 //!
 //! The bounded run is `cargo test --test fuzz` (at most about a minute).
 //! A long run, reporting counts per op and verdict:
@@ -390,6 +394,98 @@ fn program(xs: &[Var], seed: u64, smooth: bool) -> Var {
     vals.pop().unwrap_or_else(|| xs[0].clone())
 }
 
+/// A random program whose op arguments are drawn without regard to the
+/// shapes (axes past the rank or negative, reshapes to other sizes, bad
+/// permutations, slices with any bounds and steps, indices out of bounds,
+/// partners of any shape): most steps are errors, which must be `Err`s.
+fn wild_program(xs: &[Var], seed: u64) -> Var {
+    let mut rng = SplitMix64::new(seed);
+    let mut vals: Vec<Var> = xs.to_vec();
+    let int = |rng: &mut SplitMix64, lo: i64, hi: i64| rng.int(lo, hi);
+    for _ in 0..(2 + rng.next_u64() % 6) {
+        let x = vals[(rng.next_u64() % vals.len() as u64) as usize].clone();
+        let y = vals[(rng.next_u64() % vals.len() as u64) as usize].clone();
+        let r = x.rank() as i64;
+        // Two steps in three take a valid axis, so programs get past their
+        // first step.
+        let axis = if rng.next_u64() % 3 == 0 || r == 0 {
+            int(&mut rng, -r - 2, r + 2)
+        } else {
+            int(&mut rng, -r, r - 1)
+        };
+        let dims = |rng: &mut SplitMix64| -> Vec<usize> {
+            (0..rng.int(0, 4)).map(|_| rng.int(0, 5) as usize).collect()
+        };
+        let v = match rng.next_u64() % 16 {
+            0 => x.sum(&[axis]),
+            1 => x.max(&[axis, int(&mut rng, -r - 1, r + 1)], true),
+            2 => x.softmax(axis),
+            3 if rng.next_u64() % 2 == 0 => x.reshape(&[-1]),
+            3 => x.reshape(&dims(&mut rng).iter().map(|&d| d as i64 - 1).collect::<Vec<_>>()),
+            4 => x.permute(&(0..r).map(|_| int(&mut rng, -1, r + 1)).collect::<Vec<_>>()),
+            5 => {
+                let (a, b, st) = (int(&mut rng, -5, 5), int(&mut rng, -5, 5), int(&mut rng, -2, 3));
+                x.slice_axis(axis, Some(a), Some(b), st)
+            }
+            6 => x.pad(&dims(&mut rng).iter().map(|&d| (d, d % 3)).collect::<Vec<_>>(), 1.0),
+            7 => anvil::concatenate(&[&x, &y], axis),
+            8 => stack(&[&x, &y], axis),
+            9 => x.broadcast_to(&dims(&mut rng)),
+            10 => x.matmul(&y),
+            11 => {
+                let idx: Vec<i64> = (0..rng.int(0, 4)).map(|_| rng.int(-6, 6)).collect();
+                let n = idx.len();
+                x.take(&x.constant_like(Tensor::from_vec(idx, &[n]).unwrap()), axis)
+            }
+            12 => x.squeeze(&[axis]),
+            13 => x.unsqueeze(axis),
+            14 => &x * &y,
+            _ => x.flip(&[axis]),
+        };
+        vals.push(v);
+    }
+    vals.pop().unwrap_or_else(|| xs[0].clone())
+}
+
+/// Wild program case `idx`: the plain call, `vmap` against the loop, `grad`
+/// and `vmap` with batch sizes that disagree (which must be an error).
+fn wild_case(idx: usize) -> Case {
+    let mut rng = SplitMix64::new(idx as u64 ^ 0x3117d);
+    let seed = rng.next_u64();
+    let shapes: Vec<Vec<usize>> =
+        (0..2).map(|_| (0..rng.int(0, 4)).map(|_| rng.int(0, 4) as usize).collect()).collect();
+    let draw = move |k: u64| -> Vec<Tensor> {
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| anvil::testing::random_tensor(s, seed ^ (k * 31 + i as u64)))
+            .collect()
+    };
+    let f = move |xs: &[Var]| vec![wild_program(xs, seed)];
+    let h = move |xs: &[Var]| wild_program(xs, seed).sum_all();
+    let check = ["jit", "vmap vs loop", "grad", "vmap of unequal batches"][idx % 4];
+    let run: Box<dyn Fn() -> Verdict> = match check {
+        "jit" => Box::new(move || verdict(jit(f).eval(draw(1)))),
+        "vmap vs loop" => Box::new(move || {
+            let single = |a: Vec<Tensor>| jit(f).eval(a);
+            let batched = |a: Vec<Tensor>| vmap(f).eval(a);
+            batched_vs_loop(single, batched, &[draw(1), draw(2)], 1e-12)
+        }),
+        "grad" => Box::new(move || verdict(grad(h).eval(draw(1)))),
+        _ => Box::new(move || {
+            let (a, b) = (draw(1), draw(2));
+            let two = Tensor::stack(&[a[0].clone(), b[0].clone()], 0);
+            let three = Tensor::stack(&[a[1].clone(), b[1].clone(), a[1].clone()], 0);
+            let (Ok(two), Ok(three)) = (two, three) else { return Verdict::Err("stack".into()) };
+            match vmap(f).eval(vec![two, three]) {
+                Ok(_) => Verdict::Wrong("vmap accepted batch sizes 2 and 3".into()),
+                Err(e) => Verdict::Err(e.to_string()),
+            }
+        }),
+    };
+    Case { op: "wild program".into(), what: format!("wild program {idx} ({check})"), run }
+}
+
 const PROGRAM_CHECKS: [&str; 5] = [
     "vmap vs loop",
     "jacfwd vs jacrev",
@@ -501,6 +597,8 @@ fn finite_differences(h: impl Fn(&[Var]) -> Var + Clone + 'static, args: Vec<Ten
 fn case(samples: &[OpSample], n_malformed: usize, idx: usize) -> Option<Case> {
     if idx < n_malformed {
         malformed(samples, idx)
+    } else if (idx - n_malformed) % 3 == 2 {
+        Some(wild_case(idx - n_malformed))
     } else {
         Some(program_case(idx - n_malformed))
     }

@@ -185,3 +185,42 @@ fn floats_with_integer_arrays_promote_as_in_jax() {
     let e = jit(|a: &Var, b: &Var| a + b).eval((&i, &t(&[3]))).unwrap_err();
     assert!(matches!(e, Error::DType { .. }), "{e:?}");
 }
+
+#[test]
+fn size_zero_dimensions_work_through_ops_and_transforms() {
+    let z = t(&[0, 3]);
+    let z0 = t(&[0]);
+    let shape = |r: Result<Tensor>| r.unwrap().shape().to_vec();
+    let values = |r: Result<Tensor>| r.unwrap().to_f64_vec();
+    assert_eq!(shape(jit(|x: &Var| x.sin()).eval(&z)), [0, 3]);
+    assert_eq!(values(jit(|x: &Var| x.sum(&[0])).eval(&z)), [0.0; 3]);
+    assert_eq!(values(jit(|x: &Var| x.prod(&[0], false)).eval(&z)), [1.0; 3]);
+    // The identities of max and logsumexp; the mean of nothing is NaN (as NumPy's).
+    assert_eq!(values(jit(|x: &Var| x.max(&[0], false)).eval(&z)), [f64::NEG_INFINITY; 3]);
+    assert_eq!(values(jit(|x: &Var| x.logsumexp(&[0], false)).eval(&z)), [f64::NEG_INFINITY; 3]);
+    assert!(values(jit(|x: &Var| x.mean()).eval(&z))[0].is_nan());
+    // argmax of nothing has no answer.
+    assert!(jit(|x: &Var| x.argmax(0, false)).eval(&z).is_err());
+    let (a, b) = (Tensor::ones(&[2, 0]).unwrap(), Tensor::ones(&[0, 4]).unwrap());
+    assert_eq!(values(jit(|x: &Var, y: &Var| x.matmul(y)).eval((&a, &b))), [0.0; 8]);
+    assert_eq!(shape(jit(|x: &Var| anvil::concatenate(&[x, x], 1)).eval(&z)), [0, 6]);
+    assert_eq!(shape(jit(|x: &Var| x.pad(&[(1, 1), (0, 0)], 0.0)).eval(&z)), [2, 3]);
+    let none = Tensor::zeros_of(&[0], DType::I64).unwrap();
+    assert_eq!(shape(jit(|x: &Var, i: &Var| x.take(i, 0)).eval((&t(&[3]), &none))), [0]);
+    // Transforms over and into empty axes.
+    assert_eq!(shape(vmap(|x: &Var| x.sin().sum_all()).eval(&z)), [0]);
+    assert_eq!(shape(vmap(|x: &Var| x.sin()).chunk_size(2).eval(&z)), [0, 3]);
+    assert_eq!(shape(grad(|x: &Var| x.sin().sum_all()).eval(&z)), [0, 3]);
+    assert_eq!(shape(vmap(grad(|x: &Var| x.sin().sum_all())).eval(&z)), [0, 3]);
+    assert_eq!(shape(jacfwd(|x: &Var| x.sin()).eval(&z0)), [0, 0]);
+    assert_eq!(shape(jacrev(|x: &Var| x.sin()).eval(&z0)), [0, 0]);
+    assert_eq!(shape(hessian(|x: &Var| x.sin().sum_all()).eval(&z0)), [0, 0]);
+    let empty_out = jacfwd(|x: &Var| x.slice_axis(0, Some(0), Some(0), 1));
+    assert_eq!(shape(empty_out.eval(t(&[3]))), [0, 3]);
+    let scan_empty = jit(|c: &Var, xs: &Var| {
+        scan(|c: &Var, x: &Var| (c + x, c * 2.0), c, xs).map(|(c, _): (Var, Var)| c)
+    });
+    assert_eq!(values(scan_empty.eval((&Tensor::ones(&[3]).unwrap(), &z))), [1.0; 3]);
+    let fori_empty = jit(|x: &Var| fori_loop(0, 0, |_: &Var, c: &Var| c * 2.0, x));
+    assert_eq!(shape(fori_empty.eval(&z0)), [0]);
+}
