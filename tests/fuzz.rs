@@ -727,6 +727,9 @@ fn env(name: &str) -> Option<usize> {
 #[test]
 fn fuzz_suite() {
     let samples = samples();
+    // Every registered op (plugin ops included) has a sample to break.
+    let missing = anvil::testing::missing_samples(&samples);
+    assert!(missing.is_empty(), "ops without a sample, so not fuzzed: {missing:?}");
     let full = samples.len() * MUTATIONS.len() * TRANSFORMS.len();
     let (n_malformed, n_programs, budget) =
         match (env("ANVIL_FUZZ_MALFORMED"), env("ANVIL_FUZZ_PROGRAMS")) {
