@@ -604,14 +604,22 @@ fn case(samples: &[OpSample], n_malformed: usize, idx: usize) -> Option<Case> {
     }
 }
 
-/// In a child process: runs the cases `ANVIL_FUZZ_WORKER` names and prints
-/// one line when each starts and one when it ends.
+/// In a child process: runs the cases `ANVIL_FUZZ_WORKER` names
+/// (`n_malformed,file,first`: the indices listed in `file` from position
+/// `first` on) and prints one line when each starts and one when it ends.
 #[test]
 #[ignore = "run by fuzz_suite in a child process"]
 fn fuzz_worker() {
     let Ok(spec) = std::env::var("ANVIL_FUZZ_WORKER") else { return };
-    let nums: Vec<usize> = spec.split(',').filter_map(|s| s.parse().ok()).collect();
-    let (n_malformed, indices) = (nums[0], &nums[1..]);
+    let parts: Vec<&str> = spec.split(',').collect();
+    let (Some(n), Some(file), Some(first)) = (parts.first(), parts.get(1), parts.get(2)) else {
+        panic!("ANVIL_FUZZ_WORKER is n_malformed,file,first, not {spec}")
+    };
+    let n_malformed: usize = n.parse().expect("n_malformed");
+    let first: usize = first.parse().expect("first");
+    let listed = std::fs::read_to_string(file).expect("the index file");
+    let all: Vec<usize> = listed.split_whitespace().filter_map(|s| s.parse().ok()).collect();
+    let indices = &all[first.min(all.len())..];
     // Set ANVIL_FUZZ_BACKTRACE to see where a case panics.
     if std::env::var_os("ANVIL_FUZZ_BACKTRACE").is_none() {
         std::panic::set_hook(Box::new(|_| {}));
@@ -651,17 +659,17 @@ fn run_children(
     budget: Duration,
 ) -> Vec<(String, String, String)> {
     let exe = std::env::current_exe().expect("the test binary");
+    let file = std::env::temp_dir().join(format!("anvil-fuzz-{}.txt", std::process::id()));
+    let listed: Vec<String> = indices.iter().map(|i| i.to_string()).collect();
+    std::fs::write(&file, listed.join(" ")).expect("the index file");
     let start = Instant::now();
     let mut out = Vec::new();
     let mut next = 0;
     while next < indices.len() && start.elapsed() < budget {
-        let spec: Vec<String> = std::iter::once(n_malformed)
-            .chain(indices[next..].iter().copied())
-            .map(|i| i.to_string())
-            .collect();
+        let spec = format!("{n_malformed},{},{next}", file.display());
         let mut child = Command::new(&exe)
             .args(["fuzz_worker", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env("ANVIL_FUZZ_WORKER", spec.join(","))
+            .env("ANVIL_FUZZ_WORKER", spec)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -715,6 +723,7 @@ fn run_children(
         }
         let _ = child.wait();
     }
+    let _ = std::fs::remove_file(&file);
     out
 }
 
