@@ -368,16 +368,25 @@ fn all_paths_bit_identical() {
         for level in levels() {
             let mut whole = vec![0.0; xs.len()];
             map_with::<K, f64>(level, xs, &mut whole);
-            assert!(whole.iter().zip(&scalar).all(|(a, &b)| a.canonical_bits() == b), "{name} {level:?}");
+            assert!(
+                whole.iter().zip(&scalar).all(|(a, &b)| a.canonical_bits() == b),
+                "{name} {level:?}"
+            );
             let mut inplace = xs.to_vec();
             map_inplace_with::<K, f64>(level, &mut inplace);
-            assert!(inplace.iter().zip(&scalar).all(|(a, &b)| a.canonical_bits() == b), "{name} inplace");
+            assert!(
+                inplace.iter().zip(&scalar).all(|(a, &b)| a.canonical_bits() == b),
+                "{name} inplace"
+            );
             for start in 0..9 {
                 for len in [0, 1, 3, 4, 5, 7, 8, 9, 15, 17, 33, 70] {
                     let end = (start + len).min(xs.len());
                     let mut out = vec![0.0; end - start];
                     map_with::<K, f64>(level, &xs[start..end], &mut out);
-                    assert!(out.iter().zip(&scalar[start..end]).all(|(a, &b)| a.canonical_bits() == b));
+                    assert!(out
+                        .iter()
+                        .zip(&scalar[start..end])
+                        .all(|(a, &b)| a.canonical_bits() == b));
                 }
             }
             let one = one_with::<K, f64>(level, xs[3]);
