@@ -535,6 +535,6 @@ fn carries_that_trade_places_keep_their_values() {
     let same = jit(|a: &Var| {
         fori_loop(0, 3, |_: &Var, (a, _): &(Var, Var)| (a * 2.0, a * 2.0), (a.clone(), a.clone()))
     });
-    let (x, y) = same.eval(&Tensor::scalar(1.0)).unwrap();
+    let (x, y) = same.eval(Tensor::scalar(1.0)).unwrap();
     assert_eq!((x.item().unwrap(), y.item().unwrap()), (8.0, 8.0));
 }
