@@ -156,7 +156,7 @@ fn compile<F: Function + ?Sized>(f: &F, def: &TreeDef, types: &[TensorType]) -> 
 }
 
 /// The graph a call of `f` on arguments like `args` runs: traced, then
-/// rewritten to a fixpoint (see [`transforms::rewrite`]), constants
+/// rewritten to a fixpoint (see [`transforms::rewrite`](mod@transforms::rewrite)), constants
 /// folded, common subexpressions merged and dead nodes dropped
 /// (`jax.jit(f).lower(x)`). The CPU backend then fuses elementwise chains
 /// (`cpu::compile(&g)?.graph()` shows that).
@@ -170,7 +170,7 @@ fn compile<F: Function + ?Sized>(f: &F, def: &TreeDef, types: &[TensorType]) -> 
 /// ```
 ///
 /// # Errors
-/// As [`trace`].
+/// As [`trace`](fn@trace).
 pub fn lower<M, F: IntoFunction<M>>(f: &F, args: impl Flatten<Tensor>) -> Result<Graph> {
     transforms::optimize(&trace(f, args)?, &cpu::Cpu)
 }

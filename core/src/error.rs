@@ -1,14 +1,14 @@
 //! The error type of anvil.
 //!
 //! One enum for every crate boundary: tracing, shape rules, transforms,
-//! compilation and execution all return [`Error`]. Every variant that comes
+//! compilation and execution all return [`Error`](enum@Error). Every variant that comes
 //! from user input names the op, the shapes and the argument, because that is
 //! what a user needs to find the mistake in their own program.
 
 use crate::dtype::DType;
 use thiserror::Error;
 
-/// `Result` with anvil's [`Error`].
+/// `Result` with anvil's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Formats a shape the way errors and printed graphs show it: `[3, 4]`.

@@ -10,7 +10,7 @@
 //!
 //! An op without a batching rule is run as a loop over the batch (a
 //! [`Map`](anvil_ops::control::Map) node whose body is the op), with a
-//! one-time warning naming the op; see [`crate::map`].
+//! one-time warning naming the op; see [`crate::map`](mod@crate::map).
 
 pub use crate::axes::InAxes;
 use anvil_core::function::check_arity;

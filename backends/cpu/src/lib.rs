@@ -1,11 +1,11 @@
 //! anvil's CPU backend: compiles a graph into a [`Plan`] and runs it.
 //!
 //! Every op computed element by element (it has
-//! [`Op::elementwise_math`](anvil_core::Op::elementwise_math)) runs inside a
+//! [`anvil_core::Op::elementwise_math`]) runs inside a
 //! fused program ([`fusion`]), chains of them in one pass over memory;
 //! vectorised block math ([`vmath`]) replaces an op's own for the
 //! transcendental functions ([`register_block_math!`]). Every other op has
-//! a kernel registered per op type in a [`RuleTable`] of [`CpuKernel`]s
+//! a kernel registered per op type in a [`RuleTable`](anvil_core::RuleTable) of [`CpuKernel`]s
 //! (through `inventory`, so a plugin crate registers kernels for its own
 //! ops with [`register_kernel!`]), in one of three forms: one result,
 //! several results, or prepared once per plan (the loop ops compile their
