@@ -55,6 +55,10 @@ pub use anvil_macros::Tree;
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };
+/// The rest of `jax.lax` and `jax.numpy` (elementwise math, cumulative
+/// reductions, sorting, dynamic indexing, gathers, scatters, `pad`): see
+/// [`anvil_ops::lax`]; the methods are [`LaxExt`]'s.
+pub use anvil_ops::lax::{self, LaxExt};
 pub use anvil_transforms::{
     self as transforms, cond, custom_jvp, custom_vjp, fori_loop, grad, hessian, jacfwd, jacrev,
     jvp, map, scan, scan_n, scan_with, switch, value_and_grad, vmap, while_loop,
@@ -73,6 +77,7 @@ pub mod prelude {
         Error, Eval, Function, InAxes, IntoFunction, Result, ScanOptions, SliceSpec, Tensor, Tree,
         Var, VarExt,
     };
+    pub use crate::LaxExt;
 }
 
 /// What a call of a function returns: its result's structure with tensors.

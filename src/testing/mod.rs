@@ -40,6 +40,7 @@
 
 mod ad;
 mod conformance;
+mod lax_samples;
 mod report;
 mod sample;
 mod samples;
