@@ -30,6 +30,9 @@
 
 pub mod testing;
 
+mod shapes;
+pub use shapes::{eval_shape, linear_transpose};
+
 /// The README's examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

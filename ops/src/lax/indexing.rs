@@ -66,14 +66,21 @@ fn check_starts(op: &str, x: &Var, starts: &[&Var]) -> Result<(), Error> {
     Ok(())
 }
 
-/// `start` clamped to `[0, n - size]` (JAX's clamping: the slice fits).
+/// A dynamic slice's start as JAX takes it: a negative one counts from
+/// the end (`start + n`), then it is clamped so that the slice fits.
+fn dynamic_start(start: &Var, n: usize, size: usize) -> Var {
+    let wrapped = start.lt(&int(start, 0)).select(&(start + n as f64), start);
+    clamp_start(&wrapped, n, size)
+}
+
+/// `start` clamped to `[0, n - size]` (XLA's clamping: the slice fits).
 fn clamp_start(start: &Var, n: usize, size: usize) -> Var {
     start.maximum(&int(start, 0)).minimum(&int(start, n - size))
 }
 
 /// The slice of `operand` of shape `sizes` starting at traced indices
-/// `starts` (one `i64` scalar per axis), each clamped so that the slice
-/// fits (`jax.lax.dynamic_slice`).
+/// `starts` (one `i64` scalar per axis, a negative one counting from the
+/// end), each clamped so that the slice fits (`jax.lax.dynamic_slice`).
 ///
 /// ```
 /// use anvil::prelude::*;
@@ -102,14 +109,14 @@ pub fn dynamic_slice(operand: &Var, starts: &[&Var], sizes: &[usize]) -> Var {
         if size == n {
             continue;
         }
-        let idx = iota_along(start, 1, 0, size) + clamp_start(start, n, size);
+        let idx = iota_along(start, 1, 0, size) + dynamic_start(start, n, size);
         x = x.take(&idx, axis as i64);
     }
     x
 }
 
-/// `operand` with `update` written at traced indices `starts`, each
-/// clamped so that the update fits (`jax.lax.dynamic_update_slice`).
+/// `operand` with `update` written at traced indices `starts` (negative
+/// ones counting from the end), each clamped so that the update fits (`jax.lax.dynamic_update_slice`).
 /// Differentiable in both; the update is placed by `scatter_add`s, the
 /// rest kept by a `select`.
 ///
@@ -118,7 +125,7 @@ pub fn dynamic_slice(operand: &Var, starts: &[&Var], sizes: &[usize]) -> Var {
 /// let x = Tensor::zeros(&[4]);
 /// let u = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
 /// let f = |x: &Var, u: &Var, i: &Var| anvil::lax::dynamic_update_slice(x, u, &[i]);
-/// let y = f.eval((&x, &u, &Tensor::scalar(-3i64)))?; // clamped to 0
+/// let y = f.eval((&x, &u, &Tensor::scalar(-7i64)))?; // -7 + 4 = -3, clamped to 0
 /// assert_eq!(y.to_vec::<f64>()?, vec![1.0, 2.0, 0.0, 0.0]);
 /// # Ok::<(), anvil::Error>(())
 /// ```
@@ -144,7 +151,7 @@ pub fn dynamic_update_slice(operand: &Var, update: &Var, starts: &[&Var]) -> Var
         if u == n {
             continue;
         }
-        let s = clamp_start(start, n, u);
+        let s = dynamic_start(start, n, u);
         placed = placed.scatter_add(&(iota_along(start, 1, 0, u) + &s), axis as i64, n);
         let pos = iota_along(start, rank, axis, n);
         let here = and(&pos.ge(&s), &pos.lt(&(&s + u as f64)));
