@@ -55,13 +55,13 @@ pub use anvil_cpu::{self as cpu, Parallelism};
 /// `#[derive(Tree)]`: a struct of tensors as a tree (see [`trait@Tree`] and
 /// the `anvil-macros` crate).
 pub use anvil_macros::Tree;
-pub use anvil_ops::{
-    self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
-};
 /// The rest of `jax.lax` and `jax.numpy` (elementwise math, cumulative
 /// reductions, sorting, dynamic indexing, gathers, scatters, `pad`): see
 /// [`anvil_ops::lax`]; the methods are [`LaxExt`]'s.
 pub use anvil_ops::lax::{self, LaxExt};
+pub use anvil_ops::{
+    self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
+};
 pub use anvil_transforms::{
     self as transforms, cond, custom_jvp, custom_vjp, fori_loop, grad, hessian, jacfwd, jacrev,
     jvp, map, scan, scan_n, scan_with, switch, value_and_grad, vmap, while_loop,
@@ -73,6 +73,7 @@ use anvil_core::tree::unflatten_all;
 
 /// Everything a program needs: `use anvil::prelude::*;`.
 pub mod prelude {
+    pub use crate::LaxExt;
     pub use crate::{
         concatenate, cond, custom_jvp, custom_vjp, eye, fori_loop, full, grad, hessian, iota,
         jacfwd, jacrev, jit, jvp, linearize, map, scan, scan_n, scan_with, stack, switch, trace,
@@ -80,7 +81,6 @@ pub mod prelude {
         Error, Eval, Function, InAxes, IntoFunction, Result, ScanOptions, SliceSpec, Tensor, Tree,
         Var, VarExt,
     };
-    pub use crate::LaxExt;
 }
 
 /// What a call of a function returns: its result's structure with tensors.

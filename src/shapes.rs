@@ -4,7 +4,9 @@
 
 use crate::core::function::{fit_args, Args};
 use crate::core::tree::{Dyn, Flatten, Traced};
-use crate::{transforms, Bound, Error, Function, IntoFunction, PlanCache, Pullback, Result, TensorType};
+use crate::{
+    transforms, Bound, Error, Function, IntoFunction, PlanCache, Pullback, Result, TensorType,
+};
 
 /// The types of `f`'s results for arguments of types `args` (a tree of
 /// [`TensorType`]s with the arguments' structure), found by tracing `f`
@@ -26,7 +28,10 @@ use crate::{transforms, Bound, Error, Function, IntoFunction, PlanCache, Pullbac
 /// # Errors
 /// Arguments that do not fit `f`; any error recorded while tracing (shape
 /// mismatches, axes out of range, dtypes an op does not accept).
-pub fn eval_shape<M, F: IntoFunction<M>>(f: &F, args: impl Flatten<TensorType>) -> Result<Dyn<TensorType>> {
+pub fn eval_shape<M, F: IntoFunction<M>>(
+    f: &F,
+    args: impl Flatten<TensorType>,
+) -> Result<Dyn<TensorType>> {
     let f = f.as_function();
     let def = fit_args(&f.name(), args.def(), <F::Args as Args>::ARITY)?;
     let (graph, output) = crate::core::trace_types(&f, &def, &args.leaves())?;

@@ -52,7 +52,9 @@ fn unary_samples(s: &mut Vec<OpSample>) {
     for (op, kind) in unary {
         s.push(OpSample::from_boxed(op).input(kind, &[2, 3]));
     }
-    s.push(OpSample::new(ErfInv).input_dtype(uniform(-0.99, 0.99), &[4], DType::F32).tol(1e-6, 1e-6));
+    s.push(
+        OpSample::new(ErfInv).input_dtype(uniform(-0.99, 0.99), &[4], DType::F32).tol(1e-6, 1e-6),
+    );
     s.push(OpSample::new(Sinh).input_dtype(SYM, &[3], DType::F32).tol(1e-6, 1e-6));
 }
 
@@ -68,17 +70,28 @@ fn binary_samples(s: &mut Vec<OpSample>) {
         .input(InputKind::Distinct { offset: 0.0 }, &[2, 3])
         .input(uniform(0.53, 0.57), &[3]);
     s.push(clamp);
-    s.push(OpSample::new(Clamp).input(int(-3, 0), &[3]).input(int(-6, 6), &[2, 3]).input(int(0, 3), &[]));
+    s.push(
+        OpSample::new(Clamp)
+            .input(int(-3, 0), &[3])
+            .input(int(-6, 6), &[2, 3])
+            .input(int(0, 3), &[]),
+    );
 }
 
 fn power_and_predicate_samples(s: &mut Vec<OpSample>) {
     for y in [0, 1, 2, 3] {
         s.push(OpSample::new(IntegerPow { y }).input(SYM, &[2, 3]));
     }
-    s.push(OpSample::new(IntegerPow { y: -2 }).input(InputKind::AwayFromZero { lo: 0.5, hi: 2.0 }, &[3]));
+    s.push(
+        OpSample::new(IntegerPow { y: -2 })
+            .input(InputKind::AwayFromZero { lo: 0.5, hi: 2.0 }, &[3]),
+    );
     s.push(OpSample::new(IntegerPow { y: 3 }).input(int(-4, 5), &[2, 2]));
-    let edges = Tensor::from_vec(vec![0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -2.5, 1e308], &[2, 3])
-        .expect("literal matches its shape");
+    let edges = Tensor::from_vec(
+        vec![0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -2.5, 1e308],
+        &[2, 3],
+    )
+    .expect("literal matches its shape");
     s.push(OpSample::new(IsFinite).given(edges, SYM));
     s.push(OpSample::new(IsFinite).input_dtype(SYM, &[3], DType::F32));
 }
@@ -98,9 +111,16 @@ fn cumulative_samples(s: &mut Vec<OpSample>) {
     }
     // Exact zeros in a product; ties in integer maxima and minima.
     let zeros = Tensor::from_vec(vec![0.5, 0.0, 2.0, -1.5, 0.0, 3.0], &[6]).expect("literal");
-    s.push(OpSample::new(Cumulative { kind: CumulativeKind::Prod, axis: 0, reverse: false }).given(zeros, SYM));
-    for kind in [CumulativeKind::Sum, CumulativeKind::Max, CumulativeKind::Min, CumulativeKind::Prod] {
-        s.push(OpSample::new(Cumulative { kind, axis: 1, reverse: true }).input(int(0, 3), &[2, 5]));
+    s.push(
+        OpSample::new(Cumulative { kind: CumulativeKind::Prod, axis: 0, reverse: false })
+            .given(zeros, SYM),
+    );
+    for kind in
+        [CumulativeKind::Sum, CumulativeKind::Max, CumulativeKind::Min, CumulativeKind::Prod]
+    {
+        s.push(
+            OpSample::new(Cumulative { kind, axis: 1, reverse: true }).input(int(0, 3), &[2, 5]),
+        );
     }
 }
 
@@ -126,8 +146,16 @@ fn indexing_samples(s: &mut Vec<OpSample>) {
     let (f, i) = (DType::F64, DType::I64);
     // Start indices from -2 to 5 on axes of 4 and 5: clamped at both ends.
     let starts = int(-2, 6);
-    let ds = one_step(&|v| dynamic_slice(&v[0], &[&v[1], &v[2]], &[2, 3]), &[(&[4, 5], f), (&[], i), (&[], i)]);
-    s.push(OpSample::new(ds).input(SYM, &[1, 4, 5]).input(starts.clone(), &[1]).input(starts.clone(), &[1]));
+    let ds = one_step(
+        &|v| dynamic_slice(&v[0], &[&v[1], &v[2]], &[2, 3]),
+        &[(&[4, 5], f), (&[], i), (&[], i)],
+    );
+    s.push(
+        OpSample::new(ds)
+            .input(SYM, &[1, 4, 5])
+            .input(starts.clone(), &[1])
+            .input(starts.clone(), &[1]),
+    );
     let dus = one_step(
         &|v| dynamic_update_slice(&v[0], &v[1], &[&v[2], &v[3]]),
         &[(&[4, 5], f), (&[2, 3], f), (&[], i), (&[], i)],
@@ -149,7 +177,10 @@ fn indexing_samples(s: &mut Vec<OpSample>) {
     };
     for mode in [GatherMode::Clip, GatherMode::FillOrDrop] {
         let dn = dn.clone();
-        let g = one_step(&move |v| gather(&v[0], &v[1], &dn, &[1, 2], mode, Some(0.0)), &[(&[5, 4], f), (&[3, 2], i)]);
+        let g = one_step(
+            &move |v| gather(&v[0], &v[1], &dn, &[1, 2], mode, Some(0.0)),
+            &[(&[5, 4], f), (&[3, 2], i)],
+        );
         s.push(OpSample::new(g).input(SYM, &[1, 5, 4]).input(int(-2, 7), &[1, 3, 2]));
     }
     // Rows scattered into a [5, 3] operand, added and replaced.
@@ -161,12 +192,23 @@ fn indexing_samples(s: &mut Vec<OpSample>) {
     };
     let shapes: &[(&[usize], DType)] = &[(&[5, 3], f), (&[4, 1], i), (&[4, 3], f)];
     let sn2 = sn.clone();
-    let add = one_step(&move |v| scatter_add(&v[0], &v[1], &v[2], &sn2, GatherMode::FillOrDrop), shapes);
-    s.push(OpSample::new(add).input(SYM, &[1, 5, 3]).input(int(-1, 7), &[1, 4, 1]).input(SYM, &[1, 4, 3]));
+    let add =
+        one_step(&move |v| scatter_add(&v[0], &v[1], &v[2], &sn2, GatherMode::FillOrDrop), shapes);
+    s.push(
+        OpSample::new(add)
+            .input(SYM, &[1, 5, 3])
+            .input(int(-1, 7), &[1, 4, 1])
+            .input(SYM, &[1, 4, 3]),
+    );
     // Replacing needs unique in-range indices for a smooth result.
     let rep = one_step(&move |v| scatter(&v[0], &v[1], &v[2], &sn, GatherMode::Clip), shapes);
     let unique = Tensor::from_vec(vec![3i64, 0, 4, 1], &[1, 4, 1]).expect("literal");
-    s.push(OpSample::new(rep).input(SYM, &[1, 5, 3]).given(unique, InputKind::Fixed).input(SYM, &[1, 4, 3]));
+    s.push(
+        OpSample::new(rep)
+            .input(SYM, &[1, 5, 3])
+            .given(unique, InputKind::Fixed)
+            .input(SYM, &[1, 4, 3]),
+    );
     // lax.pad: interior, negative and positive widths; a traced padding value.
     let p = one_step(&|v| pad(&v[0], &v[1], &[(1, -1, 2), (-2, 1, 0)]), &[(&[3, 4], f), (&[], f)]);
     s.push(OpSample::new(p).input(SYM, &[1, 3, 4]).input(SYM, &[1]));

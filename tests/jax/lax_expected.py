@@ -6,13 +6,12 @@ lax_autodiff_test.py and lax_numpy_test.py — one or more per op group of
 issue 19: elementwise math, cumulative reductions, sorting, dynamic
 indexing / gather / scatter / pad, and the API transformations — written
 here with JAX and in tests/jax_lax.rs with anvil, on the same inputs. The
-script prints the values JAX computes as Rust `const` arrays; the Rust test
-file holds the printed block verbatim (between the `// --- recorded by`
-markers).
+script prints the values JAX computes as Rust `const` arrays into
+tests/jax/lax_expected.rs, which the Rust test file includes.
 
 Regenerate (JAX on the CPU, float64):
     python3 -m venv .venv-bench && .venv-bench/bin/pip install jax jaxlib numpy
-    .venv-bench/bin/python tests/jax/lax_expected.py > /tmp/expected.rs
+    .venv-bench/bin/python tests/jax/lax_expected.py > tests/jax/lax_expected.rs
 """
 import jax
 import jax.numpy as jnp

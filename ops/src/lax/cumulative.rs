@@ -14,8 +14,7 @@
 //! other way.
 
 use anvil_core::{
-    op::expect_arity, register_rule, Batched, DType, Error, LinearArg, Op, Result, TensorType,
-    Var,
+    op::expect_arity, register_rule, Batched, DType, Error, LinearArg, Op, Result, TensorType, Var,
 };
 
 use crate::api::VarExt;
@@ -190,7 +189,12 @@ pub type Combine<'a> = dyn Fn(&[Var], &[Var]) -> Vec<Var> + 'a;
 /// assert_eq!(f.eval(&x)?.to_vec::<f64>()?, vec![1.0, 3.0, 6.0, 10.0, 15.0]);
 /// # Ok::<(), anvil::Error>(())
 /// ```
-pub fn associative_scan(combine: &Combine<'_>, elems: &[Var], reverse: bool, axis: usize) -> Vec<Var> {
+pub fn associative_scan(
+    combine: &Combine<'_>,
+    elems: &[Var],
+    reverse: bool,
+    axis: usize,
+) -> Vec<Var> {
     let rev = |xs: &[Var]| -> Vec<Var> { xs.iter().map(|x| x.flip(&[axis as i64])).collect() };
     let elems = if reverse { rev(elems) } else { elems.to_vec() };
     let out = scan_level(combine, &elems, axis);

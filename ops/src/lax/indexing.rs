@@ -95,7 +95,8 @@ fn clamp_start(start: &Var, n: usize, size: usize) -> Var {
 /// scalar, a count of indices or sizes other than the rank, a size larger
 /// than its axis.
 pub fn dynamic_slice(operand: &Var, starts: &[&Var], sizes: &[usize]) -> Var {
-    let fits = sizes.len() == operand.rank() && sizes.iter().zip(operand.shape()).all(|(s, n)| s <= n);
+    let fits =
+        sizes.len() == operand.rank() && sizes.iter().zip(operand.shape()).all(|(s, n)| s <= n);
     if let Err(e) = check_starts("dynamic_slice", operand, starts) {
         return fail(operand, e);
     }
@@ -140,8 +141,12 @@ pub fn dynamic_update_slice(operand: &Var, update: &Var, starts: &[&Var]) -> Var
         && update.dtype() == operand.dtype()
         && update.shape().iter().zip(operand.shape()).all(|(u, n)| u <= n);
     if !fits {
-        let msg = format!("the update ({}) must fit in the operand ({})", update.ty(), operand.ty());
-        return fail(operand, Error::shape("dynamic_update_slice", &[operand.shape(), update.shape()], msg));
+        let msg =
+            format!("the update ({}) must fit in the operand ({})", update.ty(), operand.ty());
+        return fail(
+            operand,
+            Error::shape("dynamic_update_slice", &[operand.shape(), update.shape()], msg),
+        );
     }
     let rank = operand.rank();
     let mut placed = update.clone();
@@ -235,7 +240,9 @@ impl Layout<'_> {
 
     /// The operand axes that have a window axis, in order.
     fn window_operand_axes(&self, rank: usize) -> Vec<usize> {
-        (0..rank).filter(|d| !self.dropped.contains(d) && !self.operand_batching.contains(d)).collect()
+        (0..rank)
+            .filter(|d| !self.dropped.contains(d) && !self.operand_batching.contains(d))
+            .collect()
     }
 
     /// Per element of `self.shape`: the flat operand position it reads or
@@ -289,7 +296,10 @@ impl Layout<'_> {
             ));
         }
         let all_in = |v: &[usize], r: usize| v.iter().all(|&a| a < r);
-        if !all_in(self.starts_map, rank) || !all_in(self.dropped, rank) || !all_in(self.operand_batching, rank) {
+        if !all_in(self.starts_map, rank)
+            || !all_in(self.dropped, rank)
+            || !all_in(self.operand_batching, rank)
+        {
             return bad("an axis of the dimension numbers is out of the operand's range".into());
         }
         if self.operand_batching.len() != self.indices_batching.len()
@@ -301,8 +311,14 @@ impl Layout<'_> {
             return bad("the window axes must be the operand axes not collapsed or batched".into());
         }
         let batch = self.batch_axes();
-        if batch.len() != indices.len() - 1 || batch.iter().zip(indices).any(|(&a, &n)| self.shape[a] != n) {
-            return bad(format!("the indices' batch axes {:?} do not match {:?}", &indices[..indices.len() - 1], self.shape));
+        if batch.len() != indices.len() - 1
+            || batch.iter().zip(indices).any(|(&a, &n)| self.shape[a] != n)
+        {
+            return bad(format!(
+                "the indices' batch axes {:?} do not match {:?}",
+                &indices[..indices.len() - 1],
+                self.shape
+            ));
         }
         if self.sizes.iter().zip(operand).any(|(s, n)| s > n) {
             return bad(format!("window sizes {:?} larger than the operand", self.sizes));
@@ -372,7 +388,11 @@ pub fn gather(
         indices_batching: &dn.start_indices_batching_dims,
         sizes: slice_sizes.to_vec(),
     };
-    let collapsed_ok = dn.collapsed_slice_dims.iter().chain(&dn.operand_batching_dims).all(|&d| slice_sizes.get(d) == Some(&1));
+    let collapsed_ok = dn
+        .collapsed_slice_dims
+        .iter()
+        .chain(&dn.operand_batching_dims)
+        .all(|&d| slice_sizes.get(d) == Some(&1));
     if !collapsed_ok || dn.offset_dims.iter().any(|&a| a >= rank) {
         let msg = "collapsed and batching axes need slice size 1; offset_dims must be result axes";
         return fail(operand, Error::shape("gather", &[operand.shape(), indices.shape()], msg));
@@ -385,7 +405,10 @@ pub fn gather(
     match mode {
         GatherMode::Clip => got,
         GatherMode::FillOrDrop => {
-            let fill = fill.map_or_else(|| default_fill(operand.dtype()), |f| Scalar::F64(f).cast(operand.dtype()));
+            let fill = fill.map_or_else(
+                || default_fill(operand.dtype()),
+                |f| Scalar::F64(f).cast(operand.dtype()),
+            );
             let fill = operand.constant_like(Tensor::full_scalar(&[], fill));
             valid.select(&got, &fill)
         }
@@ -412,8 +435,11 @@ fn scatter_layout<'a>(
     let window_operand: Vec<usize> = (0..operand.rank())
         .filter(|d| !dn.inserted_window_dims.contains(d) && !dn.operand_batching_dims.contains(d))
         .collect();
-    if window_operand.len() != dn.update_window_dims.len() || dn.update_window_dims.iter().any(|&a| a >= updates.rank()) {
-        let msg = "update_window_dims must name one update axis per operand axis not inserted or batched";
+    if window_operand.len() != dn.update_window_dims.len()
+        || dn.update_window_dims.iter().any(|&a| a >= updates.rank())
+    {
+        let msg =
+            "update_window_dims must name one update axis per operand axis not inserted or batched";
         return Err(Error::shape(op, &[operand.shape(), updates.shape()], msg));
     }
     for (&d, &a) in window_operand.iter().zip(&dn.update_window_dims) {
@@ -434,12 +460,25 @@ fn scatter_layout<'a>(
 /// The updates summed into zeros of the operand's type at their flat
 /// positions, the updates out of range dropped (`FillOrDrop`), and how
 /// many updates land on each element.
-fn scattered(operand: &Var, indices: &Var, updates: &Var, dn: &ScatterDimensionNumbers, mode: GatherMode, op: &'static str, count: bool) -> Result<(Var, Option<Var>), Error> {
+fn scattered(
+    operand: &Var,
+    indices: &Var,
+    updates: &Var,
+    dn: &ScatterDimensionNumbers,
+    mode: GatherMode,
+    op: &'static str,
+    count: bool,
+) -> Result<(Var, Option<Var>), Error> {
     if indices.dtype() != DType::I64 {
         return Err(Error::dtype(op, "1 (indices)", indices.dtype(), "i64"));
     }
     if updates.dtype() != operand.dtype() {
-        return Err(Error::dtype(op, "2 (updates)", updates.dtype(), format!("the operand's dtype ({})", operand.dtype())));
+        return Err(Error::dtype(
+            op,
+            "2 (updates)",
+            updates.dtype(),
+            format!("the operand's dtype ({})", operand.dtype()),
+        ));
     }
     let layout = scatter_layout(op, operand, updates, dn)?;
     layout.check(operand.shape(), indices.shape())?;
@@ -462,7 +501,13 @@ fn scattered(operand: &Var, indices: &Var, updates: &Var, dn: &ScatterDimensionN
 /// operand and the updates.
 ///
 /// Errors (recorded in the trace): as [`gather`], and updates of another dtype.
-pub fn scatter_add(operand: &Var, indices: &Var, updates: &Var, dn: &ScatterDimensionNumbers, mode: GatherMode) -> Var {
+pub fn scatter_add(
+    operand: &Var,
+    indices: &Var,
+    updates: &Var,
+    dn: &ScatterDimensionNumbers,
+    mode: GatherMode,
+) -> Var {
     match scattered(operand, indices, updates, dn, mode, "scatter_add", false) {
         Ok((s, _)) => operand + &s,
         Err(e) => fail(operand, e),
@@ -493,7 +538,13 @@ pub fn scatter_add(operand: &Var, indices: &Var, updates: &Var, dn: &ScatterDime
 /// ```
 ///
 /// Errors (recorded in the trace): as [`scatter_add`].
-pub fn scatter(operand: &Var, indices: &Var, updates: &Var, dn: &ScatterDimensionNumbers, mode: GatherMode) -> Var {
+pub fn scatter(
+    operand: &Var,
+    indices: &Var,
+    updates: &Var,
+    dn: &ScatterDimensionNumbers,
+    mode: GatherMode,
+) -> Var {
     match scattered(operand, indices, updates, dn, mode, "scatter", true) {
         Ok((sum, Some(count))) => {
             let zero = count.zeros_like();
@@ -529,7 +580,11 @@ pub fn pad(operand: &Var, padding_value: &Var, config: &[(i64, i64, usize)]) -> 
         return fail(operand, Error::shape("pad", &[operand.shape()], msg));
     }
     if padding_value.rank() != 0 || padding_value.dtype() != operand.dtype() {
-        let msg = format!("must be a scalar of the operand's dtype {}, not {}", operand.dtype(), padding_value.ty());
+        let msg = format!(
+            "must be a scalar of the operand's dtype {}, not {}",
+            operand.dtype(),
+            padding_value.ty()
+        );
         return fail(operand, Error::invalid("pad", "padding_value", msg));
     }
     for (axis, &(lo, hi, interior)) in config.iter().enumerate() {

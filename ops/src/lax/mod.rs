@@ -65,7 +65,8 @@ pub fn clamp(lo: &Var, x: &Var, hi: &Var) -> Var {
 /// A cumulative reduction along `axis` (negative counts from the end).
 fn cumulative(x: &Var, kind: CumulativeKind, axis: i64, reverse: bool) -> Var {
     build(&[x], || {
-        let op = Cumulative { kind, axis: normalize_axis("cumulative", axis, x.shape(), "0")?, reverse };
+        let op =
+            Cumulative { kind, axis: normalize_axis("cumulative", axis, x.shape(), "0")?, reverse };
         Ok(Box::new(op))
     })
 }

@@ -10,7 +10,9 @@
 //! sorted values is the tangent gathered by the permutation (`sort`'s jvp
 //! in JAX), so reverse mode scatters the cotangent back.
 
-use anvil_core::{op::expect_arity, register_rule, Batched, DType, Error, Op, Result, TensorType, Var};
+use anvil_core::{
+    op::expect_arity, register_rule, Batched, DType, Error, Op, Result, TensorType, Var,
+};
 
 use crate::api::VarExt;
 use crate::batching::{move_axis, physical_axis, single_batched};

@@ -103,7 +103,12 @@ fn scan_block<T: Scan>(x: &[T], out: &mut [T], inner: usize, reverse: bool, f: f
     }
 }
 
-fn cumulative_typed<T: Scan>(x: &[T], shape: &[usize], c: &Cumulative, ctx: &Parallelism) -> Vec<T> {
+fn cumulative_typed<T: Scan>(
+    x: &[T],
+    shape: &[usize],
+    c: &Cumulative,
+    ctx: &Parallelism,
+) -> Vec<T> {
     let (_, n, inner) = split(shape, c.axis);
     let block = n * inner;
     let mut out = x.to_vec();
@@ -173,8 +178,7 @@ impl SortKey for i64 {
 /// Lane `l` of `[outer, n, inner]` sorted stably: its values and indices.
 fn sort_lane<T: SortKey>(x: &[T], l: usize, n: usize, inner: usize, desc: bool) -> Vec<(T, i64)> {
     let (o, i) = (l / inner, l % inner);
-    let mut lane: Vec<(T, i64)> =
-        (0..n).map(|j| (x[(o * n + j) * inner + i], j as i64)).collect();
+    let mut lane: Vec<(T, i64)> = (0..n).map(|j| (x[(o * n + j) * inner + i], j as i64)).collect();
     if desc {
         lane.sort_by(|a, b| T::order(b.0, a.0));
     } else {
