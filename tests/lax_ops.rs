@@ -155,8 +155,93 @@ fn bad_calls_are_errors_that_name_the_op() {
     assert!(msg(bad_dtype.eval((&x, &f_idx))).contains("gather"));
     let ints = Tensor::from_vec(vec![1i64, 2], &[2]).unwrap();
     assert!(msg((|x: &Var| x.integer_pow(-1)).eval(&ints)).contains("integer_pow"));
+    let bad_combine = |x: &Var| {
+        let both = |a: &[Var], b: &[Var]| vec![&a[0] + &b[0], a[0].clone()];
+        anvil::lax::associative_scan(&both, &[x.clone()], false, 1).remove(0)
+    };
+    assert!(msg(bad_combine.eval(&x)).contains("associative_scan"));
+    let bad_axis = |x: &Var| {
+        anvil::lax::associative_scan(&|a, _| a.to_vec(), &[x.clone()], false, 2).remove(0)
+    };
+    assert!(msg(bad_axis.eval(&x)).contains("associative_scan"));
     let e = anvil::linear_transpose(&|x: &Var| x.sin(), &x).unwrap_err().to_string();
     assert!(e.contains("sin"), "{e}");
     let e = anvil::linear_transpose(&|x: &Var| x * x, &x).unwrap_err().to_string();
     assert!(e.contains("mul"), "{e}");
+}
+
+#[test]
+fn lax_ops_run_inside_loop_bodies_and_differentiate_through_them() {
+    // Each step: sort, a running sum, a dynamic slice at the step index.
+    let body = |i: &Var, x: &Var| {
+        let window = dynamic_slice(&x.sort(0, false).cumsum(0, false), &[i], &[2]);
+        x.cumprod(0, true) * 0.5 + window.sum_all().sinh() * 0.1
+    };
+    let looped = |x: &Var| fori_loop(0, 3, body, x);
+    let unrolled = |x: &Var| {
+        let mut x = x.clone();
+        for i in 0..3 {
+            x = body(&x.scalar_like(0.0).cast(DType::I64).full_like(i as f64), &x);
+        }
+        x
+    };
+    let x = Tensor::from_vec(vec![0.3, -0.8, 0.5, 0.1], &[4]).unwrap();
+    let want = jit(unrolled).eval(&x).unwrap();
+    assert!(jit(looped).eval(&x).unwrap().allclose(&want, 1e-13, 1e-13));
+    let lu = |x: &Var| Ok::<_, anvil::Error>(looped(x)?.square().sum_all());
+    let gl = grad(lu).eval(&x).unwrap();
+    let gu = grad(|x: &Var| unrolled(x).square().sum_all()).eval(&x).unwrap();
+    assert!(gl.allclose(&gu, 1e-12, 1e-12), "{gl}\n{gu}");
+}
+
+/// The values the rustdoc examples of `anvil::lax` state (they run at
+/// trace level in the ops crate, which has no backend).
+#[test]
+fn the_documented_examples_compute_what_their_docs_say() {
+    use anvil::lax::{associative_scan, clamp, dynamic_update_slice, pad, scatter};
+    use anvil::lax::{GatherMode as M, ScatterDimensionNumbers};
+    let v = |x: &[f64]| Tensor::from_vec(x.to_vec(), &[x.len()]).unwrap();
+    let add = |a: &[Var], b: &[Var]| vec![&a[0] + &b[0]];
+    let scan = move |x: &Var| associative_scan(&add, &[x.clone()], false, 0).remove(0);
+    let got = scan.eval(v(&[1.0, 2.0, 3.0, 4.0, 5.0])).unwrap();
+    assert_eq!(got.to_vec::<f64>().unwrap(), [1.0, 3.0, 6.0, 10.0, 15.0]);
+    let ds = |x: &Var, i: &Var| dynamic_slice(x, &[i], &[2]);
+    let x5 = v(&[0.0, 1.0, 2.0, 3.0, 4.0]);
+    for i in [4i64, -1] {
+        assert_eq!(
+            ds.eval((&x5, &Tensor::scalar(i))).unwrap().to_vec::<f64>().unwrap(),
+            [3.0, 4.0]
+        );
+    }
+    let dus = |x: &Var, u: &Var, i: &Var| dynamic_update_slice(x, u, &[i]);
+    let y = dus.eval((&Tensor::zeros(&[4]), &v(&[1.0, 2.0]), &Tensor::scalar(-7i64))).unwrap();
+    assert_eq!(y.to_vec::<f64>().unwrap(), [1.0, 2.0, 0.0, 0.0]);
+    let dn = GatherDimensionNumbers {
+        collapsed_slice_dims: vec![0],
+        start_index_map: vec![0],
+        ..Default::default()
+    };
+    let g = |x: &Var, i: &Var| gather(x, i, &dn, &[1], M::Clip, None);
+    let idx = Tensor::from_vec(vec![2i64, 0, 5], &[3, 1]).unwrap();
+    let got = g.eval((&v(&[10.0, 11.0, 12.0]), &idx)).unwrap();
+    assert_eq!(got.to_vec::<f64>().unwrap(), [12.0, 10.0, 12.0]);
+    let sn = ScatterDimensionNumbers {
+        inserted_window_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![0],
+        ..Default::default()
+    };
+    let s = |x: &Var, i: &Var, u: &Var| scatter(x, i, u, &sn, M::FillOrDrop);
+    let idx = Tensor::from_vec(vec![3i64, 9], &[2, 1]).unwrap();
+    let got = s.eval((&Tensor::zeros(&[4]), &idx, &v(&[5.0, 6.0]))).unwrap();
+    assert_eq!(got.to_vec::<f64>().unwrap(), [0.0, 0.0, 0.0, 5.0]);
+    let p = |x: &Var| pad(x, &x.full_like(0.0).sum_all(), &[(-1, 2, 1)]);
+    let got = p.eval(v(&[1.0, 2.0, 3.0])).unwrap();
+    assert_eq!(got.to_vec::<f64>().unwrap(), [0.0, 2.0, 0.0, 3.0, 0.0, 0.0]);
+    let c = |x: &Var| clamp(&x.full_like(-1.0), x, &x.full_like(1.0));
+    assert_eq!(c.eval(v(&[-2.0, 0.5, 3.0])).unwrap().to_vec::<f64>().unwrap(), [-1.0, 0.5, 1.0]);
+    let f = |x: &Var| (x.cumsum(0, false), x.sort(0, false), x.argsort(0, false));
+    let (cs, so, ix) = f.eval(v(&[3.0, 1.0, 2.0])).unwrap();
+    assert_eq!(cs.to_vec::<f64>().unwrap(), [3.0, 4.0, 6.0]);
+    assert_eq!(so.to_vec::<f64>().unwrap(), [1.0, 2.0, 3.0]);
+    assert_eq!(ix.to_vec::<i64>().unwrap(), [1, 2, 0]);
 }

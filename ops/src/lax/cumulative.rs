@@ -14,7 +14,7 @@
 //! other way.
 
 use anvil_core::{
-    op::expect_arity, register_rule, Batched, DType, Error, LinearArg, Op, Result, TensorType, Var,
+    op::expect_arity, register_rule, Batched, Error, LinearArg, Op, Result, TensorType, Var,
 };
 
 use crate::api::VarExt;
@@ -182,12 +182,14 @@ pub type Combine<'a> = dyn Fn(&[Var], &[Var]) -> Vec<Var> + 'a;
 /// batchable ops: the result can be transformed like any program.
 ///
 /// ```
-/// use anvil::prelude::*;
-/// use anvil::lax::associative_scan;
-/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0], &[5])?;
-/// let f = |x: &Var| associative_scan(&|a: &[Var], b: &[Var]| vec![&a[0] + &b[0]], &[x.clone()], false, 0).remove(0);
-/// assert_eq!(f.eval(&x)?.to_vec::<f64>()?, vec![1.0, 3.0, 6.0, 10.0, 15.0]);
-/// # Ok::<(), anvil::Error>(())
+/// use anvil_core::{trace, Tensor, Var};
+/// use anvil_ops::lax::associative_scan;
+/// // A running sum: [1, 2, 3, 4, 5] scans to [1, 3, 6, 10, 15].
+/// let add = |a: &[Var], b: &[Var]| vec![&a[0] + &b[0]];
+/// let f = |x: &Var| associative_scan(&add, &[x.clone()], false, 0).remove(0);
+/// let g = trace(&f, &Tensor::zeros(&[5]))?;
+/// assert_eq!(g.output_types()[0].shape(), &[5]);
+/// # Ok::<(), anvil_core::Error>(())
 /// ```
 pub fn associative_scan(
     combine: &Combine<'_>,
@@ -195,6 +197,13 @@ pub fn associative_scan(
     reverse: bool,
     axis: usize,
 ) -> Vec<Var> {
+    let n = elems.first().and_then(|e| e.shape().get(axis).copied());
+    let fits = n.is_some() && elems.iter().all(|e| e.shape().get(axis).copied() == n);
+    if !fits {
+        let shapes: Vec<&[usize]> = elems.iter().map(|e| e.shape()).collect();
+        let msg = format!("the arrays must all have axis {axis}, of one length");
+        return poisoned(elems, Error::shape("associative_scan", &shapes, msg));
+    }
     let rev = |xs: &[Var]| -> Vec<Var> { xs.iter().map(|x| x.flip(&[axis as i64])).collect() };
     let elems = if reverse { rev(elems) } else { elems.to_vec() };
     let out = scan_level(combine, &elems, axis);
@@ -203,6 +212,14 @@ pub fn associative_scan(
     } else {
         out
     }
+}
+
+/// One poisoned value per element of `like`, `e` recorded.
+fn poisoned(like: &[Var], e: Error) -> Vec<Var> {
+    let tracer =
+        like.first().map_or_else(anvil_core::trace::current_or_detached, |v| v.tracer().clone());
+    tracer.record(e);
+    like.iter().map(|_| tracer.poisoned()).collect()
 }
 
 /// Elements `start, start + step, ...` before `stop` along `axis`.
@@ -222,8 +239,13 @@ fn scan_level(combine: &Combine<'_>, elems: &[Var], axis: usize) -> Vec<Var> {
     };
     // Adjacent pairs combined, then scanned by recursion: the odd results.
     let reduced = combine(&pick(elems, 0, n - 1, 2), &pick(elems, 1, n, 2));
+    if reduced.len() != elems.len() || reduced.iter().any(|r| r.shape().get(axis) != Some(&(n / 2)))
+    {
+        let msg = format!("combine must return {} arrays of the halved axis {axis}", elems.len());
+        return poisoned(elems, Error::invalid("associative_scan", "combine", msg));
+    }
     let odd = scan_level(combine, &reduced, axis);
-    let m = odd.first().map_or(0, |o| o.shape()[axis]);
+    let m = n / 2;
     let even = if n % 2 == 0 {
         combine(&pick(&odd, 0, m - 1, 1), &pick(elems, 2, n, 2))
     } else {
@@ -242,7 +264,9 @@ fn scan_level(combine: &Combine<'_>, elems: &[Var], axis: usize) -> Vec<Var> {
 
 /// `a0, b0, a1, b1, ...` along `axis`, with `a` as long as `b` or one longer.
 fn interleave(a: &Var, b: &Var, axis: usize) -> Var {
-    let (na, nb) = (a.shape()[axis], b.shape()[axis]);
+    let (Some(&na), Some(&nb)) = (a.shape().get(axis), b.shape().get(axis)) else {
+        return a.tracer().poisoned(); // an error is recorded already
+    };
     let b = if nb < na {
         let mut widths = vec![(0, 0); b.rank()];
         widths[axis] = (0, na - nb);
@@ -259,13 +283,5 @@ fn interleave(a: &Var, b: &Var, axis: usize) -> Var {
         strided(&merged, axis, 0, na + nb, 1)
     } else {
         merged
-    }
-}
-
-/// The dtype rule shared with the CPU kernel: which dtypes a kind accepts.
-pub fn accepts(kind: CumulativeKind, dtype: DType) -> bool {
-    match kind {
-        CumulativeKind::LogSumExp => dtype.is_float(),
-        _ => dtype != DType::Bool,
     }
 }

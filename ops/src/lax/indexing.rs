@@ -83,12 +83,12 @@ fn clamp_start(start: &Var, n: usize, size: usize) -> Var {
 /// end), each clamped so that the slice fits (`jax.lax.dynamic_slice`).
 ///
 /// ```
-/// use anvil::prelude::*;
-/// let x = Tensor::from_vec((0..5).map(f64::from).collect(), &[5])?;
-/// let f = |x: &Var, i: &Var| anvil::lax::dynamic_slice(x, &[i], &[2]);
-/// // 4 is clamped to 3, so that the slice fits.
-/// assert_eq!(f.eval((&x, &Tensor::scalar(4i64)))?.to_vec::<f64>()?, vec![3.0, 4.0]);
-/// # Ok::<(), anvil::Error>(())
+/// use anvil_core::{trace, Tensor, Var};
+/// // x[i:i+2] of a [5] vector: i = 4 is clamped to 3, i = -1 means 4 (then 3).
+/// let f = |x: &Var, i: &Var| anvil_ops::lax::dynamic_slice(x, &[i], &[2]);
+/// let g = trace(&f, (&Tensor::zeros(&[5]), &Tensor::scalar(4i64)))?;
+/// assert_eq!(g.output_types()[0].shape(), &[2]);
+/// # Ok::<(), anvil_core::Error>(())
 /// ```
 ///
 /// Errors (recorded in the trace): a start index that is not an `i64`
@@ -122,13 +122,12 @@ pub fn dynamic_slice(operand: &Var, starts: &[&Var], sizes: &[usize]) -> Var {
 /// rest kept by a `select`.
 ///
 /// ```
-/// use anvil::prelude::*;
-/// let x = Tensor::zeros(&[4]);
-/// let u = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
-/// let f = |x: &Var, u: &Var, i: &Var| anvil::lax::dynamic_update_slice(x, u, &[i]);
-/// let y = f.eval((&x, &u, &Tensor::scalar(-7i64)))?; // -7 + 4 = -3, clamped to 0
-/// assert_eq!(y.to_vec::<f64>()?, vec![1.0, 2.0, 0.0, 0.0]);
-/// # Ok::<(), anvil::Error>(())
+/// use anvil_core::{trace, Tensor, Var};
+/// // [0, 0, 0, 0] with [1, 2] written at -7 (-7 + 4 = -3, clamped to 0): [1, 2, 0, 0].
+/// let f = |x: &Var, u: &Var, i: &Var| anvil_ops::lax::dynamic_update_slice(x, u, &[i]);
+/// let args = (&Tensor::zeros(&[4]), &Tensor::zeros(&[2]), &Tensor::scalar(-7i64));
+/// assert_eq!(trace(&f, args)?.output_types()[0].shape(), &[4]);
+/// # Ok::<(), anvil_core::Error>(())
 /// ```
 ///
 /// Errors (recorded in the trace): as [`dynamic_slice`], an update of
@@ -334,19 +333,19 @@ impl Layout<'_> {
 /// integers, as JAX).
 ///
 /// ```
-/// use anvil::prelude::*;
-/// use anvil::lax::{gather, GatherDimensionNumbers, GatherMode};
-/// // x[idx] for a vector x: collapse axis 0, start it from each index.
+/// use anvil_core::{trace, Tensor, Var};
+/// use anvil_ops::lax::{gather, GatherDimensionNumbers, GatherMode};
+/// // x[idx] for a vector x: collapse axis 0, start it from each index
+/// // ([10, 11, 12] at [[2], [0], [5]], clipped: [12, 10, 12]).
 /// let dn = GatherDimensionNumbers {
 ///     collapsed_slice_dims: vec![0],
 ///     start_index_map: vec![0],
 ///     ..Default::default()
 /// };
-/// let x = Tensor::from_vec(vec![10.0, 11.0, 12.0], &[3])?;
-/// let idx = Tensor::from_vec(vec![2i64, 0, 5], &[3, 1])?;
 /// let f = |x: &Var, i: &Var| gather(x, i, &dn, &[1], GatherMode::Clip, None);
-/// assert_eq!(f.eval((&x, &idx))?.to_vec::<f64>()?, vec![12.0, 10.0, 12.0]);
-/// # Ok::<(), anvil::Error>(())
+/// let idx = Tensor::from_vec(vec![2i64, 0, 5], &[3, 1])?;
+/// assert_eq!(trace(&f, (&Tensor::zeros(&[3]), &idx))?.output_types()[0].shape(), &[3]);
+/// # Ok::<(), anvil_core::Error>(())
 /// ```
 ///
 /// Errors (recorded in the trace): indices that are not `i64`, dimension
@@ -521,20 +520,20 @@ pub fn scatter_add(
 /// equal to the update when the indices are unique.
 ///
 /// ```
-/// use anvil::prelude::*;
-/// use anvil::lax::{scatter, GatherMode, ScatterDimensionNumbers};
+/// use anvil_core::{trace, Tensor, Var};
+/// use anvil_ops::lax::{scatter, GatherMode, ScatterDimensionNumbers};
+/// // x.at[idx].set(u) for a vector: [0, 0, 0, 0] with 5 at 3 and 6 at 9
+/// // (out of range: dropped) is [0, 0, 0, 5].
 /// let dn = ScatterDimensionNumbers {
 ///     inserted_window_dims: vec![0],
 ///     scatter_dims_to_operand_dims: vec![0],
 ///     ..Default::default()
 /// };
-/// let x = Tensor::zeros(&[4]);
-/// let idx = Tensor::from_vec(vec![3i64, 9], &[2, 1])?;
-/// let u = Tensor::from_vec(vec![5.0, 6.0], &[2])?;
 /// let f = |x: &Var, i: &Var, u: &Var| scatter(x, i, u, &dn, GatherMode::FillOrDrop);
-/// // The update at 9 is out of range: dropped.
-/// assert_eq!(f.eval((&x, &idx, &u))?.to_vec::<f64>()?, vec![0.0, 0.0, 0.0, 5.0]);
-/// # Ok::<(), anvil::Error>(())
+/// let idx = Tensor::from_vec(vec![3i64, 9], &[2, 1])?;
+/// let g = trace(&f, (&Tensor::zeros(&[4]), &idx, &Tensor::zeros(&[2])))?;
+/// assert_eq!(g.output_types()[0].shape(), &[4]);
+/// # Ok::<(), anvil_core::Error>(())
 /// ```
 ///
 /// Errors (recorded in the trace): as [`scatter_add`].
@@ -564,11 +563,13 @@ pub fn scatter(
 /// differentiable like the operand.
 ///
 /// ```
-/// use anvil::prelude::*;
-/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3])?;
-/// let f = |x: &Var| anvil::lax::pad(x, &x.full_like(0.0).sum_all(), &[(-1, 2, 1)]);
-/// assert_eq!(f.eval(&x)?.to_vec::<f64>()?, vec![0.0, 2.0, 0.0, 3.0, 0.0, 0.0]);
-/// # Ok::<(), anvil::Error>(())
+/// use anvil_core::{trace, Tensor, Var};
+/// use anvil_ops::VarExt;
+/// // [1, 2, 3] with (-1, 2, 1) and value 0: [0, 2, 0, 3, 0, 0] (the first
+/// // element removed, one 0 between neighbours, two after).
+/// let f = |x: &Var| anvil_ops::lax::pad(x, &x.full_like(0.0).sum_all(), &[(-1, 2, 1)]);
+/// assert_eq!(trace(&f, &Tensor::zeros(&[3]))?.output_types()[0].shape(), &[6]);
+/// # Ok::<(), anvil_core::Error>(())
 /// ```
 ///
 /// Errors (recorded in the trace): a configuration per axis missing, a

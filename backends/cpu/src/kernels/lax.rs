@@ -1,11 +1,12 @@
 //! Kernels of the cumulative reductions and the sort of `anvil_ops::lax`.
 //!
 //! Both see the operand as `[outer, n, inner]` around the scanned or
-//! sorted axis. A cumulative reduction runs one sequential scan per lane:
-//! with `inner == 1` each lane is a contiguous row; otherwise it combines
-//! whole contiguous `inner` rows, step by step along the axis (one
-//! vectorisable pass per step, no strided reads). Blocks of `outer` run in
-//! parallel when the tensor is large. A sort gathers each lane, sorts
+//! sorted axis. A cumulative reduction runs one sequential scan per lane,
+//! combining whole contiguous `inner` rows step by step along the axis
+//! (one vectorisable pass per step, no strided reads). When the tensor is
+//! large, blocks of `outer` run in parallel, or, with fewer blocks than
+//! threads and wide rows (a scan down the columns of one matrix), each
+//! step's row is split across the threads. A sort gathers each lane, sorts
 //! `(value, index)` pairs stably and writes both results; lanes run in
 //! parallel when the tensor is large.
 
@@ -84,22 +85,38 @@ fn combiner<T: Scan>(kind: CumulativeKind) -> fn(T, T) -> T {
 }
 
 /// One `[n, inner]` block scanned along `n` (backwards for `reverse`).
-fn scan_block<T: Scan>(x: &[T], out: &mut [T], inner: usize, reverse: bool, f: fn(T, T) -> T) {
+/// With `split` set, each step's row is combined in parallel chunks (for
+/// a block too wide to leave the threads idle while one block runs).
+fn scan_block<T: Scan>(
+    x: &[T],
+    out: &mut [T],
+    inner: usize,
+    reverse: bool,
+    f: fn(T, T) -> T,
+    split: bool,
+) {
     let n = x.len() / inner.max(1);
-    let order: Box<dyn Iterator<Item = usize>> =
-        if reverse { Box::new((0..n).rev()) } else { Box::new(0..n) };
-    let mut prev: Option<usize> = None;
-    for j in order {
-        let row = j * inner..(j + 1) * inner;
-        match prev {
-            None => out[row.clone()].copy_from_slice(&x[row]),
-            Some(p) => {
-                for i in 0..inner {
-                    out[j * inner + i] = f(out[p * inner + i], x[j * inner + i]);
-                }
-            }
+    for step in 1..n {
+        let (j, p) = if reverse { (n - 1 - step, n - step) } else { (step, step - 1) };
+        // The previous row and the current one, borrowed apart.
+        let (prev, cur) = if p < j {
+            let (lo, hi) = out.split_at_mut(j * inner);
+            (&lo[p * inner..], &mut hi[..inner])
+        } else {
+            let (lo, hi) = out.split_at_mut(p * inner);
+            (&hi[..inner], &mut lo[j * inner..])
+        };
+        let row = &x[j * inner..(j + 1) * inner];
+        let combine = |((c, &a), &b): ((&mut T, &T), &T)| *c = f(a, b);
+        if split {
+            const CHUNK: usize = 4096;
+            cur.par_chunks_mut(CHUNK)
+                .zip(prev.par_chunks(CHUNK))
+                .zip(row.par_chunks(CHUNK))
+                .for_each(|((c, a), b)| c.iter_mut().zip(a).zip(b).for_each(combine));
+        } else {
+            cur.iter_mut().zip(prev).zip(row).for_each(combine);
         }
-        prev = Some(j);
     }
 }
 
@@ -109,15 +126,19 @@ fn cumulative_typed<T: Scan>(
     c: &Cumulative,
     ctx: &Parallelism,
 ) -> Vec<T> {
-    let (_, n, inner) = split(shape, c.axis);
+    let (outer, n, inner) = split(shape, c.axis);
     let block = n * inner;
+    // The first row of each block (the last for reverse) is the input's.
     let mut out = x.to_vec();
     if block == 0 {
         return out;
     }
     let f = combiner::<T>(c.kind);
-    let run = |(xb, ob): (&[T], &mut [T])| scan_block(xb, ob, inner, c.reverse, f);
-    if ctx.parallel(x.len()) {
+    let parallel = ctx.parallel(x.len());
+    // Few blocks and wide rows: parallel within each step's row instead.
+    let split_rows = parallel && outer < ctx.thread_count() && ctx.parallel(inner);
+    let run = |(xb, ob): (&[T], &mut [T])| scan_block(xb, ob, inner, c.reverse, f, split_rows);
+    if parallel && !split_rows {
         x.par_chunks(block).zip(out.par_chunks_mut(block)).for_each(run);
     } else {
         x.chunks(block).zip(out.chunks_mut(block)).for_each(run);
