@@ -428,6 +428,36 @@ fn pad_with_interior_and_negative_widths() {
     close("grad pad value", &g.part::<Tensor>(1).unwrap(), &PAD_GRAD_VALUE);
 }
 
+#[test]
+fn gather_and_scatter_with_batching_dims() {
+    // Row b of the operand indexed by the indices of batch b.
+    let d = arange(&[5, 4], 1.0, 0.0);
+    let bi = Tensor::from_vec(vec![3i64, 0, 1, 1, 4, 7, 2, 0, 0, 3], &[5, 2, 1]).unwrap();
+    let g = |d: &Var, i: &Var| {
+        let dn = GatherDimensionNumbers {
+            collapsed_slice_dims: vec![1],
+            start_index_map: vec![1],
+            operand_batching_dims: vec![0],
+            start_indices_batching_dims: vec![0],
+            ..Default::default()
+        };
+        gather(d, i, &dn, &[1, 1], GatherMode::Clip, None)
+    };
+    close("gather with batching dims", &g.eval((&d, &bi)).unwrap(), &GATHER_BATCHING);
+    let s = |d: &Var, i: &Var, u: &Var| {
+        let dn = ScatterDimensionNumbers {
+            inserted_window_dims: vec![1],
+            scatter_dims_to_operand_dims: vec![1],
+            operand_batching_dims: vec![0],
+            scatter_indices_batching_dims: vec![0],
+            ..Default::default()
+        };
+        scatter_add(d, i, u, &dn, GatherMode::FillOrDrop)
+    };
+    let u = arange(&[5, 2], 1.0, 10.0);
+    close("scatter_add with batching dims", &s.eval((&d, &bi, &u)).unwrap(), &SCATTER_ADD_BATCHING);
+}
+
 // --------------------------------------------------- API transformations
 
 #[test]

@@ -172,6 +172,16 @@ dn = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), sta
 GI = jnp.array([[0, 0], [4, 3], [-2, 1], [2, 9]])
 emit("gather_clip", lax.gather(D, GI, dn, (1, 2), mode="clip"))
 emit("gather_fill", lax.gather(D, GI, dn, (1, 2), mode="fill", fill_value=-7.0))
+# batching dims: row b of the operand indexed by the indices of batch b
+# (what vmap of x[idx] is); a scatter-add with the same dimension numbers
+dnb = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(1,), start_index_map=(1,),
+                                 operand_batching_dims=(0,), start_indices_batching_dims=(0,))
+BI = jnp.array([[[3], [0]], [[1], [1]], [[4], [7]], [[2], [0]], [[0], [3]]])
+emit("gather_batching", lax.gather(D, BI, dnb, (1, 1), mode="clip"))
+sdnb = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(1,),
+                                   scatter_dims_to_operand_dims=(1,), operand_batching_dims=(0,),
+                                   scatter_indices_batching_dims=(0,))
+emit("scatter_add_batching", lax.scatter_add(D, BI, arange(5, 2, scale=1.0, shift=10.0), sdnb, mode="drop"))
 
 # lax.pad (lax_test.testPad): interior, negative and positive widths
 PX = arange(3, 4, scale=1.0, shift=1.0)
