@@ -157,11 +157,12 @@ fn bad_calls_are_errors_that_name_the_op() {
     assert!(msg((|x: &Var| x.integer_pow(-1)).eval(&ints)).contains("integer_pow"));
     let bad_combine = |x: &Var| {
         let both = |a: &[Var], b: &[Var]| vec![&a[0] + &b[0], a[0].clone()];
-        anvil::lax::associative_scan(&both, &[x.clone()], false, 1).remove(0)
+        anvil::lax::associative_scan(&both, std::slice::from_ref(x), false, 1).remove(0)
     };
     assert!(msg(bad_combine.eval(&x)).contains("associative_scan"));
     let bad_axis = |x: &Var| {
-        anvil::lax::associative_scan(&|a, _| a.to_vec(), &[x.clone()], false, 2).remove(0)
+        anvil::lax::associative_scan(&|a, _| a.to_vec(), std::slice::from_ref(x), false, 2)
+            .remove(0)
     };
     assert!(msg(bad_axis.eval(&x)).contains("associative_scan"));
     let e = anvil::linear_transpose(&|x: &Var| x.sin(), &x).unwrap_err().to_string();
@@ -202,7 +203,7 @@ fn the_documented_examples_compute_what_their_docs_say() {
     use anvil::lax::{GatherMode as M, ScatterDimensionNumbers};
     let v = |x: &[f64]| Tensor::from_vec(x.to_vec(), &[x.len()]).unwrap();
     let add = |a: &[Var], b: &[Var]| vec![&a[0] + &b[0]];
-    let scan = move |x: &Var| associative_scan(&add, &[x.clone()], false, 0).remove(0);
+    let scan = move |x: &Var| associative_scan(&add, std::slice::from_ref(x), false, 0).remove(0);
     let got = scan.eval(v(&[1.0, 2.0, 3.0, 4.0, 5.0])).unwrap();
     assert_eq!(got.to_vec::<f64>().unwrap(), [1.0, 3.0, 6.0, 10.0, 15.0]);
     let ds = |x: &Var, i: &Var| dynamic_slice(x, &[i], &[2]);
