@@ -31,6 +31,10 @@
 pub mod testing;
 
 mod shapes;
+/// The rest of `jax.lax` and `jax.numpy` (elementwise math, cumulative
+/// reductions, sorting, dynamic indexing, gathers, scatters, `pad`): see
+/// [`anvil_ops::lax`]; the methods are [`LaxExt`]'s.
+pub use anvil_ops::lax::{self, LaxExt};
 pub use shapes::{eval_shape, linear_transpose};
 
 /// The README's examples, compiled and run as doctests so they cannot rot.
@@ -55,10 +59,6 @@ pub use anvil_cpu::{self as cpu, Parallelism};
 /// `#[derive(Tree)]`: a struct of tensors as a tree (see [`trait@Tree`] and
 /// the `anvil-macros` crate).
 pub use anvil_macros::Tree;
-/// The rest of `jax.lax` and `jax.numpy` (elementwise math, cumulative
-/// reductions, sorting, dynamic indexing, gathers, scatters, `pad`): see
-/// [`anvil_ops::lax`]; the methods are [`LaxExt`]'s.
-pub use anvil_ops::lax::{self, LaxExt};
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };
