@@ -30,6 +30,13 @@
 
 pub mod testing;
 
+mod shapes;
+/// The rest of `jax.lax` and `jax.numpy` (elementwise math, cumulative
+/// reductions, sorting, dynamic indexing, gathers, scatters, `pad`): see
+/// [`anvil_ops::lax`]; the methods are [`LaxExt`]'s.
+pub use anvil_ops::lax::{self, LaxExt};
+pub use shapes::{eval_shape, linear_transpose};
+
 /// The README's examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
@@ -66,6 +73,7 @@ use anvil_core::tree::unflatten_all;
 
 /// Everything a program needs: `use anvil::prelude::*;`.
 pub mod prelude {
+    pub use crate::LaxExt;
     pub use crate::{
         concatenate, cond, custom_jvp, custom_vjp, eye, fori_loop, full, grad, hessian, iota,
         jacfwd, jacrev, jit, jvp, linearize, map, scan, scan_n, scan_with, stack, switch, trace,

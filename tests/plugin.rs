@@ -137,13 +137,13 @@ fn a_two_result_plugin_op_prints_and_differentiates() {
 #[test]
 fn a_plugin_rewrite_rule_fires() {
     let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3, 1]).unwrap();
-    let f = |x: &Var| x.cumsum(1).exp();
+    let f = |x: &Var| x.special_cumsum(1).exp();
     let raw = trace(&f, &x).unwrap();
     assert_eq!(raw.count::<CumSum>(), 1);
     let g = anvil::lower(&f, &x).unwrap();
     assert_eq!(g.count::<CumSum>(), 0, "{g}");
     // Along the long axis it stays.
-    assert_eq!(anvil::lower(&|x: &Var| x.cumsum(0), &x).unwrap().count::<CumSum>(), 1);
+    assert_eq!(anvil::lower(&|x: &Var| x.special_cumsum(0), &x).unwrap().count::<CumSum>(), 1);
     let want: Vec<f64> = x.to_vec::<f64>().unwrap().iter().map(|v| v.exp()).collect();
     jit(f).eval(&x).unwrap().assert_allclose(&Tensor::from_vec(want, &[3, 1]).unwrap(), 1e-15, 0.0);
 }
@@ -155,7 +155,7 @@ fn values_match_the_series() {
     for (i, &x) in xs().to_vec::<f64>().unwrap().iter().enumerate() {
         assert!((got[i] - j0(x)).abs() < 1e-14 && (got1[i] - j1(x)).abs() < 1e-14, "{x}");
     }
-    let c = jit(|x: &Var| x.cumsum(-1)).eval(xs()).unwrap().to_vec::<f64>().unwrap();
+    let c = jit(|x: &Var| x.special_cumsum(-1)).eval(xs()).unwrap().to_vec::<f64>().unwrap();
     assert_eq!(c, vec![0.3, 0.3 + 1.1, 0.3 + 1.1 + 2.5, 0.3 + 1.1 + 2.5 - 0.7]);
 }
 
@@ -176,8 +176,8 @@ fn jacobians_against_closed_forms() {
     // The Jacobian of a cumulative sum is lower-triangular ones, both ways.
     let lower: Vec<f64> = (0..16).map(|k| if k % 4 <= k / 4 { 1.0 } else { 0.0 }).collect();
     let lower = Tensor::from_vec(lower, &[4, 4]).unwrap();
-    jacrev(|x: &Var| x.cumsum(0)).eval(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
-    jacfwd(|x: &Var| x.cumsum(0)).eval(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
+    jacrev(|x: &Var| x.special_cumsum(0)).eval(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
+    jacfwd(|x: &Var| x.special_cumsum(0)).eval(&x).unwrap().assert_allclose(&lower, 0.0, 0.0);
 }
 
 /// Per-example gradients of `sum(J0(w * x))` in `w`: `-x J1(w x)`.
@@ -204,7 +204,7 @@ fn hessians_against_closed_forms() {
         want[i * 4 + i] = -(j0(xv[i]) - j1(xv[i]) / xv[i]);
     }
     h.assert_allclose(&Tensor::from_vec(want, &[4, 4]).unwrap(), 1e-12, 1e-13);
-    let h = hessian(|x: &Var| x.cumsum(0).square().sum_all() * 0.5).eval(&x).unwrap();
+    let h = hessian(|x: &Var| x.special_cumsum(0).square().sum_all() * 0.5).eval(&x).unwrap();
     let want: Vec<f64> = (0..16).map(|k| (4 - (k / 4).max(k % 4)) as f64).collect();
     h.assert_allclose(&Tensor::from_vec(want, &[4, 4]).unwrap(), 1e-14, 1e-14);
     // J1' at 0 is the limit 1/2, not NaN.

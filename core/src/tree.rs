@@ -323,6 +323,8 @@ macro_rules! leaf {
 leaf!(Var);
 leaf!(Tensor);
 leaf!(Option<i64>);
+// The types of a function's arguments and results (`eval_shape`).
+leaf!(crate::shape::TensorType);
 
 impl<L> Flatten<L> for () {
     fn def(&self) -> TreeDef {

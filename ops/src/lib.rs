@@ -22,6 +22,11 @@
 //! `softmax`, `logsumexp`, `norm`, `stack`, `flip`, `squeeze`...) are plain
 //! functions over the primitives.
 //!
+//! The rest of `jax.lax` and `jax.numpy` a ported program meets — more
+//! elementwise math, cumulative reductions, sorting, dynamic indexing,
+//! gathers and scatters — is in [`lax`], with its methods in
+//! [`lax::LaxExt`].
+//!
 //! This crate must be linked for the operators to work; the `anvil` facade
 //! does that.
 #![warn(missing_docs)]
@@ -38,6 +43,7 @@ pub mod control;
 pub mod diagonal;
 pub mod elementwise;
 pub mod index;
+pub mod lax;
 pub mod linalg;
 pub mod matmul;
 pub mod movement;

@@ -44,6 +44,9 @@ mod report;
 mod sample;
 mod samples;
 
+// The samples of `anvil::lax`, which `standard_samples` includes.
+mod lax_samples;
+
 pub use ad::{
     check_op, check_op_jvp, check_op_transpose, check_op_vmap_of_jvp, CheckOutcome,
     ConformanceResult,

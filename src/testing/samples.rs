@@ -92,6 +92,7 @@ pub fn standard_samples() -> Vec<OpSample> {
     while_samples(&mut s);
     custom_jvp_samples(&mut s);
     custom_vjp_samples(&mut s);
+    super::lax_samples::lax_samples(&mut s);
     s
 }
 

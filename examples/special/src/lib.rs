@@ -146,8 +146,10 @@ pub trait SpecialExt {
     fn j0(&self) -> Var;
     /// `J1(x)`, elementwise.
     fn j1(&self) -> Var;
-    /// The cumulative sum along `axis` (negative counts from the end).
-    fn cumsum(&self, axis: i64) -> Var;
+    /// The cumulative sum along `axis` (negative counts from the end), by
+    /// this plugin's op (named apart from anvil's own `cumsum`, which the
+    /// prelude brings in).
+    fn special_cumsum(&self, axis: i64) -> Var;
     /// `(sin x, cos x)`, from one op.
     fn sincos(&self) -> (Var, Var);
 }
@@ -159,7 +161,7 @@ impl SpecialExt for Var {
     fn j1(&self) -> Var {
         self.apply(BesselJ1, &[])
     }
-    fn cumsum(&self, axis: i64) -> Var {
+    fn special_cumsum(&self, axis: i64) -> Var {
         match normalize_axis("special.cumsum", axis, self.shape(), "0") {
             Ok(axis) => self.apply(CumSum { axis, reverse: false }, &[]),
             Err(e) => {

@@ -1,0 +1,223 @@
+//! The ops of `jax.lax` and `jax.numpy` that a ported program meets beyond
+//! the core set: more elementwise math ([`unary`]), cumulative reductions
+//! and the associative scan ([`cumulative`]), sorting ([`sort`]), dynamic
+//! indexing, general gathers and scatters and `lax.pad` ([`indexing`]).
+//!
+//! Users reach them through [`LaxExt`] (`x.sinh()`, `x.cumsum(0, false)`,
+//! `x.sort(-1, false)`; the prelude brings it in, beside `VarExt`) and the
+//! free functions of this module under JAX's names ([`clamp`],
+//! [`dynamic_slice`], [`gather`], [`pad`]...).
+//!
+//! What is a primitive and what is a composite follows the style guide:
+//! the elementwise functions, the cumulative reductions and the sort are
+//! primitives (speed, and the sort's permutation); dynamic slices, gathers,
+//! scatters and padding with interior or negative widths are functions
+//! over `take`, `scatter_add`, `pad`, `slice` and `select`, whose rules
+//! they inherit, so every transform handles them with no rule of their
+//! own.
+
+pub mod cumulative;
+pub mod indexing;
+pub mod sort;
+pub mod unary;
+
+pub use cumulative::{associative_scan, Combine, Cumulative, CumulativeKind};
+pub use indexing::{
+    dynamic_slice, dynamic_update_slice, gather, pad, scatter, scatter_add, GatherDimensionNumbers,
+    GatherMode, ScatterDimensionNumbers,
+};
+pub use sort::{take_along_axis, Sort};
+pub use unary::*;
+
+use crate::api::VarExt;
+use anvil_core::{shape::normalize_axis, Op, Result, Var};
+
+/// Applies the op `make` builds to `args`, or records its error in the
+/// trace and returns a poisoned value.
+fn build(args: &[&Var], make: impl FnOnce() -> Result<Box<dyn Op>>) -> Var {
+    match make() {
+        Ok(op) => Var::apply_op(op, args),
+        Err(e) => {
+            let tracer = args
+                .first()
+                .map(|a| a.tracer().clone())
+                .unwrap_or_else(anvil_core::trace::current_or_detached);
+            tracer.record(e);
+            tracer.poisoned()
+        }
+    }
+}
+
+/// `clamp(lo, x, hi)`: `min(max(x, lo), hi)`, the three broadcasting
+/// (`jax.lax.clamp`, its operand order; see [`Clamp`] for the derivative).
+///
+/// ```
+/// use anvil_core::{trace, Tensor, Var};
+/// use anvil_ops::VarExt;
+/// // [-2, 0.5, 3] clamped to [-1, 1]: [-1, 0.5, 1].
+/// let f = |x: &Var| anvil_ops::lax::clamp(&x.full_like(-1.0), x, &x.full_like(1.0));
+/// assert_eq!(trace(&f, &Tensor::zeros(&[3]))?.output_types()[0].shape(), &[3]);
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
+pub fn clamp(lo: &Var, x: &Var, hi: &Var) -> Var {
+    Var::apply_op(Box::new(Clamp), &[lo, x, hi])
+}
+
+/// A cumulative reduction along `axis` (negative counts from the end).
+fn cumulative(x: &Var, kind: CumulativeKind, axis: i64, reverse: bool) -> Var {
+    build(&[x], || {
+        let op =
+            Cumulative { kind, axis: normalize_axis("cumulative", axis, x.shape(), "0")?, reverse };
+        Ok(Box::new(op))
+    })
+}
+
+/// The methods of the ops of this module, under JAX's names. Brought in by
+/// `anvil::prelude::*`.
+///
+/// ```
+/// use anvil_core::{trace, DType, Tensor, Var};
+/// use anvil_ops::lax::LaxExt;
+/// // [3, 1, 2]: cumsum [3, 4, 6], sort [1, 2, 3], argsort [1, 2, 0].
+/// let f = |x: &Var| vec![x.cumsum(0, false), x.sort(0, false), x.argsort(0, false)];
+/// let g = trace(&f, &Tensor::zeros(&[3]))?;
+/// let dtypes: Vec<DType> = g.output_types().iter().map(|t| t.dtype()).collect();
+/// assert_eq!(dtypes, [DType::F64, DType::F64, DType::I64]);
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
+pub trait LaxExt: VarExt {
+    /// Hyperbolic sine.
+    fn sinh(&self) -> Var {
+        self.as_var().apply(Sinh, &[])
+    }
+    /// Hyperbolic cosine.
+    fn cosh(&self) -> Var {
+        self.as_var().apply(Cosh, &[])
+    }
+    /// Inverse sine.
+    fn asin(&self) -> Var {
+        self.as_var().apply(Asin, &[])
+    }
+    /// Inverse cosine.
+    fn acos(&self) -> Var {
+        self.as_var().apply(Acos, &[])
+    }
+    /// Inverse tangent.
+    fn atan(&self) -> Var {
+        self.as_var().apply(Atan, &[])
+    }
+    /// Inverse hyperbolic sine.
+    fn asinh(&self) -> Var {
+        self.as_var().apply(Asinh, &[])
+    }
+    /// Inverse hyperbolic cosine.
+    fn acosh(&self) -> Var {
+        self.as_var().apply(Acosh, &[])
+    }
+    /// Inverse hyperbolic tangent.
+    fn atanh(&self) -> Var {
+        self.as_var().apply(Atanh, &[])
+    }
+    /// `2^x`.
+    fn exp2(&self) -> Var {
+        self.as_var().apply(Exp2, &[])
+    }
+    /// Base-2 logarithm.
+    fn log2(&self) -> Var {
+        self.as_var().apply(Log2, &[])
+    }
+    /// Base-10 logarithm.
+    fn log10(&self) -> Var {
+        self.as_var().apply(Log10, &[])
+    }
+    /// Complementary error function.
+    fn erfc(&self) -> Var {
+        self.as_var().apply(Erfc, &[])
+    }
+    /// Inverse error function.
+    fn erf_inv(&self) -> Var {
+        self.as_var().apply(ErfInv, &[])
+    }
+    /// Cube root.
+    fn cbrt(&self) -> Var {
+        self.as_var().apply(Cbrt, &[])
+    }
+    /// Whether each element is finite (bool).
+    fn is_finite(&self) -> Var {
+        self.as_var().apply(IsFinite, &[])
+    }
+    /// `x^y` for a fixed integer `y` (`jax.lax.integer_pow`).
+    fn integer_pow(&self, y: i32) -> Var {
+        self.as_var().apply(IntegerPow { y }, &[])
+    }
+    /// Remainder with the sign of `self` (`jax.lax.rem`, C's `fmod`).
+    fn rem(&self, other: &Var) -> Var {
+        self.as_var().apply(Rem, &[other])
+    }
+    /// The next float after `self` toward `other` (`jax.lax.nextafter`).
+    fn nextafter(&self, other: &Var) -> Var {
+        self.as_var().apply(Nextafter, &[other])
+    }
+    /// `min(max(self, lo), hi)` (`jnp.clip`; see [`clamp`]).
+    fn clip(&self, lo: &Var, hi: &Var) -> Var {
+        clamp(lo, self.as_var(), hi)
+    }
+    /// Whether any element over `axes` is true (non-zero), as `jnp.any`.
+    fn any(&self, axes: &[i64], keepdims: bool) -> Var {
+        truth(self.as_var()).max(axes, keepdims)
+    }
+    /// Whether every element over `axes` is true (non-zero), as `jnp.all`.
+    fn all(&self, axes: &[i64], keepdims: bool) -> Var {
+        truth(self.as_var()).min(axes, keepdims)
+    }
+
+    /// Running sum along `axis` (`jnp.cumsum`; `reverse` as `lax.cumsum`).
+    fn cumsum(&self, axis: i64, reverse: bool) -> Var {
+        cumulative(self.as_var(), CumulativeKind::Sum, axis, reverse)
+    }
+    /// Running product along `axis`.
+    fn cumprod(&self, axis: i64, reverse: bool) -> Var {
+        cumulative(self.as_var(), CumulativeKind::Prod, axis, reverse)
+    }
+    /// Running maximum along `axis`.
+    fn cummax(&self, axis: i64, reverse: bool) -> Var {
+        cumulative(self.as_var(), CumulativeKind::Max, axis, reverse)
+    }
+    /// Running minimum along `axis`.
+    fn cummin(&self, axis: i64, reverse: bool) -> Var {
+        cumulative(self.as_var(), CumulativeKind::Min, axis, reverse)
+    }
+    /// Running `log(sum(exp(x)))` along `axis`.
+    fn cumlogsumexp(&self, axis: i64, reverse: bool) -> Var {
+        cumulative(self.as_var(), CumulativeKind::LogSumExp, axis, reverse)
+    }
+
+    /// Sorted along `axis` (stable; NaN last ascending), as `jnp.sort`.
+    fn sort(&self, axis: i64, descending: bool) -> Var {
+        sort::sort_both(self.as_var(), axis, descending).0
+    }
+    /// The indices that sort along `axis` (stable: ties in index order), as
+    /// `jnp.argsort(stable=True)`.
+    fn argsort(&self, axis: i64, descending: bool) -> Var {
+        sort::sort_both(self.as_var(), axis, descending).1
+    }
+    /// The sorted values and the sorting indices, from one sort.
+    fn sort_with_indices(&self, axis: i64, descending: bool) -> (Var, Var) {
+        sort::sort_both(self.as_var(), axis, descending)
+    }
+    /// The `k` largest along the last axis and their indices (`jax.lax.top_k`).
+    fn top_k(&self, k: usize) -> (Var, Var) {
+        sort::top_k(self.as_var(), k)
+    }
+}
+
+impl LaxExt for Var {}
+
+/// `x != 0` for a numeric `x`; `x` itself for a bool.
+fn truth(x: &Var) -> Var {
+    if x.dtype() == anvil_core::DType::Bool {
+        x.clone()
+    } else {
+        x.not_equal(&x.zeros_like())
+    }
+}
