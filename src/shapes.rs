@@ -48,7 +48,7 @@ pub fn eval_shape<M, F: IntoFunction<M>>(
 ///
 /// ```
 /// use anvil::prelude::*;
-/// let x = Tensor::zeros(&[3]);
+/// let x = Tensor::zeros(&[3])?;
 /// // f(x) = cumsum(2 x); its transpose is 2 × the reverse cumsum.
 /// let ft = anvil::linear_transpose(&|x: &Var| (x * 2.0).cumsum(0, false), &x)?;
 /// let (ct,) = ft.eval(&Tensor::from_vec(vec![1.0, 0.0, 1.0], &[3])?)?;

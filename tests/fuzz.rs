@@ -740,6 +740,7 @@ fn fuzz_suite() {
     let missing = anvil::testing::missing_samples(&samples);
     assert!(missing.is_empty(), "ops without a sample, so not fuzzed: {missing:?}");
     let full = samples.len() * MUTATIONS.len() * TRANSFORMS.len();
+    eprintln!("{} samples: {full} malformed variants", samples.len());
     let (n_malformed, n_programs, budget) =
         match (env("ANVIL_FUZZ_MALFORMED"), env("ANVIL_FUZZ_PROGRAMS")) {
             (None, None) => (3000, 400, Duration::from_secs(50)),

@@ -339,7 +339,7 @@ register_rule!(VmapRule, Concatenate, vmap_concatenate);
 // ---------------------------------------------------------- derivatives
 
 use crate::ad::dense;
-use anvil_core::{LinearArg, Tensor};
+use anvil_core::{DType, LinearArg};
 
 /// The jvp of an op that is linear in its one operand: the op on the tangent.
 pub fn jvp_linear_unary(
@@ -410,9 +410,11 @@ fn transpose_slice(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Opti
             widths[axis] = (first as usize, d - first as usize - len);
             out.pad(&widths, 0.0)
         } else {
-            let idx: Vec<i64> = (0..len as i64).map(|i| first + step * i).collect();
-            let idx = Tensor::from_vec(idx, &[len])?;
-            out.scatter_add(&out.constant_like(idx), axis as i64, d)
+            // The positions as a generator, not a constant built here: the
+            // axis may be too large to materialise (the plan's memory
+            // budget then refuses it, with an error, at run time).
+            let idx = crate::iota_dtype(&[len], 0, DType::I64) * step + first;
+            out.scatter_add(&idx, axis as i64, d)
         };
     }
     Ok(vec![args[0].is_linear().then_some(out)])

@@ -137,7 +137,8 @@ fn sort_samples(s: &mut Vec<OpSample>) {
 /// `f` as the body of a `map` of one step over inputs of `shapes` (each
 /// with the leading step axis of size 1 added by the sample).
 fn one_step(f: &dyn Fn(&[Var]) -> Var, shapes: &[(&[usize], DType)]) -> Map {
-    let args: Vec<Tensor> = shapes.iter().map(|(sh, d)| Tensor::zeros(sh).cast(*d)).collect();
+    let args: Vec<Tensor> =
+        shapes.iter().map(|(sh, d)| Tensor::zeros(sh).unwrap().cast(*d)).collect();
     let g = trace(&|xs: &[Var]| f(xs), args).expect("traceable body");
     Map { body: SubGraph::new(g), mapped: vec![true; shapes.len()], size: 1 }
 }

@@ -187,7 +187,7 @@ pub type Combine<'a> = dyn Fn(&[Var], &[Var]) -> Vec<Var> + 'a;
 /// // A running sum: [1, 2, 3, 4, 5] scans to [1, 3, 6, 10, 15].
 /// let add = |a: &[Var], b: &[Var]| vec![&a[0] + &b[0]];
 /// let f = |x: &Var| associative_scan(&add, &[x.clone()], false, 0).remove(0);
-/// let g = trace(&f, &Tensor::zeros(&[5]))?;
+/// let g = trace(&f, &Tensor::zeros(&[5])?)?;
 /// assert_eq!(g.output_types()[0].shape(), &[5]);
 /// # Ok::<(), anvil_core::Error>(())
 /// ```

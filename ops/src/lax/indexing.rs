@@ -69,7 +69,7 @@ fn check_starts(op: &str, x: &Var, starts: &[&Var]) -> Result<(), Error> {
 /// A dynamic slice's start as JAX takes it: a negative one counts from
 /// the end (`start + n`), then it is clamped so that the slice fits.
 fn dynamic_start(start: &Var, n: usize, size: usize) -> Var {
-    let wrapped = start.lt(&int(start, 0)).select(&(start + n as f64), start);
+    let wrapped = start.lt(&int(start, 0)).select(&(start + n as i64), start);
     clamp_start(&wrapped, n, size)
 }
 
@@ -86,7 +86,7 @@ fn clamp_start(start: &Var, n: usize, size: usize) -> Var {
 /// use anvil_core::{trace, Tensor, Var};
 /// // x[i:i+2] of a [5] vector: i = 4 is clamped to 3, i = -1 means 4 (then 3).
 /// let f = |x: &Var, i: &Var| anvil_ops::lax::dynamic_slice(x, &[i], &[2]);
-/// let g = trace(&f, (&Tensor::zeros(&[5]), &Tensor::scalar(4i64)))?;
+/// let g = trace(&f, (&Tensor::zeros(&[5])?, &Tensor::scalar(4i64)))?;
 /// assert_eq!(g.output_types()[0].shape(), &[2]);
 /// # Ok::<(), anvil_core::Error>(())
 /// ```
@@ -125,7 +125,7 @@ pub fn dynamic_slice(operand: &Var, starts: &[&Var], sizes: &[usize]) -> Var {
 /// use anvil_core::{trace, Tensor, Var};
 /// // [0, 0, 0, 0] with [1, 2] written at -7 (-7 + 4 = -3, clamped to 0): [1, 2, 0, 0].
 /// let f = |x: &Var, u: &Var, i: &Var| anvil_ops::lax::dynamic_update_slice(x, u, &[i]);
-/// let args = (&Tensor::zeros(&[4]), &Tensor::zeros(&[2]), &Tensor::scalar(-7i64));
+/// let args = (&Tensor::zeros(&[4])?, &Tensor::zeros(&[2])?, &Tensor::scalar(-7i64));
 /// assert_eq!(trace(&f, args)?.output_types()[0].shape(), &[4]);
 /// # Ok::<(), anvil_core::Error>(())
 /// ```
@@ -158,7 +158,7 @@ pub fn dynamic_update_slice(operand: &Var, update: &Var, starts: &[&Var]) -> Var
         let s = dynamic_start(start, n, u);
         placed = placed.scatter_add(&(iota_along(start, 1, 0, u) + &s), axis as i64, n);
         let pos = iota_along(start, rank, axis, n);
-        let here = and(&pos.ge(&s), &pos.lt(&(&s + u as f64)));
+        let here = and(&pos.ge(&s), &pos.lt(&(&s + u as i64)));
         inside = Some(match inside {
             Some(m) => and(&m, &here),
             None => here,
@@ -278,7 +278,7 @@ impl Layout<'_> {
                 let a = self.window[w];
                 at = at + iota_along(indices, rank, a, self.shape[a]);
             }
-            flat = flat + at * stride as f64;
+            flat = flat + at * stride as i64;
             stride *= operand[d];
         }
         (flat.broadcast_to(&self.shape), valid)
@@ -344,7 +344,7 @@ impl Layout<'_> {
 /// };
 /// let f = |x: &Var, i: &Var| gather(x, i, &dn, &[1], GatherMode::Clip, None);
 /// let idx = Tensor::from_vec(vec![2i64, 0, 5], &[3, 1])?;
-/// assert_eq!(trace(&f, (&Tensor::zeros(&[3]), &idx))?.output_types()[0].shape(), &[3]);
+/// assert_eq!(trace(&f, (&Tensor::zeros(&[3])?, &idx))?.output_types()[0].shape(), &[3]);
 /// # Ok::<(), anvil_core::Error>(())
 /// ```
 ///
@@ -408,7 +408,7 @@ pub fn gather(
                 || default_fill(operand.dtype()),
                 |f| Scalar::F64(f).cast(operand.dtype()),
             );
-            let fill = operand.constant_like(Tensor::full_scalar(&[], fill));
+            let fill = operand.constant_like(Tensor::from_scalar(fill));
             valid.select(&got, &fill)
         }
     }
@@ -531,7 +531,7 @@ pub fn scatter_add(
 /// };
 /// let f = |x: &Var, i: &Var, u: &Var| scatter(x, i, u, &dn, GatherMode::FillOrDrop);
 /// let idx = Tensor::from_vec(vec![3i64, 9], &[2, 1])?;
-/// let g = trace(&f, (&Tensor::zeros(&[4]), &idx, &Tensor::zeros(&[2])))?;
+/// let g = trace(&f, (&Tensor::zeros(&[4])?, &idx, &Tensor::zeros(&[2])?))?;
 /// assert_eq!(g.output_types()[0].shape(), &[4]);
 /// # Ok::<(), anvil_core::Error>(())
 /// ```
@@ -568,7 +568,7 @@ pub fn scatter(
 /// // [1, 2, 3] with (-1, 2, 1) and value 0: [0, 2, 0, 3, 0, 0] (the first
 /// // element removed, one 0 between neighbours, two after).
 /// let f = |x: &Var| anvil_ops::lax::pad(x, &x.full_like(0.0).sum_all(), &[(-1, 2, 1)]);
-/// assert_eq!(trace(&f, &Tensor::zeros(&[3]))?.output_types()[0].shape(), &[6]);
+/// assert_eq!(trace(&f, &Tensor::zeros(&[3])?)?.output_types()[0].shape(), &[6]);
 /// # Ok::<(), anvil_core::Error>(())
 /// ```
 ///

@@ -56,7 +56,7 @@ fn build(args: &[&Var], make: impl FnOnce() -> Result<Box<dyn Op>>) -> Var {
 /// use anvil_ops::VarExt;
 /// // [-2, 0.5, 3] clamped to [-1, 1]: [-1, 0.5, 1].
 /// let f = |x: &Var| anvil_ops::lax::clamp(&x.full_like(-1.0), x, &x.full_like(1.0));
-/// assert_eq!(trace(&f, &Tensor::zeros(&[3]))?.output_types()[0].shape(), &[3]);
+/// assert_eq!(trace(&f, &Tensor::zeros(&[3])?)?.output_types()[0].shape(), &[3]);
 /// # Ok::<(), anvil_core::Error>(())
 /// ```
 pub fn clamp(lo: &Var, x: &Var, hi: &Var) -> Var {
@@ -80,7 +80,7 @@ fn cumulative(x: &Var, kind: CumulativeKind, axis: i64, reverse: bool) -> Var {
 /// use anvil_ops::lax::LaxExt;
 /// // [3, 1, 2]: cumsum [3, 4, 6], sort [1, 2, 3], argsort [1, 2, 0].
 /// let f = |x: &Var| vec![x.cumsum(0, false), x.sort(0, false), x.argsort(0, false)];
-/// let g = trace(&f, &Tensor::zeros(&[3]))?;
+/// let g = trace(&f, &Tensor::zeros(&[3])?)?;
 /// let dtypes: Vec<DType> = g.output_types().iter().map(|t| t.dtype()).collect();
 /// assert_eq!(dtypes, [DType::F64, DType::F64, DType::I64]);
 /// # Ok::<(), anvil_core::Error>(())
