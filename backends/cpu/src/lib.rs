@@ -17,6 +17,7 @@
 pub mod buffers;
 pub mod fusion;
 pub mod kernels;
+pub mod linalg;
 mod plan;
 pub mod strided;
 
