@@ -220,40 +220,58 @@ fn eigh_small<T: Real, const V: bool>(
 
 /// [`eigh_group`] for the runtime size `n ≤ SMALL_DIM`, compiled for AVX2
 /// when the CPU has it (the crate is built for baseline x86-64, SSE2: AVX2
-/// runs the 8 lanes in half the instructions). Without FMA, AVX2 and SSE2 give
-/// bit-identical results.
+/// runs the 8 lanes in half the instructions). Without FMA, AVX2 and SSE2
+/// give bit-identical results.
 fn small_dyn<T: Real, const V: bool>(a: &[T], n: usize, count: usize, w: &mut [T], v: &mut [T]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the only requirement of calling a function compiled with
-        // `target_feature(enable = "avx2")` is that the CPU supports AVX2,
-        // which was detected just above.
-        unsafe { small_dyn_avx2::<T, V>(a, n, count, w, v) };
+        macro_rules! sizes {
+            ($($k:literal)*) => {
+                match n {
+                    // SAFETY: the only requirement of calling a function
+                    // compiled with `target_feature(enable = "avx2")` is
+                    // that the CPU supports AVX2, detected just above.
+                    $($k => unsafe { group_avx2::<T, $k, V>(a, count, w, v) },)*
+                    _ => {}
+                }
+            };
+        }
+        sizes!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
         return;
     }
     small_sizes::<T, V>(a, n, count, w, v);
 }
 
-/// [`small_sizes`] compiled with AVX2 (everything below it is inlined).
+/// [`eigh_group`] compiled with AVX2 (it is inlined here). One instance per
+/// size, each with a stack frame for its own size only.
 ///
 /// # Safety
 ///
 /// The CPU must support AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn small_dyn_avx2<T: Real, const V: bool>(
+unsafe fn group_avx2<T: Real, const N: usize, const V: bool>(
     a: &[T],
-    n: usize,
     count: usize,
     w: &mut [T],
     v: &mut [T],
 ) {
-    small_sizes::<T, V>(a, n, count, w, v);
+    eigh_group::<T, N, V>(a, count, w, v);
 }
 
-/// One instance of [`eigh_group`] per size, so the loops have constant bounds
-/// and the arrays live on the stack.
-#[inline(always)]
+/// [`eigh_group`] for baseline x86-64 (and other architectures).
+#[inline(never)]
+fn group_baseline<T: Real, const N: usize, const V: bool>(
+    a: &[T],
+    count: usize,
+    w: &mut [T],
+    v: &mut [T],
+) {
+    eigh_group::<T, N, V>(a, count, w, v);
+}
+
+/// The baseline instance of [`eigh_group`] for the runtime size (one
+/// function per size: the arrays live on the stack with constant bounds).
 pub(crate) fn small_sizes<T: Real, const V: bool>(
     a: &[T],
     n: usize,
@@ -264,11 +282,11 @@ pub(crate) fn small_sizes<T: Real, const V: bool>(
     macro_rules! sizes {
         ($($k:literal)*) => {
             match n {
-                $($k => eigh_group::<T, $k, V>(a, count, w, v),)*
+                $($k => group_baseline::<T, $k, V>(a, count, w, v),)*
                 _ => {}
             }
         };
     }
-    const _: () = assert!(SMALL_DIM == 16, "the size list below must cover SMALL_DIM");
+    const _: () = assert!(SMALL_DIM == 16, "the size lists above must cover SMALL_DIM");
     sizes!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
 }

@@ -945,3 +945,24 @@ fn transposes() {
     super::transpose::transpose(&a, m, n, &mut t);
     assert_eq!(t, transpose(&a, m, n));
 }
+
+#[test]
+fn simd_dispatch_matches_the_baseline_path_bitwise() {
+    // `eigh` runs the small path compiled for AVX2 where the CPU has it
+    // (the `unsafe` call in eigh.rs); calling the generic instance directly
+    // runs the baseline (SSE2) code. Without FMA both round identically.
+    for n in [1, 3, 8, 16] {
+        let batch = 8;
+        let a: Vec<f64> = Rng(61).sym(batch, n);
+        let (mut w1, mut v1) = (vec![0.0; batch * n], vec![0.0; batch * n * n]);
+        eigh(&a, &mut w1, &mut v1, batch, n, Par::Seq).unwrap();
+        let (mut w2, mut v2) = (vec![0.0; batch * n], vec![0.0; batch * n * n]);
+        super::eigh::small_sizes::<f64, true>(&a, n, batch, &mut w2, &mut v2);
+        assert_eq!((w1, v1), (w2, v2));
+        let a32: Vec<f32> = Rng(67).sym(batch, n);
+        let (mut w1, mut w2) = (vec![0.0f32; batch * n], vec![0.0f32; batch * n]);
+        eigvalsh(&a32, &mut w1, batch, n, Par::Seq).unwrap();
+        super::eigh::small_sizes::<f32, false>(&a32, n, batch, &mut w2, &mut []);
+        assert_eq!(w1, w2);
+    }
+}
