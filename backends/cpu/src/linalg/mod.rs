@@ -70,12 +70,13 @@
 //! 0.30 ms and 9.6 ms on a column-major one; its LU 0.95 ms / 40.8 ms
 //! against 0.47 ms / 20.1 ms. Hence:
 //!
-//! * Cholesky runs faer in place on a row-major view of the output (a copy
-//!   of `A`): faer reads the lower triangle of `A` and writes `L` there. A
-//!   symmetric matrix read column-major is itself, but the factor would
-//!   then land transposed in the upper triangle; the two blocked transposes
-//!   that fix this cost more than the row-major view loses (benchmark
-//!   `cholesky` in `benches/linalg.rs`).
+//! * Cholesky copies the lower triangle of `A`, transposed, into the upper
+//!   triangle of the output buffer (which, read column-major, is the lower
+//!   triangle faer reads), factors the output in place column-major, and
+//!   transposes the factor back: blocked transposes, `O(n²)` against the
+//!   `n³/3` factorisation, measured cheaper than what the row-major view
+//!   loses (about half the time at n = 256, a few percent at n = 1024; see
+//!   `cholesky_faer` in cholesky.rs and the `cholesky` benchmark).
 //! * LU transposes into column-major scratch and back (LU of `Aᵀ` would
 //!   pivot columns, not rows; the view is twice as slow).
 //! * Triangular solves give faer strided views, no copies: the triangular

@@ -939,11 +939,19 @@ fn transposes() {
     let mut t = vec![0.0; 35];
     super::transpose::transpose(&a, 5, 7, &mut t);
     assert_eq!(t, transpose(&a, 5, 7));
-    let (m, n) = (70, 45);
-    let a: Vec<f64> = (0..m * n).map(|i| i as f64).collect();
-    let mut t = vec![0.0; m * n];
-    super::transpose::transpose(&a, m, n, &mut t);
-    assert_eq!(t, transpose(&a, m, n));
+    let n = 40;
+    let a: Vec<f64> = (0..n * n).map(|i| i as f64).collect();
+    let mut up = vec![-1.0; n * n];
+    super::transpose::lower_to_upper_transposed(&a, n, &mut up);
+    let mut want_lower = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            assert_eq!(up[j * n + i], a[i * n + j]);
+            want_lower[i * n + j] = a[i * n + j];
+        }
+    }
+    super::transpose::upper_to_lower_in_place(&mut up, n);
+    assert_eq!(up, want_lower);
 }
 
 #[test]

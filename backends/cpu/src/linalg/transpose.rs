@@ -1,9 +1,12 @@
-//! A cache-blocked transpose between row-major and column-major storage.
+//! Cache-blocked transposes between row-major and column-major storage.
 
 use super::Real;
 
-/// Tile edge: 32 × 32 f64 is 8 KiB, two tiles fit in L1.
-const TILE: usize = 32;
+/// Tile edge. Small on purpose: with a power-of-two row length (n = 1024
+/// f64 is 8 KiB) the rows of a tile map to the same L1 cache set, and more
+/// than 8 of them (the associativity) evict each other; 8 × 8 tiles made
+/// the Cholesky transposes of n = 256 cost a sixth of the factorisation.
+const TILE: usize = 8;
 
 /// `dst = srcᵀ`: `src` is `rows × cols` row-major, `dst` gets `cols × rows`
 /// row-major (equivalently, `src` in column-major order).
@@ -14,6 +17,37 @@ pub(crate) fn transpose<T: Real>(src: &[T], rows: usize, cols: usize, dst: &mut 
                 let row = &src[i * cols..(i + 1) * cols];
                 for j in j0..(j0 + TILE).min(cols) {
                     dst[j * rows + i] = row[j];
+                }
+            }
+        }
+    }
+}
+
+/// Copies the lower triangle (with the diagonal) of the `n × n` row-major
+/// `src` into the upper triangle of `dst`, transposed: `dst[j][i] =
+/// src[i][j]` for `i ≥ j`. Read column-major, `dst`'s lower triangle is then
+/// `src`'s lower triangle.
+pub(crate) fn lower_to_upper_transposed<T: Real>(src: &[T], n: usize, dst: &mut [T]) {
+    for i0 in (0..n).step_by(TILE) {
+        for j0 in (0..=i0).step_by(TILE) {
+            for i in i0..(i0 + TILE).min(n) {
+                for j in j0..(j0 + TILE).min(i + 1) {
+                    dst[j * n + i] = src[i * n + j];
+                }
+            }
+        }
+    }
+}
+
+/// In place on the `n × n` row-major `buf`: moves the strict upper triangle
+/// to the strict lower one, transposed, and zeroes the upper triangle.
+pub(crate) fn upper_to_lower_in_place<T: Real>(buf: &mut [T], n: usize) {
+    for i0 in (0..n).step_by(TILE) {
+        for j0 in (0..=i0).step_by(TILE) {
+            for i in i0..(i0 + TILE).min(n) {
+                for j in j0..(j0 + TILE).min(i) {
+                    buf[i * n + j] = buf[j * n + i];
+                    buf[j * n + i] = T::ZERO;
                 }
             }
         }
