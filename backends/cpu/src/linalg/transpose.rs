@@ -3,8 +3,11 @@
 use super::Real;
 
 /// Tile edge of the full transpose (LU's and QR's copies): 32 × 32 f64 is
-/// 8 KiB. Measured on LU at n = 1024 (noisy machine): 32 and 16 cost about
-/// 40 % over faer alone, 8 about 90 %.
+/// 8 KiB. Measured on LU (noisy machine): at n = 1024, 32 and 16 cost about
+/// 40 % over faer alone and 8 about 90 %; at n = 256 the other way round
+/// (32: 110 %, 8: 40 %), where 32 rows of a 2 KiB stride fall into two
+/// cache sets. The transposes are most of LU's overhead over faer; a
+/// register-blocked transpose is the known next step.
 const TILE: usize = 32;
 
 /// Tile edge of the triangle moves around Cholesky. Small on purpose: with
