@@ -28,6 +28,7 @@
 pub mod buffers;
 pub mod fusion;
 pub mod kernels;
+pub mod linalg;
 mod plan;
 pub mod strided;
 pub mod vmath;
