@@ -91,12 +91,6 @@ register_rule!(JvpRule, Cholesky, jvp_cholesky);
 
 // ------------------------------------------------------------ tangent pair
 
-/// `R(S)`: the symmetric matrix that the lower triangle of `S` stands for.
-fn sym_from_lower(s: &Var) -> Var {
-    let p = s.apply(Triangle::phi(), &[]);
-    &p + &p.transpose()
-}
-
 /// `R*(Y) = Φ(Y + Yᵀ)`: the adjoint of [`sym_from_lower`] (a lower
 /// triangular result).
 fn lower_of_sym(y: &Var) -> Var {
@@ -160,13 +154,23 @@ impl Op for CholeskyCotangent {
 
 /// `L⁻¹ X` (`transpose`: `L⁻ᵀ X`), `L` lower triangular.
 fn solve_left(l: &Var, x: &Var, transpose: bool) -> Var {
-    let ts = TriangularSolve { left_side: true, lower: true, transpose_a: transpose, ..Default::default() };
+    let ts = TriangularSolve {
+        left_side: true,
+        lower: true,
+        transpose_a: transpose,
+        ..Default::default()
+    };
     l.apply(ts, &[x])
 }
 
 /// `X L⁻¹` (`transpose`: `X L⁻ᵀ`), `L` lower triangular.
 fn solve_right(l: &Var, x: &Var, transpose: bool) -> Var {
-    let ts = TriangularSolve { left_side: false, lower: true, transpose_a: transpose, ..Default::default() };
+    let ts = TriangularSolve {
+        left_side: false,
+        lower: true,
+        transpose_a: transpose,
+        ..Default::default()
+    };
     l.apply(ts, &[x])
 }
 
@@ -182,8 +186,13 @@ fn vmap_pair(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
 
 /// `T = L P` with `P = Φ(G)`, `G = L⁻¹ R(S) L⁻ᵀ`:
 /// `dT = T(L, dS) + dL·P + L·Φ(−(E G + G Eᵀ))`, `E = L⁻¹ dL`.
-fn jvp_cholesky_tangent(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
-    let l = &p[0];
+fn jvp_cholesky_tangent(
+    _: &dyn Op,
+    p: &[Var],
+    t: &[Option<Var>],
+    out: &Var,
+) -> Result<Option<Var>> {
+    let l = &tril(&p[0]);
     let linear = t[1].as_ref().map(|ds| l.apply(CholeskyTangent, &[ds]));
     let from_l = t[0].as_ref().map(|dl| {
         let dl = tril(dl);
@@ -198,8 +207,13 @@ fn jvp_cholesky_tangent(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> 
 
 /// `C = R*(Z)` with `Z = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹`:
 /// `dC = C(L, dL̄) + R*(−Hᵀ Z − Z H + L⁻ᵀ Φ(dLᵀ L̄) L⁻¹)`, `H = dL L⁻¹`.
-fn jvp_cholesky_cotangent(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
-    let (l, lbar) = (&p[0], &tril(&p[1]));
+fn jvp_cholesky_cotangent(
+    _: &dyn Op,
+    p: &[Var],
+    t: &[Option<Var>],
+    out: &Var,
+) -> Result<Option<Var>> {
+    let (l, lbar) = (&tril(&p[0]), &tril(&p[1]));
     let linear = t[1].as_ref().map(|d| l.apply(CholeskyCotangent, &[d]));
     let from_l = t[0].as_ref().map(|dl| {
         let dl = tril(dl);
@@ -215,10 +229,18 @@ fn jvp_cholesky_cotangent(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -
 }
 
 /// The adjoint pair: `T(L, ·)ᵀ = C(L, ·)` and `C(L, ·)ᵀ = T(L, ·)`.
-fn transpose_pair<Other: Op + Default>(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+fn transpose_pair<Other: Op + Default>(
+    op: &dyn Op,
+    ct: &Var,
+    args: &[LinearArg],
+) -> Result<Vec<Option<Var>>> {
     match (args[0].known(), args[1].is_linear()) {
         (Some(l), true) => Ok(vec![None, Some(l.apply(Other::default(), &[ct]))]),
-        _ => Err(Error::invalid(op.name(), "transpose", "linear in its second operand only, for a known factor")),
+        _ => Err(Error::invalid(
+            op.name(),
+            "transpose",
+            "linear in its second operand only, for a known factor",
+        )),
     }
 }
 

@@ -242,7 +242,9 @@ impl Op for LuSolve {
             return Err(Error::shape(
                 "lu_solve",
                 &[lu.shape(), perm.shape(), b.shape()],
-                format!("argument 1 must be an i64 permutation {want:?} and argument 2 have {n} rows"),
+                format!(
+                    "argument 1 must be an i64 permutation {want:?} and argument 2 have {n} rows"
+                ),
             ));
         }
         Ok(b.clone())
@@ -285,7 +287,8 @@ fn jvp_lu_solve(op: &dyn Op, p: &[Var], t: &[Option<Var>], x: &Var) -> Result<Op
         if s.transpose {
             let px = permute_rows(x, perm);
             let lt_px = lu.apply(Triangle::lower(-1), &[]).transpose().matmul(&px) + &px;
-            let rhs = du.transpose().matmul(&lt_px) + u.transpose().matmul(&dl.transpose().matmul(&px));
+            let rhs =
+                du.transpose().matmul(&lt_px) + u.transpose().matmul(&dl.transpose().matmul(&px));
             -Var::apply_op(op.boxed(), &[lu, perm, &rhs])
         } else {
             let inner = lu.apply(solve_opts(true, true, false, true), &[&dl.matmul(&u.matmul(x))]);
@@ -435,7 +438,8 @@ fn rewrite_solve(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<V
     let (a, b) = (&args[0], &args[1]);
     let vector = Solve::vector_rhs(a.ty(), b.ty());
     let (lu, _, perm) = lu_factors(a);
-    let solver = LuSolve { transpose: s.transpose, on_failure: s.on_failure, caller: Caller::Solve };
+    let solver =
+        LuSolve { transpose: s.transpose, on_failure: s.on_failure, caller: Caller::Solve };
     let rhs = if vector { b.unsqueeze(-1) } else { b.clone() };
     let x = lu.apply(solver, &[&perm, &rhs]);
     let x = if vector { x.squeeze(&[-1]) } else { x };
@@ -557,7 +561,9 @@ fn jvp_slogdet(_: &dyn Op, p: &[Var], t: &[Option<Var>], _: &[Var]) -> Result<Ve
 /// `(−1)^(number of row swaps)` from pivots `[..., k]`, in `dtype`.
 fn pivot_sign(pivots: &Var, dtype: DType) -> Var {
     let k = pivots.shape().last().copied().unwrap_or(0);
-    let at = pivots.tracer().apply(Box::new(crate::constant::Iota { shape: vec![k], axis: 0, dtype: DType::I64 }), &[]);
+    let at = pivots
+        .tracer()
+        .apply(Box::new(crate::constant::Iota { shape: vec![k], axis: 0, dtype: DType::I64 }), &[]);
     let swaps = pivots.not_equal(&at).cast(dtype).sum(&[-1]);
     let odd = &swaps - &((&swaps * 0.5).floor() * 2.0);
     1.0 - odd * 2.0
@@ -649,4 +655,3 @@ fn jvp_adjugate(_: &dyn Op, p: &[Var], t: &[Option<Var>], adj: &Var) -> Result<O
 
 register_rule!(VmapRule, LuAdjugate, vmap_adjugate);
 register_rule!(JvpRule, LuAdjugate, jvp_adjugate);
-

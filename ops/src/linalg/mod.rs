@@ -96,7 +96,7 @@ pub use eigh::Eigh;
 pub use lu::{Caller, Det, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, Slogdet, Solve};
 pub use qr::{Qr, QrMode};
 pub use svd::Svd;
-pub use triangle::{Diagonal, Triangle};
+pub use triangle::{diag_embed, Diagonal, Triangle};
 pub use triangular::TriangularSolve;
 
 use crate::elementwise::Domain;
@@ -239,7 +239,8 @@ pub(crate) fn as_i64(s: &[usize]) -> Vec<i64> {
 /// The `n × n` identity in `like`'s trace and dtype (the seed op, computed
 /// inside the fused pass that reads it).
 pub(crate) fn eye_like(like: &Var, n: usize) -> Var {
-    let seed = crate::constant::Basis { shape: vec![n, n], axis: 1, offset: 0, dtype: like.dtype() };
+    let seed =
+        crate::constant::Basis { shape: vec![n, n], axis: 1, offset: 0, dtype: like.dtype() };
     like.tracer().apply(Box::new(seed), &[])
 }
 

@@ -100,7 +100,8 @@ fn jvp_qr(op: &dyn Op, p: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Vec
         return Ok(vec![Some(dq), Some(dr)]);
     }
     // Wide: the square block X = A[:, :m] determines Q.
-    let cols = |x: &Var, lo: usize, hi: usize| x.slice_axis(-1, Some(lo as i64), Some(hi as i64), 1);
+    let cols =
+        |x: &Var, lo: usize, hi: usize| x.slice_axis(-1, Some(lo as i64), Some(hi as i64), 1);
     let (dx, dy) = (cols(da, 0, m), cols(da, m, n));
     let (rx, y) = (cols(r, 0, m), cols(&p[0], m, n));
     let (dq, drx) = tall_tangents(q, &rx, &dx);

@@ -150,7 +150,11 @@ fn jvp_triangular_solve(op: &dyn Op, p: &[Var], t: &[Option<Var>], x: &Var) -> R
 /// Linear in `B` for a known `A`: `X = op(A)⁻¹ B` transposes to
 /// `op(A)⁻ᵀ X̄`, the same solve with `transpose_a` flipped (the right side
 /// alike).
-fn transpose_triangular_solve(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+fn transpose_triangular_solve(
+    op: &dyn Op,
+    ct: &Var,
+    args: &[LinearArg],
+) -> Result<Vec<Option<Var>>> {
     let ts = op.try_downcast::<TriangularSolve>()?;
     match (args[0].known(), args[1].is_linear()) {
         (Some(a), true) => {
@@ -168,4 +172,3 @@ fn transpose_triangular_solve(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Resu
 register_rule!(VmapRule, TriangularSolve, vmap_triangular_solve);
 register_rule!(JvpRule, TriangularSolve, jvp_triangular_solve);
 register_rule!(TransposeRule, TriangularSolve, transpose_triangular_solve);
-
