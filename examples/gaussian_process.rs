@@ -68,7 +68,10 @@ fn main() -> anvil::Result<()> {
     // (a fixed pseudo-random sequence, so the run is reproducible).
     let ts: Vec<f64> = (0..n).map(|i| -2.0 + 4.0 * (i as f64 + 0.5) / n as f64).collect();
     let noise: Vec<f64> = (0..n)
-        .map(|i| 0.1 * ((i as f64 * 12.9898).sin() * 43758.5453).fract().mul_add(2.0, -1.0) * 1.7)
+        .map(|i| {
+            let u = ((i as f64 * 12.9898).sin() * 43758.5453).rem_euclid(1.0);
+            0.1 * 3f64.sqrt() * (2.0 * u - 1.0) // uniform, standard deviation 0.1
+        })
         .collect();
     let x = Tensor::from_vec(ts.clone(), &[n, 1])?;
     let y = Tensor::from_vec(ts.iter().zip(&noise).map(|(&t, e)| truth(t) + e).collect(), &[n])?;

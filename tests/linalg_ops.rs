@@ -135,7 +135,7 @@ fn det_slogdet_inv_pinv_lstsq_norms() {
 #[test]
 fn cholesky_errors_name_the_batch_element() {
     let mut a = spd(&[2, 3, 3, 3], 30).to_vec::<f64>().unwrap();
-    let bad = (1 * 3 + 2) * 9; // element [1, 2]
+    let bad = (3 + 2) * 9; // element [1, 2] of the [2, 3] batch
     a[bad] = -5.0;
     let a = Tensor::from_vec(a, &[2, 3, 3, 3]).unwrap();
     let e = jit(|a: &Var| linalg::cholesky(a)).eval(&a).unwrap_err().to_string();
@@ -202,7 +202,7 @@ fn singular_matrices() {
     let z = Tensor::from_vec(vec![0.0, 1.0, 0.0, 0.0], &[2, 2]).unwrap();
     let g = grad(|a: &Var| linalg::det(a)).eval(&z).unwrap();
     close(&g, &Tensor::from_vec(vec![0.0, 0.0, -1.0, 0.0], &[2, 2]).unwrap(), 1e-15);
-    let g = grad(|a: &Var| linalg::det(a)).eval(&Tensor::zeros(&[3, 3])).unwrap();
+    let g = grad(|a: &Var| linalg::det(a)).eval(Tensor::zeros(&[3, 3])).unwrap();
     close(&g, &Tensor::zeros(&[3, 3]), 0.0);
 }
 
@@ -234,12 +234,12 @@ fn check_hessian<F: Fn(&Var) -> Var + Clone + 'static>(f: F, x: &Tensor, tol: f6
         let mut p = v.clone();
         p[i] += eps;
         let gp = g
-            .eval(&Tensor::from_vec(p.clone(), x.shape()).unwrap())
+            .eval(Tensor::from_vec(p.clone(), x.shape()).unwrap())
             .unwrap()
             .to_vec::<f64>()
             .unwrap();
         p[i] -= 2.0 * eps;
-        let gm = g.eval(&Tensor::from_vec(p, x.shape()).unwrap()).unwrap().to_vec::<f64>().unwrap();
+        let gm = g.eval(Tensor::from_vec(p, x.shape()).unwrap()).unwrap().to_vec::<f64>().unwrap();
         cols.push(gp.iter().zip(&gm).map(|(a, b)| (a - b) / (2.0 * eps)).collect::<Vec<_>>());
     }
     // cols[i][j] = d²f/dx_i dx_j
@@ -280,9 +280,10 @@ fn hessian_through_eigh() {
 #[test]
 fn sign_invariant_gradients() {
     let a = rand(&[4, 3], 50);
-    let fs: Vec<Box<dyn Fn(&Var) -> Var>> = vec![
+    type Objective = Box<dyn Fn(&Var) -> Var>;
+    let fs: Vec<Objective> = vec![
         Box::new(|a: &Var| {
-            let s = a.matmul(&a.transpose()) + a.slice_axis(1, Some(0), Some(1), 1) * 0.0;
+            let s = a.matmul(&a.transpose()); // eigenvalues 0 < ... (rank 3), separated
             let (_, v) = linalg::eigh(&s);
             (&v * &v).slice_axis(1, Some(2), Some(4), 1).sin().sum_all()
         }),
@@ -295,14 +296,13 @@ fn sign_invariant_gradients() {
             (u.matmul(&vt) * 1.5).sin().sum_all() + s.sum_all()
         }),
     ];
-    for (k, f) in fs.into_iter().enumerate() {
+    for f in fs {
         let f: std::rc::Rc<dyn Fn(&Var) -> Var> = f.into();
         let f2 = f.clone();
         let g = grad(move |a: &Var| f2(a)).eval(&a).unwrap();
         let value = jit(move |a: &Var| f(a));
         let want = fd_grad(&|x| value.eval(x).unwrap().item().unwrap(), &a, 1e-6);
         g.assert_allclose(&want, 1e-6, 1e-6);
-        let _ = k;
     }
 }
 
@@ -319,7 +319,7 @@ fn degenerate_eigenvalues() {
     // The full Jacobian of the vectors is finite (zero inside the eigenspace).
     let j = jacfwd(|a: &Var| linalg::eigh(a).1).eval(&a).unwrap();
     assert!(j.to_vec::<f64>().unwrap().iter().all(|x| x.is_finite()));
-    let j = jacrev(|a: &Var| linalg::svd(a, false).0).eval(&Tensor::eye(3)).unwrap();
+    let j = jacrev(|a: &Var| linalg::svd(a, false).0).eval(Tensor::eye(3)).unwrap();
     assert!(j.to_vec::<f64>().unwrap().iter().all(|x| x.is_finite()));
 }
 
@@ -353,4 +353,43 @@ fn single_precision() {
     assert_eq!(g.dtype(), DType::F32);
     let want = jit(|a: &Var| linalg::inv(a).transpose()).eval(&a).unwrap();
     g.assert_allclose(&want, 1e-5, 1e-5);
+}
+
+/// Cholesky's tangent and cotangent kernels (blocked solves whose results
+/// are triangular, in blocks of 128 columns) against the same formulas
+/// written with triangular solves and products, at a size of two blocks.
+#[test]
+fn cholesky_tangent_pair_kernels_at_two_blocks() {
+    use anvil::linalg::{CholeskyCotangent, CholeskyTangent, Triangle, TriangularSolve};
+    let n = 150;
+    let l = jit(|a: &Var| linalg::cholesky(a)).eval(spd(&[n, n], 80)).unwrap();
+    let s = rand(&[n, n], 81);
+    let solve = |left_side: bool, transpose_a: bool| TriangularSolve {
+        left_side,
+        lower: true,
+        transpose_a,
+        unit_diagonal: false,
+    };
+    let phi = |x: &Var| x.apply(Triangle::phi(), &[]);
+    let (t, t_ref, c, c_ref) = jit(move |l: &Var, s: &Var| {
+        let r = phi(s) + phi(s).transpose();
+        let z = linalg::triangular_solve(
+            l,
+            &linalg::triangular_solve(l, &r, solve(true, false)),
+            solve(false, true),
+        );
+        let t_ref = l.matmul(&phi(&z));
+        let p = phi(&l.transpose().matmul(&linalg::tril(s, 0)));
+        let z = linalg::triangular_solve(
+            l,
+            &linalg::triangular_solve(l, &p, solve(true, true)),
+            solve(false, false),
+        );
+        let c_ref = phi(&(&z + &z.transpose()));
+        (l.apply(CholeskyTangent, &[s]), t_ref, l.apply(CholeskyCotangent, &[s]), c_ref)
+    })
+    .eval((&l, &s))
+    .unwrap();
+    close(&t, &t_ref, 1e-10);
+    close(&c, &c_ref, 1e-10);
 }

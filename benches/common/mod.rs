@@ -322,8 +322,9 @@ fn w10_nll(theta: &Var, x: &Var, y: &Var) -> Var {
     let n = x.shape()[0];
     let p = theta.exp();
     let (ell, s2, noise) = (p.at(0, 0), p.at(0, 1), p.at(0, 2));
-    let diff = x.unsqueeze(1) - x.unsqueeze(0);
-    let d2 = diff.square().sum(&[-1]);
+    // |xi - xj|² = |xi|² + |xj|² - 2 xi·xj: one GEMM, no [n, n, 3] array.
+    let sq = x.square().sum(&[-1]);
+    let d2 = sq.unsqueeze(1) + sq.unsqueeze(0) - x.matmul(&x.transpose()) * 2.0;
     let k = (d2 / (ell.square() * -2.0)).exp() * s2 + linalg::eye_of(n, x) * noise;
     let l = linalg::cholesky(&k);
     let alpha = linalg::cho_solve(&l, y);

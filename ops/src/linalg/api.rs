@@ -500,13 +500,18 @@ pub fn vector_norm(x: &Var, ord: f64, axes: &[i64], keepdims: bool) -> Var {
     let all: Vec<i64> = (0..x.rank() as i64).collect();
     let axes = if axes.is_empty() { &all[..] } else { axes };
     let sum = |v: &Var| if keepdims { v.sum_keepdims(axes) } else { v.sum(axes) };
-    match ord {
-        o if o == 2.0 => sum(&x.square()).sqrt(),
-        o if o == 1.0 => sum(&x.abs()),
-        o if o == f64::INFINITY => x.abs().max(axes, keepdims),
-        o if o == f64::NEG_INFINITY => x.abs().min(axes, keepdims),
-        o if o == 0.0 => sum(&x.not_equal(&x.scalar_like(0.0)).cast(x.dtype())),
-        p => sum(&x.abs().powf(p)).powf(1.0 / p),
+    if ord == 2.0 {
+        sum(&x.square()).sqrt()
+    } else if ord == 1.0 {
+        sum(&x.abs())
+    } else if ord == f64::INFINITY {
+        x.abs().max(axes, keepdims)
+    } else if ord == f64::NEG_INFINITY {
+        x.abs().min(axes, keepdims)
+    } else if ord == 0.0 {
+        sum(&x.not_equal(&x.scalar_like(0.0)).cast(x.dtype()))
+    } else {
+        sum(&x.abs().powf(ord)).powf(1.0 / ord)
     }
 }
 

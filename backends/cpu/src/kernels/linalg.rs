@@ -19,6 +19,9 @@ use anvil_ops::linalg::{
     TriangularSolve,
 };
 use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
+use faer::linalg::triangular_solve::{
+    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
+};
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
@@ -260,121 +263,165 @@ fn phi_in_place<T: Real>(x: &mut [T], n: usize) {
     }
 }
 
-/// `L·P` for lower triangular `L` and `P` (batched), a lower triangular
-/// result: faer's triangular product, `n³/6` multiply-adds per matrix.
-fn lower_times_lower<T: Real>(l: &[T], p: &[T], n: usize, ctx: &Parallelism) -> Vec<T> {
-    let mut out = vec![T::ZERO; p.len()];
+/// Runs `f(out, a, b, par)` on each of the `batch` matrices of `n × n`
+/// elements of `out`, `a` and `b`: in parallel over the batch when there
+/// are several, else with faer's parallelism for one matrix of `flops`
+/// multiply-adds.
+fn per_matrix<T: Real>(
+    out: &mut [T],
+    a: &[T],
+    b: &[T],
+    n: usize,
+    flops: usize,
+    ctx: &Parallelism,
+    f: impl Fn(&mut [T], &[T], &[T], Par) + Sync,
+) {
     let nn = n * n;
     if nn == 0 {
-        return out;
+        return;
     }
-    let one = |(o, (l, p)): (&mut [T], (&[T], &[T]))| {
-        let lm = MatRef::from_row_major_slice(l, n, n);
-        let pm = MatRef::from_row_major_slice(p, n, n);
-        let om = MatMut::from_row_major_slice_mut(o, n, n);
-        tri_matmul(
-            om,
-            BlockStructure::TriangularLower,
-            Accum::Replace,
-            lm,
-            BlockStructure::TriangularLower,
-            pm,
-            BlockStructure::TriangularLower,
-            T::ONE,
-            Par::Seq,
-        );
-    };
-    let work = out.chunks_mut(nn).zip(l.chunks(nn).zip(p.chunks(nn)));
-    if ctx.thread_count() > 1 && l.len() / nn > 1 {
-        work.par_bridge().for_each(one);
+    let batch = out.len() / nn;
+    let work = out.chunks_mut(nn).zip(a.chunks(nn).zip(b.chunks(nn)));
+    if batch == 1 {
+        work.for_each(|(o, (a, b))| f(o, a, b, ctx.gemm_par(flops)));
+    } else if ctx.thread_count() > 1 && batch * flops >= 1 << 16 {
+        work.par_bridge().for_each(|(o, (a, b))| f(o, a, b, Par::Seq));
     } else {
-        work.for_each(one);
+        work.for_each(|(o, (a, b))| f(o, a, b, Par::Seq));
     }
-    out
 }
 
-/// `T(L, S) = L·Φ(L⁻¹ R(S) L⁻ᵀ)`, `R(S)` the symmetric matrix of `S`'s
-/// lower triangle: two triangular solves and a triangular product.
-fn cholesky_tangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
-    let (bs, batch, n, _) = dims(&x[0].ty());
-    let (l, s) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
+/// The column block of the triangular solves whose result is triangular
+/// (each block solves with the leading block of the factor it needs).
+const BLOCK: usize = 128;
+
+fn rm<T: Real>(x: &[T], n: usize) -> MatRef<'_, T> {
+    MatRef::from_row_major_slice(x, n, n)
+}
+
+fn rm_mut<T: Real>(x: &mut [T], n: usize) -> MatMut<'_, T> {
+    MatMut::from_row_major_slice_mut(x, n, n)
+}
+
+fn cm_mut<T: Real>(x: &mut [T], n: usize) -> MatMut<'_, T> {
+    MatMut::from_column_major_slice_mut(x, n, n)
+}
+
+/// `T(L, S) = L·Φ(L⁻¹ R(S) L⁻ᵀ)` for one matrix, `R(S)` the symmetric
+/// matrix of `S`'s lower triangle: two triangular solves (`n³/2` and, as
+/// only a triangle of the second is needed, `n³/6`) and a
+/// triangle-times-triangle product (`n³/6`), on views of row-major
+/// buffers (a row-major buffer seen column-major is the transpose), no
+/// copies but the symmetrised `S`.
+fn cholesky_tangent_one<T: Real>(out: &mut [T], l: &[T], s: &[T], n: usize, par: Par) {
     let mut r = s.to_vec();
-    for m in r.chunks_mut(n * n.max(1)) {
-        for i in 0..n {
-            for j in 0..i {
-                m[j * n + i] = m[i * n + j];
-            }
+    for i in 0..n {
+        for j in 0..i {
+            r[j * n + i] = r[i * n + j];
         }
     }
-    let err = |e| linalg_error("cholesky_tangent", e, &bs);
-    let y = solve_lower(l, &r, batch, n, n, false, par(ctx)).map_err(err)?;
-    // Z = Y L⁻ᵀ: solved as L Zᵀ = Yᵀ, and Z is symmetric, so Zᵀ = Z.
-    let yt = transposed(&y, n);
-    let mut z = solve_lower(l, &yt, batch, n, n, false, par(ctx)).map_err(err)?;
-    phi_in_place(&mut z, n);
-    tensor(lower_times_lower(l, &z, n, ctx), x[1].shape())
+    // R is symmetric, so its buffer seen column-major is R too: L X = R
+    // leaves X column-major, which is Xᵀ row-major.
+    solve_lower_triangular_in_place(rm(l, n), cm_mut(&mut r, n), par);
+    // Z = L⁻¹ R L⁻ᵀ = L⁻¹ Xᵀ is symmetric and only Φ(Z) is needed: its
+    // upper triangle, column block [c0, c1) of it from the leading c1 × c1
+    // block of L (n³/6 multiply-adds, not n³/2), then mirrored.
+    for c0 in (0..n).step_by(BLOCK) {
+        let c1 = (c0 + BLOCK).min(n);
+        let lb = rm(l, n).submatrix(0, 0, c1, c1);
+        solve_lower_triangular_in_place(
+            lb,
+            rm_mut(&mut r, n).submatrix_mut(0, c0, c1, c1 - c0),
+            par,
+        );
+    }
+    for i in 0..n {
+        for j in 0..i {
+            r[i * n + j] = r[j * n + i];
+        }
+    }
+    phi_in_place(&mut r, n);
+    let lower = BlockStructure::TriangularLower;
+    tri_matmul(
+        rm_mut(out, n),
+        lower,
+        Accum::Replace,
+        rm(l, n),
+        lower,
+        rm(&r, n),
+        lower,
+        T::ONE,
+        par,
+    );
 }
 
-/// The transpose of each `n × n` matrix.
-fn transposed<T: Real>(x: &[T], n: usize) -> Vec<T> {
-    let mut out = x.to_vec();
-    for (o, m) in out.chunks_mut(n * n.max(1)).zip(x.chunks(n * n.max(1))) {
-        for i in 0..n {
-            for j in 0..n {
-                o[j * n + i] = m[i * n + j];
-            }
-        }
-    }
-    out
-}
-
-/// `C(L, L̄) = Φ(Z + Zᵀ)`, `Z = L⁻ᵀ Φ(Lᵀ tril(L̄)) L⁻¹`.
-fn cholesky_cotangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
-    let (bs, batch, n, _) = dims(&x[0].ty());
-    let (l, lbar) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
-    let nn = n * n;
-    let mut p = vec![T::ZERO; lbar.len()];
-    if nn > 0 {
-        let one = |(o, (l, lb)): (&mut [T], (&[T], &[T]))| {
-            let lm = MatRef::from_row_major_slice(l, n, n);
-            let bm = MatRef::from_row_major_slice(lb, n, n);
-            let om = MatMut::from_row_major_slice_mut(o, n, n);
-            // Lᵀ is upper triangular; only the lower triangle of the
-            // product is kept (Φ).
-            tri_matmul(
-                om,
-                BlockStructure::TriangularLower,
-                Accum::Replace,
-                lm.transpose(),
-                BlockStructure::TriangularUpper,
-                bm,
-                BlockStructure::TriangularLower,
-                T::ONE,
-                Par::Seq,
-            );
-        };
-        let work = p.chunks_mut(nn).zip(l.chunks(nn).zip(lbar.chunks(nn)));
-        if ctx.thread_count() > 1 && batch > 1 {
-            work.par_bridge().for_each(one);
-        } else {
-            work.for_each(one);
-        }
-    }
+/// `C(L, L̄) = Φ(Z + Zᵀ)`, `Z = L⁻ᵀ Φ(Lᵀ tril(L̄)) L⁻¹`, for one matrix:
+/// a triangle-times-triangle product (`n³/6`), a triangular solve with a
+/// triangular result (`n³/6`) and one with a full one (`n³/2`): about 2.5
+/// Cholesky factorisations' worth of multiply-adds.
+fn cholesky_cotangent_one<T: Real>(out: &mut [T], l: &[T], lbar: &[T], n: usize, par: Par) {
+    let mut p = vec![T::ZERO; n * n];
+    let (lower, upper) = (BlockStructure::TriangularLower, BlockStructure::TriangularUpper);
+    // Lᵀ is upper triangular; only the lower triangle of the product is
+    // kept (Φ).
+    tri_matmul(
+        rm_mut(&mut p, n),
+        lower,
+        Accum::Replace,
+        rm(l, n).transpose(),
+        upper,
+        rm(lbar, n),
+        lower,
+        T::ONE,
+        par,
+    );
     phi_in_place(&mut p, n);
-    let err = |e| linalg_error("cholesky_cotangent", e, &bs);
-    // Y = L⁻ᵀ P; Z = Y L⁻¹, i.e. Zᵀ = L⁻ᵀ Yᵀ.
-    let y = solve_lower(l, &p, batch, n, n, true, par(ctx)).map_err(err)?;
-    let zt = solve_lower(l, &transposed(&y, n), batch, n, n, true, par(ctx)).map_err(err)?;
-    let mut c = zt.clone();
-    for (cm, zm) in c.chunks_mut(nn.max(1)).zip(zt.chunks(nn.max(1))) {
-        for i in 0..n {
-            for j in 0..=i {
-                cm[i * n + j] = zm[i * n + j] + zm[j * n + i];
+    // W = P L⁻¹ is lower triangular: on the column-major view, Lᵀ Wᵀ = Pᵀ
+    // with Wᵀ upper triangular, so a block of columns [c0, c1) only
+    // involves the leading c1 × c1 block of Lᵀ (n³/6 multiply-adds in
+    // all, not n³/2).
+    for c0 in (0..n).step_by(BLOCK) {
+        let c1 = (c0 + BLOCK).min(n);
+        let lt = rm(l, n).transpose().submatrix(0, 0, c1, c1);
+        solve_upper_triangular_in_place(
+            lt,
+            cm_mut(&mut p, n).submatrix_mut(0, c0, c1, c1 - c0),
+            par,
+        );
+    }
+    // Z = L⁻ᵀ W on the row-major view.
+    solve_upper_triangular_in_place(rm(l, n).transpose(), rm_mut(&mut p, n), par);
+    const TILE: usize = 32;
+    for ib in (0..n).step_by(TILE) {
+        for jb in (0..=ib).step_by(TILE) {
+            for i in ib..(ib + TILE).min(n) {
+                for j in jb..(jb + TILE).min(i + 1) {
+                    out[i * n + j] = p[i * n + j] + p[j * n + i];
+                }
             }
         }
     }
-    phi_in_place(&mut c, n);
-    tensor(c, x[1].shape())
+    phi_in_place(out, n);
+}
+
+fn cholesky_tangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let (_, _, n, _) = dims(&x[0].ty());
+    let (l, s) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
+    let mut out = vec![T::ZERO; s.len()];
+    per_matrix(&mut out, l, s, n, 5 * n * n * n / 6, ctx, |o, l, s, par| {
+        cholesky_tangent_one(o, l, s, n, par)
+    });
+    tensor(out, x[1].shape())
+}
+
+fn cholesky_cotangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let (_, _, n, _) = dims(&x[0].ty());
+    let (l, lbar) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
+    let mut out = vec![T::ZERO; lbar.len()];
+    per_matrix(&mut out, l, lbar, n, 5 * n * n * n / 6, ctx, |o, l, lb, par| {
+        cholesky_cotangent_one(o, l, lb, n, par)
+    });
+    tensor(out, x[1].shape())
 }
 
 /// The kernel of [`CholeskyTangent`].
@@ -608,19 +655,13 @@ fn adjugate_upper<T: Real>(u: &[T], n: usize) -> Vec<T> {
             let mut x = vec![T::ZERO; n];
             x[p] = T::ONE;
             for i in (0..p).rev() {
-                let mut s = T::ZERO;
-                for k in i + 1..=p {
-                    s -= at(i, k) * x[k];
-                }
+                let s = (i + 1..=p).fold(T::ZERO, |s, k| s - at(i, k) * x[k]);
                 x[i] = s / u[i * n + i];
             }
             let mut y = vec![T::ZERO; n];
             y[p] = T::ONE;
             for j in p + 1..n {
-                let mut s = T::ZERO;
-                for k in p..j {
-                    s -= y[k] * at(k, j);
-                }
+                let s = (p..j).fold(T::ZERO, |s, k| s - y[k] * at(k, j));
                 y[j] = s / u[j * n + j];
             }
             let mut out = vec![T::ZERO; n * n];
