@@ -33,7 +33,7 @@
 //!   side, row permutations), so reverse mode, `jacrev` and `hessian`
 //!   follow. Cholesky's tangent and cotangent are two linear ops with
 //!   kernels of their own, so that reverse mode through `cholesky` costs
-//!   about three Cholesky factorisations' worth of multiply-adds, not six.
+//!   about 2.5 Cholesky factorisations' worth of multiply-adds, not six.
 //! - **Factor once**: `solve`, `det` and `slogdet` are ops whose
 //!   derivatives are written in terms of the matrix; after differentiation
 //!   a rewrite rule replaces each by `lu` and a solve or a product on the
