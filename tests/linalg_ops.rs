@@ -393,3 +393,30 @@ fn cholesky_tangent_pair_kernels_at_two_blocks() {
     close(&t, &t_ref, 1e-10);
     close(&c, &c_ref, 1e-10);
 }
+
+/// Empty matrices and empty batches run (no panic in a kernel).
+#[test]
+fn empty_matrices_and_batches() {
+    for shape in [[2, 0, 0], [0, 3, 3]] {
+        let a = Tensor::zeros(&shape);
+        let b = Tensor::zeros(&[shape[0], shape[1], 1]);
+        let outs = jit(|a: &Var, b: &Var| {
+            let l = linalg::cholesky(&(a + &linalg::eye_of(a.shape()[1], a)));
+            (
+                linalg::cho_solve(&l, b),
+                linalg::solve(&(a + &linalg::eye_of(a.shape()[1], a)), b),
+                linalg::det(a),
+                linalg::eigh(a).0,
+                linalg::svdvals(a),
+                linalg::qr(a, QrMode::Reduced).1,
+            )
+        })
+        .eval((&a, &b))
+        .unwrap();
+        assert_eq!(outs.0.shape(), b.shape());
+        assert_eq!(outs.2.shape(), &shape[..1]);
+        if shape[1] == 0 {
+            assert_eq!(outs.2.to_vec::<f64>().unwrap(), vec![1.0, 1.0]);
+        }
+    }
+}

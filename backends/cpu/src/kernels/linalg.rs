@@ -109,7 +109,7 @@ fn tensor<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
 fn symmetrized<T: Real>(a: &[T], n: usize) -> Vec<T> {
     let half = T::ONE / (T::ONE + T::ONE);
     let mut s = a.to_vec();
-    for m in s.chunks_mut(n * n).zip(a.chunks(n * n)) {
+    for m in s.chunks_mut((n * n).max(1)).zip(a.chunks((n * n).max(1))) {
         let (out, a) = m;
         for i in 0..n {
             for j in 0..i {
@@ -186,7 +186,7 @@ pub fn triangular_solve(
 /// The first batch element whose `n × n` factor has an exact zero on its
 /// diagonal, and where.
 fn zero_pivot<T: Real>(f: &[T], n: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
-    f.chunks(n * n.max(1))
+    f.chunks((n * n).max(1))
         .enumerate()
         .filter_map(move |(b, m)| (0..n).find(|&i| m[i * n + i] == T::ZERO).map(|i| (b, i)))
 }
@@ -255,7 +255,7 @@ pub fn cho_solve(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) 
 /// diagonal halved.
 fn phi_in_place<T: Real>(x: &mut [T], n: usize) {
     let half = T::ONE / (T::ONE + T::ONE);
-    for m in x.chunks_mut(n * n.max(1)) {
+    for m in x.chunks_mut((n * n).max(1)) {
         for i in 0..n {
             m[i * n + i] *= half;
             m[i * n + i + 1..(i + 1) * n].fill(T::ZERO);
