@@ -420,3 +420,26 @@ fn empty_matrices_and_batches() {
         }
     }
 }
+
+/// `eigh` and `cholesky` of a non-symmetric matrix are those of its
+/// symmetric part (JAX's `symmetrize_input`), on the small-matrix path
+/// and on faer's.
+#[test]
+fn symmetrize_input() {
+    for n in [5, 20] {
+        let a = jit(|m: &Var| m + &linalg::eye_of(m.shape()[0], m) * (m.shape()[0] as f64))
+            .eval(rand(&[n, n], 90))
+            .unwrap();
+        let (w, v, l, ws, vs, ls) = jit(|a: &Var| {
+            let s = (a + &a.transpose()) * 0.5;
+            let (w, v) = linalg::eigh(a);
+            let (ws, vs) = linalg::eigh_with(&s, false);
+            (w, v, linalg::cholesky(a), ws, vs, linalg::cholesky(&s))
+        })
+        .eval(&a)
+        .unwrap();
+        close(&w, &ws, 1e-13);
+        close(&v, &vs, 1e-11);
+        close(&l, &ls, 1e-13);
+    }
+}

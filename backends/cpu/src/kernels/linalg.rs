@@ -104,16 +104,22 @@ fn tensor<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
     Tensor::from_vec(data, shape)
 }
 
-/// `(A + Aᵀ)/2` of a batch of `n × n` matrices (its lower triangle is
-/// what the kernels read).
+/// The lower triangle of `(A + Aᵀ)/2` for a batch of `n × n` matrices
+/// (what the kernels read; the strict upper triangle is left zero), in
+/// tiles so that the transposed reads stay in cache.
 fn symmetrized<T: Real>(a: &[T], n: usize) -> Vec<T> {
+    const TILE: usize = 32;
     let half = T::ONE / (T::ONE + T::ONE);
-    let mut s = a.to_vec();
-    for m in s.chunks_mut((n * n).max(1)).zip(a.chunks((n * n).max(1))) {
-        let (out, a) = m;
-        for i in 0..n {
-            for j in 0..i {
-                out[i * n + j] = (a[i * n + j] + a[j * n + i]) * half;
+    let mut s = vec![T::ZERO; a.len()];
+    let nn = (n * n).max(1);
+    for (out, a) in s.chunks_mut(nn).zip(a.chunks(nn)) {
+        for ib in (0..n).step_by(TILE) {
+            for jb in (0..=ib).step_by(TILE) {
+                for i in ib..(ib + TILE).min(n) {
+                    for j in jb..(jb + TILE).min(i + 1) {
+                        out[i * n + j] = (a[i * n + j] + a[j * n + i]) * half;
+                    }
+                }
             }
         }
     }
