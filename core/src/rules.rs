@@ -47,8 +47,9 @@ impl Batched {
     }
 
     /// The rank of one element of the batch (the op's view of the value).
+    /// A poisoned value (rank 0 after an earlier error) has rank 0.
     pub fn logical_rank(&self) -> usize {
-        self.var.rank() - usize::from(self.axis.is_some())
+        self.var.rank().saturating_sub(usize::from(self.axis.is_some()))
     }
 
     /// The type of one element of the batch.
@@ -59,7 +60,7 @@ impl Batched {
     /// The shape of one element of the batch.
     pub fn logical_shape(&self) -> Vec<usize> {
         let mut s = self.var.shape().to_vec();
-        if let Some(a) = self.axis {
+        if let Some(a) = self.axis.filter(|&a| a < s.len()) {
             s.remove(a);
         }
         s
@@ -95,6 +96,7 @@ impl VmapRule {
     /// # Errors
     /// The rule's error.
     pub fn apply(&self, op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+        unpoisoned(args.iter().map(|a| &a.var))?;
         match self.rule {
             RuleFn::One(f) => Ok(vec![f(op, args, size)?]),
             RuleFn::Many(f) => f(op, args, size),
@@ -154,6 +156,7 @@ impl JvpRule {
         tangents: &[Option<Var>],
         outs: &[Var],
     ) -> Result<Vec<Option<Var>>> {
+        unpoisoned(primals.iter().chain(tangents.iter().flatten()).chain(outs))?;
         match self.rule {
             RuleFn::One(f) => match outs {
                 [out] => Ok(vec![f(op, primals, tangents, out)?]),
@@ -161,6 +164,19 @@ impl JvpRule {
             },
             RuleFn::Many(f) => f(op, primals, tangents, outs),
         }
+    }
+}
+
+/// The error a poisoned operand stands for (recorded in its trace when the
+/// op that made it failed): rules are never run on such operands, whose
+/// shapes are placeholders.
+fn unpoisoned<'a>(vars: impl IntoIterator<Item = &'a Var>) -> Result<()> {
+    match vars.into_iter().find(|v| v.is_poisoned()) {
+        None => Ok(()),
+        Some(v) => Err(v.tracer().error().unwrap_or_else(|| crate::Error::InvalidGraph {
+            node: 0,
+            msg: "an operand of a rule stands for a failed op".into(),
+        })),
     }
 }
 
@@ -242,6 +258,7 @@ impl TransposeRule {
         cts: &[Option<Var>],
         args: &[LinearArg],
     ) -> Result<Vec<Option<Var>>> {
+        unpoisoned(cts.iter().flatten().chain(args.iter().filter_map(LinearArg::known)))?;
         match self.rule {
             RuleFn::One(f) => match cts {
                 [Some(ct)] => f(op, ct, args),
@@ -284,6 +301,7 @@ impl RewriteRule {
         args: &[Var],
         outs: &[TensorType],
     ) -> Result<Option<Vec<Var>>> {
+        unpoisoned(args)?;
         match self.rule {
             RuleFn::One(f) => match outs {
                 [out] => Ok(f(op, args, out)?.map(|v| vec![v])),

@@ -375,243 +375,333 @@ pub(crate) fn transpose_scan_checkpointed(
     cts: &[Option<Var>],
     args: &[LinearArg],
 ) -> Result<Vec<Option<Var>>> {
-    let body = s.body.graph();
-    let (nc, nk) = (s.consts, s.carries);
-    let nx = s.xs();
-    let length = s.length;
-    let segments = length.div_ceil(k);
-    let padded = segments * k;
-    let body_linear = split.body_linear();
-    let not = |m: &[bool]| m.iter().map(|l| !l).collect::<Vec<_>>();
-    let known_k = marked(&not(&split.lin_k));
-    let (kc, kk, kx) = (
-        not(&split.lin_c).iter().filter(|&&b| b).count(),
-        known_k.len(),
-        not(&split.lin_x).iter().filter(|&&b| b).count(),
-    );
-    let lk = split.lin_k.iter().filter(|&&l| l).count();
-    let lc = split.lin_c.iter().filter(|&&l| l).count();
-    let lx = split.lin_x.iter().filter(|&&l| l).count();
-    let ly = split.lin_y.iter().filter(|&&l| l).count();
-    let step = known_part(body, &body_linear, &known_k)?;
-    let ct_for: Vec<bool> = split.lin_k.iter().chain(&split.lin_y).copied().collect();
-    let tb = transpose_body(body, &body_linear, &ct_for)?;
+    let seg = Segments::new(s, split, k)?;
+    let known = seg.known_operands(cts, args)?;
+    let starts = seg.forward(&known)?;
+    let results = seg.backward(&known, starts, cts)?;
+    Ok(seg.cotangents(&results, args))
+}
 
-    // Operands in iteration order, padded to whole segments: [segments, k, ...].
-    let in_order = |v: &Var| if s.reverse { v.flip(&[0]) } else { v.clone() };
-    let segmented = |v: &Var| {
-        let mut widths = vec![(0, 0); v.rank()];
-        widths[0] = (0, padded - length);
-        let mut shape = vec![segments as i64, k as i64];
-        shape.extend(v.shape()[1..].iter().map(|&d| d as i64));
-        in_order(v).pad(&widths, 0.0).reshape(&shape)
-    };
-    let consts: Vec<Var> = (0..nc)
-        .filter(|&i| !split.lin_c[i])
-        .map(|i| crate::scan::known(args, i))
-        .collect::<Result<_>>()?;
-    let init: Vec<Var> =
-        known_k.iter().map(|&j| crate::scan::known(args, nc + j)).collect::<Result<_>>()?;
-    let xs: Vec<Var> = (0..nx)
-        .filter(|&j| !split.lin_x[j])
-        .map(|j| crate::scan::known(args, nc + nk + j).map(|v| segmented(&v)))
-        .collect::<Result<_>>()?;
-    let like =
-        consts.first().or(init.first()).cloned().or_else(|| cts.iter().flatten().next().cloned());
-    let like = like.ok_or_else(|| Error::invalid("scan", "transpose", "nothing to transpose"))?;
-    let out_types = body.output_types();
-    let ct_ys: Vec<Var> = (0..s.ys())
-        .filter(|&j| split.lin_y[j])
-        .map(|j| {
-            let k_out = nk + j;
-            let mut shape = vec![length];
-            shape.extend_from_slice(out_types[k_out].shape());
-            let ty = out_types[k_out].with_shape(shape);
-            segmented(&cts[k_out].clone().unwrap_or_else(|| crate::ad::zeros(&like, &ty)))
+/// What a checkpointed scan transpose is built from: the scan split into
+/// its known and linear parts, the known part's step and the body's
+/// transpose, and the counts that locate each group of operands.
+///
+/// Counts: `kc`/`kk`/`kx` known consts, carries and scanned inputs; `lc`/
+/// `lk`/`ly` linear consts, carries and scanned outputs. The graphs built
+/// here take their operands in these layouts (`base` is the index of a
+/// segment's first step, `j` a step's index within its segment):
+///
+/// - a masked step: `(consts, base; K; x, j) -> (K', [K])`;
+/// - a masked transposed step: `(consts, base; ct k, acc; K, x, ct y, j)
+///   -> (ct k, acc + ct c; ct x)`;
+/// - a segment of the reverse pass: `(consts; ct k, acc; start K, x segs,
+///   ct y segs, s)`.
+struct Segments<'a> {
+    s: &'a Scan,
+    split: &'a crate::scan::Split,
+    k: usize,
+    segments: usize,
+    padded: usize,
+    known_k: Vec<usize>,
+    kc: usize,
+    kk: usize,
+    kx: usize,
+    lc: usize,
+    lk: usize,
+    ly: usize,
+    /// The known part of one step.
+    step: Graph,
+    /// The body's transpose.
+    tb: Graph,
+}
+
+/// The known operands in iteration order, segmented, and the cotangents of
+/// the scanned outputs.
+struct Known {
+    consts: Vec<Var>,
+    init: Vec<Var>,
+    /// `[segments, k, ...]` each.
+    xs: Vec<Var>,
+    /// `[segments, k, ...]` each.
+    ct_ys: Vec<Var>,
+    /// A value of the trace the transpose is built in (for zeros).
+    like: Var,
+}
+
+fn count(m: &[bool], value: bool) -> usize {
+    m.iter().filter(|&&b| b == value).count()
+}
+
+/// `t` with a leading axis of `n`.
+fn stacked(t: &TensorType, n: usize) -> TensorType {
+    let mut sh = vec![n];
+    sh.extend_from_slice(t.shape());
+    t.with_shape(sh)
+}
+
+impl<'a> Segments<'a> {
+    fn new(s: &'a Scan, split: &'a crate::scan::Split, k: usize) -> Result<Segments<'a>> {
+        let body = s.body.graph();
+        let segments = s.length.div_ceil(k);
+        let not = |m: &[bool]| m.iter().map(|l| !l).collect::<Vec<_>>();
+        let known_k = marked(&not(&split.lin_k));
+        let body_linear = split.body_linear();
+        let ct_for: Vec<bool> = split.lin_k.iter().chain(&split.lin_y).copied().collect();
+        Ok(Segments {
+            s,
+            split,
+            k,
+            segments,
+            padded: segments * k,
+            kc: count(&split.lin_c, false),
+            kk: known_k.len(),
+            kx: count(&split.lin_x, false),
+            lc: count(&split.lin_c, true),
+            lk: count(&split.lin_k, true),
+            ly: count(&split.lin_y, true),
+            step: known_part(body, &body_linear, &known_k)?,
+            tb: transpose_body(body, &body_linear, &ct_for)?,
+            known_k,
         })
-        .collect();
+    }
 
-    let step_types = step.input_types();
-    let i64t = TensorType::new(DType::I64, vec![]);
-    let slice_types: Vec<TensorType> = step_types[kc + kk..].to_vec();
-    // One step of the known part, masked past the length: (consts, base;
-    // K; x, j) -> (K', [K]).
-    let masked_step = |with_ys: bool| -> Result<Graph> {
+    /// `v` (indexed by step) in iteration order.
+    fn in_order(&self, v: &Var) -> Var {
+        if self.s.reverse {
+            v.flip(&[0])
+        } else {
+            v.clone()
+        }
+    }
+
+    /// `v` in iteration order, padded to whole segments: `[segments, k, ...]`.
+    fn segmented(&self, v: &Var) -> Var {
+        let mut widths = vec![(0, 0); v.rank()];
+        widths[0] = (0, self.padded - self.s.length);
+        let mut shape = vec![self.segments as i64, self.k as i64];
+        shape.extend(v.shape()[1..].iter().map(|&d| d as i64));
+        self.in_order(v).pad(&widths, 0.0).reshape(&shape)
+    }
+
+    fn known_operands(&self, cts: &[Option<Var>], args: &[LinearArg]) -> Result<Known> {
+        let (s, split) = (self.s, self.split);
+        let (nc, nk) = (s.consts, s.carries);
+        let known = |i: usize| crate::scan::known(args, i);
+        let consts: Vec<Var> =
+            (0..nc).filter(|&i| !split.lin_c[i]).map(known).collect::<Result<_>>()?;
+        let init: Vec<Var> = self.known_k.iter().map(|&j| known(nc + j)).collect::<Result<_>>()?;
+        let xs: Vec<Var> = (0..s.xs())
+            .filter(|&j| !split.lin_x[j])
+            .map(|j| known(nc + nk + j).map(|v| self.segmented(&v)))
+            .collect::<Result<_>>()?;
+        let like = consts.first().or(init.first()).cloned();
+        let like = like.or_else(|| cts.iter().flatten().next().cloned());
+        let like =
+            like.ok_or_else(|| Error::invalid("scan", "transpose", "nothing to transpose"))?;
+        let out_types = s.body.graph().output_types();
+        let ct_ys = (0..s.ys())
+            .filter(|&j| split.lin_y[j])
+            .map(|j| {
+                let ty = stacked(&out_types[nk + j], s.length);
+                let ct = cts[nk + j].clone().unwrap_or_else(|| crate::ad::zeros(&like, &ty));
+                self.segmented(&ct)
+            })
+            .collect();
+        Ok(Known { consts, init, xs, ct_ys, like })
+    }
+
+    /// `index < length` for the step `base + j`.
+    fn active(&self, base: &Var, j: &Var) -> Var {
+        (base + j).lt(&i64_scalar(self.s.length as i64))
+    }
+
+    /// One step of the known part, frozen past the length: `(consts,
+    /// base; K; x, j) -> (K', [K])` (the carries it started from, as
+    /// scanned outputs, when `with_ys`).
+    fn masked_step(&self, with_ys: bool) -> Result<Graph> {
+        let (kc, kk, kx) = (self.kc, self.kk, self.kx);
+        let step_types = self.step.input_types();
+        let i64t = TensorType::scalar(DType::I64);
         let mut types: Vec<TensorType> = step_types[..kc].to_vec();
         types.push(i64t.clone());
-        types.extend(step_types[kc..kc + kk].iter().cloned());
-        types.extend(slice_types.iter().cloned());
-        types.push(i64t.clone());
+        types.extend(step_types[kc..].iter().cloned());
+        types.push(i64t);
         trace_with(&types, |v| {
             let (base, j) = (&v[kc], &v[kc + 1 + kk + kx]);
-            let active = (base + j).lt(&i64_scalar(length as i64));
+            let active = self.active(base, j);
             let mut ins: Vec<Var> = v[..kc].to_vec();
             ins.extend(v[kc + 1..kc + 1 + kk + kx].iter().cloned());
-            let next = inline_graph(&step, &ins)?;
-            let mut out: Vec<Var> = next
-                .iter()
-                .zip(&v[kc + 1..kc + 1 + kk])
-                .map(|(n, old)| active.select(n, old))
-                .collect();
+            let carries = &v[kc + 1..kc + 1 + kk];
+            let next = inline_graph(&self.step, &ins)?;
+            let mut out: Vec<Var> =
+                next.iter().zip(carries).map(|(n, old)| active.select(n, old)).collect();
             if with_ys {
-                out.extend(v[kc + 1..kc + 1 + kk].iter().cloned());
+                out.extend(carries.iter().cloned());
             }
             Ok(out)
         })
-    };
-    let (advance, record) = (masked_step(false)?, masked_step(true)?);
-    let js = || iota_dtype(&[k], 0, DType::I64);
-    let inner = |body: &Graph,
-                 consts: &[Var],
-                 base: &Var,
-                 carries: &[Var],
-                 xs: &[Var],
-                 reverse: bool|
-     -> Vec<Var> {
+    }
+
+    /// A scan of `body` over the `k` steps of one segment starting at `base`.
+    fn over_segment(
+        &self,
+        body: &Graph,
+        (consts, base): (&[Var], &Var),
+        carries: &[Var],
+        xs: &[Var],
+        reverse: bool,
+    ) -> Vec<Var> {
         let mut operands: Vec<Var> = consts.to_vec();
         operands.push(base.clone());
         operands.extend(carries.iter().cloned());
         operands.extend(xs.iter().cloned());
-        operands.push(js());
+        operands.push(iota_dtype(&[self.k], 0, DType::I64));
         let scan = Scan {
             body: body.clone().into(),
-            consts: kc + 1,
+            consts: self.kc + 1,
             carries: carries.len(),
-            length: k,
+            length: self.k,
             reverse,
             checkpoint: None,
         };
         emit_scan(scan, &operands)
-    };
-
-    // Forward: per segment, its first carries.
-    let mut outer_types: Vec<TensorType> = step_types[..kc + kk].to_vec();
-    outer_types.extend(slice_types.iter().map(|t| {
-        let mut sh = vec![k];
-        sh.extend_from_slice(t.shape());
-        t.with_shape(sh)
-    }));
-    outer_types.push(i64t.clone());
-    let forward = trace_with(&outer_types, |v| {
-        let base = &v[kc + kk + kx] * &i64_scalar(k as i64);
-        let mut out =
-            inner(&advance, &v[..kc], &base, &v[kc..kc + kk], &v[kc + kk..kc + kk + kx], false);
-        out.extend(v[kc..kc + kk].iter().cloned());
-        Ok(out)
-    })?;
-    let mut operands = consts.clone();
-    operands.extend(init.iter().cloned());
-    operands.extend(xs.iter().cloned());
-    operands.push(iota_dtype(&[segments], 0, DType::I64));
-    let scan = Scan {
-        body: forward.into(),
-        consts: kc,
-        carries: kk,
-        length: segments,
-        reverse: false,
-        checkpoint: None,
-    };
-    let starts = emit_scan(scan, &operands).split_off(kk);
-
-    // Backward over the segments: (consts; ct k, acc; start K, x segs, ct y segs, s).
-    let tb_in = tb.input_types();
-    let tb_out = tb.output_types();
-    let ct_k_types: Vec<TensorType> = tb_in[kc + kk + kx..kc + kk + kx + lk].to_vec();
-    let acc_types: Vec<TensorType> = tb_out[..lc].to_vec();
-    let seg_of = |t: &TensorType| {
-        let mut sh = vec![k];
-        sh.extend_from_slice(t.shape());
-        t.with_shape(sh)
-    };
-    // The body's transpose on one step, masked: (consts, base; ct k, acc;
-    // K, x, ct y, j) -> (ct k, acc + ct c; ct x).
-    let mut back_types: Vec<TensorType> = step_types[..kc].to_vec();
-    back_types.push(i64t.clone());
-    back_types.extend(ct_k_types.iter().cloned());
-    back_types.extend(acc_types.iter().cloned());
-    back_types.extend(tb_in[kc..kc + kk + kx].iter().cloned());
-    back_types.extend(tb_in[kc + kk + kx + lk..].iter().cloned());
-    back_types.push(i64t.clone());
-    let back = trace_with(&back_types, |v| {
-        let base = &v[kc];
-        let (ct_k, acc) = (&v[kc + 1..kc + 1 + lk], &v[kc + 1 + lk..kc + 1 + lk + lc]);
-        let kx_vals = &v[kc + 1 + lk + lc..kc + 1 + lk + lc + kk + kx];
-        let ct_y = &v[kc + 1 + lk + lc + kk + kx..kc + 1 + lk + lc + kk + kx + ly];
-        let j = &v[kc + 1 + lk + lc + kk + kx + ly];
-        let active = (base + j).lt(&i64_scalar(length as i64));
-        let mut ins: Vec<Var> = v[..kc].to_vec();
-        ins.extend(kx_vals.iter().cloned());
-        ins.extend(ct_k.iter().cloned());
-        ins.extend(ct_y.iter().cloned());
-        let outs = inline_graph(&tb, &ins)?;
-        let (ct_c, rest) = outs.split_at(lc);
-        let (ct_k_in, ct_x) = rest.split_at(lk);
-        let mut r: Vec<Var> =
-            ct_k_in.iter().zip(ct_k).map(|(n, old)| active.select(n, old)).collect();
-        r.extend(acc.iter().zip(ct_c).map(|(a, c)| a + &active.select(c, &c.zeros_like())));
-        r.extend(ct_x.iter().map(|c| active.select(c, &c.zeros_like())));
-        Ok(r)
-    })?;
-    let mut seg_types: Vec<TensorType> = step_types[..kc].to_vec();
-    seg_types.extend(ct_k_types.iter().cloned());
-    seg_types.extend(acc_types.iter().cloned());
-    seg_types.extend(step_types[kc..kc + kk].iter().cloned());
-    seg_types.extend(slice_types.iter().map(seg_of));
-    seg_types.extend(tb_in[kc + kk + kx + lk..].iter().map(seg_of));
-    seg_types.push(i64t);
-    let segment = trace_with(&seg_types, |v| {
-        let consts = &v[..kc];
-        let carries = &v[kc..kc + lk + lc];
-        let start = &v[kc + lk + lc..kc + lk + lc + kk];
-        let x_segs = &v[kc + lk + lc + kk..kc + lk + lc + kk + kx];
-        let ct_y_segs = &v[kc + lk + lc + kk + kx..kc + lk + lc + kk + kx + ly];
-        let base = &v[kc + lk + lc + kk + kx + ly] * &i64_scalar(k as i64);
-        let per_step = inner(&record, consts, &base, start, x_segs, false).split_off(kk);
-        let mut xs: Vec<Var> = per_step;
-        xs.extend(x_segs.iter().cloned());
-        xs.extend(ct_y_segs.iter().cloned());
-        Ok(inner(&back, consts, &base, carries, &xs, true))
-    })?;
-    let mut operands = consts;
-    for (j, &l) in split.lin_k.iter().enumerate() {
-        if l {
-            operands.push(cts[j].clone().unwrap_or_else(|| crate::ad::zeros(&like, &out_types[j])));
-        }
     }
-    operands.extend(acc_types.iter().map(|t| crate::ad::zeros(&like, t)));
-    operands.extend(starts);
-    operands.extend(xs);
-    operands.extend(ct_ys);
-    operands.push(iota_dtype(&[segments], 0, DType::I64));
-    let scan = Scan {
-        body: segment.into(),
-        consts: kc,
-        carries: lk + lc,
-        length: segments,
-        reverse: true,
-        checkpoint: None,
-    };
-    let results = emit_scan(scan, &operands);
-    let (ct_k0, rest) = results.split_at(lk);
-    let (ct_c, ct_x) = rest.split_at(lc);
-    // ct x: [segments, k, ...] -> [length, ...], back in index order.
-    let ct_x: Vec<Var> = ct_x
-        .iter()
-        .map(|c| {
-            let mut shape = vec![padded as i64];
-            shape.extend(c.shape()[2..].iter().map(|&d| d as i64));
-            let v = c.reshape(&shape).slice_axis(0, Some(0), Some(length as i64), 1);
-            in_order(&v)
+
+    /// The forward pass: the known carries at the start of every segment.
+    fn forward(&self, known: &Known) -> Result<Vec<Var>> {
+        let (kc, kk, kx) = (self.kc, self.kk, self.kx);
+        let advance = self.masked_step(false)?;
+        let step_types = self.step.input_types();
+        let mut types: Vec<TensorType> = step_types[..kc + kk].to_vec();
+        types.extend(step_types[kc + kk..].iter().map(|t| stacked(t, self.k)));
+        types.push(TensorType::scalar(DType::I64));
+        let body = trace_with(&types, |v| {
+            let base = &v[kc + kk + kx] * &i64_scalar(self.k as i64);
+            let (carries, xs) = (&v[kc..kc + kk], &v[kc + kk..kc + kk + kx]);
+            let mut out = self.over_segment(&advance, (&v[..kc], &base), carries, xs, false);
+            out.extend(carries.iter().cloned());
+            Ok(out)
+        })?;
+        let mut operands = known.consts.clone();
+        operands.extend(known.init.iter().cloned());
+        operands.extend(known.xs.iter().cloned());
+        operands.push(iota_dtype(&[self.segments], 0, DType::I64));
+        let scan = Scan {
+            body: body.into(),
+            consts: kc,
+            carries: kk,
+            length: self.segments,
+            reverse: false,
+            checkpoint: None,
+        };
+        Ok(emit_scan(scan, &operands).split_off(kk))
+    }
+
+    /// The body's transpose on one step, zero past the length: `(consts,
+    /// base; ct k, acc; K, x, ct y, j) -> (ct k, acc + ct c; ct x)`.
+    fn masked_transposed_step(&self) -> Result<Graph> {
+        let (kc, kk, kx, lc, lk, ly) = (self.kc, self.kk, self.kx, self.lc, self.lk, self.ly);
+        let (tb_in, tb_out) = (self.tb.input_types(), self.tb.output_types());
+        let mut types: Vec<TensorType> = self.step.input_types()[..kc].to_vec();
+        types.push(TensorType::scalar(DType::I64));
+        types.extend(tb_in[kc + kk + kx..kc + kk + kx + lk].iter().cloned());
+        types.extend(tb_out[..lc].iter().cloned());
+        types.extend(tb_in[kc..kc + kk + kx].iter().cloned());
+        types.extend(tb_in[kc + kk + kx + lk..].iter().cloned());
+        types.push(TensorType::scalar(DType::I64));
+        trace_with(&types, |v| {
+            let mut at = kc + 1;
+            let mut take = |n: usize| {
+                at += n;
+                &v[at - n..at]
+            };
+            let (ct_k, acc, known, ct_y) = (take(lk), take(lc), take(kk + kx), take(ly));
+            let active = self.active(&v[kc], &v[at]);
+            let mut ins: Vec<Var> = v[..kc].to_vec();
+            ins.extend(known.iter().chain(ct_k).chain(ct_y).cloned());
+            let outs = inline_graph(&self.tb, &ins)?;
+            let (ct_c, rest) = outs.split_at(lc);
+            let (ct_k_in, ct_x) = rest.split_at(lk);
+            let zero_past = |c: &Var| active.select(c, &c.zeros_like());
+            let mut r: Vec<Var> =
+                ct_k_in.iter().zip(ct_k).map(|(n, old)| active.select(n, old)).collect();
+            r.extend(acc.iter().zip(ct_c).map(|(a, c)| a + &zero_past(c)));
+            r.extend(ct_x.iter().map(zero_past));
+            Ok(r)
         })
-        .collect();
-    let (mut ck, mut cc, mut cx) = (ct_k0.iter().cloned(), ct_c.iter().cloned(), ct_x.into_iter());
-    let mut out: Vec<Option<Var>> =
-        split.lin_c.iter().map(|&l| if l { cc.next() } else { None }).collect();
-    for (j, &l) in split.lin_k.iter().enumerate() {
-        let ct = if l { ck.next() } else { None };
-        out.push(ct.filter(|_| args[nc + j].is_linear()));
     }
-    out.extend(split.lin_x.iter().map(|&l| if l { cx.next() } else { None }));
-    let _ = lx;
-    Ok(out)
+
+    /// The reverse pass over the segments; returns `(ct k at the start, ct
+    /// consts, ct xs as [segments, k, ...])`.
+    fn backward(&self, known: &Known, starts: Vec<Var>, cts: &[Option<Var>]) -> Result<Vec<Var>> {
+        let (kc, kk, kx, lc, lk, ly) = (self.kc, self.kk, self.kx, self.lc, self.lk, self.ly);
+        let (record, back) = (self.masked_step(true)?, self.masked_transposed_step()?);
+        let (tb_in, tb_out) = (self.tb.input_types(), self.tb.output_types());
+        let step_types = self.step.input_types();
+        let acc_types: Vec<TensorType> = tb_out[..lc].to_vec();
+        let mut types: Vec<TensorType> = step_types[..kc].to_vec();
+        types.extend(tb_in[kc + kk + kx..kc + kk + kx + lk].iter().cloned());
+        types.extend(acc_types.iter().cloned());
+        types.extend(step_types[kc..kc + kk].iter().cloned());
+        types.extend(step_types[kc + kk..].iter().map(|t| stacked(t, self.k)));
+        types.extend(tb_in[kc + kk + kx + lk..].iter().map(|t| stacked(t, self.k)));
+        types.push(TensorType::scalar(DType::I64));
+        let segment = trace_with(&types, |v| {
+            let mut at = 0;
+            let mut take = |n: usize| {
+                at += n;
+                &v[at - n..at]
+            };
+            let (consts, carries, start, x_segs, ct_y_segs) =
+                (take(kc), take(lk + lc), take(kk), take(kx), take(ly));
+            let base = &v[at] * &i64_scalar(self.k as i64);
+            let mut xs = self.over_segment(&record, (consts, &base), start, x_segs, false);
+            let xs = xs.split_off(kk).into_iter().chain(x_segs.iter().chain(ct_y_segs).cloned());
+            Ok(self.over_segment(&back, (consts, &base), carries, &xs.collect::<Vec<_>>(), true))
+        })?;
+        let out_types = self.s.body.graph().output_types();
+        let zeros = |t: &TensorType| crate::ad::zeros(&known.like, t);
+        let mut operands = known.consts.clone();
+        for (j, _) in self.split.lin_k.iter().enumerate().filter(|(_, &l)| l) {
+            operands.push(cts[j].clone().unwrap_or_else(|| zeros(&out_types[j])));
+        }
+        operands.extend(acc_types.iter().map(zeros));
+        operands.extend(starts);
+        operands.extend(known.xs.iter().cloned());
+        operands.extend(known.ct_ys.iter().cloned());
+        operands.push(iota_dtype(&[self.segments], 0, DType::I64));
+        let scan = Scan {
+            body: segment.into(),
+            consts: kc,
+            carries: lk + lc,
+            length: self.segments,
+            reverse: true,
+            checkpoint: None,
+        };
+        Ok(emit_scan(scan, &operands))
+    }
+
+    /// The cotangent of every operand of the scan from the reverse pass's
+    /// results (`None` for the known ones).
+    fn cotangents(&self, results: &[Var], args: &[LinearArg]) -> Vec<Option<Var>> {
+        let (ct_k0, rest) = results.split_at(self.lk);
+        let (ct_c, ct_x) = rest.split_at(self.lc);
+        // ct x: [segments, k, ...] -> [length, ...], back in index order.
+        let mut ct_x = ct_x.iter().map(|c| {
+            let mut shape = vec![self.padded as i64];
+            shape.extend(c.shape()[2..].iter().map(|&d| d as i64));
+            let v = c.reshape(&shape).slice_axis(0, Some(0), Some(self.s.length as i64), 1);
+            self.in_order(&v)
+        });
+        let (mut ck, mut cc) = (ct_k0.iter().cloned(), ct_c.iter().cloned());
+        let split = self.split;
+        let mut out: Vec<Option<Var>> =
+            split.lin_c.iter().map(|&l| if l { cc.next() } else { None }).collect();
+        for (j, &l) in split.lin_k.iter().enumerate() {
+            let ct = if l { ck.next() } else { None };
+            out.push(ct.filter(|_| args[self.s.consts + j].is_linear()));
+        }
+        out.extend(split.lin_x.iter().map(|&l| if l { ct_x.next() } else { None }));
+        out
+    }
 }

@@ -142,15 +142,22 @@ impl BlockKind for f32 {
 // ------------------------------------------------------------------ rules
 
 /// Batching: the seeds do not depend on the batch, so the batched result is
-/// the sum of each seed times its batched values (the elementwise rule).
+/// the sum over diagonals of the batched values where the seed is 1 and 0
+/// elsewhere (a select, not a product: an entry no diagonal covers stays 0
+/// when a value is NaN or infinite, as in the op itself).
 fn vmap_diagonals(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
     let d = op.try_downcast::<Diagonals>()?;
     let mut sum: Option<Batched> = None;
     for (&offset, v) in d.offsets.iter().zip(args) {
         let seed = Basis { shape: d.shape.clone(), axis: d.axis, offset, dtype: v.var.dtype() };
-        let seed = Batched::new(Var::apply_op(Box::new(seed), &[]), None);
-        let term =
-            crate::batching::vmap_elementwise(&crate::elementwise::Mul, &[seed, v.clone()], size)?;
+        let seed = Var::apply_op(Box::new(seed), &[]);
+        let zero = seed.scalar_like(0.0);
+        let covered = Batched::new(seed.not_equal(&zero), None);
+        let term = crate::batching::vmap_elementwise(
+            &crate::elementwise::Select,
+            &[covered, v.clone(), Batched::new(zero, None)],
+            size,
+        )?;
         sum = Some(match sum {
             Some(s) => {
                 crate::batching::vmap_elementwise(&crate::elementwise::Add, &[s, term], size)?

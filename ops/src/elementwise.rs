@@ -2,8 +2,8 @@
 //! comparisons, `select` and `cast` — each op's definition, shape rule,
 //! scalar math, batching, jvp, transpose and rewrite rules side by side.
 //!
-//! Every unary op is declared with [`unary_elementwise_op!`] and every
-//! binary one with [`binary_elementwise_op!`], the same public macros a
+//! Every unary op is declared with [`unary_elementwise_op!`](crate::unary_elementwise_op) and every
+//! binary one with [`binary_elementwise_op!`](crate::binary_elementwise_op), the same public macros a
 //! plugin crate uses, so the plugin path is exercised by the whole standard
 //! library. A declaration gives the op struct, its shape rule, its scalar
 //! math per dtype ([`UnaryMath`], [`BinaryMath`]) and the block math every

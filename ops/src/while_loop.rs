@@ -15,7 +15,7 @@
 //!   alone).
 //! - **jvp**: one loop over the carries and their (non-zero) tangents.
 //! - **transpose** (reverse mode): only for a bounded loop; the known part
-//!   is recomputed from checkpoints (see [`transpose_while`]), so the memory
+//!   is recomputed from checkpoints (see `transpose_while`), so the memory
 //!   is about `√max_steps` carries, never `max_steps`. An unbounded loop is
 //!   an error that says how to bound it (JAX refuses reverse mode here).
 

@@ -3,10 +3,10 @@
 //! Transforms are interpreters: a walk over a graph in topological order
 //! that looks each node's rule up in a registry and calls it, building a new
 //! graph through the same `Var` API users write programs with. They hold no
-//! per-op knowledge. This crate holds the transforms ([`vmap`], [`jvp`],
-//! [`grad`], [`jacfwd`], [`jacrev`], [`hessian`], [`map`], custom
+//! per-op knowledge. This crate holds the transforms ([`vmap`](fn@vmap), [`jvp`],
+//! [`grad`], [`jacfwd`], [`jacrev`], [`hessian`], [`map`](fn@map), custom
 //! derivatives), the graph passes ([`dce`], [`cse`], [`fold_constants`],
-//! the rewrite engine [`rewrite`]) and the compile pipeline
+//! the rewrite engine [`rewrite`](mod@rewrite)) and the compile pipeline
 //! ([`optimize`], [`compile`]) that a backend plugs into through the
 //! `anvil_core::Backend` trait: constant folding runs kernels, so the backend is an
 //! argument of the pipeline, never a dependency of this crate.

@@ -4,7 +4,7 @@
 //! [`map(f)`](map) applies `f` to every slice of its mapped arguments and
 //! stacks the results, like `jax.lax.map`: the result equals `vmap(f)`'s,
 //! but `f` is not batched — its graph becomes the body of one
-//! [`Map`] node, run as a (parallel) loop by the backend. With
+//! [`Map`](anvil_ops::control::Map) node, run as a (parallel) loop by the backend. With
 //! [`MapFn::batch_size`], `f` is vmapped over chunks of that many elements and
 //! the loop runs over chunks, trading memory for vectorization.
 //!

@@ -14,7 +14,7 @@ use anvil_core::function::trace_types;
 use anvil_core::{Backend, Evaluator, Function, Graph, Result, TensorType, TreeDef};
 
 /// The graph a call runs: `graph` rewritten to a fixpoint (see
-/// [`rewrite`]), constants folded with `eval`, rewritten again, common
+/// [`rewrite`](crate::rewrite::rewrite)), constants folded with `eval`, rewritten again, common
 /// subexpressions merged and dead nodes dropped — in bodies too.
 ///
 /// # Errors

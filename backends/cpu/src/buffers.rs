@@ -9,7 +9,7 @@
 //! installed for the calling thread:
 //!
 //! - a kernel asks for its output buffer with [`take`] (contents
-//!   unspecified: the kernel overwrites every element) or [`zeroed`];
+//!   unspecified: the kernel overwrites every element) or [`filled`];
 //! - a value whose last consumer has run goes back to the pool if nobody
 //!   else holds its buffer;
 //! - the plan's outputs are lent to the caller: at the next call, those the

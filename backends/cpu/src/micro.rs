@@ -105,12 +105,10 @@ impl Buf {
         let n = self.len();
         let bad = || Error::invalid("micro", "copy", "a buffer of another dtype or size");
         match (self, src) {
-            (Buf::F64(d), Storage::F64(s)) => d.copy_from_slice(s.get(at..at + n).ok_or_else(bad)?),
-            (Buf::F32(d), Storage::F32(s)) => d.copy_from_slice(s.get(at..at + n).ok_or_else(bad)?),
-            (Buf::I64(d), Storage::I64(s)) => d.copy_from_slice(s.get(at..at + n).ok_or_else(bad)?),
-            (Buf::Bool(d), Storage::Bool(s)) => {
-                d.copy_from_slice(s.get(at..at + n).ok_or_else(bad)?)
-            }
+            (Buf::F64(d), Storage::F64(s)) => copy(d, s.get(at..at + n).ok_or_else(bad)?),
+            (Buf::F32(d), Storage::F32(s)) => copy(d, s.get(at..at + n).ok_or_else(bad)?),
+            (Buf::I64(d), Storage::I64(s)) => copy(d, s.get(at..at + n).ok_or_else(bad)?),
+            (Buf::Bool(d), Storage::Bool(s)) => copy(d, s.get(at..at + n).ok_or_else(bad)?),
             _ => return Err(bad()),
         }
         Ok(())
@@ -121,12 +119,10 @@ impl Buf {
         let n = self.len();
         let bad = || Error::invalid("micro", "copy", "a buffer of another dtype or size");
         match (self, dst) {
-            (Buf::F64(s), Buf::F64(d)) => d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s),
-            (Buf::F32(s), Buf::F32(d)) => d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s),
-            (Buf::I64(s), Buf::I64(d)) => d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s),
-            (Buf::Bool(s), Buf::Bool(d)) => {
-                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
-            }
+            (Buf::F64(s), Buf::F64(d)) => copy(d.get_mut(at..at + n).ok_or_else(bad)?, s),
+            (Buf::F32(s), Buf::F32(d)) => copy(d.get_mut(at..at + n).ok_or_else(bad)?, s),
+            (Buf::I64(s), Buf::I64(d)) => copy(d.get_mut(at..at + n).ok_or_else(bad)?, s),
+            (Buf::Bool(s), Buf::Bool(d)) => copy(d.get_mut(at..at + n).ok_or_else(bad)?, s),
             _ => return Err(bad()),
         }
         Ok(())
@@ -209,6 +205,22 @@ impl State {
     pub fn swap(&mut self, s: usize, other: &mut Buf) {
         std::mem::swap(&mut self.bufs[s], other);
     }
+
+    /// Exchanges the buffers of slots `a` and `b` (no copy).
+    pub fn swap_slots(&mut self, a: usize, b: usize) {
+        self.bufs.swap(a, b);
+    }
+}
+
+/// `d.copy_from_slice(s)`, with a scalar (a loop's typical carry or scanned
+/// element) moved without a call to `memcpy`.
+#[inline]
+fn copy<T: Copy>(d: &mut [T], s: &[T]) {
+    if let ([x], [y]) = (&mut *d, s) {
+        *x = *y;
+    } else {
+        d.copy_from_slice(s);
+    }
 }
 
 /// How a reduction combines, per dtype.
@@ -242,6 +254,21 @@ enum Code {
         args: Vec<usize>,
         outs: Vec<(usize, TensorType)>,
     },
+}
+
+impl Code {
+    /// The slots this instruction writes.
+    fn outs(&self) -> Vec<usize> {
+        match self {
+            Code::Elementwise { out, .. }
+            | Code::Gather { out, .. }
+            | Code::Assemble { out, .. }
+            | Code::Const { out, .. }
+            | Code::Matmul { out, .. }
+            | Code::Reduce { out, .. } => vec![*out],
+            Code::Kernel { outs, .. } => outs.iter().map(|(s, _)| *s).collect(),
+        }
+    }
 }
 
 /// A registered kernel, as a micro program calls it.
@@ -284,6 +311,8 @@ pub struct Micro {
     invariant: Vec<Code>,
     /// The rest: run per step.
     code: Vec<Code>,
+    /// Per slot: written, in full, by the per-step code.
+    per_step: Vec<bool>,
 }
 
 impl Micro {
@@ -334,7 +363,13 @@ impl Micro {
         }
         let outputs = graph.outputs().iter().map(|o| o.index()).collect();
         let (invariant, code) = split_invariant(b.code, &inputs, invariant, b.types.len());
-        Ok(Some(Micro { types: b.types, inputs, outputs, invariant, code }))
+        let mut per_step = vec![false; b.types.len()];
+        for c in &code {
+            for s in c.outs() {
+                per_step[s] = true;
+            }
+        }
+        Ok(Some(Micro { types: b.types, inputs, outputs, invariant, code, per_step }))
     }
 
     /// Fresh buffers for a run (allocated once per loop, not per step).
@@ -350,6 +385,24 @@ impl Micro {
     /// The slot of output `k`.
     pub fn output(&self, k: usize) -> usize {
         self.outputs[k]
+    }
+
+    /// Whether slot `s` is written in full by every step (so its buffer may
+    /// be swapped into another slot after a step, rather than copied: the
+    /// next step overwrites whatever it then holds).
+    pub fn rewritten_each_step(&self, s: usize) -> bool {
+        self.per_step.get(s).copied().unwrap_or(false)
+    }
+
+    /// Which of `outputs` (output indices) can be swapped, rather than
+    /// copied, into their carry slots after a step: each is rewritten each
+    /// step and no other carried output shares its slot.
+    pub fn swappable(&self, outputs: std::ops::Range<usize>) -> Vec<bool> {
+        let slots: Vec<usize> = outputs.map(|k| self.outputs[k]).collect();
+        slots
+            .iter()
+            .map(|&s| self.rewritten_each_step(s) && slots.iter().filter(|&&t| t == s).count() == 1)
+            .collect()
     }
 
     /// The type of slot `s`.

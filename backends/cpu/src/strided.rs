@@ -152,7 +152,7 @@ pub fn for_each_run<const K: usize>(
 }
 
 /// Fills `out` (a row-major buffer) by `fill(task, task_start)`, split into
-/// parallel tasks of [`TASK`] elements when `ctx` says the size is worth
+/// parallel tasks of `TASK` (16,384) elements when `ctx` says the size is worth
 /// it, else as one task.
 pub fn fill_in_tasks<T: Send>(
     out: &mut [T],

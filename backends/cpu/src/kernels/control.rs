@@ -6,7 +6,7 @@
 //! there is enough work. Each iteration runs its body sequentially, so the
 //! two levels of parallelism never oversubscribe the pool.
 
-use crate::micro::{Body, Buf, Micro};
+use crate::micro::{Body, Buf, Micro, State};
 use crate::{compile, register_kernel, Parallelism, Plan, Prepared};
 use anvil_core::{Error, Op, Result, Tensor, TensorType};
 use anvil_ops::cond::Cond;
@@ -65,7 +65,7 @@ impl Prepared for MapPlan {
             .enumerate()
             .map(|(k, ty)| {
                 if parts.is_empty() {
-                    return Ok(Tensor::zeros_of(ty.shape(), ty.dtype()));
+                    return Tensor::zeros_of(ty.shape(), ty.dtype());
                 }
                 let column: Vec<Tensor> = parts.iter().map(|p| p[k].clone()).collect();
                 Tensor::stack(&column, 0)
@@ -238,6 +238,7 @@ impl ScanPlan {
         let y_len: Vec<usize> = (0..ny).map(|j| m.ty(m.output(nk + j)).numel()).collect();
         let mut ys: Vec<Buf> =
             (0..ny).map(|j| Buf::stacked(outs[nk + j].dtype(), outs[nk + j].numel())).collect();
+        let swap = m.swappable(0..nk);
         let mut next: Vec<Buf> =
             (0..nk).map(|k| Buf::stacked(outs[k].dtype(), outs[k].numel())).collect();
         for i in 0..self.length {
@@ -249,12 +250,7 @@ impl ScanPlan {
             for (j, y) in ys.iter_mut().enumerate() {
                 st.buf(m.output(nk + j)).copy_into(y, t * y_len[j])?;
             }
-            for (k, n) in next.iter_mut().enumerate() {
-                st.buf(m.output(k)).copy_into(n, 0)?;
-            }
-            for (k, n) in next.iter_mut().enumerate() {
-                st.swap(m.input(nc + k), n);
-            }
+            carry(m, &mut st, nc, &swap, &mut next)?;
         }
         let mut results = Vec::with_capacity(outs.len());
         for (k, ty) in outs[..nk].iter().enumerate() {
@@ -283,6 +279,26 @@ impl Prepared for ScanPlan {
 
 register_kernel!(Scan, prepare: prepare_scan);
 
+/// Moves a step's carried outputs (outputs `0..`) into the carry inputs
+/// (inputs `nc..`): a swap of buffers where `swap` allows, else a copy
+/// through `next`. Every copy reads the step's state before any buffer
+/// moves (an output may be another carry's input slot).
+fn carry(m: &Micro, st: &mut State, nc: usize, swap: &[bool], next: &mut [Buf]) -> Result<()> {
+    for (k, n) in next.iter_mut().enumerate() {
+        if !swap[k] {
+            st.buf(m.output(k)).copy_into(n, 0)?;
+        }
+    }
+    for (k, n) in next.iter_mut().enumerate() {
+        if swap[k] {
+            st.swap_slots(m.input(nc + k), m.output(k));
+        } else {
+            st.swap(m.input(nc + k), n);
+        }
+    }
+    Ok(())
+}
+
 // ------------------------------------------------------------ while
 
 /// A [`While`] with its predicate and body compiled: both as straight-line
@@ -296,8 +312,8 @@ struct WhilePlan {
 
 #[derive(Debug)]
 enum WhileBodies {
-    Micro(Micro, Micro),
-    Plans(Plan, Plan),
+    Micro(Box<(Micro, Micro)>),
+    Plans(Box<(Plan, Plan)>),
 }
 
 fn prepare_while(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
@@ -307,8 +323,8 @@ fn prepare_while(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<
         Micro::compile_invariant(&w.cond, &consts)?,
         Micro::compile_invariant(&w.body, &consts)?,
     ) {
-        (Some(c), Some(b)) => WhileBodies::Micro(c, b),
-        _ => WhileBodies::Plans(compile(&w.cond)?, compile(&w.body)?),
+        (Some(c), Some(b)) => WhileBodies::Micro(Box::new((c, b))),
+        _ => WhileBodies::Plans(Box::new((compile(&w.cond)?, compile(&w.body)?))),
     };
     Ok(Box::new(WhilePlan { bodies, consts: w.consts, max_steps: w.max_steps }))
 }
@@ -360,6 +376,7 @@ impl WhilePlan {
         cond.run_invariant(&mut cs, ctx)?;
         body.run_invariant(&mut bs, ctx)?;
         let mut next: Vec<Buf> = outs.iter().map(|t| Buf::stacked(t.dtype(), t.numel())).collect();
+        let swap = body.swappable(0..nk);
         let mut steps = 0usize;
         while self.more(steps) {
             if steps > 0 {
@@ -372,12 +389,7 @@ impl WhilePlan {
                 break;
             }
             body.run(&mut bs, ctx)?;
-            for (k, n) in next.iter_mut().enumerate() {
-                bs.buf(body.output(k)).copy_into(n, 0)?;
-            }
-            for (k, n) in next.iter_mut().enumerate() {
-                bs.swap(body.input(nc + k), n);
-            }
+            carry(body, &mut bs, nc, &swap, &mut next)?;
             steps += 1;
         }
         outs.iter()
@@ -395,8 +407,8 @@ impl Prepared for WhilePlan {
         ctx: &Parallelism,
     ) -> Result<Vec<Tensor>> {
         match &self.bodies {
-            WhileBodies::Micro(c, b) => self.run_micro(c, b, inputs, outs, ctx),
-            WhileBodies::Plans(c, b) => self.run_plans(c, b, inputs, ctx),
+            WhileBodies::Micro(m) => self.run_micro(&m.0, &m.1, inputs, outs, ctx),
+            WhileBodies::Plans(p) => self.run_plans(&p.0, &p.1, inputs, ctx),
         }
     }
 }

@@ -91,9 +91,19 @@
 //!
 //! The only `unsafe` is the call into a `#[target_feature]` copy, made only
 //! after `level()` detected its features (the tests call each copy the same
-//! way). Under Miri, `std` reports only the compile-time target features, so
-//! Miri runs the baseline copy, which is safe code (not run here: the Miri
-//! component is not installed on this machine).
+//! way). Under Miri, `std` reports only the compile-time target features,
+//! so to run the AVX2 copies (and the `unsafe` calls into them) under Miri,
+//! enable those features at compile time:
+//!
+//! ```text
+//! rustup component add --toolchain nightly miri rust-src
+//! RUSTFLAGS="-Ctarget-feature=+avx2,+fma" \
+//!     cargo +nightly miri test -p anvil-cpu --lib vmath -- --skip sampled --skip many
+//! ```
+//!
+//! (the sampled-accuracy tests are skipped: tens of thousands of points
+//! take hours under Miri, and they contain no `unsafe` of their own). The
+//! tests compare NaNs by being NaN, not by payload, which Miri randomises.
 
 mod coeffs;
 mod kernels;
