@@ -334,7 +334,7 @@ pub fn qr(a: &Var, mode: QrMode) -> (Var, Var) {
 /// w.assert_allclose(&Tensor::from_vec(vec![1.0, 3.0], &[2])?, 1e-15, 1e-15);
 /// // dλ_max/dA = v vᵀ for the top eigenvector v = (1, 1)/√2
 /// let g = grad(|a: &Var| linalg::eigh(a).0.at(0, 1)).eval(&a)?;
-/// g.assert_allclose(&Tensor::full(&[2, 2], 0.5), 1e-15, 1e-15);
+/// g.assert_allclose(&Tensor::full(&[2, 2], 0.5)?, 1e-15, 1e-15);
 /// # let _ = v;
 /// # Ok::<(), anvil::Error>(())
 /// ```

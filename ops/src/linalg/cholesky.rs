@@ -307,8 +307,9 @@ impl Op for CholSolve {
 fn vmap_cho_solve(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
     match front_or_shared(&args[0]) {
         None => {
-            let x = Var::apply_op(op.boxed(), &[&args[0].var, &fold_columns(&args[1])]);
-            Ok(unfold_columns(&x, size))
+            let (cols, k) = fold_columns(&args[1]);
+            let x = Var::apply_op(op.boxed(), &[&args[0].var, &cols]);
+            Ok(unfold_columns(&x, size, k))
         }
         Some(_) => {
             let v = all_front(args, size);

@@ -265,9 +265,9 @@ impl Op for LuSolve {
 /// Batching: shared factors serve the whole batch through `B`'s columns.
 fn vmap_lu_solve(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
     if args[0].axis.is_none() && args[1].axis.is_none() {
-        let folded = fold_columns(&args[2]);
+        let (folded, k) = fold_columns(&args[2]);
         let x = Var::apply_op(op.boxed(), &[&args[0].var, &args[1].var, &folded]);
-        return Ok(unfold_columns(&x, size));
+        return Ok(unfold_columns(&x, size, k));
     }
     let v = all_front(args, size);
     Ok(Batched::new(Var::apply_op(op.boxed(), &[&v[0], &v[1], &v[2]]), Some(0)))
@@ -388,8 +388,9 @@ fn vmap_solve(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
             let last = x.rank() - 1;
             return Ok(Batched::new(x, Some(last)));
         }
-        let x = Var::apply_op(op.boxed(), &[&a.var, &fold_columns(b)]);
-        return Ok(unfold_columns(&x, size));
+        let (cols, k) = fold_columns(b);
+        let x = Var::apply_op(op.boxed(), &[&a.var, &cols]);
+        return Ok(unfold_columns(&x, size, k));
     }
     let (a, b) = (at_front(a, size), at_front(b, size));
     Ok(Batched::new(Var::apply_op(op.boxed(), &[&a, &b]), Some(0)))

@@ -189,23 +189,33 @@ pub(crate) fn all_front(args: &[Batched], size: usize) -> Vec<Var> {
 
 /// A right-hand side `[..., n, k]` batched at some axis, folded into its
 /// columns `[..., n, B·k]` so that one solve against a shared matrix
-/// serves the whole batch; [`unfold_columns`] undoes it on the solution.
-pub(crate) fn fold_columns(b: &Batched) -> Var {
+/// serves the whole batch, and `k`; [`unfold_columns`] undoes it on the
+/// solution. Sizes are explicit (no `-1`), so empty batches and matrices
+/// fold too.
+pub(crate) fn fold_columns(b: &Batched) -> (Var, usize) {
     let r = b.var.rank();
-    let k = b.axis.unwrap_or(0);
+    if r < 3 {
+        // Not a batch of matrices (a recorded error upstream): the op's
+        // shape rule reports it.
+        return (b.var.clone(), 0);
+    }
     // [..., n, B, k] then merge the last two axes.
-    let moved = move_axis(&b.var, k, r - 2);
-    let mut shape: Vec<i64> = moved.shape()[..r - 2].iter().map(|&d| d as i64).collect();
-    shape.push(-1);
-    moved.reshape(&shape)
+    let moved = move_axis(&b.var, b.axis.unwrap_or(0), r - 2);
+    let (batch, k) = (moved.shape()[r - 2], moved.shape()[r - 1]);
+    let mut shape = as_i64(&moved.shape()[..r - 2]);
+    shape.push((batch * k) as i64);
+    (moved.reshape(&shape), k)
 }
 
 /// The solution of a [`fold_columns`] solve, `[..., n, B·k]`, as a batched
 /// value `[..., n, B, k]` with the batch axis before the last.
-pub(crate) fn unfold_columns(x: &Var, size: usize) -> Batched {
+pub(crate) fn unfold_columns(x: &Var, size: usize, k: usize) -> Batched {
     let r = x.rank();
-    let mut shape: Vec<i64> = x.shape()[..r - 1].iter().map(|&d| d as i64).collect();
-    shape.extend([size as i64, -1]);
+    if r < 2 {
+        return Batched::new(x.clone(), Some(0));
+    }
+    let mut shape = as_i64(&x.shape()[..r - 1]);
+    shape.extend([size as i64, k as i64]);
     Batched::new(x.reshape(&shape), Some(r - 1))
 }
 

@@ -88,11 +88,12 @@ fn vmap_triangular_solve(op: &dyn Op, args: &[Batched], size: usize) -> Result<B
     let (a, b) = (&args[0], &args[1]);
     if a.axis.is_none() {
         return Ok(if ts.left_side {
-            unfold_columns(&a.var.apply(*ts, &[&fold_columns(b)]), size)
+            let (cols, k) = fold_columns(b);
+            unfold_columns(&a.var.apply(*ts, &[&cols]), size, k)
         } else {
-            let rows = fold_rows(b);
+            let (rows, m) = fold_rows(b);
             let x = a.var.apply(*ts, &[&rows]);
-            unfold_rows(&x, size)
+            unfold_rows(&x, size, m)
         });
     }
     let (a, b) = (at_front(a, size), at_front(b, size));
@@ -100,20 +101,27 @@ fn vmap_triangular_solve(op: &dyn Op, args: &[Batched], size: usize) -> Result<B
 }
 
 /// `[..., m, k]` batched at some axis as `[..., B·m, k]` (a reshape after
-/// moving the batch axis before the rows).
-fn fold_rows(b: &Batched) -> Var {
+/// moving the batch axis before the rows), and `m`.
+fn fold_rows(b: &Batched) -> (Var, usize) {
     let r = b.var.rank();
+    if r < 3 {
+        return (b.var.clone(), 0);
+    }
     let moved = super::batch_at(b, r - 3);
+    let (batch, m, k) = (moved.shape()[r - 3], moved.shape()[r - 2], moved.shape()[r - 1]);
     let mut shape = as_i64(&moved.shape()[..r - 3]);
-    shape.extend([-1, moved.shape()[r - 1] as i64]);
-    moved.reshape(&shape)
+    shape.extend([(batch * m) as i64, k as i64]);
+    (moved.reshape(&shape), m)
 }
 
 /// The inverse of [`fold_rows`] on the solution.
-fn unfold_rows(x: &Var, size: usize) -> Batched {
+fn unfold_rows(x: &Var, size: usize, m: usize) -> Batched {
     let r = x.rank();
+    if r < 2 {
+        return Batched::new(x.clone(), Some(0));
+    }
     let mut shape = as_i64(&x.shape()[..r - 2]);
-    shape.extend([size as i64, -1, x.shape()[r - 1] as i64]);
+    shape.extend([size as i64, m as i64, x.shape()[r - 1] as i64]);
     Batched::new(x.reshape(&shape), Some(r - 2))
 }
 
