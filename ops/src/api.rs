@@ -196,7 +196,7 @@ pub trait VarExt {
     /// `A⁻¹ b` for square `A = self` (batch axes allowed): `b` is `[..., n]`
     /// or `[..., n, k]`, as `jnp.linalg.solve`.
     fn solve(&self, b: &Var) -> Var;
-    /// The Cholesky factor of `(A + Aᵀ)/2` ([`linalg::cholesky`](crate::linalg::cholesky)).
+    /// The Cholesky factor of `(A + Aᵀ)/2` ([`linalg::cholesky`](crate::linalg::cholesky())).
     fn cholesky(&self) -> Var;
     /// The inverse of square matrices ([`linalg::inv`](crate::linalg::inv)).
     fn inv(&self) -> Var;

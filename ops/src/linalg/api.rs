@@ -64,7 +64,7 @@ pub fn cholesky(a: &Var) -> Var {
     a.apply(Cholesky::default(), &[])
 }
 
-/// [`cholesky`] choosing what a matrix that is not positive definite gives:
+/// [`cholesky()`] choosing what a matrix that is not positive definite gives:
 /// with [`OnFailure::Nan`], an all-NaN factor for that batch element only.
 ///
 /// ```
@@ -342,7 +342,7 @@ pub fn eigh(a: &Var) -> (Var, Var) {
     eigh_with(a, true)
 }
 
-/// [`eigh`], decomposing `(A + Aᵀ)/2` with `symmetrize_input` (the
+/// [`eigh()`], decomposing `(A + Aᵀ)/2` with `symmetrize_input` (the
 /// default) or else the symmetric matrix `A`'s lower triangle stands for
 /// (`jnp.linalg.eigh(a, symmetrize_input=False)` reads one triangle too).
 pub fn eigh_with(a: &Var, symmetrize_input: bool) -> (Var, Var) {
@@ -351,7 +351,7 @@ pub fn eigh_with(a: &Var, symmetrize_input: bool) -> (Var, Var) {
     (next(), next())
 }
 
-/// `jnp.linalg.eigvalsh(a)`: the eigenvalues of [`eigh`].
+/// `jnp.linalg.eigvalsh(a)`: the eigenvalues of [`eigh()`].
 pub fn eigvalsh(a: &Var) -> Var {
     eigh(a).0
 }

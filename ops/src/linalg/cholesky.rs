@@ -34,7 +34,7 @@ use anvil_core::{
 
 /// Cholesky factor `L` of symmetric positive definite matrices `[..., n, n]`.
 ///
-/// With `symmetrize_input` (the default of [`super::cholesky`], as
+/// With `symmetrize_input` (the default of [`super::cholesky()`], as
 /// `jnp.linalg.cholesky`) the factored matrix is `(A + Aᵀ)/2`; without, it
 /// is the symmetric matrix whose lower triangle is `A`'s (the upper
 /// triangle is not read, as LAPACK's `potrf`). The strict upper triangle of

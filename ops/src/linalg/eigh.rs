@@ -15,7 +15,7 @@ use anvil_core::{op::expect_arity, register_rule, Batched, DType, Op, Result, Te
 /// `[..., n, n]` (columns, orthonormal) of symmetric matrices
 /// `[..., n, n]`: two results.
 ///
-/// With `symmetrize_input` (the default of [`super::eigh`], as JAX) the
+/// With `symmetrize_input` (the default of [`super::eigh()`], as JAX) the
 /// decomposed matrix is `(A + Aᵀ)/2`, and so is the tangent; without, it is
 /// the symmetric matrix that `A`'s lower triangle stands for. Each
 /// eigenvector's component of largest magnitude is positive (the first
