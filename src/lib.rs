@@ -59,6 +59,9 @@ pub use anvil_cpu::{self as cpu, Parallelism};
 /// `#[derive(Tree)]`: a struct of tensors as a tree (see [`trait@Tree`] and
 /// the `anvil-macros` crate).
 pub use anvil_macros::Tree;
+/// Linear algebra with derivatives and batching, under JAX's names
+/// (`jnp.linalg`, `jax.scipy.linalg`): see [`anvil_ops::linalg`].
+pub use anvil_ops::linalg;
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };

@@ -104,6 +104,12 @@ pub fn select(prefixes: &[String]) -> Vec<Workload> {
     if want("W9") {
         out.extend([8, 128].map(w9));
     }
+    if want("W10") {
+        out.extend([256, 1024].map(w10));
+    }
+    if want("W11") {
+        out.push(w11(4096, 8));
+    }
     if want("W13") {
         out.push(w13(100_000));
     }
@@ -304,6 +310,76 @@ fn w9(d: usize) -> Workload {
     Workload::new("W9_scan_ode_grad", format!("d={d},steps=200"), move || {
         let (loss, g) = f.eval((&a, &b, &x0))?;
         Ok(vec![loss, g[0].clone(), g[1].clone()])
+    })
+}
+
+// ------------------------------------------------------------------ W10
+
+/// The GP negative log marginal likelihood (RBF kernel) through a Cholesky
+/// factor, as `w10_nll` in `jax_reference.py`.
+fn w10_nll(theta: &Var, x: &Var, y: &Var) -> Var {
+    use anvil::linalg;
+    let n = x.shape()[0];
+    let p = theta.exp();
+    let (ell, s2, noise) = (p.at(0, 0), p.at(0, 1), p.at(0, 2));
+    // |xi - xj|² = |xi|² + |xj|² - 2 xi·xj: one GEMM, no [n, n, 3] array.
+    let sq = x.square().sum(&[-1]);
+    let d2 = sq.unsqueeze(1) + sq.unsqueeze(0) - x.matmul(&x.transpose()) * 2.0;
+    let k = (d2 / (ell.square() * -2.0)).exp() * s2 + linalg::eye_of(n, x) * noise;
+    let l = linalg::cholesky(&k);
+    let alpha = linalg::cho_solve(&l, y);
+    (y * &alpha).sum_all() * 0.5
+        + linalg::diagonal(&l, 0).log().sum_all()
+        + 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln()
+}
+
+fn w10(n: usize) -> Workload {
+    let x: Vec<f64> = (0..n * 3)
+        .map(|k| (((k % 3) as f64 + 2.0).sqrt() * ((k / 3) as f64 + 1.0)).sin())
+        .collect();
+    let y: Vec<f64> = (0..n)
+        .map(|i| {
+            let r = &x[i * 3..i * 3 + 3];
+            (3.0 * r[0]).sin() + r[1] * r[2] + 0.1 * (7.0 * (i as f64 + 1.0)).cos()
+        })
+        .collect();
+    let theta = tensor(vec![0.5f64.ln(), 0.0, 0.1f64.ln()], &[3]);
+    let (x, y) = (tensor(x, &[n, 3]), tensor(y, &[n]));
+    let f = jit(value_and_grad(w10_nll));
+    Workload::new("W10_gp_nll_grad", format!("n={n}"), move || {
+        let (nll, g) = f.eval((&theta, &x, &y))?;
+        Ok(vec![nll, g])
+    })
+}
+
+// ------------------------------------------------------------------ W11
+
+/// `λ_min(S) + 0.1 Σ Wt ∘ V²` for `S = (M + Mᵀ)/2`, as `w11_g`.
+fn w11_g(m: &Var, wt: &Var) -> Var {
+    let s = (m + &m.transpose()) * 0.5;
+    let (w, v) = anvil::linalg::eigh_with(&s, false);
+    w.at(0, 0) + (wt * &v.square()).sum_all() * 0.1
+}
+
+fn w11_f(ms: &Var, wt: &Var) -> anvil::Result<Var> {
+    Ok(vmap(w11_g).in_axes([Some(0), None]).invoke([ms, wt]).sum_all())
+}
+
+fn w11(batch: usize, m: usize) -> Workload {
+    let ms: Vec<f64> = (0..batch * m * m)
+        .map(|k| {
+            let (b, i, j) = ((k / (m * m)) as f64, ((k / m) % m) as f64, (k % m) as f64);
+            let eye = if i == j { i + 1.0 } else { 0.0 };
+            eye + 0.05 * (0.1 * ((b + 1.0) * (i + j + 1.0)) + 0.5 * ((i + 1.0) * (j + 1.0))).sin()
+        })
+        .collect();
+    let wt: Vec<f64> = (0..m * m)
+        .map(|k| (0.3 * (((k / m) as f64 + 1.0) * ((k % m) as f64 + 2.0))).cos())
+        .collect();
+    let (ms, wt) = (tensor(ms, &[batch, m, m]), tensor(wt, &[m, m]));
+    let f = jit(grad(w11_f));
+    Workload::new("W11_batched_eigh_grad", format!("B={batch},m={m}"), move || {
+        Ok(vec![f.eval((&ms, &wt))?])
     })
 }
 

@@ -94,6 +94,20 @@ pub enum Error {
         /// The shape of the indexed operand.
         shape: Vec<usize>,
     },
+    /// A linear-algebra kernel met a matrix it cannot factor or solve with
+    /// (found at run time): Cholesky of a matrix that is not positive
+    /// definite, a solve or an inverse with a singular one.
+    #[error("{op}: {which} {msg}", which = linalg_which(.batch_index, .batch_shape))]
+    Linalg {
+        /// The function the user called (`"cholesky"`, `"solve"`...).
+        op: String,
+        /// The failing matrix's index in the batch (empty for one matrix).
+        batch_index: Vec<usize>,
+        /// The batch shape (the leading axes of the argument).
+        batch_shape: Vec<usize>,
+        /// What is wrong with it.
+        msg: String,
+    },
     /// A tensor constructed from data whose length does not match its shape.
     #[error("{what}: {len} elements cannot have shape {shape} ({numel} elements)", shape = fmt_shape(.shape))]
     DataLength {
@@ -225,5 +239,15 @@ impl Error {
         expected: impl Into<String>,
     ) -> Self {
         Error::DType { op: op.into(), arg: arg.into(), got, expected: expected.into() }
+    }
+}
+
+/// "the matrix" for an unbatched argument, "matrix [1, 0] of the batch
+/// (batch shape [2, 3])" for a batched one.
+fn linalg_which(index: &[usize], shape: &[usize]) -> String {
+    if shape.is_empty() {
+        "the matrix".into()
+    } else {
+        format!("matrix {index:?} of the batch (batch shape {shape:?})")
     }
 }

@@ -196,6 +196,20 @@ pub trait VarExt {
     /// `A⁻¹ b` for square `A = self` (batch axes allowed): `b` is `[..., n]`
     /// or `[..., n, k]`, as `jnp.linalg.solve`.
     fn solve(&self, b: &Var) -> Var;
+    /// The Cholesky factor of `(A + Aᵀ)/2` ([`linalg::cholesky`](crate::linalg::cholesky())).
+    fn cholesky(&self) -> Var;
+    /// The inverse of square matrices ([`linalg::inv`](crate::linalg::inv)).
+    fn inv(&self) -> Var;
+    /// Determinants of square matrices ([`linalg::det`](crate::linalg::det)).
+    fn det(&self) -> Var;
+    /// Diagonal `offset` of the last two axes ([`linalg::diagonal`](crate::linalg::diagonal)).
+    fn diagonal(&self, offset: i64) -> Var;
+    /// The trace of the last two axes ([`linalg::trace`](crate::linalg::trace)).
+    fn trace(&self) -> Var;
+    /// The lower triangle `j - i <= k` of the last two axes ([`linalg::tril`](crate::linalg::tril)).
+    fn tril(&self, k: i64) -> Var;
+    /// The upper triangle `j - i >= k` of the last two axes ([`linalg::triu`](crate::linalg::triu)).
+    fn triu(&self, k: i64) -> Var;
     /// Gathers along `axis` by an `i64` index tensor (`numpy.take`).
     fn take(&self, indices: &Var, axis: i64) -> Var;
     /// Indexes `axis` by a list of integers (negative count from the end).
@@ -450,7 +464,28 @@ impl VarExt for Var {
         self.apply(Matmul, &[other])
     }
     fn solve(&self, b: &Var) -> Var {
-        self.apply(crate::linalg::Solve, &[b])
+        crate::linalg::solve(self, b)
+    }
+    fn cholesky(&self) -> Var {
+        crate::linalg::cholesky(self)
+    }
+    fn inv(&self) -> Var {
+        crate::linalg::inv(self)
+    }
+    fn det(&self) -> Var {
+        crate::linalg::det(self)
+    }
+    fn diagonal(&self, offset: i64) -> Var {
+        crate::linalg::diagonal(self, offset)
+    }
+    fn trace(&self) -> Var {
+        crate::linalg::trace(self, 0)
+    }
+    fn tril(&self, k: i64) -> Var {
+        crate::linalg::tril(self, k)
+    }
+    fn triu(&self, k: i64) -> Var {
+        crate::linalg::triu(self, k)
     }
     fn take(&self, indices: &Var, axis: i64) -> Var {
         build(&[self, indices], || {

@@ -5,7 +5,8 @@
 //! [`movement`] (`reshape`, `permute`, `broadcast_to`, `pad`, `slice`,
 //! `concatenate`), [`reduce`] (`sum`, `max`, `min`, `prod`, `argmax`,
 //! `argmin`), [`matmul`] (`matmul`, `matmul_t`), [`index`] (`take`,
-//! `scatter_add`), [`linalg`] (`solve`), [`constant`] (`full`, `iota`,
+//! `scatter_add`), [`linalg`] (factorisations, solves, determinants,
+//! decompositions, norms: `anvil::linalg`), [`constant`] (`full`, `iota`,
 //! and `basis`, the seed of the Jacobian transforms), [`diagonal`] (scaled
 //! diagonals of the seed, and the rewrites that produce them) and
 //! [`control`] (`map` and the custom-derivative calls). In each, an op is a

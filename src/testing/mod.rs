@@ -40,6 +40,7 @@
 
 mod ad;
 mod conformance;
+mod linalg_samples;
 mod report;
 mod sample;
 mod samples;

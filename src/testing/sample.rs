@@ -107,6 +107,11 @@ pub enum InputKind {
     /// diagonal (strictly diagonally dominant), for `solve`-like ops. On a
     /// shape whose last two axes are not square, like `Uniform` in `[-1, 1)`.
     WellConditioned,
+    /// Symmetric matrices in the last two axes with well separated
+    /// eigenvalues: `3i - 1.5` on the diagonal in a random order (so that
+    /// ascending eigenvalues do not follow the axes) plus symmetric noise in
+    /// `[-0.3, 0.3)` (eigenvalue gaps above 1 up to `n = 4`), for `eigh`. On a non-square shape, like `Uniform` in `[-1, 1)`.
+    SeparatedEigenvalues,
     /// Integer data (not indices) uniform in `[lo, hi)`, for `i64` ops.
     Int {
         /// Lower bound (inclusive).
@@ -141,7 +146,8 @@ impl InputKind {
             | InputKind::AwayFromZero { .. }
             | InputKind::OffGrid { .. }
             | InputKind::Distinct { .. }
-            | InputKind::WellConditioned => Some(DType::F64),
+            | InputKind::WellConditioned
+            | InputKind::SeparatedEigenvalues => Some(DType::F64),
             InputKind::Int { .. } | InputKind::Index { .. } => Some(DType::I64),
             InputKind::Bool => Some(DType::Bool),
             InputKind::Fixed => None,
@@ -164,6 +170,7 @@ impl InputKind {
             InputKind::OffGrid { lo, hi } => f64s(off_grid(n, lo, hi, rng), shape),
             InputKind::Distinct { offset } => f64s(distinct(n, offset, rng), shape),
             InputKind::WellConditioned => f64s(well_conditioned(shape, rng), shape),
+            InputKind::SeparatedEigenvalues => f64s(separated(shape, rng), shape),
             InputKind::Int { lo, hi } => ints(lo, hi, shape, rng)?,
             InputKind::Index { size, negative } => {
                 let size = size as i64;
@@ -229,6 +236,30 @@ fn well_conditioned(shape: &[usize], rng: &mut SplitMix64) -> Vec<f64> {
                     *x += r as f64 + 0.5;
                 }
             }
+        }
+    }
+    v
+}
+
+/// Symmetric `r x r` matrices in the last two axes with eigenvalues about
+/// `0, 3, 6, ...` (see [`InputKind::SeparatedEigenvalues`]).
+fn separated(shape: &[usize], rng: &mut SplitMix64) -> Vec<f64> {
+    let n: usize = shape.iter().product();
+    let [.., r, c] = *shape else { return uniform(n, -1.0, 1.0, rng) };
+    if r != c || r == 0 {
+        return uniform(n, -1.0, 1.0, rng);
+    }
+    let mut v = vec![0.0; n];
+    for m in v.chunks_mut(r * r) {
+        let mut order: Vec<usize> = (0..r).collect();
+        rng.shuffle(&mut order);
+        for i in 0..r {
+            for j in 0..=i {
+                let x = rng.uniform(-0.3, 0.3);
+                m[i * r + j] = x;
+                m[j * r + i] = x;
+            }
+            m[i * r + i] += 3.0 * order[i] as f64 - 1.5;
         }
     }
     v

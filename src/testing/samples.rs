@@ -8,7 +8,6 @@ use crate::ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
 use crate::ops::diagonal::Diagonals;
 use crate::ops::elementwise::*;
 use crate::ops::index::{ScatterAdd, Take};
-use crate::ops::linalg::Solve;
 use crate::ops::matmul::{Matmul, MatmulT};
 use crate::ops::movement::{BroadcastTo, Concatenate, Pad, Permute, Reshape, Slice};
 use crate::ops::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
@@ -82,7 +81,7 @@ pub fn standard_samples() -> Vec<OpSample> {
     arg_reduce_samples(&mut s);
     matmul_samples(&mut s);
     matmul_t_samples(&mut s);
-    solve_samples(&mut s);
+    super::linalg_samples::linalg_samples(&mut s);
     take_samples(&mut s);
     scatter_add_samples(&mut s);
     constant_samples(&mut s);
@@ -358,17 +357,6 @@ fn matmul_t_samples(s: &mut Vec<OpSample>) {
     for (ta, tb, a, b) in t_pairs {
         s.push(binary(&MatmulT { ta, tb }, (SYM, a), (SYM, b)));
     }
-}
-
-/// `solve`: vector and matrix right-hand sides, with and without batch axes.
-fn solve_samples(s: &mut Vec<OpSample>) {
-    let wc = InputKind::WellConditioned;
-    s.push(OpSample::new(Solve).input(wc.clone(), &[3, 3]).input(SYM, &[3]).tol(1e-10, 1e-10));
-    s.push(OpSample::new(Solve).input(wc.clone(), &[3, 3]).input(SYM, &[3, 2]).tol(1e-10, 1e-10));
-    s.push(
-        OpSample::new(Solve).input(wc.clone(), &[2, 3, 3]).input(SYM, &[2, 3]).tol(1e-10, 1e-10),
-    );
-    s.push(OpSample::new(Solve).input(wc, &[2, 3, 3]).input(SYM, &[2, 3, 2]).tol(1e-10, 1e-10));
 }
 
 /// `take`: indices of rank 0, 1 and 2, negative ones, several axes, batch_dims.

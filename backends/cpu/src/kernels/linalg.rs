@@ -1,84 +1,905 @@
-//! The kernel of `solve`: faer's partially pivoted LU per matrix of the
-//! batch, then a solve in place on a copy of the right-hand side, with the
-//! parallelism chosen by size (faer's own default would use every thread).
+//! The kernels of the linear-algebra ops (`anvil_ops::linalg`): thin
+//! adapters from tensors to the batched functions of [`crate::linalg`]
+//! (faer underneath, the batch split across rayon's threads), plus the few
+//! ops made of several of them (`cho_solve`, Cholesky's tangent and
+//! cotangent, the adjugate).
+//!
+//! Tensors are contiguous row-major, which is the layout [`crate::linalg`]
+//! takes, so operands are read in place. The kernels map
+//! [`LinalgError`]s to [`Error::Linalg`], naming the function the user
+//! called and the failing matrix's index in the batch shape.
 
 use super::{arity, unsupported};
+use crate::linalg::{self as la, ABatch, FailMode, LinalgError, Real};
 use crate::{register_kernel, Parallelism};
-use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
-use anvil_ops::linalg::Solve;
+use anvil_core::{DType, Element, Error, Op, Result, Storage, Tensor, TensorType};
+use anvil_ops::linalg::{
+    CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, Inv, Lu,
+    LuAdjugate, LuPivotsToPermutation, LuSolve, OnFailure, Qr, QrMode, Slogdet, Solve, Svd,
+    TriangularSolve,
+};
+use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
+use faer::linalg::triangular_solve::{
+    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
+};
+use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
 
-fn solve_typed<T: faer::traits::RealField + Copy + Element>(
-    a: &[T],
+/// faer's parallelism for the batched functions: they split the batch
+/// across at most this many threads themselves.
+fn par(ctx: &Parallelism) -> Par {
+    match ctx.thread_count() {
+        0 | 1 => Par::Seq,
+        t => Par::rayon(t),
+    }
+}
+
+fn mode(on_failure: OnFailure) -> FailMode {
+    match on_failure {
+        OnFailure::Error => FailMode::Error,
+        OnFailure::Nan => FailMode::Nan,
+    }
+}
+
+/// The batch shape and matrix size `(batch, rows, cols)` of a tensor of
+/// matrices.
+fn dims(t: &TensorType) -> (Vec<usize>, usize, usize, usize) {
+    let s = t.shape();
+    let r = s.len();
+    let (m, n) = if r >= 2 { (s[r - 2], s[r - 1]) } else { (1, s.last().copied().unwrap_or(1)) };
+    let batch_shape = s[..r.saturating_sub(2)].to_vec();
+    (batch_shape.clone(), batch_shape.iter().product(), m, n)
+}
+
+/// The multi-index of flat batch element `i` in `shape`.
+fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for (k, &d) in shape.iter().enumerate().rev() {
+        if d > 0 {
+            idx[k] = i % d;
+            i /= d;
+        }
+    }
+    idx
+}
+
+/// A [`LinalgError`] as the error of the function `op`.
+fn linalg_error(op: &str, e: LinalgError, batch_shape: &[usize]) -> Error {
+    let at = |i: usize, msg: String| Error::Linalg {
+        op: op.into(),
+        batch_index: unravel(i, batch_shape),
+        batch_shape: batch_shape.to_vec(),
+        msg,
+    };
+    match e {
+        LinalgError::NotPositiveDefinite { batch_index, pivot } => at(
+            batch_index,
+            format!("is not positive definite (its leading minor of size {} is not)", pivot + 1),
+        ),
+        LinalgError::Singular { batch_index, pivot } => {
+            at(batch_index, format!("is singular (zero pivot {pivot})"))
+        }
+        LinalgError::NoConvergence { batch_index } => {
+            at(batch_index, "did not converge (the iteration failed)".into())
+        }
+        LinalgError::InvalidPermutation { batch_index, value } => {
+            at(batch_index, format!("has a pivot or permutation entry {value} out of range"))
+        }
+        other => Error::invalid(op, "buffers", other.to_string()),
+    }
+}
+
+/// Runs `$f::<T>` for the float dtype of `$t`.
+macro_rules! by_float {
+    ($op:expr, $t:expr, $f:ident($($arg:expr),*)) => {
+        match $t.dtype() {
+            DType::F64 => $f::<f64>($($arg),*),
+            DType::F32 => $f::<f32>($($arg),*),
+            d => Err(unsupported($op, 0, d)),
+        }
+    };
+}
+
+fn tensor<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
+    Tensor::from_vec(data, shape)
+}
+
+/// The lower triangle of `(A + Aᵀ)/2` for a batch of `n × n` matrices
+/// (what the kernels read; the strict upper triangle is left zero), in
+/// tiles so that the transposed reads stay in cache.
+fn symmetrized<T: Real>(a: &[T], n: usize) -> Vec<T> {
+    const TILE: usize = 32;
+    let half = T::ONE / (T::ONE + T::ONE);
+    let mut s = vec![T::ZERO; a.len()];
+    let nn = (n * n).max(1);
+    for (out, a) in s.chunks_mut(nn).zip(a.chunks(nn)) {
+        for ib in (0..n).step_by(TILE) {
+            for jb in (0..=ib).step_by(TILE) {
+                for i in ib..(ib + TILE).min(n) {
+                    for j in jb..(jb + TILE).min(i + 1) {
+                        out[i * n + j] = (a[i * n + j] + a[j * n + i]) * half;
+                    }
+                }
+            }
+        }
+    }
+    s
+}
+
+// ---------------------------------------------------------------- cholesky
+
+fn cholesky_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let c = op.try_downcast::<Cholesky>()?;
+    let (bs, batch, n, _) = dims(&x[0].ty());
+    let a = x[0].as_slice::<T>()?;
+    let sym;
+    let a = if c.symmetrize_input {
+        sym = symmetrized(a, n);
+        &sym[..]
+    } else {
+        a
+    };
+    let mut out = vec![T::ZERO; a.len()];
+    la::cholesky(a, &mut out, batch, n, mode(c.on_failure), par(ctx))
+        .map_err(|e| linalg_error("cholesky", e, &bs))?;
+    tensor(out, x[0].shape())
+}
+
+/// The kernel of [`Cholesky`].
+pub fn cholesky(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) -> Result<Tensor> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], cholesky_k(op, x, ctx))
+}
+
+// ------------------------------------------------------- triangular solve
+
+fn opts(t: &TriangularSolve) -> la::TriangularSolve {
+    la::TriangularSolve {
+        left_side: t.left_side,
+        lower: t.lower,
+        transpose_a: t.transpose_a,
+        unit_diagonal: t.unit_diagonal,
+    }
+}
+
+fn triangular_k<T: Real + Element>(
+    op: &dyn Op,
+    x: &[&Tensor],
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    let t = op.try_downcast::<TriangularSolve>()?;
+    let (bs, batch, m, k) = dims(&x[1].ty());
+    let (a, b) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
+    let mut out = vec![T::ZERO; b.len()];
+    la::triangular_solve(a, b, &mut out, batch, m, k, ABatch::PerMatrix, opts(t), par(ctx))
+        .map_err(|e| linalg_error("triangular_solve", e, &bs))?;
+    tensor(out, x[1].shape())
+}
+
+/// The kernel of [`TriangularSolve`].
+pub fn triangular_solve(
+    op: &dyn Op,
+    x: &[&Tensor],
+    _: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    arity(op, x, 2)?;
+    by_float!(op, x[0], triangular_k(op, x, ctx))
+}
+
+// ------------------------------------------------------------- cho_solve
+
+/// The first batch element whose `n × n` factor has an exact zero on its
+/// diagonal, and where.
+fn zero_pivot<T: Real>(f: &[T], n: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    f.chunks((n * n).max(1))
+        .enumerate()
+        .filter_map(move |(b, m)| (0..n).find(|&i| m[i * n + i] == T::ZERO).map(|i| (b, i)))
+}
+
+/// Applies the failure mode to the solutions `out` (`per` elements each)
+/// of factors with a zero pivot: an error for the first, or NaN.
+fn singular<T: Real>(
+    f: &[T],
+    n: usize,
+    out: &mut [T],
+    per: usize,
+    on: OnFailure,
+    name: &str,
+    bs: &[usize],
+) -> Result<()> {
+    for (b, pivot) in zero_pivot(f, n) {
+        if on == OnFailure::Error {
+            let e = LinalgError::Singular { batch_index: b, pivot };
+            return Err(linalg_error(name, e, bs));
+        }
+        out[b * per..(b + 1) * per].fill(T::NAN);
+    }
+    Ok(())
+}
+
+fn solve_lower<T: Real>(
+    l: &[T],
     b: &[T],
     batch: usize,
     n: usize,
     k: usize,
+    transpose: bool,
+    p: Par,
+) -> std::result::Result<Vec<T>, LinalgError> {
+    let o = la::TriangularSolve {
+        left_side: true,
+        lower: true,
+        transpose_a: transpose,
+        unit_diagonal: false,
+    };
+    let mut out = vec![T::ZERO; b.len()];
+    la::triangular_solve(l, b, &mut out, batch, n, k, ABatch::PerMatrix, o, p)?;
+    Ok(out)
+}
+
+fn cho_solve_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let c = op.try_downcast::<CholSolve>()?;
+    let (bs, batch, n, k) = dims(&x[1].ty());
+    let (l, b) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
+    let err = |e| linalg_error("cho_solve", e, &bs);
+    let y = solve_lower(l, b, batch, n, k, false, par(ctx)).map_err(err)?;
+    let mut out = solve_lower(l, &y, batch, n, k, true, par(ctx)).map_err(err)?;
+    singular(l, n, &mut out, n * k, c.on_failure, "cho_solve", &bs)?;
+    tensor(out, x[1].shape())
+}
+
+/// The kernel of [`CholSolve`]: two triangular solves.
+pub fn cho_solve(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) -> Result<Tensor> {
+    arity(op, x, 2)?;
+    by_float!(op, x[0], cho_solve_k(op, x, ctx))
+}
+
+// ------------------------------------------------- Cholesky's tangent pair
+
+/// `Φ` in place on `n × n` matrices: the strict upper triangle zeroed, the
+/// diagonal halved.
+fn phi_in_place<T: Real>(x: &mut [T], n: usize) {
+    let half = T::ONE / (T::ONE + T::ONE);
+    for m in x.chunks_mut((n * n).max(1)) {
+        for i in 0..n {
+            m[i * n + i] *= half;
+            m[i * n + i + 1..(i + 1) * n].fill(T::ZERO);
+        }
+    }
+}
+
+/// Runs `f(out, a, b, par)` on each of the `batch` matrices of `n × n`
+/// elements of `out`, `a` and `b`: in parallel over the batch when there
+/// are several, else with faer's parallelism for one matrix of `flops`
+/// multiply-adds.
+fn per_matrix<T: Real>(
+    out: &mut [T],
+    a: &[T],
+    b: &[T],
+    n: usize,
+    flops: usize,
     ctx: &Parallelism,
-) -> Vec<T> {
-    use faer::dyn_stack::{MemBuffer, MemStack};
-    use faer::linalg::lu::partial_pivoting::{factor, solve};
-    // LU costs about n³/3 multiply-adds: one thread below the GEMM
-    // threshold, where a second one costs more than it brings.
-    let par = ctx.gemm_par(n * n * n / 3);
-    let mut out = Vec::with_capacity(batch * n * k);
-    let mut perm = vec![0usize; n];
-    let mut perm_inv = vec![0usize; n];
-    let mut lu_mem =
-        MemBuffer::new(factor::lu_in_place_scratch::<usize, T>(n, n, par, Default::default()));
-    let mut solve_mem = MemBuffer::new(solve::solve_in_place_scratch::<usize, T>(n, k, par));
-    for i in 0..batch {
-        let am = &a[i * n * n..(i + 1) * n * n];
-        let bm = &b[i * n * k..(i + 1) * n * k];
-        let mut lu = faer::Mat::from_fn(n, n, |r, c| am[r * n + c]);
-        let mut x = faer::Mat::from_fn(n, k, |r, c| bm[r * k + c]);
-        let (_, p) = factor::lu_in_place(
-            lu.as_mut(),
-            &mut perm,
-            &mut perm_inv,
+    f: impl Fn(&mut [T], &[T], &[T], Par) + Sync,
+) {
+    let nn = n * n;
+    if nn == 0 {
+        return;
+    }
+    let batch = out.len() / nn;
+    let work = out.chunks_mut(nn).zip(a.chunks(nn).zip(b.chunks(nn)));
+    if batch == 1 {
+        work.for_each(|(o, (a, b))| f(o, a, b, ctx.gemm_par(flops)));
+    } else if ctx.thread_count() > 1 && batch * flops >= 1 << 16 {
+        work.par_bridge().for_each(|(o, (a, b))| f(o, a, b, Par::Seq));
+    } else {
+        work.for_each(|(o, (a, b))| f(o, a, b, Par::Seq));
+    }
+}
+
+/// The column block of the triangular solves whose result is triangular
+/// (each block solves with the leading block of the factor it needs).
+const BLOCK: usize = 128;
+
+fn rm<T: Real>(x: &[T], n: usize) -> MatRef<'_, T> {
+    MatRef::from_row_major_slice(x, n, n)
+}
+
+fn rm_mut<T: Real>(x: &mut [T], n: usize) -> MatMut<'_, T> {
+    MatMut::from_row_major_slice_mut(x, n, n)
+}
+
+fn cm_mut<T: Real>(x: &mut [T], n: usize) -> MatMut<'_, T> {
+    MatMut::from_column_major_slice_mut(x, n, n)
+}
+
+/// `T(L, S) = L·Φ(L⁻¹ R(S) L⁻ᵀ)` for one matrix, `R(S)` the symmetric
+/// matrix of `S`'s lower triangle: two triangular solves (`n³/2` and, as
+/// only a triangle of the second is needed, `n³/6`) and a
+/// triangle-times-triangle product (`n³/6`), on views of row-major
+/// buffers (a row-major buffer seen column-major is the transpose), no
+/// copies but the symmetrised `S`.
+fn cholesky_tangent_one<T: Real>(out: &mut [T], l: &[T], s: &[T], n: usize, par: Par) {
+    let mut r = s.to_vec();
+    for i in 0..n {
+        for j in 0..i {
+            r[j * n + i] = r[i * n + j];
+        }
+    }
+    // R is symmetric, so its buffer seen column-major is R too: L X = R
+    // leaves X column-major, which is Xᵀ row-major.
+    solve_lower_triangular_in_place(rm(l, n), cm_mut(&mut r, n), par);
+    // Z = L⁻¹ R L⁻ᵀ = L⁻¹ Xᵀ is symmetric and only Φ(Z) is needed: its
+    // upper triangle, column block [c0, c1) of it from the leading c1 × c1
+    // block of L (n³/6 multiply-adds, not n³/2), then mirrored.
+    for c0 in (0..n).step_by(BLOCK) {
+        let c1 = (c0 + BLOCK).min(n);
+        let lb = rm(l, n).submatrix(0, 0, c1, c1);
+        solve_lower_triangular_in_place(
+            lb,
+            rm_mut(&mut r, n).submatrix_mut(0, c0, c1, c1 - c0),
             par,
-            MemStack::new(&mut lu_mem),
-            Default::default(),
         );
-        solve::solve_in_place(
-            lu.as_ref(),
-            lu.as_ref(),
-            p,
-            x.as_mut(),
+    }
+    for i in 0..n {
+        for j in 0..i {
+            r[i * n + j] = r[j * n + i];
+        }
+    }
+    phi_in_place(&mut r, n);
+    let lower = BlockStructure::TriangularLower;
+    tri_matmul(
+        rm_mut(out, n),
+        lower,
+        Accum::Replace,
+        rm(l, n),
+        lower,
+        rm(&r, n),
+        lower,
+        T::ONE,
+        par,
+    );
+}
+
+/// `C(L, L̄) = Φ(Z + Zᵀ)`, `Z = L⁻ᵀ Φ(Lᵀ tril(L̄)) L⁻¹`, for one matrix:
+/// a triangle-times-triangle product (`n³/6`), a triangular solve with a
+/// triangular result (`n³/6`) and one with a full one (`n³/2`): about 2.5
+/// Cholesky factorisations' worth of multiply-adds.
+fn cholesky_cotangent_one<T: Real>(out: &mut [T], l: &[T], lbar: &[T], n: usize, par: Par) {
+    let mut p = vec![T::ZERO; n * n];
+    let (lower, upper) = (BlockStructure::TriangularLower, BlockStructure::TriangularUpper);
+    // Lᵀ is upper triangular; only the lower triangle of the product is
+    // kept (Φ).
+    tri_matmul(
+        rm_mut(&mut p, n),
+        lower,
+        Accum::Replace,
+        rm(l, n).transpose(),
+        upper,
+        rm(lbar, n),
+        lower,
+        T::ONE,
+        par,
+    );
+    phi_in_place(&mut p, n);
+    // W = P L⁻¹ is lower triangular: on the column-major view, Lᵀ Wᵀ = Pᵀ
+    // with Wᵀ upper triangular, so a block of columns [c0, c1) only
+    // involves the leading c1 × c1 block of Lᵀ (n³/6 multiply-adds in
+    // all, not n³/2).
+    for c0 in (0..n).step_by(BLOCK) {
+        let c1 = (c0 + BLOCK).min(n);
+        let lt = rm(l, n).transpose().submatrix(0, 0, c1, c1);
+        solve_upper_triangular_in_place(
+            lt,
+            cm_mut(&mut p, n).submatrix_mut(0, c0, c1, c1 - c0),
             par,
-            MemStack::new(&mut solve_mem),
         );
-        for r in 0..n {
-            for c in 0..k {
-                out.push(x[(r, c)]);
+    }
+    // Z = L⁻ᵀ W on the row-major view.
+    solve_upper_triangular_in_place(rm(l, n).transpose(), rm_mut(&mut p, n), par);
+    const TILE: usize = 32;
+    for ib in (0..n).step_by(TILE) {
+        for jb in (0..=ib).step_by(TILE) {
+            for i in ib..(ib + TILE).min(n) {
+                for j in jb..(jb + TILE).min(i + 1) {
+                    out[i * n + j] = p[i * n + j] + p[j * n + i];
+                }
             }
+        }
+    }
+    phi_in_place(out, n);
+}
+
+fn cholesky_tangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let (_, _, n, _) = dims(&x[0].ty());
+    let (l, s) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
+    let mut out = vec![T::ZERO; s.len()];
+    per_matrix(&mut out, l, s, n, 5 * n * n * n / 6, ctx, |o, l, s, par| {
+        cholesky_tangent_one(o, l, s, n, par)
+    });
+    tensor(out, x[1].shape())
+}
+
+fn cholesky_cotangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let (_, _, n, _) = dims(&x[0].ty());
+    let (l, lbar) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
+    let mut out = vec![T::ZERO; lbar.len()];
+    per_matrix(&mut out, l, lbar, n, 5 * n * n * n / 6, ctx, |o, l, lb, par| {
+        cholesky_cotangent_one(o, l, lb, n, par)
+    });
+    tensor(out, x[1].shape())
+}
+
+/// The kernel of [`CholeskyTangent`].
+pub fn cholesky_tangent(
+    op: &dyn Op,
+    x: &[&Tensor],
+    _: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    arity(op, x, 2)?;
+    by_float!(op, x[0], cholesky_tangent_k(x, ctx))
+}
+
+/// The kernel of [`CholeskyCotangent`].
+pub fn cholesky_cotangent(
+    op: &dyn Op,
+    x: &[&Tensor],
+    _: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    arity(op, x, 2)?;
+    by_float!(op, x[0], cholesky_cotangent_k(x, ctx))
+}
+
+// ---------------------------------------------------------------------- lu
+
+fn lu_k<T: Real + Element>(
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    let (bs, batch, m, n) = dims(&x[0].ty());
+    let a = x[0].as_slice::<T>()?;
+    let mut f = vec![T::ZERO; a.len()];
+    let mut piv = vec![0i64; batch * m.min(n)];
+    let mut perm = vec![0i64; batch * m];
+    la::lu(a, &mut f, &mut piv, &mut perm, batch, m, n, par(ctx))
+        .map_err(|e| linalg_error("lu", e, &bs))?;
+    Ok(vec![
+        tensor(f, outs[0].shape())?,
+        tensor(piv, outs[1].shape())?,
+        tensor(perm, outs[2].shape())?,
+    ])
+}
+
+/// The kernel of [`Lu`].
+pub fn lu(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], lu_k(x, outs, ctx))
+}
+
+/// The kernel of [`LuPivotsToPermutation`].
+pub fn pivots_to_permutation(
+    op: &dyn Op,
+    x: &[&Tensor],
+    out: &TensorType,
+    _: &Parallelism,
+) -> Result<Tensor> {
+    arity(op, x, 1)?;
+    let size = op.try_downcast::<LuPivotsToPermutation>()?.permutation_size;
+    let piv = x[0].as_slice::<i64>()?;
+    let k = x[0].shape().last().copied().unwrap_or(0);
+    let batch = out.numel() / size.max(1);
+    let mut perm: Vec<i64> = Vec::with_capacity(out.numel());
+    for b in 0..batch {
+        let start = perm.len();
+        perm.extend(0..size as i64);
+        let p = &mut perm[start..];
+        for (i, &j) in piv[b * k..(b + 1) * k].iter().enumerate() {
+            if j < 0 || j as usize >= size {
+                let bs = &out.shape()[..out.rank() - 1];
+                let e = LinalgError::InvalidPermutation { batch_index: b, value: j };
+                return Err(linalg_error("lu_pivots_to_permutation", e, bs));
+            }
+            p.swap(i, j as usize);
+        }
+    }
+    tensor(perm, out.shape())
+}
+
+fn lu_solve_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let s = op.try_downcast::<LuSolve>()?;
+    let name = s.caller.name();
+    let (bs, batch, n, k) = dims(&x[2].ty());
+    let (f, perm, b) = (x[0].as_slice::<T>()?, x[1].as_slice::<i64>()?, x[2].as_slice::<T>()?);
+    let mut out = vec![T::ZERO; b.len()];
+    la::lu_solve(f, perm, b, &mut out, batch, n, k, ABatch::PerMatrix, s.transpose, par(ctx))
+        .map_err(|e| linalg_error(name, e, &bs))?;
+    singular(f, n, &mut out, n * k, s.on_failure, name, &bs)?;
+    tensor(out, x[2].shape())
+}
+
+/// The kernel of [`LuSolve`].
+pub fn lu_solve(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) -> Result<Tensor> {
+    arity(op, x, 3)?;
+    by_float!(op, x[0], lu_solve_k(op, x, ctx))
+}
+
+fn solve_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let s = op.try_downcast::<Solve>()?;
+    let (bs, batch, n, _) = dims(&x[0].ty());
+    let k = if Solve::vector_rhs(&x[0].ty(), &x[1].ty()) { 1 } else { dims(&x[1].ty()).3 };
+    let a = x[0].as_slice::<T>()?;
+    let b = x[1].as_slice::<T>()?;
+    let err = |e| linalg_error("solve", e, &bs);
+    let mut f = vec![T::ZERO; a.len()];
+    let mut piv = vec![0i64; batch * n];
+    let mut perm = vec![0i64; batch * n];
+    la::lu(a, &mut f, &mut piv, &mut perm, batch, n, n, par(ctx)).map_err(err)?;
+    let mut out = vec![T::ZERO; b.len()];
+    la::lu_solve(&f, &perm, b, &mut out, batch, n, k, ABatch::PerMatrix, s.transpose, par(ctx))
+        .map_err(err)?;
+    singular(&f, n, &mut out, n * k, s.on_failure, "solve", &bs)?;
+    tensor(out, x[1].shape())
+}
+
+/// The kernel of [`Solve`] (when it was not rewritten into `lu` and
+/// `lu_solve`): one factorisation and one solve per matrix.
+pub fn solve(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) -> Result<Tensor> {
+    arity(op, x, 2)?;
+    by_float!(op, x[0], solve_k(op, x, ctx))
+}
+
+fn inv_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let on = op.try_downcast::<Inv>()?.on_failure;
+    let (bs, batch, n, _) = dims(&x[0].ty());
+    let a = x[0].as_slice::<T>()?;
+    let mut out = vec![T::ZERO; a.len()];
+    la::inv(a, &mut out, batch, n, mode(on), par(ctx)).map_err(|e| linalg_error("inv", e, &bs))?;
+    tensor(out, x[0].shape())
+}
+
+/// The kernel of [`Inv`].
+pub fn inv(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) -> Result<Tensor> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], inv_k(op, x, ctx))
+}
+
+fn det_k<T: Real + Element>(x: &[&Tensor], out: &TensorType, ctx: &Parallelism) -> Result<Tensor> {
+    let (bs, batch, n, _) = dims(&x[0].ty());
+    let mut d = vec![T::ZERO; batch];
+    la::det(x[0].as_slice::<T>()?, &mut d, batch, n, par(ctx))
+        .map_err(|e| linalg_error("det", e, &bs))?;
+    tensor(d, out.shape())
+}
+
+/// The kernel of [`Det`].
+pub fn det(op: &dyn Op, x: &[&Tensor], out: &TensorType, ctx: &Parallelism) -> Result<Tensor> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], det_k(x, out, ctx))
+}
+
+fn slogdet_k<T: Real + Element>(
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    let (bs, batch, n, _) = dims(&x[0].ty());
+    let (mut sign, mut logabs) = (vec![T::ZERO; batch], vec![T::ZERO; batch]);
+    la::slogdet(x[0].as_slice::<T>()?, &mut sign, &mut logabs, batch, n, par(ctx))
+        .map_err(|e| linalg_error("slogdet", e, &bs))?;
+    Ok(vec![tensor(sign, outs[0].shape())?, tensor(logabs, outs[1].shape())?])
+}
+
+/// The kernel of [`Slogdet`].
+pub fn slogdet(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], slogdet_k(x, outs, ctx))
+}
+
+// ---------------------------------------------------------------- adjugate
+
+/// The sign of a permutation (by its cycles).
+fn permutation_sign(perm: &[i64]) -> bool {
+    let mut seen = vec![false; perm.len()];
+    let mut even = true;
+    for s in 0..perm.len() {
+        let mut i = s;
+        let mut len = 0;
+        while !seen[i] {
+            seen[i] = true;
+            i = perm[i].clamp(0, perm.len() as i64 - 1) as usize;
+            len += 1;
+        }
+        if len > 0 && len % 2 == 0 {
+            even = !even;
+        }
+    }
+    even
+}
+
+/// `adj(U)` of an upper triangular `U` (row-major `n × n`).
+///
+/// No zero on the diagonal: `det(U)·U⁻¹`. One zero, at `p`: `U` has rank
+/// `n − 1` and `adj(U) = c·x·yᵀ` with `U x = 0`, `yᵀ U = 0` (`x_p = y_p =
+/// 1`) and `c` the product of the other diagonal entries. Two or more:
+/// cofactors computed one by one (`O(n⁵)`, only met at matrices of rank
+/// `n − 2` or less, where most of them are zero).
+fn adjugate_upper<T: Real>(u: &[T], n: usize) -> Vec<T> {
+    let zeros: Vec<usize> = (0..n).filter(|&i| u[i * n + i] == T::ZERO).collect();
+    let at = |i: usize, j: usize| if j >= i { u[i * n + j] } else { T::ZERO };
+    match zeros.len() {
+        0 => {
+            let det = (0..n).fold(T::ONE, |d, i| d * u[i * n + i]);
+            // Columns of det·U⁻¹ by back substitution.
+            let mut out = vec![T::ZERO; n * n];
+            for c in 0..n {
+                for i in (0..=c).rev() {
+                    let mut s = if i == c { det } else { T::ZERO };
+                    for k in i + 1..=c {
+                        s -= at(i, k) * out[k * n + c];
+                    }
+                    out[i * n + c] = s / u[i * n + i];
+                }
+            }
+            out
+        }
+        1 => {
+            let p = zeros[0];
+            let c = (0..n).filter(|&i| i != p).fold(T::ONE, |d, i| d * u[i * n + i]);
+            let mut x = vec![T::ZERO; n];
+            x[p] = T::ONE;
+            for i in (0..p).rev() {
+                let s = (i + 1..=p).fold(T::ZERO, |s, k| s - at(i, k) * x[k]);
+                x[i] = s / u[i * n + i];
+            }
+            let mut y = vec![T::ZERO; n];
+            y[p] = T::ONE;
+            for j in p + 1..n {
+                let s = (p..j).fold(T::ZERO, |s, k| s - y[k] * at(k, j));
+                y[j] = s / u[j * n + j];
+            }
+            let mut out = vec![T::ZERO; n * n];
+            for i in 0..n {
+                for j in 0..n {
+                    out[i * n + j] = c * x[i] * y[j];
+                }
+            }
+            out
+        }
+        _ => cofactors(u, n),
+    }
+}
+
+/// `adj(U)` of a triangular `U` with several zero pivots by its
+/// cofactors: `adj(U)_ij = (−1)^(i+j) det(U without row j and column i)`.
+fn cofactors<T: Real>(u: &[T], n: usize) -> Vec<T> {
+    let mut out = vec![T::ZERO; n * n];
+    let mut minor = vec![T::ZERO; (n - 1) * (n - 1)];
+    let (mut f, mut piv, mut perm) = (minor.clone(), vec![0i64; n - 1], vec![0i64; n - 1]);
+    for i in 0..n {
+        for j in 0..n {
+            let mut k = 0;
+            for r in (0..n).filter(|&r| r != j) {
+                for c in (0..n).filter(|&c| c != i) {
+                    minor[k] = if c >= r { u[r * n + c] } else { T::ZERO };
+                    k += 1;
+                }
+            }
+            let _ = la::lu(&minor, &mut f, &mut piv, &mut perm, 1, n - 1, n - 1, Par::Seq);
+            let mut d = [T::ZERO];
+            let _ = la::det_from_lu(&f, &piv, &mut d, 1, n - 1);
+            out[i * n + j] = if (i + j) % 2 == 0 { d[0] } else { -d[0] };
         }
     }
     out
 }
 
-/// The kernel of [`Solve`].
-pub fn solve(
-    op: &dyn Op,
-    inputs: &[&Tensor],
-    out: &TensorType,
-    ctx: &Parallelism,
-) -> Result<Tensor> {
-    arity(op, inputs, 2)?;
-    let (a, b) = (inputs[0], inputs[1]);
-    let r = a.rank();
-    let n = a.shape()[r - 1];
-    let batch: usize = a.shape()[..r - 2].iter().product();
-    let k = if Solve::vector_rhs(&a.ty(), &b.ty()) { 1 } else { b.shape()[r - 1] };
-    let storage = match (a.storage(), b.storage()) {
-        (Storage::F64(a), Storage::F64(b)) => {
-            f64::into_storage(solve_typed(a, b, batch, n, k, ctx))
+/// `adj(A)` from `A = Pᵀ L U`: `adj(A) = adj(U)·L⁻¹·adj(Pᵀ)`, `adj(Pᵀ) =
+/// det(P)·P` (so the columns are permuted back), `L` unit lower.
+fn adjugate_one<T: Real>(f: &[T], perm: &[i64], n: usize, out: &mut [T]) {
+    let au = adjugate_upper(f, n);
+    // W = adj(U) L⁻¹: solve W L = adj(U) column by column from the right.
+    let mut w = au;
+    for j in (0..n).rev() {
+        for k in j + 1..n {
+            let l = f[k * n + j];
+            if l != T::ZERO {
+                for i in 0..n {
+                    let v = w[i * n + k];
+                    w[i * n + j] -= v * l;
+                }
+            }
         }
-        (Storage::F32(a), Storage::F32(b)) => {
-            f32::into_storage(solve_typed(a, b, batch, n, k, ctx))
+    }
+    let s = if permutation_sign(perm) { T::ONE } else { -T::ONE };
+    // (W P)_{i, c}: P has P[r, perm[r]] = 1, so (W P)[i, perm[r]] = W[i, r].
+    for i in 0..n {
+        for r in 0..n {
+            let c = perm[r].clamp(0, n as i64 - 1) as usize;
+            out[i * n + c] = s * w[i * n + r];
         }
-        _ => return Err(unsupported(op, 0, a.dtype())),
-    };
-    Tensor::from_storage(storage, out.shape())
+    }
 }
 
+fn adjugate_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let (_, batch, n, _) = dims(&x[0].ty());
+    let (f, perm) = (x[0].as_slice::<T>()?, x[1].as_slice::<i64>()?);
+    let mut out = vec![T::ZERO; f.len()];
+    let nn = n * n;
+    if nn > 0 {
+        let work = out.chunks_mut(nn).zip(f.chunks(nn).zip(perm.chunks(n)));
+        let one = |(o, (f, p)): (&mut [T], (&[T], &[i64]))| adjugate_one(f, p, n, o);
+        if ctx.thread_count() > 1 && batch > 1 {
+            work.par_bridge().for_each(one);
+        } else {
+            work.for_each(one);
+        }
+    }
+    tensor(out, x[0].shape())
+}
+
+/// The kernel of [`LuAdjugate`].
+pub fn adjugate(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) -> Result<Tensor> {
+    arity(op, x, 2)?;
+    by_float!(op, x[0], adjugate_k(x, ctx))
+}
+
+// ------------------------------------------------------ qr, eigh and svd
+
+fn qr_k<T: Real + Element>(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    let q = op.try_downcast::<Qr>()?;
+    let (bs, batch, m, n) = dims(&x[0].ty());
+    let mode = match q.mode {
+        QrMode::Reduced => la::QrMode::Reduced,
+        QrMode::Complete => la::QrMode::Complete,
+    };
+    let (mut qo, mut ro) = (vec![T::ZERO; outs[0].numel()], vec![T::ZERO; outs[1].numel()]);
+    la::qr(x[0].as_slice::<T>()?, &mut qo, &mut ro, batch, m, n, mode, par(ctx))
+        .map_err(|e| linalg_error("qr", e, &bs))?;
+    Ok(vec![tensor(qo, outs[0].shape())?, tensor(ro, outs[1].shape())?])
+}
+
+/// The kernel of [`Qr`].
+pub fn qr(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], qr_k(op, x, outs, ctx))
+}
+
+fn eigh_k<T: Real + Element>(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    let e = op.try_downcast::<Eigh>()?;
+    let (bs, batch, n, _) = dims(&x[0].ty());
+    let a = x[0].as_slice::<T>()?;
+    let sym;
+    let a = if e.symmetrize_input {
+        sym = symmetrized(a, n);
+        &sym[..]
+    } else {
+        a
+    };
+    let (mut w, mut v) = (vec![T::ZERO; batch * n], vec![T::ZERO; a.len()]);
+    la::eigh(a, &mut w, &mut v, batch, n, par(ctx)).map_err(|e| linalg_error("eigh", e, &bs))?;
+    Ok(vec![tensor(w, outs[0].shape())?, tensor(v, outs[1].shape())?])
+}
+
+/// The kernel of [`Eigh`].
+pub fn eigh(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], eigh_k(op, x, outs, ctx))
+}
+
+fn svd_k<T: Real + Element>(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    let s = op.try_downcast::<Svd>()?;
+    let (bs, batch, m, n) = dims(&x[0].ty());
+    let a = x[0].as_slice::<T>()?;
+    let err = |e| linalg_error("svd", e, &bs);
+    if !s.compute_uv {
+        let mut sv = vec![T::ZERO; outs[0].numel()];
+        la::svd(a, &mut sv, &mut [], &mut [], batch, m, n, la::SvdMode::ValuesOnly, par(ctx))
+            .map_err(err)?;
+        return Ok(vec![tensor(sv, outs[0].shape())?]);
+    }
+    let mode = if s.full_matrices { la::SvdMode::Full } else { la::SvdMode::Reduced };
+    let mut u = vec![T::ZERO; outs[0].numel()];
+    let mut sv = vec![T::ZERO; outs[1].numel()];
+    let mut vt = vec![T::ZERO; outs[2].numel()];
+    la::svd(a, &mut sv, &mut u, &mut vt, batch, m, n, mode, par(ctx)).map_err(err)?;
+    Ok(vec![
+        tensor(u, outs[0].shape())?,
+        tensor(sv, outs[1].shape())?,
+        tensor(vt, outs[2].shape())?,
+    ])
+}
+
+/// The kernel of [`Svd`].
+pub fn svd(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], svd_k(op, x, outs, ctx))
+}
+
+// ---------------------------------------------------------------- diagonal
+
+fn diagonal_k<T: Element>(d: &Diagonal, x: &Tensor, out: &TensorType) -> Result<Tensor> {
+    let (_, batch, m, n) = dims(&x.ty());
+    let len = d.len(m, n);
+    let (r0, c0) = d.start();
+    let src = x.as_slice::<T>()?;
+    let mut v = Vec::with_capacity(batch * len);
+    for b in 0..batch {
+        let base = b * m * n;
+        v.extend((0..len).map(|i| src[base + (r0 + i) * n + c0 + i]));
+    }
+    Tensor::from_vec(v, out.shape())
+}
+
+/// The kernel of [`Diagonal`], for every dtype (the relayout machinery
+/// evaluates it on indices).
+pub fn diagonal(op: &dyn Op, x: &[&Tensor], out: &TensorType, _: &Parallelism) -> Result<Tensor> {
+    arity(op, x, 1)?;
+    let d = op.try_downcast::<Diagonal>()?;
+    match x[0].storage() {
+        Storage::F64(_) => diagonal_k::<f64>(d, x[0], out),
+        Storage::F32(_) => diagonal_k::<f32>(d, x[0], out),
+        Storage::I64(_) => diagonal_k::<i64>(d, x[0], out),
+        Storage::Bool(_) => diagonal_k::<bool>(d, x[0], out),
+    }
+}
+
+register_kernel!(Cholesky, cholesky);
+register_kernel!(TriangularSolve, triangular_solve);
+register_kernel!(CholSolve, cho_solve);
+register_kernel!(CholeskyTangent, cholesky_tangent);
+register_kernel!(CholeskyCotangent, cholesky_cotangent);
+register_kernel!(Lu, many: lu);
+register_kernel!(LuPivotsToPermutation, pivots_to_permutation);
+register_kernel!(LuSolve, lu_solve);
 register_kernel!(Solve, solve);
+register_kernel!(Inv, inv);
+register_kernel!(Det, det);
+register_kernel!(Slogdet, many: slogdet);
+register_kernel!(LuAdjugate, adjugate);
+register_kernel!(Qr, many: qr);
+register_kernel!(Eigh, many: eigh);
+register_kernel!(Svd, many: svd);
+register_kernel!(Diagonal, diagonal);

@@ -1,0 +1,590 @@
+//! Batched LU factorisation with partial pivoting, and what is computed from
+//! it: solves, determinants, inverses.
+
+use super::batch::{plan, run, Per};
+use super::error::check_len;
+use super::transpose::transpose;
+use super::triangular::{solve_one, ABatch, TriangularSolve};
+use super::{small, FailMode, LinalgError, Real, SMALL_DIM};
+use faer::dyn_stack::{MemBuffer, MemStack};
+use faer::linalg::lu::partial_pivoting::factor::{lu_in_place, lu_in_place_scratch};
+use faer::{MatMut, Par};
+
+/// Per-chunk scratch of the LU path: the column-major copy and faer's
+/// permutation arrays (faer path), the factor itself (for [`det`] and
+/// friends, whose outputs do not hold it).
+struct Scratch<T> {
+    col_major: Vec<T>,
+    perm: Vec<usize>,
+    perm_inv: Vec<usize>,
+    position: Vec<usize>,
+    row_at: Vec<usize>,
+    mem: MemBuffer,
+    lu: Vec<T>,
+    piv: Vec<i64>,
+    perm_out: Vec<i64>,
+}
+
+impl<T: Real> Scratch<T> {
+    /// Scratch for `m × n` matrices; `own_factor`: also room for the factor
+    /// and its pivots.
+    fn new(m: usize, n: usize, own_factor: bool) -> Self {
+        let faer_path = m > SMALL_DIM || n > SMALL_DIM;
+        let big = |len: usize| if faer_path { len } else { 0 };
+        let own = |len: usize| if own_factor { len } else { 0 };
+        Scratch {
+            col_major: vec![T::ZERO; big(m * n)],
+            perm: vec![0; big(m)],
+            perm_inv: vec![0; big(m)],
+            position: vec![0; big(m)],
+            row_at: vec![0; big(m)],
+            mem: MemBuffer::new(if faer_path {
+                lu_in_place_scratch::<usize, T>(m, n, Par::Seq, Default::default())
+            } else {
+                faer::dyn_stack::StackReq::EMPTY
+            }),
+            lu: vec![T::ZERO; own(m * n)],
+            piv: vec![0; own(m.min(n))],
+            perm_out: vec![0; own(m)],
+        }
+    }
+}
+
+/// LU factorisation with partial pivoting of a batch of `m × n` matrices:
+/// `A[perm[i], :] = (L·U)[i, :]`, i.e. `P·A = L·U`, with `L` unit lower
+/// triangular `m × k`, `U` upper triangular `k × n`, `k = min(m, n)`.
+///
+/// * `a`, `lu_out`: `[batch, m, n]`. `lu_out` gets `L` (strictly below the
+///   diagonal, its unit diagonal implied) and `U` packed, as LAPACK's
+///   `getrf` and `jax.lax.linalg.lu`.
+/// * `pivots`: `[batch, k]`, LAPACK-style row swaps, 0-based: at step `i`
+///   rows `i` and `pivots[i] ≥ i` were swapped.
+/// * `perm`: `[batch, m]`, the permutation those swaps compose to: row `i`
+///   of `L·U` is row `perm[i]` of `A`.
+///
+/// Never fails on any input: singular and rank-deficient matrices are
+/// factored too; a column without a nonzero pivot candidate leaves a zero
+/// on `U`'s diagonal and zero multipliers (as `getrf` does). The pivot is
+/// the first entry of largest magnitude in its column.
+///
+/// Matrices up to [`SMALL_DIM`] use an unblocked in-place
+/// loop. Larger ones are transposed into column-major scratch and factored
+/// by faer (twice as fast as on a row-major view); faer takes the
+/// reciprocal of a zero pivot, so when its result is not finite for a
+/// finite input the matrix is refactored by the unblocked loop.
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes.
+///
+/// # Example
+///
+/// ```
+/// use anvil_cpu::linalg::lu;
+/// use faer::Par;
+///
+/// let a = [1.0, 2.0, 3.0, 4.0_f64];
+/// let (mut f, mut piv, mut perm) = ([0.0; 4], [0i64; 2], [0i64; 2]);
+/// lu(&a, &mut f, &mut piv, &mut perm, 1, 2, 2, Par::Seq).unwrap();
+/// assert_eq!(piv, [1, 1]); // row 1 (|3| > |1|) swapped up first
+/// assert_eq!(perm, [1, 0]);
+/// assert_eq!(f, [3.0, 4.0, 1.0 / 3.0, 2.0 - 4.0 / 3.0]);
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn lu<T: Real>(
+    a: &[T],
+    lu_out: &mut [T],
+    pivots: &mut [i64],
+    perm: &mut [i64],
+    batch: usize,
+    m: usize,
+    n: usize,
+    par: Par,
+) -> Result<(), LinalgError> {
+    let per = check_len("a", a.len(), &[batch, m, n])?;
+    check_len("lu_out", lu_out.len(), &[batch, m, n])?;
+    let k = m.min(n);
+    check_len("pivots", pivots.len(), &[batch, k])?;
+    check_len("perm", perm.len(), &[batch, m])?;
+    let plan = plan(par, batch, m.max(n), (m * n * k) as f64);
+    let parts = (Per(lu_out, per), Per(pivots, k), Per(perm, m));
+    run(
+        batch,
+        plan,
+        parts,
+        || Scratch::new(m, n, false),
+        |i, (Per(f, _), Per(pv, _), Per(pm, _)), s| {
+            factor_one(&a[i * per..(i + 1) * per], f, pv, pm, m, n, plan.inner, s);
+            Ok(())
+        },
+    )
+}
+
+/// Factors one matrix: see [`lu`].
+#[allow(clippy::too_many_arguments)]
+fn factor_one<T: Real>(
+    a: &[T],
+    f: &mut [T],
+    piv: &mut [i64],
+    perm: &mut [i64],
+    m: usize,
+    n: usize,
+    par: Par,
+    s: &mut Scratch<T>,
+) {
+    if m <= SMALL_DIM && n <= SMALL_DIM {
+        f.copy_from_slice(a);
+        small::lu_in_place(f, m, n, piv, perm);
+        return;
+    }
+    transpose(a, m, n, &mut s.col_major);
+    let view = MatMut::from_column_major_slice_mut(&mut s.col_major, m, n);
+    lu_in_place(
+        view,
+        &mut s.perm,
+        &mut s.perm_inv,
+        par,
+        MemStack::new(&mut s.mem),
+        Default::default(),
+    );
+    let finite = |x: &T| x.is_finite_();
+    if !s.col_major.iter().all(finite) && a.iter().all(finite) {
+        // A zero pivot: faer's multipliers became NaN (see the doc above).
+        f.copy_from_slice(a);
+        small::lu_in_place(f, m, n, piv, perm);
+        return;
+    }
+    transpose(&s.col_major, n, m, f);
+    for (p, &q) in perm.iter_mut().zip(&s.perm) {
+        *p = q as i64;
+    }
+    swaps_from_perm(&s.perm, piv, &mut s.position, &mut s.row_at);
+}
+
+/// The LAPACK-style swaps of a permutation made by swaps `(i, j ≥ i)` in
+/// order: replays them, tracking where each original row is.
+fn swaps_from_perm(perm: &[usize], piv: &mut [i64], position: &mut [usize], row_at: &mut [usize]) {
+    for (r, (p, a)) in position.iter_mut().zip(row_at.iter_mut()).enumerate() {
+        *p = r;
+        *a = r;
+    }
+    for (i, pv) in piv.iter_mut().enumerate() {
+        let r = perm[i];
+        let j = position[r];
+        *pv = j as i64;
+        let moved = row_at[i];
+        row_at.swap(i, j);
+        position[moved] = j;
+        position[r] = i;
+    }
+}
+
+/// Unpacks LU factorisations into `P`, `L`, `U` with `A = P·L·U` (as
+/// `jax.scipy.linalg.lu` returns them).
+///
+/// `lu` is `[batch, m, n]` as [`lu`] returns it and `perm` its `[batch, m]`
+/// permutation; `p_out` is `[batch, m, m]` with `P[perm[i]][i] = 1`,
+/// `l_out` `[batch, m, k]` (unit diagonal written), `u_out` `[batch, k, n]`,
+/// `k = min(m, n)`. Sequential (it only moves `O(m·n)` numbers).
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes,
+/// [`LinalgError::InvalidPermutation`] for a `perm` entry outside `0..m`.
+#[allow(clippy::too_many_arguments)]
+pub fn lu_unpack<T: Real>(
+    lu: &[T],
+    perm: &[i64],
+    p_out: &mut [T],
+    l_out: &mut [T],
+    u_out: &mut [T],
+    batch: usize,
+    m: usize,
+    n: usize,
+) -> Result<(), LinalgError> {
+    let k = m.min(n);
+    let per = check_len("lu", lu.len(), &[batch, m, n])?;
+    check_len("perm", perm.len(), &[batch, m])?;
+    check_len("p_out", p_out.len(), &[batch, m, m])?;
+    check_len("l_out", l_out.len(), &[batch, m, k])?;
+    check_len("u_out", u_out.len(), &[batch, k, n])?;
+    for b in 0..batch {
+        let pm = check_perm(&perm[b * m..(b + 1) * m], m, b)?;
+        let p = &mut p_out[b * m * m..(b + 1) * m * m];
+        p.fill(T::ZERO);
+        for (i, &r) in pm.iter().enumerate() {
+            p[r as usize * m + i] = T::ONE;
+        }
+        if k == 0 {
+            continue;
+        }
+        let f = &lu[b * per..(b + 1) * per];
+        for (i, row) in l_out[b * m * k..(b + 1) * m * k].chunks_exact_mut(k).enumerate() {
+            for (j, x) in row.iter_mut().enumerate() {
+                *x = match j.cmp(&i) {
+                    std::cmp::Ordering::Less => f[i * n + j],
+                    std::cmp::Ordering::Equal => T::ONE,
+                    std::cmp::Ordering::Greater => T::ZERO,
+                };
+            }
+        }
+        for (i, row) in u_out[b * k * n..(b + 1) * k * n].chunks_exact_mut(n).enumerate() {
+            for (j, x) in row.iter_mut().enumerate() {
+                *x = if j >= i { f[i * n + j] } else { T::ZERO };
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `perm` if every entry is in `0..m`.
+fn check_perm(perm: &[i64], m: usize, batch_index: usize) -> Result<&[i64], LinalgError> {
+    match perm.iter().find(|&&p| p < 0 || p as u64 >= m as u64) {
+        Some(&value) => Err(LinalgError::InvalidPermutation { batch_index, value }),
+        None => Ok(perm),
+    }
+}
+
+/// Solves `A·X = B` (or `Aᵀ·X = B` when `transpose`) from the LU
+/// factorisation of `A` made by [`lu`]: `A = Pᵀ·L·U`, so `X = U⁻¹·L⁻¹·P·B`
+/// (transposed: `X = Pᵀ·L⁻ᵀ·U⁻ᵀ·B`), as `jax.lax.linalg.lu_solve` with
+/// `trans` 0 or 1.
+///
+/// `lu` is `[batch, n, n]` and `perm` `[batch, n]` ([`ABatch::PerMatrix`]),
+/// or `[n, n]` and `[n]` shared by every right-hand side
+/// ([`ABatch::Shared`]: the factorisation is reused, the solves run per
+/// batch element); `b` and `out` are `[batch, n, k]`. A zero pivot gives
+/// infinities or NaN, not an error.
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes,
+/// [`LinalgError::InvalidPermutation`] for a `perm` entry outside `0..n`.
+///
+/// # Example
+///
+/// ```
+/// use anvil_cpu::linalg::{lu, lu_solve, ABatch};
+/// use faer::Par;
+///
+/// let a = [0.0, 2.0, 1.0, 1.0_f64];
+/// let (mut f, mut piv, mut perm) = ([0.0; 4], [0i64; 2], [0i64; 2]);
+/// lu(&a, &mut f, &mut piv, &mut perm, 1, 2, 2, Par::Seq).unwrap();
+/// let mut x = [0.0; 2];
+/// lu_solve(&f, &perm, &[4.0, 3.0], &mut x, 1, 2, 1, ABatch::PerMatrix, false, Par::Seq)
+///     .unwrap();
+/// assert_eq!(x, [1.0, 2.0]); // [0 2; 1 1]·[1, 2] = [4, 3]
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn lu_solve<T: Real>(
+    lu: &[T],
+    perm: &[i64],
+    b: &[T],
+    out: &mut [T],
+    batch: usize,
+    n: usize,
+    k: usize,
+    a_batch: ABatch,
+    transpose: bool,
+    par: Par,
+) -> Result<(), LinalgError> {
+    let factors = if a_batch == ABatch::Shared { 1 } else { batch };
+    let per_a = check_len("lu", lu.len(), &[factors, n, n])?;
+    check_len("perm", perm.len(), &[factors, n])?;
+    for f in 0..factors {
+        check_perm(&perm[f * n..(f + 1) * n], n, f)?;
+    }
+    let per_b = check_len("b", b.len(), &[batch, n, k])?;
+    check_len("out", out.len(), &[batch, n, k])?;
+    let plan = plan(par, batch, n, (2 * n * n * k) as f64);
+    run(
+        batch,
+        plan,
+        Per(out, per_b),
+        || vec![T::ZERO; n * k],
+        |i, Per(x, _), tmp| {
+            let f = if a_batch == ABatch::Shared { 0 } else { i };
+            let (fi, pi) = (&lu[f * per_a..(f + 1) * per_a], &perm[f * n..(f + 1) * n]);
+            x.copy_from_slice(&b[i * per_b..(i + 1) * per_b]);
+            solve_factored(fi, pi, x, tmp, n, k, transpose, plan.inner);
+            Ok(())
+        },
+    )
+}
+
+/// One solve from a factorisation, in place on `x` (`n × k`, holding `B`);
+/// `tmp` is `n·k` scratch for the permutation.
+#[allow(clippy::too_many_arguments)]
+fn solve_factored<T: Real>(
+    f: &[T],
+    perm: &[i64],
+    x: &mut [T],
+    tmp: &mut [T],
+    n: usize,
+    k: usize,
+    transpose: bool,
+    par: Par,
+) {
+    let tri = |lower, transpose_a| TriangularSolve {
+        left_side: true,
+        lower,
+        transpose_a,
+        unit_diagonal: lower,
+    };
+    tmp.copy_from_slice(x);
+    if !transpose {
+        // P·B, then L⁻¹, then U⁻¹.
+        for (row, &p) in x.chunks_exact_mut(k.max(1)).zip(perm) {
+            let p = p as usize;
+            row.copy_from_slice(&tmp[p * k..(p + 1) * k]);
+        }
+        solve_one(f, x, n, k, tri(true, false), par);
+        solve_one(f, x, n, k, tri(false, false), par);
+    } else {
+        // Aᵀ = Uᵀ·Lᵀ·P: U⁻ᵀ, then L⁻ᵀ, then Pᵀ.
+        solve_one(f, x, n, k, tri(false, true), par);
+        solve_one(f, x, n, k, tri(true, true), par);
+        tmp.copy_from_slice(x);
+        for (row, &p) in tmp.chunks_exact(k.max(1)).zip(perm) {
+            let p = p as usize;
+            x[p * k..(p + 1) * k].copy_from_slice(row);
+        }
+    }
+}
+
+/// `(sign of the determinant, log |det|)` of one factored matrix: the signs
+/// and logarithms of `U`'s diagonal and the parity of the swaps. Any NaN on
+/// the diagonal gives `(NaN, NaN)`, else a zero gives `(0, −∞)`.
+fn slogdet_one<T: Real>(f: &[T], piv: &[i64], n: usize) -> (T, T) {
+    let mut sign = T::ONE;
+    let mut log = T::ZERO;
+    let mut zero = false;
+    for (i, &p) in piv.iter().enumerate() {
+        let d = f[i * n + i];
+        if d.is_nan_() {
+            return (T::NAN, T::NAN);
+        }
+        zero |= d == T::ZERO;
+        if d < T::ZERO {
+            sign = -sign;
+        }
+        if p != i as i64 {
+            sign = -sign;
+        }
+        log += d.abs_().ln_();
+    }
+    if zero {
+        (T::ZERO, T::NEG_INFINITY)
+    } else {
+        (sign, log)
+    }
+}
+
+/// The determinant of one factored matrix: the product of `U`'s diagonal
+/// with the sign of the swaps.
+fn det_one<T: Real>(f: &[T], piv: &[i64], n: usize) -> T {
+    let mut det = T::ONE;
+    for (i, &p) in piv.iter().enumerate() {
+        det *= f[i * n + i];
+        if p != i as i64 {
+            det = -det;
+        }
+    }
+    det
+}
+
+/// Determinants of a batch of `n × n` matrices from their LU factorisations
+/// (`lu` `[batch, n, n]`, `pivots` `[batch, n]` as [`lu`] returns them):
+/// `det = (−1)^(swaps) · Π U[i][i]`, exactly 0 for an exactly singular
+/// factorisation. `out` is `[batch]`.
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes.
+pub fn det_from_lu<T: Real>(
+    lu: &[T],
+    pivots: &[i64],
+    out: &mut [T],
+    batch: usize,
+    n: usize,
+) -> Result<(), LinalgError> {
+    let per = check_len("lu", lu.len(), &[batch, n, n])?;
+    check_len("pivots", pivots.len(), &[batch, n])?;
+    check_len("out", out.len(), &[batch])?;
+    for (b, o) in out.iter_mut().enumerate() {
+        *o = det_one(&lu[b * per..(b + 1) * per], &pivots[b * n..(b + 1) * n], n);
+    }
+    Ok(())
+}
+
+/// Signs and log-magnitudes of determinants from LU factorisations (as
+/// [`det_from_lu`]): `det = sign · exp(logabs)`, with `sign` in `{−1, 1}`,
+/// or `(0, −∞)` for an exactly singular factorisation, `(NaN, NaN)` if `U`'s
+/// diagonal has a NaN. `sign` and `logabs` are `[batch]`.
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes.
+pub fn slogdet_from_lu<T: Real>(
+    lu: &[T],
+    pivots: &[i64],
+    sign: &mut [T],
+    logabs: &mut [T],
+    batch: usize,
+    n: usize,
+) -> Result<(), LinalgError> {
+    let per = check_len("lu", lu.len(), &[batch, n, n])?;
+    check_len("pivots", pivots.len(), &[batch, n])?;
+    check_len("sign", sign.len(), &[batch])?;
+    check_len("logabs", logabs.len(), &[batch])?;
+    for b in 0..batch {
+        (sign[b], logabs[b]) =
+            slogdet_one(&lu[b * per..(b + 1) * per], &pivots[b * n..(b + 1) * n], n);
+    }
+    Ok(())
+}
+
+/// Determinants of a batch of `n × n` matrices (`a` `[batch, n, n]`, `out`
+/// `[batch]`), through an LU factorisation (see [`lu`] and
+/// [`det_from_lu`]). An exactly singular matrix gives exactly 0.
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes.
+pub fn det<T: Real>(
+    a: &[T],
+    out: &mut [T],
+    batch: usize,
+    n: usize,
+    par: Par,
+) -> Result<(), LinalgError> {
+    let per = check_len("a", a.len(), &[batch, n, n])?;
+    check_len("out", out.len(), &[batch])?;
+    let plan = plan(par, batch, n, (n * n * n) as f64 / 3.0);
+    run(
+        batch,
+        plan,
+        Per(out, 1),
+        || Scratch::new(n, n, true),
+        |i, Per(o, _), s| {
+            factor_into_scratch(&a[i * per..(i + 1) * per], n, plan.inner, s);
+            o[0] = det_one(&s.lu, &s.piv, n);
+            Ok(())
+        },
+    )
+}
+
+/// Signs and log-magnitudes of the determinants of a batch of `n × n`
+/// matrices (see [`slogdet_from_lu`] for the conventions: an exactly
+/// singular matrix gives `(0, −∞)`). `sign` and `logabs` are `[batch]`.
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes.
+pub fn slogdet<T: Real>(
+    a: &[T],
+    sign: &mut [T],
+    logabs: &mut [T],
+    batch: usize,
+    n: usize,
+    par: Par,
+) -> Result<(), LinalgError> {
+    let per = check_len("a", a.len(), &[batch, n, n])?;
+    check_len("sign", sign.len(), &[batch])?;
+    check_len("logabs", logabs.len(), &[batch])?;
+    let plan = plan(par, batch, n, (n * n * n) as f64 / 3.0);
+    let parts = (Per(sign, 1), Per(logabs, 1));
+    run(
+        batch,
+        plan,
+        parts,
+        || Scratch::new(n, n, true),
+        |i, (Per(sg, _), Per(lg, _)), s| {
+            factor_into_scratch(&a[i * per..(i + 1) * per], n, plan.inner, s);
+            (sg[0], lg[0]) = slogdet_one(&s.lu, &s.piv, n);
+            Ok(())
+        },
+    )
+}
+
+/// Factors one `n × n` matrix into the scratch's own factor buffers.
+fn factor_into_scratch<T: Real>(a: &[T], n: usize, par: Par, s: &mut Scratch<T>) {
+    let (mut f, mut piv, mut perm) =
+        (std::mem::take(&mut s.lu), std::mem::take(&mut s.piv), std::mem::take(&mut s.perm_out));
+    factor_one(a, &mut f, &mut piv, &mut perm, n, n, par, s);
+    (s.lu, s.piv, s.perm_out) = (f, piv, perm);
+}
+
+/// Inverses of a batch of `n × n` matrices (`a`, `out` `[batch, n, n]`),
+/// through an LU factorisation: `A⁻¹ = U⁻¹·L⁻¹·P`.
+///
+/// An exactly singular matrix (a zero pivot in its factorisation) is an
+/// error with [`FailMode::Error`], or gets an all-NaN inverse with
+/// [`FailMode::Nan`]. A nearly singular one is inverted, inaccurately, as
+/// numpy and JAX do.
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes;
+/// [`LinalgError::Singular`] naming the lowest singular batch element and
+/// its first zero pivot, in [`FailMode::Error`] (the outputs are then
+/// unspecified).
+///
+/// # Example
+///
+/// ```
+/// use anvil_cpu::linalg::{inv, FailMode};
+/// use faer::Par;
+///
+/// let mut x = [0.0; 4];
+/// inv(&[2.0, 0.0, 0.0, 4.0_f64], &mut x, 1, 2, FailMode::Error, Par::Seq).unwrap();
+/// assert_eq!(x, [0.5, 0.0, 0.0, 0.25]);
+/// ```
+pub fn inv<T: Real>(
+    a: &[T],
+    out: &mut [T],
+    batch: usize,
+    n: usize,
+    mode: FailMode,
+    par: Par,
+) -> Result<(), LinalgError> {
+    let per = check_len("a", a.len(), &[batch, n, n])?;
+    check_len("out", out.len(), &[batch, n, n])?;
+    let plan = plan(par, batch, n, (n * n * n) as f64);
+    run(
+        batch,
+        plan,
+        Per(out, per),
+        || Scratch::new(n, n, true),
+        |i, Per(o, _), s| {
+            if n == 0 {
+                return Ok(());
+            }
+            factor_into_scratch(&a[i * per..(i + 1) * per], n, plan.inner, s);
+            if let Some(pivot) = (0..n).find(|&j| s.lu[j * n + j] == T::ZERO) {
+                return match mode {
+                    FailMode::Error => Err(LinalgError::Singular { batch_index: i, pivot }),
+                    FailMode::Nan => {
+                        o.fill(T::NAN);
+                        Ok(())
+                    }
+                };
+            }
+            // P as the right-hand side (row i of P·I is e_perm[i]), then the
+            // two triangular solves.
+            o.fill(T::ZERO);
+            for (row, &p) in o.chunks_exact_mut(n).zip(&s.perm_out) {
+                row[p as usize] = T::ONE;
+            }
+            let tri = |lower| TriangularSolve {
+                left_side: true,
+                lower,
+                transpose_a: false,
+                unit_diagonal: lower,
+            };
+            solve_one(&s.lu, o, n, n, tri(true), plan.inner);
+            solve_one(&s.lu, o, n, n, tri(false), plan.inner);
+            Ok(())
+        },
+    )
+}

@@ -1,0 +1,210 @@
+//! Batched triangular solves with the options of
+//! `jax.lax.linalg.triangular_solve`.
+
+use super::batch::{plan, run, Per};
+use super::error::check_len;
+use super::small::Tri;
+use super::{LinalgError, Real, SMALL_DIM};
+use faer::linalg::triangular_solve as ts;
+use faer::{MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+/// The options of a triangular solve, named and defaulted as in
+/// `jax.lax.linalg.triangular_solve` (all `false` by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TriangularSolve {
+    /// Solve `op(A)·X = B` if true, `X·op(A) = B` if false.
+    pub left_side: bool,
+    /// Use the lower triangle of `A` if true, the upper one if false (the
+    /// other triangle is never read).
+    pub lower: bool,
+    /// `op(A) = Aᵀ` if true, `A` if false. The triangle named by `lower` is
+    /// the one of `A`, before transposition.
+    pub transpose_a: bool,
+    /// Take the diagonal of `A` as ones (it is never read).
+    pub unit_diagonal: bool,
+}
+
+/// Whether each right-hand side has its own triangular matrix.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ABatch {
+    /// `a` is `[batch, s, s]`: one matrix per batch element.
+    #[default]
+    PerMatrix,
+    /// `a` is `[s, s]`, shared by every batch element of `b` (the common
+    /// case of a vmap over `b` only).
+    Shared,
+}
+
+/// Solves triangular systems for a batch of right-hand sides.
+///
+/// `b` and `out` are `[batch, m, k]` row-major; `a` is `[batch, s, s]`
+/// ([`ABatch::PerMatrix`]) or `[s, s]` ([`ABatch::Shared`]), with `s = m`
+/// when `opts.left_side` (solve `op(A)·X = B`, `k` right-hand sides) and
+/// `s = k` otherwise (solve `X·op(A) = B`). See [`TriangularSolve`] for
+/// `op`, the triangle read and the unit diagonal. `b` and `out` may not
+/// alias; the solve runs in place in `out`.
+///
+/// A zero on the diagonal gives infinities or NaN, as in LAPACK's `trsm`;
+/// there is no singularity check.
+///
+/// Small triangles (`s ≤` [`SMALL_DIM`]) use substitution
+/// loops; larger ones faer's blocked solves on strided views of the
+/// row-major buffers (no copies). With a shared `a`, a right-side solve is
+/// one call on all `batch·m` rows stacked, and so is a left-side solve with
+/// `k = 1` (as the right-side solve `xᵀ·op(A)ᵀ = bᵀ`); a left-side shared
+/// solve with `k > 1` runs per batch element.
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes.
+///
+/// # Example
+///
+/// ```
+/// use anvil_cpu::linalg::{triangular_solve, ABatch, TriangularSolve};
+/// use faer::Par;
+///
+/// // L = [[2, 0], [1, 1]]; solve L·x = [2, 3].
+/// let l = [2.0, 0.0, 1.0, 1.0_f64];
+/// let b = [2.0, 3.0];
+/// let mut x = [0.0; 2];
+/// let opts = TriangularSolve { left_side: true, lower: true, ..Default::default() };
+/// triangular_solve(&l, &b, &mut x, 1, 2, 1, ABatch::PerMatrix, opts, Par::Seq).unwrap();
+/// assert_eq!(x, [1.0, 2.0]);
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn triangular_solve<T: Real>(
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+    batch: usize,
+    m: usize,
+    k: usize,
+    a_batch: ABatch,
+    opts: TriangularSolve,
+    par: Par,
+) -> Result<(), LinalgError> {
+    let s = if opts.left_side { m } else { k };
+    let per_a = match a_batch {
+        ABatch::PerMatrix => check_len("a", a.len(), &[batch, s, s])?,
+        ABatch::Shared => check_len("a", a.len(), &[1, s, s])?,
+    };
+    let per_b = check_len("b", b.len(), &[batch, m, k])?;
+    check_len("out", out.len(), &[batch, m, k])?;
+    out.copy_from_slice(b);
+    solve_in_place(a, per_a, out, per_b, batch, m, k, a_batch, opts, par);
+    Ok(())
+}
+
+/// [`triangular_solve`] in place on `x` (lengths already checked).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn solve_in_place<T: Real>(
+    a: &[T],
+    per_a: usize,
+    x: &mut [T],
+    per_x: usize,
+    batch: usize,
+    m: usize,
+    k: usize,
+    a_batch: ABatch,
+    opts: TriangularSolve,
+    par: Par,
+) {
+    let s = if opts.left_side { m } else { k };
+    let flops = (s * s) as f64 * (m * k / s.max(1)) as f64;
+    let plan = plan(par, batch, s, flops);
+    if a_batch == ABatch::Shared && (!opts.left_side || k == 1) {
+        // Every row of the stacked right-hand sides is an independent
+        // right-side solve with the same matrix.
+        let opts = if opts.left_side {
+            TriangularSolve { left_side: false, transpose_a: !opts.transpose_a, ..opts }
+        } else {
+            opts
+        };
+        solve_rows(a, x, batch * m * k / s.max(1), s, opts, plan.chunks, plan.inner);
+        return;
+    }
+    let result = run(
+        batch,
+        plan,
+        Per(x, per_x),
+        || (),
+        |i, Per(xi, _), _| {
+            let ai = match a_batch {
+                ABatch::PerMatrix => &a[i * per_a..(i + 1) * per_a],
+                ABatch::Shared => a,
+            };
+            solve_one(ai, xi, m, k, opts, plan.inner);
+            Ok(())
+        },
+    );
+    debug_assert!(result.is_ok(), "solves do not fail");
+}
+
+/// `rows` right-side solves `x_r·op(A) = b_r` (`x` row-major `rows × s`),
+/// split into `chunks` parallel calls of contiguous rows.
+fn solve_rows<T: Real>(
+    a: &[T],
+    x: &mut [T],
+    rows: usize,
+    s: usize,
+    opts: TriangularSolve,
+    chunks: usize,
+    inner: Par,
+) {
+    if rows == 0 || s == 0 {
+        return;
+    }
+    let per_chunk = rows.div_ceil(chunks.max(1));
+    if chunks <= 1 {
+        solve_one(a, x, rows, s, opts, inner);
+        return;
+    }
+    x.par_chunks_mut(per_chunk * s).for_each(|xc| solve_one(a, xc, xc.len() / s, s, opts, inner));
+}
+
+/// One solve in place: `x` is the row-major `m × k` right-hand side, `a` the
+/// `s × s` matrix (`s = m` on the left, `k` on the right).
+pub(crate) fn solve_one<T: Real>(
+    a: &[T],
+    x: &mut [T],
+    m: usize,
+    k: usize,
+    opts: TriangularSolve,
+    par: Par,
+) {
+    let s = if opts.left_side { m } else { k };
+    if s <= SMALL_DIM {
+        let tri = Tri {
+            a,
+            n: s,
+            lower: opts.lower ^ opts.transpose_a,
+            trans: opts.transpose_a,
+            unit: opts.unit_diagonal,
+        };
+        if opts.left_side {
+            tri.solve_left(x, k);
+        } else {
+            tri.solve_right(x, m);
+        }
+        return;
+    }
+    let av = MatRef::from_row_major_slice(a, s, s);
+    let (mut tri, mut lower) =
+        if opts.transpose_a { (av.transpose(), !opts.lower) } else { (av, opts.lower) };
+    let rhs = if opts.left_side {
+        MatMut::from_row_major_slice_mut(x, m, k)
+    } else {
+        // X·M = B is Mᵀ·Xᵀ = Bᵀ, and the row-major X read column-major is Xᵀ.
+        tri = tri.transpose();
+        lower = !lower;
+        MatMut::from_column_major_slice_mut(x, k, m)
+    };
+    match (lower, opts.unit_diagonal) {
+        (true, false) => ts::solve_lower_triangular_in_place(tri, rhs, par),
+        (true, true) => ts::solve_unit_lower_triangular_in_place(tri, rhs, par),
+        (false, false) => ts::solve_upper_triangular_in_place(tri, rhs, par),
+        (false, true) => ts::solve_unit_upper_triangular_in_place(tri, rhs, par),
+    }
+}

@@ -1,0 +1,658 @@
+//! LU factorisation and what is computed from it: solves, inverses,
+//! determinants.
+//!
+//! - [`Lu`]: `P·A = L·U` with partial pivoting (`jax.lax.linalg.lu`): the
+//!   packed factors, the LAPACK-style pivots and the permutation. Never
+//!   fails (a singular matrix gives a zero on `U`'s diagonal).
+//! - [`LuPivotsToPermutation`]: pivots (row swaps) to the permutation.
+//! - [`LuSolve`]: `A⁻¹ B` or `A⁻ᵀ B` from the factors.
+//! - [`Solve`], [`Det`], [`Slogdet`]: ops on the matrix itself, whose
+//!   derivatives are written in terms of the matrix. After differentiation
+//!   a rewrite rule turns each into [`Lu`] and a solve or a product on the
+//!   factors, and CSE leaves one factorisation per matrix for the value,
+//!   the tangents and the transposes (a transposed solve reads the same
+//!   factors, `transpose: true`).
+//! - [`Inv`]: `A⁻¹`, whose derivative `−A⁻¹ Ȧ A⁻¹` needs only its value.
+//! - [`LuAdjugate`]: the adjugate from the factors, the derivative of
+//!   `det` (exact at singular matrices too).
+//!
+//! Derivatives: `x = A⁻¹ b` gives `dx = A⁻¹ (db − dA x)`; `d det =
+//! tr(adj(A) dA)`; `d log|det| = tr(A⁻¹ dA)`; `d A⁻¹ = −A⁻¹ dA A⁻¹`; the
+//! factors' tangent is JAX's `lu_jvp_rule`.
+
+use super::{all_front, fold_columns, front_or_shared, matrix, square, unfold_columns};
+use super::{diag_embed, same_batch, same_dtype, Diagonal, OnFailure, Triangle, TriangularSolve};
+use crate::api::VarExt;
+use crate::batching::{at_front, move_axis};
+use crate::index::Take;
+use anvil_core::{
+    op::expect_arity, register_rule, Batched, DType, Error, LinearArg, Op, Result, TensorType, Var,
+};
+
+/// Which public function an op's errors name: the rewrite of `solve` into
+/// `lu_solve` keeps saying `solve`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Caller {
+    /// `lu_solve`.
+    #[default]
+    LuSolve,
+    /// `solve`.
+    Solve,
+}
+
+impl Caller {
+    /// The function's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Caller::LuSolve => "lu_solve",
+            Caller::Solve => "solve",
+        }
+    }
+}
+
+fn nan_param(on_failure: OnFailure) -> Option<String> {
+    (on_failure == OnFailure::Nan).then(|| "on_failure=nan".to_string())
+}
+
+// ---------------------------------------------------------------------- lu
+
+/// LU factorisation with partial pivoting of `[..., m, n]` matrices, three
+/// results: the packed factors `[..., m, n]` (`L` strictly below the
+/// diagonal, its unit diagonal implied, `U` on and above), the pivots
+/// `[..., min(m, n)]` (`i64`, 0-based row swaps: at step `i` rows `i` and
+/// `pivots[i]` were swapped) and the permutation `[..., m]` (`i64`: row `i`
+/// of `L·U` is row `perm[i]` of `A`), as `jax.lax.linalg.lu`. Never fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Lu;
+
+impl Op for Lu {
+    fn name(&self) -> &'static str {
+        "lu"
+    }
+    fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity(self, inputs, 1)?;
+        let a = &inputs[0];
+        let (m, n) = matrix("lu", a, 0)?;
+        let batch = super::batch_of(a);
+        let with = |last: usize| {
+            let mut s = batch.to_vec();
+            s.push(last);
+            TensorType::new(DType::I64, s)
+        };
+        Ok(vec![a.clone(), with(m.min(n)), with(m)])
+    }
+}
+
+/// The factors of `a`: `(lu, pivots, perm)`.
+pub fn lu_factors(a: &Var) -> (Var, Var, Var) {
+    let mut r = Var::apply_op_n(Box::new(Lu), &[a], 3).into_iter();
+    let mut next = || r.next().unwrap_or_else(|| a.tracer().poisoned());
+    (next(), next(), next())
+}
+
+/// Batching: one factorisation per matrix, the batch axis first.
+fn vmap_lu(_: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+    let (lu, piv, perm) = lu_factors(&at_front(&args[0], size));
+    Ok([lu, piv, perm].into_iter().map(|v| Batched::new(v, Some(0))).collect())
+}
+
+/// `P x` for `x` `[..., m, k]` and the permutation `[..., m]`: rows taken
+/// in the permutation's order.
+pub(crate) fn permute_rows(x: &Var, perm: &Var) -> Var {
+    let r = x.rank();
+    x.apply(Take { axis: r - 2, batch_dims: r - 2 }, &[perm])
+}
+
+/// JAX's `lu_jvp_rule`: with `x = P ȧ`, `l` and `u` the (padded) factors,
+/// `lau = l⁻¹ x u⁻¹`, the factors' tangent is `l·tril(lau, −1) + triu(lau)·u`.
+fn jvp_lu(_: &dyn Op, p: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Vec<Option<Var>>> {
+    let Some(da) = &t[0] else { return Ok(vec![None; 3]) };
+    let (lu, perm) = (&outs[0], &outs[2]);
+    let [.., m, n] = *p[0].shape() else {
+        return Err(Error::invalid("lu", "jvp", "matrices were expected"));
+    };
+    let k = m.min(n);
+    let x = permute_rows(da, perm);
+    let l = unit_lower_square(lu, m, k);
+    let u = upper_square(lu, n, k);
+    let la = l.apply(solve_opts(true, true, false, true), &[&x]);
+    let lau = u.apply(solve_opts(false, false, false, false), &[&la]);
+    let l_dot = l.matmul(&lau.apply(Triangle::lower(-1), &[]));
+    let u_dot = lau.apply(Triangle::upper(0), &[]).matmul(&u);
+    Ok(vec![Some(l_dot + u_dot), None, None])
+}
+
+fn solve_opts(left_side: bool, lower: bool, transpose_a: bool, unit: bool) -> TriangularSolve {
+    TriangularSolve { left_side, lower, transpose_a, unit_diagonal: unit }
+}
+
+/// `L` as an `m × m` unit lower triangular matrix: the multipliers of the
+/// first `k` columns, padded with zero columns, plus the identity.
+fn unit_lower_square(lu: &Var, m: usize, k: usize) -> Var {
+    let cols = lu.slice_axis(-1, Some(0), Some(k as i64), 1).apply(Triangle::lower(-1), &[]);
+    let r = cols.rank();
+    let mut widths = vec![(0, 0); r];
+    widths[r - 1] = (0, m - k);
+    let l = if m > k { cols.pad(&widths, 0.0) } else { cols };
+    l + super::eye_like(lu, m)
+}
+
+/// `U` as an `n × n` upper triangular matrix: its first `k` rows, padded
+/// with rows of the identity.
+fn upper_square(lu: &Var, n: usize, k: usize) -> Var {
+    let rows = lu.slice_axis(-2, Some(0), Some(k as i64), 1).apply(Triangle::upper(0), &[]);
+    if n == k {
+        return rows;
+    }
+    let r = rows.rank();
+    let mut widths = vec![(0, 0); r];
+    widths[r - 2] = (0, n - k);
+    // The identity's last n - k diagonal entries.
+    let ones = super::full_like_shape(lu, &[n - k], 1.0).pad(&[(k, 0)], 0.0);
+    rows.pad(&widths, 0.0) + diag_embed(&ones, n, n, 0)
+}
+
+register_rule!(VmapRule, Lu, many: vmap_lu);
+register_rule!(JvpRule, Lu, many: jvp_lu);
+
+// ------------------------------------------------------ pivots to perm
+
+/// The permutation `[..., permutation_size]` (`i64`) that LAPACK-style
+/// pivots `[..., k]` compose to (`jax.lax.linalg.lu_pivots_to_permutation`):
+/// the identity with rows `i` and `pivots[i]` swapped for `i = 0..k` in
+/// order. A pivot out of range is a run-time error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LuPivotsToPermutation {
+    /// The permutation's length (`m`, the matrices' rows).
+    pub permutation_size: usize,
+}
+
+impl Op for LuPivotsToPermutation {
+    fn name(&self) -> &'static str {
+        "lu_pivots_to_permutation"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        let p = &inputs[0];
+        let ok = p.dtype() == DType::I64
+            && p.rank() >= 1
+            && p.shape()[p.rank() - 1] <= self.permutation_size;
+        if !ok {
+            return Err(Error::shape(
+                self.name(),
+                &[p.shape()],
+                format!(
+                    "argument 0 must be i64 pivots [..., k] with k <= {} (it is {p})",
+                    self.permutation_size
+                ),
+            ));
+        }
+        let mut s = p.shape().to_vec();
+        *s.last_mut().unwrap_or(&mut 0) = self.permutation_size;
+        Ok(p.with_shape(s))
+    }
+    fn params(&self) -> String {
+        format!("permutation_size={}", self.permutation_size)
+    }
+}
+
+/// Batching: the batch axis anywhere but last.
+fn vmap_pivots(op: &dyn Op, args: &[Batched], _: usize) -> Result<Batched> {
+    let b = &args[0];
+    let k = b.axis.unwrap_or(0);
+    let (x, axis) =
+        if k + 1 < b.var.rank() { (b.var.clone(), k) } else { (move_axis(&b.var, k, 0), 0) };
+    Ok(Batched::new(Var::apply_op(op.boxed(), &[&x]), Some(axis)))
+}
+
+register_rule!(VmapRule, LuPivotsToPermutation, vmap_pivots);
+
+// ---------------------------------------------------------------- lu_solve
+
+/// `A⁻¹ B` (or `A⁻ᵀ B` with `transpose`) from `A`'s LU factors: `lu`
+/// `[..., n, n]` and the permutation `[..., n]` ([`Lu`]'s first and third
+/// results), `B` `[..., n, k]` with the same batch axes
+/// (`jax.lax.linalg.lu_solve` with `trans` 0 or 1). An exactly singular
+/// factorisation (a zero on `U`'s diagonal) is a run-time error naming the
+/// batch element and [`Caller`], or NaN with [`OnFailure::Nan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct LuSolve {
+    /// Solve with `Aᵀ`.
+    pub transpose: bool,
+    /// What a singular factorisation gives.
+    pub on_failure: OnFailure,
+    /// The function named in errors.
+    pub caller: Caller,
+}
+
+impl Op for LuSolve {
+    fn name(&self) -> &'static str {
+        "lu_solve"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 3)?;
+        let (lu, perm, b) = (&inputs[0], &inputs[1], &inputs[2]);
+        let n = square("lu_solve", lu, 0)?;
+        let (m, _) = matrix("lu_solve", b, 2)?;
+        same_dtype("lu_solve", lu, b, 2)?;
+        same_batch("lu_solve", lu, b, 2)?;
+        let mut want = super::batch_of(lu).to_vec();
+        want.push(n);
+        if perm.dtype() != DType::I64 || perm.shape() != want || m != n {
+            return Err(Error::shape(
+                "lu_solve",
+                &[lu.shape(), perm.shape(), b.shape()],
+                format!(
+                    "argument 1 must be an i64 permutation {want:?} and argument 2 have {n} rows"
+                ),
+            ));
+        }
+        Ok(b.clone())
+    }
+    fn params(&self) -> String {
+        let mut p = vec![format!("transpose={}", self.transpose)];
+        p.extend(nan_param(self.on_failure));
+        if self.caller != Caller::LuSolve {
+            p.push(format!("caller={}", self.caller.name()));
+        }
+        p.join(", ")
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 2
+    }
+}
+
+/// Batching: shared factors serve the whole batch through `B`'s columns.
+fn vmap_lu_solve(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    if args[0].axis.is_none() && args[1].axis.is_none() {
+        let (folded, k) = fold_columns(&args[2]);
+        let x = Var::apply_op(op.boxed(), &[&args[0].var, &args[1].var, &folded]);
+        return Ok(unfold_columns(&x, size, k));
+    }
+    let v = all_front(args, size);
+    Ok(Batched::new(Var::apply_op(op.boxed(), &[&v[0], &v[1], &v[2]]), Some(0)))
+}
+
+/// In the right-hand side, `lu_solve` itself. In the factors (`A = Pᵀ L U`,
+/// `dL = tril(dlu, −1)`, `dU = triu(dlu)`): `dx = −U⁻¹ (L⁻¹ dL U x + dU x)`,
+/// and for the transposed solve `dx = −A⁻ᵀ (dUᵀ Lᵀ P x + Uᵀ dLᵀ P x)`.
+fn jvp_lu_solve(op: &dyn Op, p: &[Var], t: &[Option<Var>], x: &Var) -> Result<Option<Var>> {
+    let s = *op.try_downcast::<LuSolve>()?;
+    let (lu, perm) = (&p[0], &p[1]);
+    let from_b = t[2].as_ref().map(|db| Var::apply_op(op.boxed(), &[lu, perm, db]));
+    let from_lu = t[0].as_ref().map(|dlu| {
+        let dl = dlu.apply(Triangle::lower(-1), &[]);
+        let du = dlu.apply(Triangle::upper(0), &[]);
+        let u = lu.apply(Triangle::upper(0), &[]);
+        if s.transpose {
+            let px = permute_rows(x, perm);
+            let lt_px = lu.apply(Triangle::lower(-1), &[]).transpose().matmul(&px) + &px;
+            let rhs =
+                du.transpose().matmul(&lt_px) + u.transpose().matmul(&dl.transpose().matmul(&px));
+            -Var::apply_op(op.boxed(), &[lu, perm, &rhs])
+        } else {
+            let inner = lu.apply(solve_opts(true, true, false, true), &[&dl.matmul(&u.matmul(x))]);
+            -lu.apply(solve_opts(true, false, false, false), &[&(inner + du.matmul(x))])
+        }
+    });
+    Ok(crate::ad::add_tangents(from_b, from_lu, x.shape()))
+}
+
+/// Linear in `B` for known factors: the transposed solve.
+fn transpose_lu_solve(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let s = op.try_downcast::<LuSolve>()?;
+    match (args[0].known(), args[1].known(), args[2].is_linear()) {
+        (Some(lu), Some(perm), true) => {
+            let flipped = LuSolve { transpose: !s.transpose, ..*s };
+            Ok(vec![None, None, Some(lu.apply(flipped, &[perm, ct]))])
+        }
+        _ => Err(Error::invalid("lu_solve", "transpose", "linear in b only, for known factors")),
+    }
+}
+
+register_rule!(VmapRule, LuSolve, vmap_lu_solve);
+register_rule!(JvpRule, LuSolve, jvp_lu_solve);
+register_rule!(TransposeRule, LuSolve, transpose_lu_solve);
+
+// ------------------------------------------------------------------- solve
+
+/// `A⁻¹ b` (or `A⁻ᵀ b` with `transpose`) for square `A` `[..., n, n]`, as
+/// `jnp.linalg.solve`: `b` is one vector per matrix (`[..., n]`) or columns
+/// (`[..., n, k]`), with `A`'s batch axes. Rewritten after
+/// differentiation into [`Lu`] and [`LuSolve`] (the factorisation shared
+/// with every other solve, determinant or transposed solve of `A`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Solve {
+    /// Solve with `Aᵀ`.
+    pub transpose: bool,
+    /// What a singular matrix gives.
+    pub on_failure: OnFailure,
+}
+
+impl Solve {
+    /// Whether `b` holds one vector per matrix (rather than columns).
+    pub fn vector_rhs(a: &TensorType, b: &TensorType) -> bool {
+        b.rank() + 1 == a.rank()
+    }
+}
+
+impl Op for Solve {
+    fn name(&self) -> &'static str {
+        "solve"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 2)?;
+        let (a, b) = (&inputs[0], &inputs[1]);
+        let n = square("solve", a, 0)?;
+        same_dtype("solve", a, b, 1)?;
+        let (sa, sb) = (a.shape(), b.shape());
+        let batch = super::batch_of(a);
+        let r = a.rank();
+        let fits = if Solve::vector_rhs(a, b) {
+            sb[..r - 2] == *batch && sb[r - 2] == n
+        } else {
+            b.rank() == r && sb[..r - 2] == *batch && sb[r - 2] == n
+        };
+        if !fits {
+            return Err(Error::shape(
+                "solve",
+                &[sa, sb],
+                format!("argument 1 must be [..., {n}] or [..., {n}, k] with the batch axes {batch:?} of argument 0"),
+            ));
+        }
+        Ok(b.clone())
+    }
+    fn params(&self) -> String {
+        let mut p = Vec::new();
+        if self.transpose {
+            p.push("transpose=true".to_string());
+        }
+        p.extend(nan_param(self.on_failure));
+        p.join(", ")
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 1
+    }
+}
+
+/// Batching. A shared `A` is factored once: a batch of vectors becomes the
+/// columns of one right-hand side, a batch of column blocks is folded into
+/// the columns. Otherwise both operands go batch-first.
+fn vmap_solve(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let (a, b) = (&args[0], &args[1]);
+    if front_or_shared(a).is_none() {
+        let vector = b.logical_rank() + 1 == a.var.rank();
+        if vector {
+            let cols = super::batch_at(b, b.var.rank() - 1);
+            let x = Var::apply_op(op.boxed(), &[&a.var, &cols]);
+            let last = x.rank() - 1;
+            return Ok(Batched::new(x, Some(last)));
+        }
+        let (cols, k) = fold_columns(b);
+        let x = Var::apply_op(op.boxed(), &[&a.var, &cols]);
+        return Ok(unfold_columns(&x, size, k));
+    }
+    let (a, b) = (at_front(a, size), at_front(b, size));
+    Ok(Batched::new(Var::apply_op(op.boxed(), &[&a, &b]), Some(0)))
+}
+
+/// `A x` (or `Aᵀ x`) with `x` a vector or columns, as `solve`'s `b` is.
+fn apply_to(a: &Var, x: &Var, vector: bool, transpose: bool) -> Var {
+    let a = if transpose { a.transpose() } else { a.clone() };
+    if vector {
+        a.matmul(&x.unsqueeze(-1)).squeeze(&[-1])
+    } else {
+        a.matmul(x)
+    }
+}
+
+/// `dx = A⁻¹ (db − dA x)`, the same solve (so the same factorisation).
+fn jvp_solve(op: &dyn Op, p: &[Var], t: &[Option<Var>], x: &Var) -> Result<Option<Var>> {
+    let s = op.try_downcast::<Solve>()?;
+    let vector = Solve::vector_rhs(p[0].ty(), p[1].ty());
+    let rhs = match (&t[0], &t[1]) {
+        (None, None) => return Ok(None),
+        (None, Some(db)) => db.clone(),
+        (Some(da), None) => -apply_to(da, x, vector, s.transpose),
+        (Some(da), Some(db)) => db - &apply_to(da, x, vector, s.transpose),
+    };
+    Ok(Some(p[0].apply(*s, &[&rhs])))
+}
+
+/// Linear in `b` for a known `A`: the cotangent is `A⁻ᵀ ct`, a solve with
+/// the same factors.
+fn transpose_solve(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let s = op.try_downcast::<Solve>()?;
+    match (args[0].known(), args[1].is_linear()) {
+        (Some(a), true) => {
+            Ok(vec![None, Some(a.apply(Solve { transpose: !s.transpose, ..*s }, &[ct]))])
+        }
+        _ => Err(Error::invalid("solve", "transpose", "solve is linear in b only, for a known A")),
+    }
+}
+
+/// `solve(A, b)` is `lu_solve(lu(A), b)`: written so, every solve and
+/// determinant of `A` shares one factorisation (CSE), the transposed solves
+/// of reverse mode included.
+fn rewrite_solve(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let s = op.try_downcast::<Solve>()?;
+    let (a, b) = (&args[0], &args[1]);
+    let vector = Solve::vector_rhs(a.ty(), b.ty());
+    let (lu, _, perm) = lu_factors(a);
+    let solver =
+        LuSolve { transpose: s.transpose, on_failure: s.on_failure, caller: Caller::Solve };
+    let rhs = if vector { b.unsqueeze(-1) } else { b.clone() };
+    let x = lu.apply(solver, &[&perm, &rhs]);
+    let x = if vector { x.squeeze(&[-1]) } else { x };
+    Ok(Some(x).filter(|v| v.ty() == out))
+}
+
+register_rule!(VmapRule, Solve, vmap_solve);
+register_rule!(JvpRule, Solve, jvp_solve);
+register_rule!(TransposeRule, Solve, transpose_solve);
+register_rule!(RewriteRule, Solve, rewrite_solve);
+
+// --------------------------------------------------------------------- inv
+
+/// `A⁻¹` for square `A` `[..., n, n]` (`jnp.linalg.inv`). An exactly
+/// singular matrix is a run-time error naming the batch element, or an
+/// all-NaN inverse with [`OnFailure::Nan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Inv {
+    /// What a singular matrix gives.
+    pub on_failure: OnFailure,
+}
+
+impl Op for Inv {
+    fn name(&self) -> &'static str {
+        "inv"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        square("inv", &inputs[0], 0)?;
+        Ok(inputs[0].clone())
+    }
+    fn params(&self) -> String {
+        nan_param(self.on_failure).unwrap_or_default()
+    }
+}
+
+/// Batching: one inverse per matrix, the batch axis first.
+fn vmap_one_front(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let a = at_front(&args[0], size);
+    Ok(Batched::new(Var::apply_op(op.boxed(), &[&a]), Some(0)))
+}
+
+/// `d A⁻¹ = −A⁻¹ dA A⁻¹`: two products with the value, no factorisation.
+fn jvp_inv(_: &dyn Op, _: &[Var], t: &[Option<Var>], x: &Var) -> Result<Option<Var>> {
+    Ok(t[0].as_ref().map(|da| -x.matmul(&da.matmul(x))))
+}
+
+register_rule!(VmapRule, Inv, vmap_one_front);
+register_rule!(JvpRule, Inv, jvp_inv);
+
+// ---------------------------------------------------------- determinants
+
+/// The determinants `[...]` of square matrices `[..., n, n]`
+/// (`jnp.linalg.det`), through an LU factorisation: exactly 0 for an
+/// exactly singular matrix, never an error. Its derivative is
+/// `tr(adj(A) dA)`, with the adjugate from the same factorisation
+/// ([`LuAdjugate`]), so it is right at singular matrices too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Det;
+
+/// Signs and logarithms of the absolute determinants of square matrices
+/// `[..., n, n]`, two results `[...]` (`jnp.linalg.slogdet`): `(0, −∞)` for
+/// an exactly singular matrix, never an error. The derivative of the
+/// logarithm is `tr(A⁻¹ dA)` (infinite, as NaN, at a singular matrix); the
+/// sign's is zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Slogdet;
+
+fn infer_det(op: &dyn Op, inputs: &[TensorType]) -> Result<TensorType> {
+    expect_arity(op, inputs, 1)?;
+    square(op.name(), &inputs[0], 0)?;
+    Ok(inputs[0].with_shape(super::batch_of(&inputs[0]).to_vec()))
+}
+
+impl Op for Det {
+    fn name(&self) -> &'static str {
+        "det"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        infer_det(self, inputs)
+    }
+}
+
+impl Op for Slogdet {
+    fn name(&self) -> &'static str {
+        "slogdet"
+    }
+    fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let t = infer_det(self, inputs)?;
+        Ok(vec![t.clone(), t])
+    }
+}
+
+/// `sum(x ∘ y)` over the two matrix axes.
+fn frobenius(x: &Var, y: &Var) -> Var {
+    (x * y).sum(&[-2, -1])
+}
+
+/// `d det = tr(adj(A) dA) = Σ adj(A)ᵀ ∘ dA`.
+fn jvp_det(_: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(t[0].as_ref().map(|da| {
+        let (lu, _, perm) = lu_factors(&p[0]);
+        frobenius(&lu.apply(LuAdjugate, &[&perm]).transpose(), da)
+    }))
+}
+
+/// `d log|det| = tr(A⁻¹ dA) = Σ A⁻ᵀ ∘ dA`, with `A⁻ᵀ` from the factors
+/// (computed once, NaN at a singular matrix); the sign is constant.
+fn jvp_slogdet(_: &dyn Op, p: &[Var], t: &[Option<Var>], _: &[Var]) -> Result<Vec<Option<Var>>> {
+    let Some(da) = &t[0] else { return Ok(vec![None, None]) };
+    let (lu, _, perm) = lu_factors(&p[0]);
+    let n = lu.shape().last().copied().unwrap_or(0);
+    let eye = super::eye_like(&lu, n).broadcast_to(lu.shape());
+    let nan = LuSolve { transpose: true, on_failure: OnFailure::Nan, caller: Caller::LuSolve };
+    let inv_t = lu.apply(nan, &[&perm, &eye]);
+    Ok(vec![None, Some(frobenius(&inv_t, da))])
+}
+
+/// `(−1)^(number of row swaps)` from pivots `[..., k]`, in `dtype`.
+fn pivot_sign(pivots: &Var, dtype: DType) -> Var {
+    let k = pivots.shape().last().copied().unwrap_or(0);
+    let at = pivots
+        .tracer()
+        .apply(Box::new(crate::constant::Iota { shape: vec![k], axis: 0, dtype: DType::I64 }), &[]);
+    let swaps = pivots.not_equal(&at).cast(dtype).sum(&[-1]);
+    let odd = &swaps - &((&swaps * 0.5).floor() * 2.0);
+    1.0 - odd * 2.0
+}
+
+/// `det(A)` from `lu(A)`: the product of `U`'s diagonal and the pivots' sign.
+fn rewrite_det(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let (lu, piv, _) = lu_factors(&args[0]);
+    let d = lu.apply(Diagonal { offset: 0 }, &[]).prod(&[-1], false);
+    Ok(Some(d * pivot_sign(&piv, out.dtype())).filter(|v| v.ty() == out))
+}
+
+/// `slogdet(A)` from `lu(A)`: signs and logarithms of `U`'s diagonal.
+fn rewrite_slogdet(_: &dyn Op, args: &[Var], outs: &[TensorType]) -> Result<Option<Vec<Var>>> {
+    let (lu, piv, _) = lu_factors(&args[0]);
+    let diag = lu.apply(Diagonal { offset: 0 }, &[]);
+    let sign = diag.sign().prod(&[-1], false) * pivot_sign(&piv, diag.dtype());
+    let logabs = diag.abs().log().sum(&[-1]);
+    let ok = outs.len() == 2 && sign.ty() == &outs[0] && logabs.ty() == &outs[1];
+    Ok(ok.then(|| vec![sign, logabs]))
+}
+
+register_rule!(VmapRule, Det, vmap_one_front);
+register_rule!(JvpRule, Det, jvp_det);
+register_rule!(RewriteRule, Det, rewrite_det);
+register_rule!(VmapRule, Slogdet, many: vmap_slogdet);
+register_rule!(JvpRule, Slogdet, many: jvp_slogdet);
+register_rule!(RewriteRule, Slogdet, many: rewrite_slogdet);
+
+fn vmap_slogdet(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+    let a = at_front(&args[0], size);
+    let r = Var::apply_op_n(op.boxed(), &[&a], 2);
+    Ok(r.into_iter().map(|v| Batched::new(v, Some(0))).collect())
+}
+
+// ---------------------------------------------------------------- adjugate
+
+/// The adjugate `adj(A)` (`adj(A)·A = det(A)·I`) of square matrices from
+/// their LU factors `lu` `[..., n, n]` and permutation `[..., n]`: the
+/// derivative of `det`. Exact at singular matrices: `det(A)·A⁻¹` when `A`
+/// is invertible; for a single zero pivot, the rank-one product of the
+/// null vectors of `U` scaled by the other pivots; zero when `A` has rank
+/// `n − 2` or less.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct LuAdjugate;
+
+impl Op for LuAdjugate {
+    fn name(&self) -> &'static str {
+        "lu_adjugate"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 2)?;
+        let (lu, perm) = (&inputs[0], &inputs[1]);
+        let n = square("lu_adjugate", lu, 0)?;
+        let mut want = super::batch_of(lu).to_vec();
+        want.push(n);
+        if perm.dtype() != DType::I64 || perm.shape() != want {
+            return Err(Error::shape(
+                "lu_adjugate",
+                &[lu.shape(), perm.shape()],
+                format!("argument 1 must be an i64 permutation {want:?}"),
+            ));
+        }
+        Ok(lu.clone())
+    }
+}
+
+/// Batching: both operands batch-first.
+fn vmap_adjugate(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let v = all_front(args, size);
+    Ok(Batched::new(Var::apply_op(op.boxed(), &[&v[0], &v[1]]), Some(0)))
+}
+
+/// `d adj = tr(Q)·adj − Q·adj` with `Q = A⁻¹ dA = U⁻¹ (L⁻¹ dL U + dU)`
+/// (`A = Pᵀ L U`): exact where `A` is invertible (NaN at a singular
+/// matrix: the second derivative of `det` there is not computed).
+fn jvp_adjugate(_: &dyn Op, p: &[Var], t: &[Option<Var>], adj: &Var) -> Result<Option<Var>> {
+    Ok(t[0].as_ref().map(|dlu| {
+        let lu = &p[0];
+        let dl = dlu.apply(Triangle::lower(-1), &[]);
+        let du = dlu.apply(Triangle::upper(0), &[]);
+        let u = lu.apply(Triangle::upper(0), &[]);
+        let inner = lu.apply(solve_opts(true, true, false, true), &[&dl.matmul(&u)]);
+        let q = lu.apply(solve_opts(true, false, false, false), &[&(inner + du)]);
+        let tr = q.apply(Diagonal { offset: 0 }, &[]).sum_keepdims(&[-1]).unsqueeze(-1);
+        adj * &tr - q.matmul(adj)
+    }))
+}
+
+register_rule!(VmapRule, LuAdjugate, vmap_adjugate);
+register_rule!(JvpRule, LuAdjugate, jvp_adjugate);
