@@ -414,6 +414,30 @@ impl SparsityPattern {
         Self::from_entries(self.nrows, self.ncols, both)
     }
 
+    /// The pattern with every diagonal entry `(v, v)`, `v < min(m, n)`,
+    /// added (a copy; one merge per column).
+    ///
+    /// # Errors
+    /// [`SparseError::TooLarge`] if the added entries make too many.
+    pub(crate) fn with_diagonal(&self) -> Result<Self> {
+        let mut col_ptr = Vec::with_capacity(self.ncols + 1);
+        let mut row_idx = Vec::with_capacity(self.nnz() + self.ncols.min(self.nrows));
+        col_ptr.push(0);
+        for j in 0..self.ncols {
+            let col = self.col(j);
+            let at = col.partition_point(|&i| (i as usize) < j);
+            row_idx.extend_from_slice(&col[..at]);
+            if j < self.nrows {
+                row_idx.push(idx(j));
+            }
+            let rest = &col[at..];
+            row_idx.extend_from_slice(rest.strip_prefix(&[idx(j)]).unwrap_or(rest));
+            check_dim("nnz", row_idx.len())?;
+            col_ptr.push(idx(row_idx.len()));
+        }
+        Ok(Self { nrows: self.nrows, ncols: self.ncols, col_ptr, row_idx })
+    }
+
     /// A zero-copy faer view of the pattern, with faer's `u32` index type.
     ///
     /// Values decompressed by this crate are aligned with the pattern's
@@ -592,6 +616,17 @@ mod tests {
             SparsityPattern::empty(MAX_DIM + 1, 1),
             Err(SparseError::TooLarge { what: "nrows", .. })
         ));
+    }
+
+    #[test]
+    fn with_diagonal_merges_each_column() {
+        let p = SparsityPattern::from_entries(3, 4, [(0, 0), (2, 1), (0, 2), (1, 3)]).unwrap();
+        let d = p.with_diagonal().unwrap();
+        let expected = [(0, 0), (1, 1), (2, 1), (0, 2), (2, 2), (1, 3)];
+        assert_eq!(d, SparsityPattern::from_entries(3, 4, expected).unwrap());
+        assert_eq!(d.with_diagonal().unwrap(), d);
+        let empty = SparsityPattern::empty(0, 0).unwrap();
+        assert_eq!(empty.with_diagonal().unwrap(), empty);
     }
 
     #[test]

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use faer::MatRef;
 
-use super::order::{vertex_order, ColumnIntersection};
+use super::order::{ColumnIntersection, Visit, NONE};
 use super::{check_shape, first_allowed, gather, gather_into, Coloring, Order, Seeds};
 use crate::error::Result;
-use crate::pattern::{Idx, SparsityPattern};
+use crate::pattern::{idx, Idx, SparsityPattern};
 
 /// Colors the columns of `cols` (`rows` is its transpose) so that columns
 /// sharing a row get different colors; empty columns are neutral.
@@ -18,28 +18,42 @@ pub(crate) fn distance2_coloring(
     rows: &SparsityPattern,
     order: Order,
 ) -> Coloring {
-    let visit = vertex_order(&mut ColumnIntersection::new(cols, rows), order);
-    greedy_distance2(cols, rows, &visit)
-}
-
-/// Greedy distance-2 coloring visiting the columns in the order `visit`.
-fn greedy_distance2(cols: &SparsityPattern, rows: &SparsityPattern, visit: &[Idx]) -> Coloring {
+    let mut visit = Visit::new(&mut ColumnIntersection::new(cols, rows), order);
     let mut color = vec![Coloring::NEUTRAL; cols.ncols()];
+    // Indexed by color: `forbidden[c] == v` while `v` has a neighbour of
+    // color `c`. Always as long as the number of colors so far.
     let mut forbidden: Vec<Idx> = Vec::new();
-    for &v in visit {
-        let col = cols.col(v as usize);
+    while let Some(v) = visit.next() {
+        let col = cols.col(v);
         if col.is_empty() {
             continue;
         }
-        for &r in col {
-            for &w in rows.col(r as usize) {
-                let c = color[w as usize];
-                if c != Coloring::NEUTRAL {
-                    forbidden[c as usize] = v;
+        let c = match visit.free_color() {
+            Some(c) => {
+                if forbidden.len() <= c as usize {
+                    forbidden.resize(c as usize + 1, NONE);
+                }
+                c
+            }
+            None => {
+                for &r in col {
+                    for &w in rows.col(r as usize) {
+                        if color[w as usize] != Coloring::NEUTRAL {
+                            forbidden[color[w as usize] as usize] = idx(v);
+                        }
+                    }
+                }
+                first_allowed(&mut forbidden, idx(v))
+            }
+        };
+        color[v] = c;
+        if let Some(s) = visit.saturation() {
+            for &r in col {
+                for &w in rows.col(r as usize) {
+                    s.saw(w as usize, c);
                 }
             }
         }
-        color[v as usize] = first_allowed(&mut forbidden, v);
     }
     Coloring::from_colors(color)
 }
@@ -80,7 +94,9 @@ pub struct ColumnColoring {
 }
 
 impl ColumnColoring {
-    /// Colors the columns of `pattern` greedily in the given order.
+    /// Colors the columns of `pattern` greedily in the given order (the
+    /// default, [`Order::Saturation`], finds the optimal 5 colors on the
+    /// 5-point Laplacian).
     pub fn new(pattern: impl Into<Arc<SparsityPattern>>, order: Order) -> Self {
         let pattern = pattern.into();
         let coloring = distance2_coloring(&pattern, &pattern.transpose(), order);

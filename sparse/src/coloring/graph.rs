@@ -104,6 +104,21 @@ impl Graph for AdjGraph {
         self.ptr.len() - 1
     }
 
+    /// The number of walks of length 1 or 2 from each vertex, `deg(v) +
+    /// Σ deg(w)` over its neighbours `w` (capped at `n − 1`): star coloring
+    /// constrains vertices at distance 2, and this is the degree the column
+    /// intersection graph of the pattern with its diagonal would give.
+    fn saturation_degrees(&mut self) -> Vec<Idx> {
+        let n = self.num_vertices();
+        let deg = |v: usize| self.ptr[v + 1] - self.ptr[v];
+        (0..n)
+            .map(|v| {
+                let two = self.neighbors(v).map(|(w, _)| deg(w)).sum::<usize>();
+                idx((deg(v) + two).min(n.saturating_sub(1)))
+            })
+            .collect()
+    }
+
     fn for_each_neighbor(&mut self, v: usize, f: impl FnMut(usize)) {
         self.nbr[self.ptr[v]..self.ptr[v + 1]].iter().map(|&w| w as usize).for_each(f);
     }
