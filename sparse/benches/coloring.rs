@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anvil_sparse::{gallery, BiColoring, ColumnColoring, Order, SparsityPattern, StarColoring};
+use anvil_sparse::{gallery, AcyclicColoring, BiColoring, ColumnColoring, Order};
+use anvil_sparse::{SparsityPattern, StarColoring};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use faer::Mat;
 
@@ -36,6 +37,9 @@ fn other_colorings(c: &mut Criterion) {
         let order = Order::default();
         group.bench_function(BenchmarkId::new("star", name), |b| {
             b.iter(|| StarColoring::new(p.clone(), order).unwrap())
+        });
+        group.bench_function(BenchmarkId::new("acyclic", name), |b| {
+            b.iter(|| AcyclicColoring::new(p.clone(), order).unwrap())
         });
         group.bench_function(BenchmarkId::new("bidirectional", name), |b| {
             b.iter(|| BiColoring::new(p.clone(), order))

@@ -4,7 +4,7 @@
 //! `cargo run --release -p anvil-sparse --example color_table`
 
 use anvil_sparse::{gallery, BiColoring, ColumnColoring, Order, RowColoring, SparsityPattern};
-use anvil_sparse::{SparseError, StarColoring};
+use anvil_sparse::{AcyclicColoring, SparseError, StarColoring};
 
 fn main() -> Result<(), SparseError> {
     let cases: Vec<(&str, SparsityPattern)> = vec![
@@ -16,16 +16,17 @@ fn main() -> Result<(), SparseError> {
         ("arrowhead 100", gallery::arrowhead(100)?),
         ("dense 20x20", gallery::dense(20, 20)?),
     ];
-    println!("| pattern | order | column | row | star | bidirectional (fwd+rev) |");
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("| pattern | order | column | row | star | acyclic | bidirectional (fwd+rev) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for (name, p) in &cases {
         for order in Order::ALL {
             let col = ColumnColoring::new(p.clone(), order).num_colors();
             let row = RowColoring::new(p.clone(), order).num_colors();
             let star = StarColoring::new(p.clone(), order)?.num_colors();
+            let acyclic = AcyclicColoring::new(p.clone(), order)?.num_colors();
             let bi = BiColoring::new(p.clone(), order);
             println!(
-                "| {name} | {order:?} | {col} | {row} | {star} | {} ({}+{}) |",
+                "| {name} | {order:?} | {col} | {row} | {star} | {acyclic} | {} ({}+{}) |",
                 bi.num_colors(),
                 bi.column_coloring().num_colors(),
                 bi.row_coloring().num_colors()
@@ -48,11 +49,11 @@ impl Lcg {
 /// Total colors over 50 random patterns (`m × n` with about `per_col`
 /// nonzeros per column), per order and coloring.
 pub fn random_totals() -> Result<(), SparseError> {
-    println!("\n| random patterns (sum over 50) | column | row | star | bidirectional |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!("\n| random patterns (sum over 50) | column | row | star | acyclic | bidirectional |");
+    println!("| --- | --- | --- | --- | --- | --- |");
     for order in Order::ALL {
         let mut rng = Lcg(7);
-        let (mut col, mut row, mut star, mut bi) = (0, 0, 0, 0);
+        let (mut col, mut row, mut star, mut acyclic, mut bi) = (0, 0, 0, 0, 0);
         for _ in 0..50 {
             let (m, n) = (50 + rng.below(150), 50 + rng.below(150));
             let per_col = 1 + rng.below(6);
@@ -65,10 +66,11 @@ pub fn random_totals() -> Result<(), SparseError> {
             )?;
             col += ColumnColoring::new(p.clone(), order).num_colors();
             row += RowColoring::new(p.clone(), order).num_colors();
-            star += StarColoring::new(sym, order)?.num_colors();
+            star += StarColoring::new(sym.clone(), order)?.num_colors();
+            acyclic += AcyclicColoring::new(sym, order)?.num_colors();
             bi += BiColoring::new(p, order).num_colors();
         }
-        println!("| {order:?} | {col} | {row} | {star} | {bi} |");
+        println!("| {order:?} | {col} | {row} | {star} | {acyclic} | {bi} |");
     }
     Ok(())
 }

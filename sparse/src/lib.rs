@@ -13,8 +13,10 @@
 //! * [`coloring`]: greedy [`ColumnColoring`] (forward mode),
 //!   [`RowColoring`] (reverse mode), [`StarColoring`] (Hessians) and
 //!   [`BiColoring`] (forward and reverse together), in any of the vertex
-//!   [`Order`]s, with their seeds as index lists and their exact (copy-only)
-//!   decompression;
+//!   [`Order`]s (by default DSATUR, [`Order::Saturation`]), with their seeds
+//!   as index lists and their exact (copy-only) decompression; and
+//!   [`AcyclicColoring`] (Hessians, fewer colors, decompression by
+//!   substitution, exact up to rounding);
 //! * [`gallery`]: structured patterns with known color counts.
 //!
 //! Sparsity *detection* (tracing a function's graph to find the pattern of
@@ -52,6 +54,8 @@ pub mod error;
 pub mod gallery;
 pub mod pattern;
 
-pub use coloring::{BiColoring, Coloring, ColumnColoring, Order, RowColoring, Seeds, StarColoring};
+pub use coloring::{
+    AcyclicColoring, BiColoring, Coloring, ColumnColoring, Order, RowColoring, Seeds, StarColoring,
+};
 pub use error::{Result, SparseError};
 pub use pattern::{Idx, SparsityPattern};

@@ -4,7 +4,9 @@
 
 mod common;
 
-use anvil_sparse::{gallery, BiColoring, ColumnColoring, Order, RowColoring, SparseError};
+use anvil_sparse::{
+    gallery, AcyclicColoring, BiColoring, ColumnColoring, Order, RowColoring, SparseError,
+};
 use anvil_sparse::{SparsityPattern, StarColoring};
 use common::*;
 use faer::Mat;
@@ -330,4 +332,79 @@ fn million_unknowns() {
         // a regression guard, the bench and the timing example measure.
         assert!(start.elapsed().as_millis() < 1500, "{:?}", start.elapsed());
     }
+}
+
+/// Acyclic coloring: fewer colors than star coloring on the structured
+/// patterns (optimal on paths and bands), and substitution recovers random
+/// symmetric values within the documented bound (checked in
+/// `acyclic_roundtrip`; the diagonal exactly).
+#[test]
+fn acyclic_coloring_on_the_gallery() {
+    let acyclic = |p: &SparsityPattern| acyclic_roundtrip(p, Order::default(), 17).0;
+    assert_eq!(acyclic(&gallery::diagonal(30).unwrap()), 1);
+    for n in [3, 4, 101] {
+        // A path: any proper 2-coloring is acyclic.
+        assert_eq!(acyclic(&gallery::tridiagonal(n).unwrap()), 2, "n = {n}");
+    }
+    for k in 1..=5 {
+        // k + 1 is optimal (a band holds cliques of k + 1); star needs 2k + 1.
+        assert_eq!(acyclic(&gallery::banded(60, 60, k, k).unwrap()), k + 1, "k = {k}");
+    }
+    for k in [8, 20, 31] {
+        // A grid needs at least 3 (a proper 2-coloring of a cycle is not
+        // acyclic); the greedy coloring finds 4 (star: 5).
+        assert_eq!(acyclic(&gallery::laplacian_2d(k).unwrap()), 4, "k = {k}");
+    }
+    assert_eq!(acyclic(&gallery::arrowhead(50).unwrap()), 2);
+    assert_eq!(acyclic(&gallery::dense(7, 7).unwrap()), 7);
+    assert_eq!(acyclic(&SparsityPattern::empty(0, 0).unwrap()), 0);
+    assert_eq!(acyclic(&SparsityPattern::empty(3, 3).unwrap()), 0);
+    assert_eq!(acyclic(&gallery::dense(1, 1).unwrap()), 1);
+    // Every order gives a valid coloring.
+    for order in Order::ALL {
+        for p in [gallery::laplacian_2d(9).unwrap(), gallery::banded(40, 40, 3, 3).unwrap()] {
+            acyclic_roundtrip(&p, order, 5);
+        }
+    }
+}
+
+/// Substitution along long trees: a path of `10^5` (10^4 in debug) unknowns
+/// is one tree, recovered from the middle outwards; with values in `[1, 2)`
+/// the errors stay far inside the bound.
+#[test]
+fn acyclic_substitution_on_a_long_path() {
+    let n = if cfg!(debug_assertions) { 10_000 } else { 100_000 };
+    let p = gallery::tridiagonal(n).unwrap();
+    let a = AcyclicColoring::new(p.clone(), Order::default()).unwrap();
+    assert_eq!(a.max_substitution_depth(), n / 2);
+    let (colors, worst) = acyclic_roundtrip(&p, Order::default(), 23);
+    assert_eq!(colors, 2);
+    assert!(worst < 0.01, "{worst}");
+}
+
+#[test]
+fn acyclic_coloring_errors() {
+    let lower = SparsityPattern::from_entries(3, 3, [(1, 0), (2, 2)]).unwrap();
+    assert!(matches!(
+        AcyclicColoring::new(lower, Order::default()),
+        Err(SparseError::NotSymmetric { nrows: 3, ncols: 3, .. })
+    ));
+    let a = AcyclicColoring::new(gallery::tridiagonal(5).unwrap(), Order::default()).unwrap();
+    assert!(matches!(
+        a.decompress(Mat::<f64>::zeros(5, 3).as_ref()),
+        Err(SparseError::ShapeMismatch { what: "compressed H·S", expected: (5, 2), .. })
+    ));
+    let mut short = vec![0.0; 3];
+    assert!(matches!(
+        a.decompress_into(Mat::<f64>::zeros(5, 2).as_ref(), &mut short),
+        Err(SparseError::ShapeMismatch { what: "output values", .. })
+    ));
+    // Generic: f32 values, exact here (small integers).
+    let p = a.pattern().clone();
+    let mut hs = Mat::<f32>::zeros(5, 2);
+    for (i, j) in p.entries() {
+        hs[(i, a.coloring().colors()[j] as usize)] += (1 + i + j) as f32;
+    }
+    let v = a.decompress(hs.as_ref()).unwrap();
+    assert!(p.entries().zip(v).all(|((i, j), x)| x == (1 + i + j) as f32));
 }

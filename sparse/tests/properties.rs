@@ -69,6 +69,16 @@ proptest! {
     }
 
     #[test]
+    fn acyclic_coloring_is_valid_and_accurate(p in symmetric_pattern(), order in order(), seed: u64) {
+        let (colors, _) = acyclic_roundtrip(&p, order, seed);
+        // Never more colors than the star coloring in the same order
+        // (every star coloring is acyclic): not guaranteed for greedy
+        // colorings, so only bounded by the vertices with entries.
+        let busy = p.cols().filter(|c| !c.is_empty()).count();
+        prop_assert!(colors <= busy);
+    }
+
+    #[test]
     fn bicoloring_is_valid_and_exact(p in pattern(), order in order(), seed: u64) {
         let f = |i, j| value(i, j, seed);
         for bc in [BiColoring::new(p.clone(), order), BiColoring::star(p.clone(), order)] {

@@ -7,23 +7,29 @@
 //! | [`RowColoring`] | rows (outputs) | VJP `s_cᵀ·J` | `C = Sᵀ·J`, `colors × n` |
 //! | [`StarColoring`] | columns of a symmetric `H` | HVP `H·s_c` | `H·S`, `n × colors` |
 //! | [`BiColoring`] | some columns and some rows | JVPs and VJPs | both `B` and `C` |
+//! | [`AcyclicColoring`] | columns of a symmetric `H` | HVP `H·s_c` | `H·S`, by substitution |
 //!
 //! The seed `s_c` of color `c` is the 0/1 vector with ones at the vertices of
 //! color `c`; [`Coloring::seeds`] lists them as index lists. Every
-//! decompression here is *direct*: each nonzero is copied from one entry of
-//! the compressed matrix, with no arithmetic, so the result is exact.
+//! decompression here but the acyclic one is *direct*: each nonzero is
+//! copied from one entry of the compressed matrix, with no arithmetic, so
+//! the result is exact. [`AcyclicColoring`] needs fewer colors on many
+//! Hessian patterns and recovers entries by substitution (subtractions),
+//! exact only up to rounding.
 //!
 //! Compressed matrices are taken as faer [`MatRef`]s, so any
 //! layout works: one JVP result per color laid end to end is
 //! `MatRef::from_column_major_slice(&buf, m, colors)`, one VJP result per
 //! color is `MatRef::from_row_major_slice(&buf, colors, n)`.
 
+mod acyclic;
 mod bicoloring;
 mod column;
 mod graph;
 mod order;
 mod star;
 
+pub use acyclic::AcyclicColoring;
 pub use bicoloring::BiColoring;
 pub use column::{ColumnColoring, RowColoring};
 pub use order::Order;
@@ -148,6 +154,24 @@ pub(crate) fn first_allowed(forbidden: &mut Vec<Idx>, stamp: Idx) -> Idx {
             idx(forbidden.len() - 1)
         }
     }
+}
+
+/// Renumbers the colors in use to `0..k` by first appearance.
+pub(crate) fn renumber(mut colors: Vec<Idx>) -> Coloring {
+    let mut map: Vec<Idx> = Vec::new();
+    let mut next = 0;
+    for c in colors.iter_mut().filter(|c| **c != Coloring::NEUTRAL) {
+        let c0 = *c as usize;
+        if map.len() <= c0 {
+            map.resize(c0 + 1, order::NONE);
+        }
+        if map[c0] == order::NONE {
+            map[c0] = next;
+            next += 1;
+        }
+        *c = map[c0];
+    }
+    Coloring::from_colors(colors)
 }
 
 /// Checks that a compressed matrix has the shape decompression expects.

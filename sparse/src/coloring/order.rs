@@ -67,16 +67,17 @@ pub enum Order {
     ///   multiplicity that costs one pass over the pattern; in star and
     ///   bidirectional coloring, whose constraints reach distance 2, the
     ///   saturation counts the colors within distance 2 and the degree is
-    ///   the number of walks of length 1 or 2;
+    ///   the number of walks of length 1 or 2; acyclic coloring counts the
+    ///   neighbours' colors (4 colors instead of 5 on large grids);
     /// * colors from 64 on are not counted in the saturation, which only
     ///   changes the order, never the validity;
     /// * star coloring in this order also tries a distance-2 coloring (also
     ///   a star coloring) and keeps whichever has fewer colors.
     ///
-    /// Cost at `10^6` unknowns (release, 2-core machine under load, CPU
-    /// time): column coloring of the 1000 × 1000 Laplacian about 100 ms
-    /// (`Natural` 36 ms, `LargestFirst` 75 ms), star coloring about 0.45 s
-    /// (`LargestFirst` 0.17 s).
+    /// Cost at `10^6` unknowns (release, fastest of 5 on the shared 2-core
+    /// machine at a load of 0.9; see the README): column coloring of the
+    /// 1000 × 1000 Laplacian 72 ms (`Natural` 39 ms, `LargestFirst` 65 ms),
+    /// star coloring 0.37 s (`LargestFirst` 0.11 s).
     #[default]
     Saturation,
 }

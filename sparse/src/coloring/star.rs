@@ -16,7 +16,7 @@ use faer::MatRef;
 use super::column::distance2_coloring;
 use super::graph::AdjGraph;
 use super::order::{Graph, Visit, NONE};
-use super::{check_shape, first_allowed, gather, gather_into, Coloring, Order, Seeds};
+use super::{check_shape, first_allowed, gather, gather_into, renumber, Coloring, Order, Seeds};
 use crate::error::{Result, SparseError};
 use crate::pattern::{idx, Idx, SparsityPattern};
 
@@ -339,24 +339,6 @@ impl StarColoring {
     fn check<T>(&self, hs: MatRef<'_, T>) -> Result<()> {
         check_shape("compressed H·S", hs, (self.pattern.nrows(), self.num_colors()))
     }
-}
-
-/// Renumbers the colors in use to `0..k` by first appearance.
-fn renumber(mut colors: Vec<Idx>) -> Coloring {
-    let mut map: Vec<Idx> = Vec::new();
-    let mut next = 0;
-    for c in colors.iter_mut().filter(|c| **c != Coloring::NEUTRAL) {
-        let c0 = *c as usize;
-        if map.len() <= c0 {
-            map.resize(c0 + 1, NONE);
-        }
-        if map[c0] == NONE {
-            map[c0] = next;
-            next += 1;
-        }
-        *c = map[c0];
-    }
-    Coloring::from_colors(colors)
 }
 
 /// Errors unless the pattern is square and structurally symmetric.

@@ -3,8 +3,9 @@
 //! compute.
 #![allow(dead_code)] // each test file uses a different subset
 
-use anvil_sparse::{BiColoring, Coloring, SparsityPattern, StarColoring};
+use anvil_sparse::{AcyclicColoring, BiColoring, Coloring, SparsityPattern, StarColoring};
 use faer::Mat;
+use std::collections::HashMap;
 
 /// A value in `[1, 2)` for entry `(i, j)` that looks random and depends on
 /// `seed`; sums of two or more of them differ from each of them.
@@ -158,4 +159,76 @@ pub fn star_roundtrip(p: &SparsityPattern, order: anvil_sparse::Order, seed: u64
     let hs = forward_product(p, s.coloring(), f);
     assert_eq!(s.decompress(hs.as_ref()).unwrap(), values(p, f));
     s.num_colors()
+}
+
+/// Acyclic coloring: nonempty vertices are colored, colored neighbours
+/// differ, and for every pair of colors the edges between them form a
+/// forest (union-find over each pair's edges finds no cycle).
+pub fn check_acyclic_coloring(p: &SparsityPattern, c: &Coloring) {
+    assert!(p.is_symmetric());
+    check_numbering(c);
+    for j in 0..p.ncols() {
+        assert!(p.col(j).is_empty() || c.color(j).is_some(), "nonempty vertex {j} is neutral");
+    }
+    let mut forests: HashMap<(usize, usize), HashMap<usize, usize>> = HashMap::new();
+    for (i, j) in p.entries().filter(|&(i, j)| i < j) {
+        let (ci, cj) = (c.color(i).unwrap(), c.color(j).unwrap());
+        assert_ne!(ci, cj, "neighbours {i}, {j} share a color");
+        let parent = forests.entry((ci.min(cj), ci.max(cj))).or_default();
+        fn find(parent: &mut HashMap<usize, usize>, mut v: usize) -> usize {
+            while let Some(&u) = parent.get(&v) {
+                v = u;
+            }
+            v
+        }
+        let (ri, rj) = (find(parent, i), find(parent, j));
+        assert_ne!(ri, rj, "edge ({i}, {j}) closes a cycle in colors {ci}, {cj}");
+        parent.insert(ri, rj);
+    }
+}
+
+/// The bound on each decompressed entry's error that
+/// [`AcyclicColoring::decompress`] documents: `depth · (1 + Δ) · ε ·
+/// max_v Σ_k |H[v, k]|`.
+pub fn substitution_tolerance(
+    p: &SparsityPattern,
+    a: &AcyclicColoring,
+    f: impl Fn(usize, usize) -> f64,
+) -> f64 {
+    let degree = p.cols().map(<[u32]>::len).max().unwrap_or(0) as f64;
+    let row_sum = (0..p.ncols())
+        .map(|j| p.col(j).iter().map(|&i| f(i as usize, j).abs()).sum::<f64>())
+        .fold(0.0, f64::max);
+    a.max_substitution_depth().max(1) as f64 * (1.0 + degree) * f64::EPSILON * row_sum
+}
+
+/// Acyclic-colors `p`, checks the coloring, and checks that decompressing
+/// the Hessian-vector products of random symmetric values gives them back:
+/// the diagonal exactly, the rest within [`substitution_tolerance`].
+/// Returns the number of colors and the largest error as a fraction of the
+/// tolerance.
+pub fn acyclic_roundtrip(
+    p: &SparsityPattern,
+    order: anvil_sparse::Order,
+    seed: u64,
+) -> (usize, f64) {
+    let a = AcyclicColoring::new(p.clone(), order).unwrap();
+    check_acyclic_coloring(p, a.coloring());
+    let f = |i, j| sym_value(i, j, seed);
+    let hs = forward_product(p, a.coloring(), f);
+    let got = a.decompress(hs.as_ref()).unwrap();
+    let tol = substitution_tolerance(p, &a, f);
+    let mut worst: f64 = 0.0;
+    for ((i, j), x) in p.entries().zip(got) {
+        let err = (x - f(i, j)).abs();
+        if i == j {
+            assert_eq!(err, 0.0, "diagonal ({i}, {i})");
+        }
+        assert!(err <= tol, "({i}, {j}): error {err:e} above {tol:e}");
+        worst = worst.max(err / tol);
+    }
+    let mut into = vec![0.0; p.nnz()];
+    a.decompress_into(hs.as_ref(), &mut into).unwrap();
+    assert_eq!(into, a.decompress(hs.as_ref()).unwrap());
+    (a.num_colors(), worst)
 }
