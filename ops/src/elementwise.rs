@@ -1224,3 +1224,41 @@ register_rule!(VmapRule, Cast, crate::batching::vmap_elementwise);
 register_rule!(JvpRule, Cast, jvp_cast);
 register_rule!(TransposeRule, Cast, transpose_cast);
 register_rule!(RewriteRule, Cast, rewrite_cast);
+
+// -------------------------------------------------------------- sparsity
+//
+// Every elementwise op gets the union of its broadcast operands from its
+// `is_elementwise` fact (see `anvil_core::sparsity`); registered here are
+// the ops where that union is more than the truth.
+
+use anvil_core::sparsity::{broadcast_positions, zero, Builder, Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// `select` with a known condition picks, element by element, the set of
+/// the operand it picks (exact); otherwise the union of both branches.
+fn sparsity_select(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let Some(cond) = args[0].value else {
+        return anvil_core::sparsity::elementwise(op, &args[1..], out, cx);
+    };
+    let c = cond.as_slice::<bool>()?;
+    let at = |a: &SparsityArg<'_>| broadcast_positions(a.ty.shape(), out.shape());
+    let (pc, pt, pf) = (at(&args[0])?, at(&args[1])?, at(&args[2])?);
+    let mut b = Builder::new(out.numel(), args[1].sets.nnz().max(args[2].sets.nnz()));
+    for e in 0..out.numel() {
+        let (sets, p) = if c[pc[e]] { (args[1].sets, pt[e]) } else { (args[2].sets, pf[e]) };
+        b.push(sets.row(p));
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+register_rule!(SparsityRule, Sign, zero);
+register_rule!(SparsityRule, Floor, zero);
+register_rule!(SparsityRule, Ceil, zero);
+register_rule!(SparsityRule, Round, zero);
+register_rule!(SparsityRule, StopGradient, zero);
+register_rule!(SparsityRule, Select, sparsity_select);

@@ -7,12 +7,13 @@
 //! `argmin`), [`matmul`] (`matmul`, `matmul_t`), [`index`] (`take`,
 //! `scatter_add`), [`linalg`] (`solve`), [`constant`] (`full`, `iota`,
 //! and `basis`, the seed of the Jacobian transforms), [`diagonal`] (scaled
-//! diagonals of the seed, and the rewrites that produce them) and
-//! [`control`] (`map` and the custom-derivative calls). In each, an op is a
+//! diagonals of the seed, and the rewrites that produce them),
+//! [`control`] (`map` and the custom-derivative calls) and [`sparse`]
+//! (the colored seed and the decompression of sparse Jacobians). In each, an op is a
 //! typed struct with its parameters, its shape rule, the facts passes use
 //! (elementwise, linear, a relayout...), its block math where it is
 //! computed element by element, and beside it every rule registered for
-//! it: batching, jvp, transpose and rewrites. The elementwise ops are
+//! it: batching, jvp, transpose, rewrites and sparsity. The elementwise ops are
 //! declared with [`unary_elementwise_op!`] and [`binary_elementwise_op!`],
 //! the macros a plugin crate uses too.
 //!
@@ -39,6 +40,7 @@ pub mod linalg;
 pub mod matmul;
 pub mod movement;
 pub mod reduce;
+pub mod sparse;
 
 pub use api::{concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt};
 

@@ -1,0 +1,63 @@
+//! The kernel of `decompress`: a gather along the last axis by a fixed
+//! `u32` table, into a pooled buffer, split across threads when large.
+
+use super::{arity, unsupported};
+use crate::buffers::Pooled;
+use crate::{register_kernel, Parallelism};
+use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
+use anvil_ops::sparse::Decompress;
+
+/// Rows of `len` entries of `x` gathered by `map` into rows of `map.len()`.
+fn gather_rows<T: Pooled + Copy + Send + Sync>(
+    x: &[T],
+    len: usize,
+    map: &[u32],
+    ctx: &Parallelism,
+) -> Vec<T> {
+    let nnz = map.len();
+    let rows = if len == 0 { 0 } else { x.len() / len };
+    let mut out = crate::buffers::take(rows * nnz);
+    let fill = |(chunk, dst): (usize, &mut [T]), step: usize| {
+        let first = chunk * step;
+        for (k, d) in dst.iter_mut().enumerate() {
+            let q = first + k;
+            let (r, j) = (q / nnz, q % nnz);
+            *d = x[r * len + map[j] as usize];
+        }
+    };
+    if ctx.parallel(out.len()) {
+        use rayon::prelude::*;
+        let step = out.len().div_ceil(ctx.thread_count() * 4).max(1);
+        out.par_chunks_mut(step).enumerate().for_each(|c| fill(c, step));
+    } else if nnz > 0 {
+        // Row by row: no division per entry.
+        for (r, dst) in out.chunks_mut(nnz).enumerate() {
+            let src = &x[r * len..(r + 1) * len];
+            for (d, &m) in dst.iter_mut().zip(map) {
+                *d = src[m as usize];
+            }
+        }
+    }
+    out
+}
+
+/// The kernel of `decompress`.
+pub fn decompress(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    arity(op, inputs, 1)?;
+    let d = op.try_downcast::<Decompress>()?;
+    let x = inputs[0];
+    let map = d.map.as_slice();
+    let storage = match x.storage() {
+        Storage::F64(v) => Element::into_storage(gather_rows(v, d.len, map, ctx)),
+        Storage::F32(v) => Element::into_storage(gather_rows(v, d.len, map, ctx)),
+        _ => return Err(unsupported(op, 0, x.dtype())),
+    };
+    Tensor::from_storage(storage, out.shape())
+}
+
+register_kernel!(Decompress, decompress);

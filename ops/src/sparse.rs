@@ -1,0 +1,526 @@
+//! The ops of sparse differentiation: [`ColorSeed`], the seed of colored
+//! JVPs and VJPs, and [`Decompress`], which reads a sparse Jacobian's
+//! nonzeros out of the compressed products.
+//!
+//! A sparse Jacobian `J` (`m × n`) with a column coloring of `k` colors is
+//! `B = J S` (`m × k`) for the 0/1 seed `S[j, c] = [color(j) == c]`: `k`
+//! JVPs under `vmap` instead of `n`. Like the dense transforms' `Basis`,
+//! the seed is an op, never a folded `n × k` constant: a generator whose
+//! element is a table lookup, computed block by block inside the fused
+//! pass that reads it, and relayouts of it (the pads and slices of a
+//! stencil's tangent) are rewritten into seeds again (see [`ColorSeed`]'s
+//! methods, called from the movement ops' rewrite rules), so a stencil's
+//! compressed Jacobian is one fused pass. Decompression is a gather by a
+//! table fixed when the plan is built: entry `q` of the CSC values is
+//! element `map[q]` of the compressed products.
+//!
+//! Both tables are `u32` ([`Table`]): compared by content, hashed once, so
+//! CSE and plan caches treat two seeds of the same coloring as equal
+//! without rehashing a million colors.
+//!
+//! Also here, until the control-flow ops that own them are reworked: the
+//! sparsity rules of the custom-derivative calls of [`crate::control`]
+//! (their primal body composed with the operands).
+
+use crate::api::VarExt;
+use crate::batching::move_axis;
+use crate::elementwise::Domain;
+use anvil_core::sparsity::{Detector, IndexSets, SparsityArg};
+use anvil_core::{
+    op::expect_arity, register_rule, Batched, Block, BlockAt, BlockMut, DType, ElementwiseMath,
+    Error, LinearArg, Op, Result, Tensor, TensorType, Var,
+};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// A `u32` table shared by ops: equal by content, hashed once (with its
+/// largest entry, so shape rules check bounds without a scan).
+#[derive(Clone)]
+pub struct Table(Arc<TableData>);
+
+struct TableData {
+    data: Vec<u32>,
+    hash: u64,
+    max: Option<u32>,
+}
+
+impl Table {
+    /// Wraps `data`.
+    pub fn new(data: Vec<u32>) -> Table {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        data.hash(&mut h);
+        let hash = h.finish();
+        let max = data.iter().copied().max();
+        Table(Arc::new(TableData { data, hash, max }))
+    }
+
+    /// The entries.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.0.data
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.0.data.len()
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.data.is_empty()
+    }
+
+    /// The largest entry, `None` when empty.
+    pub fn max(&self) -> Option<u32> {
+        self.0.max
+    }
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Table({} entries, hash {:016x})", self.len(), self.0.hash)
+    }
+}
+
+impl PartialEq for Table {
+    fn eq(&self, other: &Table) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+            || (self.0.hash == other.0.hash && self.0.data == other.0.data)
+    }
+}
+impl Eq for Table {}
+impl Hash for Table {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash.hash(state);
+    }
+}
+
+/// The color of a position that no seed vector touches.
+pub const NEUTRAL: u32 = u32::MAX;
+
+// ------------------------------------------------------------- color seed
+
+/// The 0/1 seed of colored JVPs (or VJPs): element `i` is 1 when
+/// `colors[p] == i[axis]`, `p` the row-major position of `i` over every
+/// axis but `axis`. With `shape = s ++ [k]`, column `c` is the sum of the
+/// basis vectors of the space `s` colored `c` (positions colored
+/// [`NEUTRAL`] are in no column).
+///
+/// ```
+/// use anvil_ops::sparse::{ColorSeed, Table};
+/// use anvil_core::{DType, Op};
+/// // Periodic colors 0, 1, 2, 0, 1 of 5 inputs, 3 seed vectors.
+/// let s = ColorSeed { shape: vec![5, 3], axis: 1, colors: Table::new(vec![0, 1, 2, 0, 1]), dtype: DType::F64 };
+/// assert_eq!(s.infer(&[])?.shape(), &[5, 3]);
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ColorSeed {
+    /// The result's shape.
+    pub shape: Vec<usize>,
+    /// The axis that enumerates the colors (the seed vectors).
+    pub axis: usize,
+    /// One color per position of the space (the other axes, row-major).
+    pub colors: Table,
+    /// The result dtype (a float type).
+    pub dtype: DType,
+}
+
+impl ColorSeed {
+    /// The seed of `colors` for a space of type `ty` and `k` colors, the
+    /// color axis last (or first, with `front`).
+    pub fn new(ty: &TensorType, colors: Table, k: usize, front: bool) -> ColorSeed {
+        let mut shape = ty.shape().to_vec();
+        let axis = if front { 0 } else { shape.len() };
+        shape.insert(axis, k);
+        ColorSeed { shape, axis, colors, dtype: ty.dtype() }
+    }
+
+    /// The number of colors.
+    pub fn num_colors(&self) -> usize {
+        self.shape.get(self.axis).copied().unwrap_or(0)
+    }
+
+    /// The shape of the space (every axis but the color axis).
+    pub fn space(&self) -> Vec<usize> {
+        let mut s = self.shape.clone();
+        if self.axis < s.len() {
+            s.remove(self.axis);
+        }
+        s
+    }
+
+    fn with(&self, shape: &[usize], axis: usize, colors: Table) -> ColorSeed {
+        ColorSeed { shape: shape.to_vec(), axis, colors, dtype: self.dtype }
+    }
+
+    /// The seed this one becomes after a reshape to `shape` that keeps the
+    /// color axis as an axis, with everything before and after it kept in
+    /// order (the space's row-major order is unchanged).
+    pub fn reshaped(&self, shape: &[usize]) -> Option<ColorSeed> {
+        let before: usize = self.shape[..self.axis].iter().product();
+        let after: usize = self.shape[self.axis + 1..].iter().product();
+        let mut prefix = 1usize;
+        for (j, &d) in shape.iter().enumerate() {
+            let rest: usize = shape[j + 1..].iter().product();
+            if prefix == before && d == self.num_colors() && rest == after {
+                return Some(self.with(shape, j, self.colors.clone()));
+            }
+            prefix = prefix.checked_mul(d)?;
+        }
+        None
+    }
+
+    /// The seed this one becomes after a permute: the space's axes permuted
+    /// (the colors regathered), the color axis moved.
+    pub fn permuted(&self, perm: &[usize]) -> Option<ColorSeed> {
+        let axis = perm.iter().position(|&a| a == self.axis)?;
+        let shape: Vec<usize> = perm.iter().map(|&a| self.shape[a]).collect();
+        // Old space axis of each new space axis.
+        let old_space = |a: usize| if a > self.axis { a - 1 } else { a };
+        let space_perm: Vec<usize> =
+            perm.iter().filter(|&&a| a != self.axis).map(|&a| old_space(a)).collect();
+        let strides = anvil_core::sparsity::strides_i64(&self.space());
+        let walk: Vec<i64> = space_perm.iter().map(|&a| strides[a]).collect();
+        let mut new_space = shape.clone();
+        new_space.remove(axis);
+        let at = anvil_core::sparsity::strided_positions(&new_space, 0, &walk).ok()?;
+        let colors = self.colors.as_slice();
+        Some(self.with(&shape, axis, Table::new(at.iter().map(|&p| colors[p]).collect())))
+    }
+
+    /// The seed this one becomes after a slice (`(first, step, len)` per
+    /// axis, resolved) that keeps every color.
+    pub fn sliced(&self, resolved: &[(i64, i64, usize)], shape: &[usize]) -> Option<ColorSeed> {
+        let k = self.num_colors();
+        let (first, step, len) = resolved[self.axis];
+        if len != k || (k > 1 && (first != 0 || step != 1)) {
+            return None;
+        }
+        let space = self.space();
+        let strides = anvil_core::sparsity::strides_i64(&space);
+        let dims: Vec<(i64, i64, usize)> =
+            resolved.iter().enumerate().filter(|&(a, _)| a != self.axis).map(|(_, &r)| r).collect();
+        let base =
+            dims.iter().zip(&strides).map(|(&(f, _, l), &s)| if l > 0 { f * s } else { 0 }).sum();
+        let walk: Vec<i64> = dims.iter().zip(&strides).map(|(&(_, st, _), &s)| st * s).collect();
+        let new_space: Vec<usize> = dims.iter().map(|d| d.2).collect();
+        let at = anvil_core::sparsity::strided_positions(&new_space, base, &walk).ok()?;
+        let colors = self.colors.as_slice();
+        Some(self.with(shape, self.axis, Table::new(at.iter().map(|&p| colors[p]).collect())))
+    }
+
+    /// The seed this one becomes after zero padding of the space (the
+    /// padding is in no color).
+    pub fn padded(&self, widths: &[(usize, usize)], shape: &[usize]) -> Option<ColorSeed> {
+        if widths.get(self.axis) != Some(&(0, 0)) {
+            return None;
+        }
+        let space_widths: Vec<(usize, usize)> =
+            widths.iter().enumerate().filter(|&(a, _)| a != self.axis).map(|(_, &w)| w).collect();
+        let mut new_space = shape.to_vec();
+        new_space.remove(self.axis);
+        let os = anvil_core::sparsity::strides_i64(&new_space);
+        let base = space_widths.iter().zip(&os).map(|(&(lo, _), &s)| lo as i64 * s).sum();
+        let lands = anvil_core::sparsity::strided_positions(&self.space(), base, &os).ok()?;
+        let mut colors = vec![NEUTRAL; anvil_core::shape::numel(&new_space)];
+        for (&at, &c) in lands.iter().zip(self.colors.as_slice()) {
+            colors[at] = c;
+        }
+        Some(self.with(shape, self.axis, Table::new(colors)))
+    }
+}
+
+impl Op for ColorSeed {
+    fn name(&self) -> &'static str {
+        "color_seed"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 0)?;
+        if self.axis >= self.shape.len() {
+            return Err(Error::AxisOutOfRange {
+                op: "color_seed".into(),
+                axis: self.axis as i64,
+                shape: self.shape.clone(),
+                arg: "axis".into(),
+            });
+        }
+        let space = anvil_core::shape::numel(&self.space());
+        if self.colors.len() != space {
+            return Err(Error::shape(
+                "color_seed",
+                &[&self.shape],
+                format!("{} colors for a space of {space} positions", self.colors.len()),
+            ));
+        }
+        Domain::Float.check("color_seed", 0, self.dtype)?;
+        Ok(TensorType::new(self.dtype, self.shape.clone()))
+    }
+    fn params(&self) -> String {
+        format!("shape={:?}, axis={}", self.shape, self.axis)
+    }
+    fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+        Some(self)
+    }
+}
+
+impl ColorSeed {
+    /// Calls `set(j)` for each element `start + j` of a block of `len`
+    /// that is 1: walks the block with counters (no division per element).
+    fn ones(&self, start: usize, len: usize, mut set: impl FnMut(usize)) {
+        let k = self.num_colors();
+        let inner: usize = self.shape[self.axis + 1..].iter().product();
+        if k == 0 || inner == 0 || len == 0 {
+            return;
+        }
+        let colors = self.colors.as_slice();
+        let (mut outer, rest) = (start / (k * inner), start % (k * inner));
+        let (mut c, mut i) = (rest / inner, rest % inner);
+        for j in 0..len {
+            if colors[outer * inner + i] as usize == c {
+                set(j);
+            }
+            i += 1;
+            if i == inner {
+                i = 0;
+                c += 1;
+                if c == k {
+                    c = 0;
+                    outer += 1;
+                }
+            }
+        }
+    }
+}
+
+impl ElementwiseMath for ColorSeed {
+    fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()> {
+        expect_arity(self, args, 0)?;
+        match out {
+            BlockMut::F64(y) => {
+                y.fill(0.0);
+                let len = y.len();
+                self.ones(at.start, len, |j| y[j] = 1.0);
+            }
+            BlockMut::F32(y) => {
+                y.fill(0.0);
+                let len = y.len();
+                self.ones(at.start, len, |j| y[j] = 1.0);
+            }
+            out => return Err(crate::elementwise::block_error(self, args, &out)),
+        }
+        Ok(())
+    }
+}
+
+/// A seed has no derivative.
+fn jvp_seed(_: &dyn Op, _: &[Var], _: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(None)
+}
+
+register_rule!(JvpRule, ColorSeed, jvp_seed);
+
+/// The seed `v` is, when its producer is a [`ColorSeed`].
+pub fn as_color_seed(v: &Var) -> Option<ColorSeed> {
+    v.producer()?.op_as::<ColorSeed>().cloned()
+}
+
+// ------------------------------------------------------------- decompress
+
+/// Entry `q` of the last axis of the result is entry `map[q]` of the last
+/// axis of the operand (`[..., len]` → `[..., map.len()]`, leading axes
+/// kept): the values of a sparse matrix, in its pattern's order, read out
+/// of its compressed products.
+///
+/// ```
+/// use anvil_ops::sparse::{Decompress, Table};
+/// use anvil_core::{DType, Op, TensorType};
+/// let d = Decompress { map: Table::new(vec![2, 0, 0]), len: 3 };
+/// let t = d.infer(&[TensorType::new(DType::F64, vec![4, 3])])?;
+/// assert_eq!(t.shape(), &[4, 3]);
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Decompress {
+    /// The source of each entry of the result, along the last axis.
+    pub map: Table,
+    /// The length of the operand's last axis (every entry of `map` is below it).
+    pub len: usize,
+}
+
+impl Op for Decompress {
+    fn name(&self) -> &'static str {
+        "decompress"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        let t = &inputs[0];
+        if t.shape().last() != Some(&self.len) {
+            return Err(Error::shape(
+                "decompress",
+                &[t.shape()],
+                format!(
+                    "argument 0 must end with an axis of {} (the compressed products)",
+                    self.len
+                ),
+            ));
+        }
+        if let Some(bad) = self.map.max().filter(|&m| m as usize >= self.len) {
+            return Err(Error::invalid(
+                "decompress",
+                "map",
+                format!("entry {bad} is not below {}", self.len),
+            ));
+        }
+        let mut shape = t.shape().to_vec();
+        *shape.last_mut().unwrap_or(&mut 0) = self.map.len();
+        Ok(t.with_shape(shape))
+    }
+    fn params(&self) -> String {
+        format!("len={}, nnz={}", self.len, self.map.len())
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
+    }
+}
+
+/// Batching: the op reads the last axis only, so a batch axis elsewhere
+/// stays where it is; one at the end moves to the front first.
+fn vmap_decompress(op: &dyn Op, args: &[Batched], _: usize) -> Result<Batched> {
+    let x = &args[0];
+    let rank = x.var.rank();
+    let (var, axis) = match x.axis {
+        Some(a) if a + 1 == rank => (move_axis(&x.var, a, 0), Some(0)),
+        a => (x.var.clone(), a),
+    };
+    Ok(Batched::new(Var::apply_op(op.boxed(), &[&var]), axis))
+}
+
+/// Linear: the same gather of the tangent.
+fn jvp_decompress(op: &dyn Op, _: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    Ok(t[0].as_ref().map(|t| Var::apply_op(op.boxed(), &[t])))
+}
+
+/// The transpose of a gather: the cotangents added back where they were
+/// read (`scatter_add` along the last axis).
+fn transpose_decompress(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let d = op.try_downcast::<Decompress>()?;
+    let idx: Vec<i64> = d.map.as_slice().iter().map(|&m| i64::from(m)).collect();
+    let idx = ct.constant_like(Tensor::from_vec(idx, &[d.map.len()])?);
+    Ok(vec![args[0].is_linear().then(|| ct.scatter_add(&idx, -1, d.len))])
+}
+
+/// Each entry depends on what its source does.
+fn sparsity_decompress(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    _: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let d = op.try_downcast::<Decompress>()?;
+    let (nnz, map) = (d.map.len(), d.map.as_slice());
+    Ok(Arc::new(args[0].sets.gather(out.numel(), |e| {
+        let (row, q) = (e / nnz.max(1), e % nnz.max(1));
+        Some(row * d.len + map[q] as usize)
+    })))
+}
+
+register_rule!(VmapRule, Decompress, vmap_decompress);
+register_rule!(JvpRule, Decompress, jvp_decompress);
+register_rule!(TransposeRule, Decompress, transpose_decompress);
+register_rule!(SparsityRule, Decompress, sparsity_decompress);
+
+// ------------------------------------------- custom calls (see module doc)
+
+/// A custom-derivative call's results depend on its operands as its
+/// primal function's do.
+fn sparsity_custom_jvp(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    _: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let c = op.try_downcast::<crate::control::CustomJvpCall>()?;
+    cx.compose_body(op, &c.primal, args, None)
+}
+
+fn sparsity_custom_vjp(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    _: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let c = op.try_downcast::<crate::control::CustomVjpCall>()?;
+    cx.compose_body(op, &c.primal, args, None)
+}
+
+register_rule!(SparsityRule, crate::control::CustomJvpCall, many: sparsity_custom_jvp);
+register_rule!(SparsityRule, crate::control::CustomVjpCall, many: sparsity_custom_vjp);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dense(s: &ColorSeed) -> Vec<f64> {
+        let n = anvil_core::shape::numel(&s.shape);
+        let mut y = vec![0.0; n];
+        let at = BlockAt { start: 0, shape: &s.shape };
+        s.eval_block(&[], BlockMut::F64(&mut y), at).unwrap();
+        y
+    }
+
+    #[test]
+    fn blocks_of_a_color_seed_match_its_definition() {
+        let colors = Table::new(vec![0, 1, 2, 0, NEUTRAL, 1]);
+        for (shape, axis) in
+            [(vec![6, 3], 1), (vec![3, 6], 0), (vec![2, 3, 3], 2), (vec![2, 3, 3], 1)]
+        {
+            let s =
+                ColorSeed { shape: shape.clone(), axis, colors: colors.clone(), dtype: DType::F64 };
+            let want = dense(&s);
+            let strides = anvil_core::shape::strides(&shape);
+            for (e, &v) in want.iter().enumerate() {
+                let idx: Vec<usize> = (0..shape.len()).map(|d| e / strides[d] % shape[d]).collect();
+                let p =
+                    (0..shape.len()).filter(|&d| d != axis).fold(0, |p, d| p * shape[d] + idx[d]);
+                assert_eq!(v, f64::from(u8::from(colors.as_slice()[p] as usize == idx[axis])));
+            }
+            for block in [1, 4, 7] {
+                let mut got = vec![f64::NAN; want.len()];
+                for start in (0..want.len()).step_by(block) {
+                    let end = (start + block).min(want.len());
+                    let at = BlockAt { start, shape: &shape };
+                    s.eval_block(&[], BlockMut::F64(&mut got[start..end]), at).unwrap();
+                }
+                assert_eq!(got, want, "{shape:?} axis {axis} block {block}");
+            }
+        }
+    }
+
+    #[test]
+    fn relayouts_of_a_seed_are_seeds_with_regathered_colors() {
+        let s = ColorSeed {
+            shape: vec![4, 2],
+            axis: 1,
+            colors: Table::new(vec![0, 1, 0, 1]),
+            dtype: DType::F64,
+        };
+        let p = s.padded(&[(1, 2), (0, 0)], &[7, 2]).unwrap();
+        assert_eq!(p.colors.as_slice(), &[NEUTRAL, 0, 1, 0, 1, NEUTRAL, NEUTRAL]);
+        let sl = p.sliced(&[(2, 1, 3), (0, 1, 2)], &[3, 2]).unwrap();
+        assert_eq!(sl.colors.as_slice(), &[1, 0, 1]);
+        let rev = s.sliced(&[(3, -1, 4), (0, 1, 2)], &[4, 2]).unwrap();
+        assert_eq!(rev.colors.as_slice(), &[1, 0, 1, 0]);
+        let t = ColorSeed {
+            shape: vec![2, 2, 2],
+            axis: 2,
+            colors: Table::new(vec![0, 1, 1, 0]),
+            dtype: DType::F64,
+        };
+        let q = t.permuted(&[1, 0, 2]).unwrap();
+        assert_eq!(q.colors.as_slice(), &[0, 1, 1, 0]);
+        let q = t.permuted(&[2, 1, 0]).unwrap();
+        assert_eq!((q.axis, q.colors.as_slice()), (0, &[0, 1, 1, 0][..]));
+        assert_eq!(dense(&t.permuted(&[1, 2, 0]).unwrap()).len(), 8);
+        assert!(s.sliced(&[(0, 1, 4), (1, 1, 1)], &[4, 1]).is_none());
+    }
+}
