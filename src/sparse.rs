@@ -127,7 +127,10 @@ pub fn sparse_hessian<M, F: IntoFunction<M>>(f: F) -> SparseJacobian<F::Func> {
 }
 
 impl<F, S> SparseJacobian<F, S> {
-    fn map<T>(self, g: impl FnOnce(SparseValues<F, S>) -> SparseValues<F, T>) -> SparseJacobian<F, T> {
+    fn map<T>(
+        self,
+        g: impl FnOnce(SparseValues<F, S>) -> SparseValues<F, T>,
+    ) -> SparseJacobian<F, T> {
         SparseJacobian { inner: g(self.inner), compiled: PlanCache::new() }
     }
 
@@ -374,24 +377,96 @@ impl SparseMatrix {
     /// entry, in the values' dtype (as `numpy.diagonal(A, k)`).
     ///
     /// # Errors
-    /// None in practice (a dtype mismatch cannot happen).
+    /// None in practice (the values' dtype is a float type).
     pub fn diagonal(&self, k: i64) -> Result<Tensor> {
-        let (m, n) = (self.nrows() as i64, self.ncols() as i64);
-        let (r0, c0) = if k >= 0 { (0, k) } else { (-k, 0) };
-        let len = (m - r0).min(n - c0).max(0) as usize;
-        let (ptr, rows) = (self.pattern.col_ptr(), self.pattern.row_idx());
-        let pick = |i: usize| -> Option<usize> {
-            let (r, c) = ((r0 as usize) + i, (c0 as usize) + i);
-            let (lo, hi) = (ptr[c] as usize, ptr[c + 1] as usize);
-            rows[lo..hi].binary_search(&(r as u32)).ok().map(|p| lo + p)
-        };
-        fn diag<T: Element + Default>(v: &[T], len: usize, pick: impl Fn(usize) -> Option<usize>) -> Vec<T> {
-            (0..len).map(|i| pick(i).map_or_else(T::default, |p| v[p])).collect()
-        }
+        Ok(self.diagonals(&[k])?.swap_remove(0))
+    }
+
+    /// Several diagonals at once (see [`SparseMatrix::diagonal`]), in one
+    /// pass over the entries: the DIA form of a banded matrix.
+    ///
+    /// ```
+    /// use anvil::sparse::{gallery, SparseMatrix};
+    /// use anvil::Tensor;
+    /// let p = std::sync::Arc::new(gallery::tridiagonal(4).unwrap());
+    /// let values: Vec<f64> = (0..p.nnz()).map(|v| v as f64).collect();
+    /// let a = SparseMatrix::new(p, Tensor::from_vec(values, &[10])?)?;
+    /// let d = a.diagonals(&[-1, 0, 1])?;
+    /// assert_eq!(d[0].to_vec::<f64>()?, vec![1.0, 4.0, 7.0]); // below
+    /// assert_eq!(d[1].to_vec::<f64>()?, vec![0.0, 3.0, 6.0, 9.0]);
+    /// assert_eq!(d[2].to_vec::<f64>()?, vec![2.0, 5.0, 8.0]); // above
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// None in practice (the values' dtype is a float type).
+    pub fn diagonals(&self, offsets: &[i64]) -> Result<Vec<Tensor>> {
         match self.values.dtype() {
-            crate::DType::F32 => Tensor::from_vec(diag(self.values.as_slice::<f32>()?, len, pick), &[len]),
-            _ => Tensor::from_vec(diag(self.values.as_slice::<f64>()?, len, pick), &[len]),
+            crate::DType::F32 => self.diagonals_of::<f32>(offsets),
+            _ => self.diagonals_of::<f64>(offsets),
         }
+    }
+
+    fn diagonals_of<T: Element + Default + Send + Sync>(
+        &self,
+        offsets: &[i64],
+    ) -> Result<Vec<Tensor>> {
+        let (m, n) = (self.nrows() as i64, self.ncols() as i64);
+        let len = |k: i64| (if k >= 0 { m.min(n - k) } else { (m + k).min(n) }).max(0) as usize;
+        let mut outs: Vec<Vec<T>> = offsets.iter().map(|&k| vec![T::default(); len(k)]).collect();
+        let (Some(&lo), Some(&hi)) = (offsets.iter().min(), offsets.iter().max()) else {
+            return Ok(Vec::new());
+        };
+        // Which output an offset goes to, by a table over the offsets' range.
+        let mut slot = vec![usize::MAX; (hi - lo + 1) as usize];
+        for (s, &k) in offsets.iter().enumerate() {
+            slot[(k - lo) as usize] = s;
+        }
+        let v = self.values.as_slice::<T>()?;
+        // Columns in chunks, one per task: entry (r, c) of diagonal k = c - r
+        // lands at min(r, c), so a chunk of columns writes its own run of
+        // each diagonal.
+        let tasks = if self.nnz() >= 1 << 16 { rayon::current_num_threads().max(1) * 4 } else { 1 };
+        let step = (n as usize).div_ceil(tasks).max(1);
+        let bounds: Vec<usize> = (0..=n as usize).step_by(step).chain([n as usize]).collect();
+        let at = |k: i64, c: usize| (c as i64 - k.max(0)).clamp(0, len(k) as i64) as usize;
+        let mut chunks: Vec<Vec<(usize, &mut [T])>> =
+            (1..bounds.len()).map(|_| Vec::new()).collect();
+        for (out, &k) in outs.iter_mut().zip(offsets) {
+            let mut rest: &mut [T] = out;
+            let mut first = 0;
+            for (t, w) in bounds.windows(2).enumerate() {
+                let end = at(k, w[1]).max(first);
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - first);
+                chunks[t].push((first, head));
+                rest = tail;
+                first = end;
+            }
+        }
+        let (ptr, rows) = (self.pattern.col_ptr(), self.pattern.row_idx());
+        let fill = |(t, mut parts): (usize, Vec<(usize, &mut [T])>)| {
+            for c in bounds[t]..bounds[t + 1] {
+                for p in ptr[c] as usize..ptr[c + 1] as usize {
+                    let r = rows[p] as usize;
+                    let d = c as i64 - r as i64;
+                    if (lo..=hi).contains(&d) {
+                        if let Some((first, part)) = parts.get_mut(slot[(d - lo) as usize]) {
+                            part[r.min(c) - *first] = v[p];
+                        }
+                    }
+                }
+            }
+        };
+        {
+            use rayon::prelude::*;
+            chunks.into_par_iter().enumerate().for_each(fill);
+        }
+        outs.into_iter()
+            .map(|o| {
+                let n = o.len();
+                Tensor::from_vec(o, &[n])
+            })
+            .collect()
     }
 
     /// The dense matrix (for checks and small problems).
@@ -400,9 +475,12 @@ impl SparseMatrix {
     /// A matrix too large to allocate densely.
     pub fn to_dense(&self) -> Result<Tensor> {
         let (m, n) = (self.nrows(), self.ncols());
-        let mut out = vec![0.0; m.checked_mul(n).ok_or_else(|| {
-            Error::invalid("sparse matrix", "to_dense", format!("{m} × {n} is too large"))
-        })?];
+        let mut out = vec![
+            0.0;
+            m.checked_mul(n).ok_or_else(|| {
+                Error::invalid("sparse matrix", "to_dense", format!("{m} × {n} is too large"))
+            })?
+        ];
         let v = self.values.to_f64_vec();
         for (p, (i, j)) in self.pattern.entries().enumerate() {
             out[i * n + j] = v[p];

@@ -1,4 +1,4 @@
-//! The benchmark workloads W1–W8 of `shared/bench/README.md`, written with
+//! The benchmark workloads W1–W8 and W12 of `shared/bench/README.md`, written with
 //! anvil's public API as a user would, with the same functions, sizes,
 //! inputs (NumPy's `default_rng(0)`, re-implemented in [`npy_random`]) and
 //! dtype (f64) as `jax_reference.py`.
@@ -64,9 +64,16 @@ fn scaled(rng: &mut NpRng, shape: &[usize], s: f64) -> Tensor {
 }
 
 /// Every workload whose name starts with one of `prefixes` (all if empty),
-/// in `jax_reference.py`'s order.
+/// in `jax_reference.py`'s order; as there, a prefix ending in a digit
+/// does not select a longer number (`W1` is not `W12`).
 pub fn select(prefixes: &[String]) -> Vec<Workload> {
-    let want = |name: &str| prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p));
+    let want = |name: &str| {
+        prefixes.is_empty()
+            || prefixes.iter().any(|p| {
+                name.starts_with(p.as_str())
+                    && !name[p.len()..].starts_with(|c: char| c.is_ascii_digit())
+            })
+    };
     let mut out = Vec::new();
     if want("W1") {
         out.extend([64, 256, 512].map(|n| mlp("W1_mlp_jacfwd", true, n)));
@@ -91,6 +98,9 @@ pub fn select(prefixes: &[String]) -> Vec<Workload> {
     }
     if want("W8") {
         out.extend(w8(200, 10));
+    }
+    if want("W12") {
+        out.extend([2000, 1_000_000].map(w12));
     }
     out
 }
@@ -259,6 +269,21 @@ fn w8(n: usize, iters: usize) -> Vec<Workload> {
         Ok(vec![x])
     });
     vec![a, b_]
+}
+
+// ------------------------------------------------------------------ W12
+
+/// W4's residual's Jacobian by `sparse_jacfwd`: detection finds the
+/// tridiagonal pattern, coloring 3 colors, a call runs the 3 colored JVPs
+/// and the decompression (to CSC); the output is its three diagonals, as
+/// `jax_reference.py`'s hand-colored version returns them.
+fn w12(n: usize) -> Workload {
+    use anvil::sparse::sparse_jacfwd;
+    let u = tensor((0..n).map(|i| (0.37 * (i + 1) as f64).sin()).collect(), &[n]);
+    let jac = sparse_jacfwd(pde_residual);
+    Workload::new("W12_sparse_pde_jacobian", format!("n={n}"), move || {
+        jac.eval(&u)?.diagonals(&[-1, 0, 1])
+    })
 }
 
 // ------------------------------------------------------------------ checksums

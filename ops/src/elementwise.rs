@@ -908,6 +908,21 @@ fn rewrite_div(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>
     })
 }
 
+/// `x ^ 1` → `x`, `x ^ 2` → `x * x` (one multiply, correctly rounded, as
+/// the correctly rounded `pow` of glibc and of Rust's `powf` gives; XLA
+/// rewrites small integer powers the same way): the `3 u²` of `d u³`
+/// costs a multiply, not a call to `pow`.
+fn rewrite_pow(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let (x, p) = (&args[0], &args[1]);
+    Ok(if is_filled_with(p, 1.0) {
+        keeps(x, out)
+    } else if is_filled_with(p, 2.0) && x.ty() == out {
+        Some(x * x)
+    } else {
+        None
+    })
+}
+
 /// Rewrites of a sum or a difference (the Jacobians of `jacfwd` are sums
 /// of `seed * derivative` terms):
 ///
@@ -979,6 +994,7 @@ register_rule!(TransposeRule, Mul, transpose_mul);
 register_rule!(RewriteRule, Mul, rewrite_mul);
 register_rule!(TransposeRule, Div, transpose_div);
 register_rule!(RewriteRule, Div, rewrite_div);
+register_rule!(RewriteRule, Pow, rewrite_pow);
 
 // ------------------------------------------------------------ comparisons
 

@@ -42,6 +42,9 @@ struct TableData {
     data: Vec<u32>,
     hash: u64,
     max: Option<u32>,
+    /// The entries as bytes (NEUTRAL as 255) when they fit: a seed's
+    /// block reads a quarter of the memory.
+    narrow: Option<Vec<u8>>,
 }
 
 impl Table {
@@ -51,7 +54,15 @@ impl Table {
         data.hash(&mut h);
         let hash = h.finish();
         let max = data.iter().copied().max();
-        Table(Arc::new(TableData { data, hash, max }))
+        let fits = data.iter().all(|&c| c < 255 || c == NEUTRAL);
+        let narrow = fits.then(|| data.iter().map(|&c| c.min(255) as u8).collect());
+        Table(Arc::new(TableData { data, hash, max, narrow }))
+    }
+
+    /// The entries as bytes, when every one is below 255 or [`NEUTRAL`]
+    /// (which becomes 255).
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        self.0.narrow.as_deref()
     }
 
     /// The entries.
@@ -264,30 +275,51 @@ impl Op for ColorSeed {
 }
 
 impl ColorSeed {
-    /// Calls `set(j)` for each element `start + j` of a block of `len`
-    /// that is 1: walks the block with counters (no division per element).
-    fn ones(&self, start: usize, len: usize, mut set: impl FnMut(usize)) {
+    /// Writes the elements `start..start + y.len()`: walks the block in
+    /// runs of the axes after the color axis (one color per run, no
+    /// division per element), each element a comparison written without
+    /// a branch; with the color axis last, one table read per position.
+    fn fill<T: Copy>(&self, start: usize, y: &mut [T], zero: T, one: T) {
+        match self.colors.as_bytes() {
+            Some(bytes) => self.fill_from(bytes, start, y, zero, one),
+            None => self.fill_from(self.colors.as_slice(), start, y, zero, one),
+        }
+    }
+
+    fn fill_from<C: Copy + Into<u32>, T: Copy>(
+        &self,
+        colors: &[C],
+        start: usize,
+        y: &mut [T],
+        zero: T,
+        one: T,
+    ) {
         let k = self.num_colors();
         let inner: usize = self.shape[self.axis + 1..].iter().product();
-        if k == 0 || inner == 0 || len == 0 {
+        let end = start + y.len();
+        if k == 0 || inner == 0 || y.is_empty() {
             return;
         }
-        let colors = self.colors.as_slice();
-        let (mut outer, rest) = (start / (k * inner), start % (k * inner));
-        let (mut c, mut i) = (rest / inner, rest % inner);
-        for j in 0..len {
-            if colors[outer * inner + i] as usize == c {
-                set(j);
+        if inner == 1 {
+            // Element e = p k + c.
+            for (j, d) in y.iter_mut().enumerate() {
+                let e = start + j;
+                *d = if colors[e / k].into() as usize == e % k { one } else { zero };
             }
-            i += 1;
-            if i == inner {
-                i = 0;
-                c += 1;
-                if c == k {
-                    c = 0;
-                    outer += 1;
-                }
+            return;
+        }
+        let mut e = start;
+        while e < end {
+            // The run of `inner` elements of (outer, c) that holds e.
+            let (run, i0) = (e / inner, e % inner);
+            let (outer, c) = (run / k, (run % k) as u32);
+            let n = (inner - i0).min(end - e);
+            let base = outer * inner + i0;
+            let dst = &mut y[e - start..e - start + n];
+            for (d, &col) in dst.iter_mut().zip(&colors[base..base + n]) {
+                *d = if col.into() == c { one } else { zero };
             }
+            e += n;
         }
     }
 }
@@ -296,16 +328,8 @@ impl ElementwiseMath for ColorSeed {
     fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()> {
         expect_arity(self, args, 0)?;
         match out {
-            BlockMut::F64(y) => {
-                y.fill(0.0);
-                let len = y.len();
-                self.ones(at.start, len, |j| y[j] = 1.0);
-            }
-            BlockMut::F32(y) => {
-                y.fill(0.0);
-                let len = y.len();
-                self.ones(at.start, len, |j| y[j] = 1.0);
-            }
+            BlockMut::F64(y) => self.fill(at.start, y, 0.0, 1.0),
+            BlockMut::F32(y) => self.fill(at.start, y, 0.0, 1.0),
             out => return Err(crate::elementwise::block_error(self, args, &out)),
         }
         Ok(())

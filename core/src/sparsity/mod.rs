@@ -60,6 +60,21 @@ use crate::tensor::Tensor;
 use std::any::TypeId;
 use std::sync::{Arc, Mutex};
 
+/// The node after which each value is not read any more (`None` for the
+/// outputs and values nobody reads).
+fn last_uses(graph: &Graph) -> Vec<Option<crate::graph::NodeId>> {
+    let mut last = vec![None; graph.num_values()];
+    for (id, n) in graph.iter() {
+        for i in &n.inputs {
+            last[i.index()] = Some(id);
+        }
+    }
+    for o in graph.outputs() {
+        last[o.index()] = None;
+    }
+    last
+}
+
 /// One operand as a sparsity rule sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct SparsityArg<'a> {
@@ -222,6 +237,8 @@ impl<'a> Detector<'a> {
         known: &[Option<Tensor>],
     ) -> Result<Vec<Arc<IndexSets>>> {
         crate::function::check_arity("sparsity", Some(graph.inputs().len()), inputs.len())?;
+        let _pool = sets::pool::install();
+        let last_use = last_uses(graph);
         let mut sets: Vec<Option<Arc<IndexSets>>> = vec![None; graph.num_values()];
         let mut values: Vec<Option<Tensor>> = vec![None; graph.num_values()];
         for (k, (&v, s)) in graph.inputs().iter().zip(inputs).enumerate() {
@@ -235,7 +252,7 @@ impl<'a> Detector<'a> {
             sets[v.index()] = Some(s.clone());
             values[v.index()] = known.get(k).cloned().flatten();
         }
-        for (_, node) in graph.iter() {
+        for (id, node) in graph.iter() {
             if node.op.is::<Parameter>() {
                 continue;
             }
@@ -265,6 +282,14 @@ impl<'a> Detector<'a> {
             for (k, (v, s)) in node.results().zip(results).enumerate() {
                 sets[v.index()] = Some(s);
                 values[v.index()] = computed.as_ref().and_then(|c| c.get(k).cloned());
+            }
+            drop(ins);
+            for &i in &node.inputs {
+                if last_use[i.index()] == Some(id) {
+                    if let Some(Ok(dead)) = sets[i.index()].take().map(Arc::try_unwrap) {
+                        sets::pool::recycle(dead);
+                    }
+                }
             }
         }
         graph
@@ -454,7 +479,9 @@ pub fn elementwise(
     out: &TensorType,
     cx: &Detector<'_>,
 ) -> Result<Arc<IndexSets>> {
-    if let [a] = args {
+    // One operand that depends on anything, of the result's shape: its sets.
+    let mut live = args.iter().filter(|a| !a.sets.is_zero());
+    if let (Some(a), None) = (live.next(), live.next()) {
         if a.ty.shape() == out.shape() {
             return Ok(a.sets.clone());
         }

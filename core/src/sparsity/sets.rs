@@ -102,12 +102,13 @@ impl IndexSets {
     ///
     /// # Panics
     /// If `e >= len` (an internal invariant of the rules).
+    #[inline]
     pub fn row(&self, e: usize) -> &[Index] {
-        assert!(e < self.len, "element {e} of {}", self.len);
-        if self.ptr.is_empty() {
-            return &[];
+        debug_assert!(e < self.len, "element {e} of {}", self.len);
+        match self.ptr.get(e..e + 2) {
+            Some(&[a, b]) => &self.idx[a..b],
+            _ => &[],
         }
-        &self.idx[self.ptr[e]..self.ptr[e + 1]]
     }
 
     /// Every element's set, in order.
@@ -194,17 +195,26 @@ impl IndexSets {
         match live.len() {
             0 => Ok(IndexSets::empty(len)),
             1 => Ok(match &maps[0] {
+                // The caller keeps a shared copy when it can (see
+                // `sparsity::elementwise`); this is the owned one.
                 None => live[0].0.clone(),
                 Some(m) => live[0].0.gather_map(m),
             }),
             _ => {
                 let at = |k: usize, e: usize| maps[k].as_ref().map_or(e, |m| m[e]);
-                let mut b = Builder::new(len, live.iter().map(|(s, _)| s.nnz()).max().unwrap_or(0));
+                // The sum of the operands' entries bounds the result's: no regrowth.
+                let bound =
+                    live.iter().map(|(s, _)| s.nnz().saturating_mul(len / s.len.max(1))).sum();
+                let mut b = Builder::new(len, bound);
                 let mut u = Union::default();
-                for e in 0..len {
-                    if live.len() == 2 {
+                if let ([x, y], [None, None]) = (&live[..], &maps[..]) {
+                    return Ok(merge(x.0, y.0));
+                } else if live.len() == 2 {
+                    for e in 0..len {
                         b.push_merge(live[0].0.row(at(0, e)), live[1].0.row(at(1, e)));
-                    } else {
+                    }
+                } else {
+                    for e in 0..len {
                         b.push_union(&mut u, (0..live.len()).map(|k| live[k].0.row(at(k, e))));
                     }
                 }
@@ -249,6 +259,28 @@ impl IndexSets {
     }
 }
 
+/// The element-by-element union of two index sets of the same length
+/// (both with entries): one tight loop over their arrays.
+fn merge(a: &IndexSets, b: &IndexSets) -> IndexSets {
+    let len = a.len;
+    let (mut ptr, mut idx) = pool::take(len + 1, a.nnz() + b.nnz());
+    ptr.push(0);
+    for (wa, wb) in a.ptr.windows(2).zip(b.ptr.windows(2)) {
+        let (x, y) = (&a.idx[wa[0]..wa[1]], &b.idx[wb[0]..wb[1]]);
+        let (mut i, mut j) = (0, 0);
+        while i < x.len() && j < y.len() {
+            let (p, q) = (x[i], y[j]);
+            idx.push(p.min(q));
+            i += usize::from(p <= q);
+            j += usize::from(q <= p);
+        }
+        idx.extend(x[i..].iter().copied());
+        idx.extend(y[j..].iter().copied());
+        ptr.push(idx.len());
+    }
+    IndexSets { len, ptr, idx }
+}
+
 fn too_many_inputs(n: usize) -> Error {
     Error::invalid(
         "sparsity",
@@ -271,15 +303,17 @@ pub struct Builder {
 impl Builder {
     /// A builder for `len` elements, reserving room for `nnz` entries.
     pub fn new(len: usize, nnz: usize) -> Builder {
-        let mut ptr = Vec::with_capacity(len + 1);
+        let (mut ptr, idx) = pool::take(len + 1, nnz);
         ptr.push(0);
-        Builder { len, ptr, idx: Vec::with_capacity(nnz) }
+        Builder { len, ptr, idx }
     }
 
     /// Appends the next element's set (sorted, without repeats).
+    #[inline]
     pub fn push(&mut self, set: &[Index]) {
         debug_assert!(set.windows(2).all(|w| w[0] < w[1]));
-        self.idx.extend_from_slice(set);
+        // Sets are short: a loop beats a call to memcpy.
+        self.idx.extend(set.iter().copied());
         self.ptr.push(self.idx.len());
     }
 
@@ -288,7 +322,6 @@ impl Builder {
         match (a.is_empty(), b.is_empty()) {
             (true, _) => self.push(b),
             (_, true) => self.push(a),
-            _ if a == b => self.push(a),
             _ => {
                 let (mut i, mut j) = (0, 0);
                 while i < a.len() && j < b.len() {
@@ -297,8 +330,8 @@ impl Builder {
                     i += usize::from(x <= y);
                     j += usize::from(y <= x);
                 }
-                self.idx.extend_from_slice(&a[i..]);
-                self.idx.extend_from_slice(&b[j..]);
+                self.idx.extend(a[i..].iter().copied());
+                self.idx.extend(b[j..].iter().copied());
                 self.ptr.push(self.idx.len());
             }
         }
@@ -319,6 +352,82 @@ impl Builder {
         self.ptr.resize(self.len + 1, last);
         self.ptr.truncate(self.len + 1);
         IndexSets { len: self.len, ptr: self.ptr, idx: self.idx }
+    }
+}
+
+/// Buffers of index sets that died during one propagation, reused by the
+/// next sets built (a fresh multi-megabyte buffer costs a page fault per
+/// 4 KiB; detection at 10^6 elements builds a dozen of them). Installed
+/// for the calling thread while [`Detector::propagate`] runs, as the CPU
+/// backend installs its buffer pool while a plan runs.
+///
+/// [`Detector::propagate`]: super::Detector::propagate
+pub(crate) mod pool {
+    use super::{Index, IndexSets};
+    use std::cell::RefCell;
+
+    type Bufs = (Vec<usize>, Vec<Index>);
+
+    thread_local! {
+        static POOL: RefCell<Option<Vec<Bufs>>> = const { RefCell::new(None) };
+    }
+
+    /// Installs a pool for this thread until the guard drops (nothing when
+    /// one is installed already: nested propagations share it).
+    pub(crate) fn install() -> Guard {
+        let fresh = POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            let fresh = p.is_none();
+            if fresh {
+                *p = Some(Vec::new());
+            }
+            fresh
+        });
+        Guard(fresh)
+    }
+
+    /// Uninstalls the pool it installed.
+    pub(crate) struct Guard(bool);
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if self.0 {
+                POOL.with(|p| p.borrow_mut().take());
+            }
+        }
+    }
+
+    /// Empty buffers with room for `ptr` offsets and `idx` indices.
+    pub(crate) fn take(ptr: usize, idx: usize) -> Bufs {
+        let reused = POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            let list = p.as_mut()?;
+            // The buffer whose index capacity fits best.
+            let k = (0..list.len()).min_by_key(|&k| list[k].1.capacity().abs_diff(idx))?;
+            Some(list.swap_remove(k))
+        });
+        match reused {
+            Some((mut p, mut i)) => {
+                p.clear();
+                i.clear();
+                p.reserve(ptr);
+                i.reserve(idx);
+                (p, i)
+            }
+            None => (Vec::with_capacity(ptr), Vec::with_capacity(idx)),
+        }
+    }
+
+    /// Keeps the buffers of sets nobody needs any more.
+    pub(crate) fn recycle(s: IndexSets) {
+        if s.ptr.capacity() == 0 {
+            return;
+        }
+        POOL.with(|p| {
+            if let Some(list) = p.borrow_mut().as_mut() {
+                list.push((s.ptr, s.idx));
+            }
+        });
     }
 }
 

@@ -7,7 +7,8 @@ use crate::{register_kernel, Parallelism};
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::sparse::Decompress;
 
-/// Rows of `len` entries of `x` gathered by `map` into rows of `map.len()`.
+/// Rows of `len` entries of `x` gathered by `map` into rows of `map.len()`,
+/// each row in parallel chunks when large.
 fn gather_rows<T: Pooled + Copy + Send + Sync>(
     x: &[T],
     len: usize,
@@ -17,25 +18,24 @@ fn gather_rows<T: Pooled + Copy + Send + Sync>(
     let nnz = map.len();
     let rows = if len == 0 { 0 } else { x.len() / len };
     let mut out = crate::buffers::take(rows * nnz);
-    let fill = |(chunk, dst): (usize, &mut [T]), step: usize| {
-        let first = chunk * step;
-        for (k, d) in dst.iter_mut().enumerate() {
-            let q = first + k;
-            let (r, j) = (q / nnz, q % nnz);
-            *d = x[r * len + map[j] as usize];
+    if nnz == 0 {
+        return out;
+    }
+    let gather = |src: &[T], dst: &mut [T], map: &[u32]| {
+        for (d, &m) in dst.iter_mut().zip(map) {
+            *d = src[m as usize];
         }
     };
-    if ctx.parallel(out.len()) {
-        use rayon::prelude::*;
-        let step = out.len().div_ceil(ctx.thread_count() * 4).max(1);
-        out.par_chunks_mut(step).enumerate().for_each(|c| fill(c, step));
-    } else if nnz > 0 {
-        // Row by row: no division per entry.
-        for (r, dst) in out.chunks_mut(nnz).enumerate() {
-            let src = &x[r * len..(r + 1) * len];
-            for (d, &m) in dst.iter_mut().zip(map) {
-                *d = src[m as usize];
-            }
+    for (r, dst) in out.chunks_mut(nnz).enumerate() {
+        let src = &x[r * len..(r + 1) * len];
+        if ctx.parallel(nnz) {
+            use rayon::prelude::*;
+            let step = nnz.div_ceil(ctx.thread_count() * 4).max(1);
+            dst.par_chunks_mut(step)
+                .zip(map.par_chunks(step))
+                .for_each(|(dst, map)| gather(src, dst, map));
+        } else {
+            gather(src, dst, map);
         }
     }
     out
