@@ -666,6 +666,9 @@ fn rewrite_neg(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>
     if let Some(d) = crate::diagonal::negate(&args[0], out) {
         return Ok(Some(d));
     }
+    if let Some(d) = crate::sparse::negate(&args[0], out) {
+        return Ok(Some(d));
+    }
     let Some(p) = args[0].producer() else { return Ok(None) };
     if p.op_as::<Neg>().is_some() && p.inputs[0].ty() == out {
         return Ok(Some(p.inputs[0].clone()));
@@ -895,6 +898,7 @@ fn rewrite_mul(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>
         keeps(b, out)
     } else {
         crate::diagonal::product(a, b, false, out)
+            .or_else(|| crate::sparse::product(a, b, false, out))
     })
 }
 
@@ -905,6 +909,7 @@ fn rewrite_div(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>
         keeps(&args[0], out)
     } else {
         crate::diagonal::product(&args[0], &args[1], true, out)
+            .or_else(|| crate::sparse::product(&args[0], &args[1], true, out))
     })
 }
 
@@ -940,7 +945,9 @@ fn rewrite_add_sub(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option
     if is_filled_with(b, 0.0) {
         return Ok(keeps(a, out));
     }
-    if let Some(d) = crate::diagonal::combine(a, b, !is_add, out) {
+    if let Some(d) = crate::diagonal::combine(a, b, !is_add, out)
+        .or_else(|| crate::sparse::combine(a, b, !is_add, out))
+    {
         return Ok(Some(d));
     }
     if is_add && is_filled_with(a, 0.0) {

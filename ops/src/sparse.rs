@@ -348,6 +348,341 @@ pub fn as_color_seed(v: &Var) -> Option<ColorSeed> {
     v.producer()?.op_as::<ColorSeed>().cloned()
 }
 
+// ------------------------------------------------------------ scaled seeds
+
+/// `Σ_d seed_d · values_d`: colored seeds of one shape and color axis
+/// (`tables[d]` the colors of seed `d`), each scaled element by element
+/// by its operand (broadcast to the result).
+///
+/// What the compressed JVPs of a stencil are: `(S_L - 2 S + S_R) n² + S ·
+/// f'(u)`, three seeds (shifted by the stencil's pads and slices) times
+/// small vectors. Rewrite rules on `mul`, `div`, `add`, `sub` and `neg`
+/// (see [`product`], [`combine`], [`negate`]) gather such sums into one
+/// node, computed in one pass over the result instead of one pass per
+/// seed and per arithmetic op. (The colored counterpart of
+/// [`crate::diagonal::Diagonals`].)
+///
+/// Values: those of the products and sums replaced, at every element a
+/// seed covers; elsewhere 0 where `0 · v` would be NaN for an infinite or
+/// NaN `v` (a derivative that is not finite shows in its own entries only).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ScaledSeeds {
+    /// The result's shape.
+    pub shape: Vec<usize>,
+    /// The color axis.
+    pub axis: usize,
+    /// One color table per seed (and per operand).
+    pub tables: Vec<Table>,
+}
+
+impl ScaledSeeds {
+    fn seed(&self, d: usize, dtype: DType) -> ColorSeed {
+        ColorSeed {
+            shape: self.shape.clone(),
+            axis: self.axis,
+            colors: self.tables[d].clone(),
+            dtype,
+        }
+    }
+}
+
+impl Op for ScaledSeeds {
+    fn name(&self) -> &'static str {
+        "scaled_seeds"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, self.tables.len())?;
+        let Some(first) = inputs.first() else {
+            return Err(Error::invalid("scaled_seeds", "operands", "needs at least one seed"));
+        };
+        Domain::Float.check("scaled_seeds", 0, first.dtype())?;
+        let seed = ColorSeed {
+            shape: self.shape.clone(),
+            axis: self.axis,
+            colors: self.tables[0].clone(),
+            dtype: first.dtype(),
+        };
+        for (d, (t, table)) in inputs.iter().zip(&self.tables).enumerate() {
+            let fits = anvil_core::shape::broadcasts_to(t.shape(), &self.shape);
+            if !fits || t.dtype() != first.dtype() || table.len() != self.tables[0].len() {
+                return Err(Error::shape(
+                    "scaled_seeds",
+                    &[t.shape(), &self.shape],
+                    format!(
+                        "operand {d} is {t}: it must be {} and broadcast to the result",
+                        first.dtype()
+                    ),
+                ));
+            }
+        }
+        seed.infer(&[])
+    }
+    fn params(&self) -> String {
+        format!("shape={:?}, axis={}, seeds={}", self.shape, self.axis, self.tables.len())
+    }
+    fn linear_in(&self, _: usize) -> bool {
+        true
+    }
+    fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
+        Some(self)
+    }
+}
+
+impl ScaledSeeds {
+    /// `y[j] += v[j]` where seed `table` is 1 on the block at `start`, in
+    /// runs of one color (see [`ColorSeed`]'s blocks).
+    fn add_seed<C: Copy + Into<u32>, T: Copy + std::ops::AddAssign>(
+        &self,
+        colors: &[C],
+        start: usize,
+        y: &mut [T],
+        v: &[T],
+        zero: T,
+    ) {
+        let k = self.shape[self.axis];
+        let inner: usize = self.shape[self.axis + 1..].iter().product();
+        let end = start + y.len();
+        if k == 0 || inner == 0 {
+            return;
+        }
+        let mut e = start;
+        while e < end {
+            let (run, i0) = (e / inner, e % inner);
+            let (outer, c) = (run / k, (run % k) as u32);
+            let n = (inner - i0).min(end - e);
+            let base = outer * inner + i0;
+            let at = e - start..e - start + n;
+            for ((d, &x), &col) in y[at.clone()].iter_mut().zip(&v[at]).zip(&colors[base..base + n])
+            {
+                *d += if col.into() == c { x } else { zero };
+            }
+            e += n;
+        }
+    }
+
+    fn sum_blocks<T: Copy + std::ops::AddAssign>(
+        &self,
+        start: usize,
+        y: &mut [T],
+        vs: &[&[T]],
+        zero: T,
+    ) {
+        y.fill(zero);
+        for (table, v) in self.tables.iter().zip(vs) {
+            match table.as_bytes() {
+                Some(b) => self.add_seed(b, start, y, v, zero),
+                None => self.add_seed(table.as_slice(), start, y, v, zero),
+            }
+        }
+    }
+}
+
+impl ElementwiseMath for ScaledSeeds {
+    fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()> {
+        expect_arity(self, args, self.tables.len())?;
+        macro_rules! run {
+            ($y:expr, $variant:ident, $zero:expr) => {{
+                let vs: Option<Vec<_>> = args
+                    .iter()
+                    .map(|a| match a {
+                        Block::$variant(v) if v.len() == $y.len() => Some(*v),
+                        _ => None,
+                    })
+                    .collect();
+                match vs {
+                    Some(vs) => self.sum_blocks(at.start, $y, &vs, $zero),
+                    None => {
+                        return Err(crate::elementwise::block_error(
+                            self,
+                            args,
+                            &BlockMut::$variant(&mut []),
+                        ))
+                    }
+                }
+            }};
+        }
+        match out {
+            BlockMut::F64(y) => run!(y, F64, 0.0),
+            BlockMut::F32(y) => run!(y, F32, 0.0),
+            out => return Err(crate::elementwise::block_error(self, args, &out)),
+        }
+        Ok(())
+    }
+}
+
+/// Batching: the seeds do not depend on the batch, so the batched result
+/// is the sum of each seed times its batched values (the elementwise rule).
+fn vmap_scaled_seeds(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
+    let s = op.try_downcast::<ScaledSeeds>()?;
+    let mut sum: Option<Batched> = None;
+    for (d, v) in args.iter().enumerate() {
+        let seed = Batched::new(Var::apply_op(Box::new(s.seed(d, v.var.dtype())), &[]), None);
+        let term =
+            crate::batching::vmap_elementwise(&crate::elementwise::Mul, &[seed, v.clone()], size)?;
+        sum = Some(match sum {
+            Some(t) => {
+                crate::batching::vmap_elementwise(&crate::elementwise::Add, &[t, term], size)?
+            }
+            None => term,
+        });
+    }
+    sum.ok_or_else(|| Error::invalid("scaled_seeds", "operands", "needs at least one seed"))
+}
+
+/// Linear in its values: the tangent is the same sum of the tangents.
+fn jvp_scaled_seeds(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    if t.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let dense: Vec<Var> = p.iter().zip(t).map(|(p, t)| crate::ad::dense(t, p)).collect();
+    let refs: Vec<&Var> = dense.iter().collect();
+    Ok(Some(Var::apply_op(op.boxed(), &refs)))
+}
+
+/// The cotangent of values `d`: the cotangent where seed `d` is 1, summed
+/// back to the operand's shape.
+fn transpose_scaled_seeds(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let s = op.try_downcast::<ScaledSeeds>()?;
+    Ok(args
+        .iter()
+        .enumerate()
+        .map(|(d, a)| {
+            a.is_linear().then(|| {
+                let seed = Var::apply_op(Box::new(s.seed(d, ct.dtype())), &[]);
+                crate::ad::unbroadcast(&(ct * &seed), a.shape())
+            })
+        })
+        .collect())
+}
+
+/// Each element depends on the values of the seeds that are 1 there.
+fn sparsity_scaled_seeds(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let s = op.try_downcast::<ScaledSeeds>()?;
+    let k = s.shape[s.axis];
+    let inner: usize = s.shape[s.axis + 1..].iter().product();
+    let at = args
+        .iter()
+        .map(|a| anvil_core::sparsity::broadcast_positions(a.ty.shape(), out.shape()))
+        .collect::<Result<Vec<_>>>()?;
+    let mut b =
+        anvil_core::sparsity::Builder::new(out.numel(), args.iter().map(|a| a.sets.nnz()).sum());
+    let mut u = anvil_core::sparsity::Union::default();
+    for e in 0..out.numel() {
+        let (run, i) = (e / inner.max(1), e % inner.max(1));
+        let (outer, c) = (run / k.max(1), run % k.max(1));
+        let p = outer * inner + i;
+        let hits =
+            s.tables.iter().zip(args).zip(&at).filter(|((t, _), _)| t.as_slice()[p] as usize == c);
+        b.push_union(&mut u, hits.map(|((_, a), at)| a.sets.row(at[e])));
+    }
+    let sets = b.finish();
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
+
+register_rule!(VmapRule, ScaledSeeds, vmap_scaled_seeds);
+register_rule!(JvpRule, ScaledSeeds, jvp_scaled_seeds);
+register_rule!(TransposeRule, ScaledSeeds, transpose_scaled_seeds);
+register_rule!(SparsityRule, ScaledSeeds, sparsity_scaled_seeds);
+
+/// A value seen as a sum of scaled seeds.
+struct Terms {
+    shape: Vec<usize>,
+    axis: usize,
+    tables: Vec<Table>,
+    values: Vec<Var>,
+}
+
+impl Terms {
+    fn of(v: &Var) -> Option<Terms> {
+        let p = v.producer()?;
+        if let Some(s) = p.op_as::<ColorSeed>() {
+            let one = anvil_core::Scalar::F64(1.0).cast(s.dtype);
+            let one = v
+                .tracer()
+                .apply(Box::new(crate::constant::Full { shape: vec![], value: one }), &[]);
+            return Some(Terms {
+                shape: s.shape.clone(),
+                axis: s.axis,
+                tables: vec![s.colors.clone()],
+                values: vec![one],
+            });
+        }
+        let s = p.op_as::<ScaledSeeds>()?;
+        Some(Terms {
+            shape: s.shape.clone(),
+            axis: s.axis,
+            tables: s.tables.clone(),
+            values: p.inputs.clone(),
+        })
+    }
+
+    fn build(self, out: &TensorType) -> Option<Var> {
+        let fits = self.shape == out.shape()
+            && self
+                .values
+                .iter()
+                .all(|v| v.dtype() == out.dtype() && v.numel() < out.numel().max(2));
+        if !fits {
+            return None;
+        }
+        let op = ScaledSeeds { shape: self.shape, axis: self.axis, tables: self.tables };
+        let refs: Vec<&Var> = self.values.iter().collect();
+        Some(Var::apply_op(Box::new(op), &refs)).filter(|v| v.ty() == out)
+    }
+}
+
+/// `seeds · v` (either order), or `seeds / v` with `quotient`, as scaled
+/// seeds: each value times (divided by) `v`. `None` unless one operand is
+/// a seed or scaled seeds (the numerator, for a quotient) and the other is
+/// smaller than the result (not itself seeds).
+pub fn product(a: &Var, b: &Var, quotient: bool, out: &TensorType) -> Option<Var> {
+    let (mut t, v) = match (Terms::of(a), Terms::of(b)) {
+        (Some(t), None) => (t, b),
+        (None, Some(t)) if !quotient => (t, a),
+        _ => return None,
+    };
+    if v.numel() >= out.numel().max(2) {
+        return None;
+    }
+    for x in &mut t.values {
+        *x = if quotient { &*x / v } else { &*x * v };
+    }
+    t.build(out)
+}
+
+/// `a ± b` of two sums of seeds of one layout: one sum, the values of
+/// equal tables added.
+pub fn combine(a: &Var, b: &Var, subtract: bool, out: &TensorType) -> Option<Var> {
+    let (mut x, y) = (Terms::of(a)?, Terms::of(b)?);
+    if x.shape != y.shape || x.axis != y.axis {
+        return None;
+    }
+    for (table, v) in y.tables.into_iter().zip(y.values) {
+        match x.tables.iter().position(|t| *t == table) {
+            Some(i) => x.values[i] = if subtract { &x.values[i] - &v } else { &x.values[i] + &v },
+            None => {
+                x.tables.push(table);
+                x.values.push(if subtract { -v } else { v });
+            }
+        }
+    }
+    x.build(out)
+}
+
+/// `-s` of scaled seeds: the values negated.
+pub fn negate(a: &Var, out: &TensorType) -> Option<Var> {
+    a.producer()?.op_as::<ScaledSeeds>()?;
+    let mut t = Terms::of(a)?;
+    t.values = t.values.iter().map(|v| -v).collect();
+    t.build(out)
+}
+
 // ------------------------------------------------------------- decompress
 
 /// Entry `q` of the last axis of the result is entry `map[q]` of the last
@@ -518,6 +853,40 @@ mod tests {
                 assert_eq!(got, want, "{shape:?} axis {axis} block {block}");
             }
         }
+    }
+
+    #[test]
+    fn scaled_seeds_sum_each_seed_times_its_values_in_any_blocks() {
+        let tables =
+            vec![Table::new(vec![0, 1, 2, 0, NEUTRAL]), Table::new(vec![1, NEUTRAL, 0, 2, 2])];
+        let s = ScaledSeeds { shape: vec![3, 5], axis: 0, tables: tables.clone() };
+        // Operand 0 broadcasts along the color axis, operand 1 is a scalar.
+        let v0 = [1.0, 2.0, f64::INFINITY, 4.0, 5.0];
+        let v1 = [10.0];
+        let mut want = vec![0.0; 15];
+        for (d, table) in tables.iter().enumerate() {
+            let seed = dense(&s.seed(d, DType::F64));
+            for (e, w) in want.iter_mut().enumerate() {
+                if seed[e] != 0.0 {
+                    *w += if d == 0 { v0[e % 5] } else { v1[0] };
+                }
+            }
+            assert_eq!(table.len(), 5);
+        }
+        for block in [1, 4, 15] {
+            let mut got = vec![f64::NAN; 15];
+            for start in (0..15).step_by(block) {
+                let end = (start + block).min(15);
+                let b0: Vec<f64> = (start..end).map(|e| v0[e % 5]).collect();
+                let b1 = vec![v1[0]; end - start];
+                let at = BlockAt { start, shape: &s.shape };
+                let args = [Block::F64(&b0), Block::F64(&b1)];
+                s.eval_block(&args, BlockMut::F64(&mut got[start..end]), at).unwrap();
+            }
+            assert_eq!(got, want, "block {block}");
+        }
+        // The infinite value shows only where its seed is 1 (color 2 of column 2).
+        assert_eq!(want.iter().filter(|v| v.is_infinite()).count(), 1);
     }
 
     #[test]
