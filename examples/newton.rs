@@ -5,7 +5,10 @@
 //! `(2 u_i - u_{i-1} - u_{i+1}) / h² - λ e^{u_i} = 0` and `u = 0` at both ends.
 //! Each Newton step `u ← u - J(u)⁻¹ F(u)` is one traced function: the
 //! Jacobian comes from `jacfwd`, the linear solve from `solve` (LU), and
-//! `jit` compiles it once. `vmap` then runs Newton for several `λ` at once.
+//! `jit` compiles it once. The whole solve is then one `while_loop` that
+//! stops at a tolerance, and `vmap` of it solves for several `λ` at once:
+//! the loop runs until every system has converged, each keeping its
+//! solution from the step it converged on.
 //!
 //! Run: `cargo run --release --example newton`
 
@@ -27,8 +30,24 @@ fn newton_step(u: &Var, lam: &Var) -> Var {
     u - &jacobian.solve(&residual(u, lam))
 }
 
+/// Newton from `u = 0` until `|F(u)| < 1e-10` (at most 50 steps): the
+/// solution and the number of steps.
+fn newton_solve(lam: &Var) -> anvil::Result<(Var, Var)> {
+    let u0 = full(&[N], 0.0);
+    while_loop(
+        |(u, k): &(Var, Var)| {
+            let go = residual(u, lam).norm().gt(&lam.full_like(1e-10));
+            go.select(&k.lt(&k.full_like(50.0)), &go)
+        },
+        |(u, k): &(Var, Var)| (newton_step(u, lam), k + 1.0),
+        (&u0, &lam.zeros_like()),
+    )
+}
+
+const N: usize = 16;
+
 fn main() -> anvil::Result<()> {
-    let n = 16;
+    let n = N;
     let lam = Tensor::scalar(1.0);
     let step = jit(newton_step);
     let norm = jit(|u: &Var, lam: &Var| residual(u, lam).norm());
@@ -50,17 +69,26 @@ fn main() -> anvil::Result<()> {
     let diag = 2.0 * h2 - u.to_vec::<f64>()?[1].exp();
     println!("  J[1, 0..3] = {row:.4?} (stencil: [{:.4}, {diag:.4}, {:.4}])", -h2, -h2);
 
-    // Several λ at once: vmap the step over λ (u batched too).
+    // The whole solve as one loop that stops at a tolerance.
+    let solve = jit(newton_solve);
+    let (u_loop, steps) = solve.eval(&lam)?;
+    println!(
+        "\nwhile_loop to |F| < 1e-10: {} steps, max |u - u_steps| = {:.1e}",
+        steps.item()?,
+        u_loop
+            .to_vec::<f64>()?
+            .iter()
+            .zip(u.to_vec::<f64>()?)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max)
+    );
+
+    // Several λ at once: vmap of the solve, a batched predicate.
     let lams = Tensor::from_vec(vec![0.5, 1.0, 2.0, 3.0], &[4])?;
-    let batched_step = jit(vmap(newton_step));
-    let batched_norm = jit(vmap(|u: &Var, lam: &Var| residual(u, lam).norm()));
-    let mut us = Tensor::zeros(&[4, n]);
-    for _ in 0..8 {
-        us = batched_step.eval((&us, &lams))?;
-    }
-    let norms = batched_norm.eval((&us, &lams))?;
+    let (us, steps) = jit(vmap(newton_solve)).eval(&lams)?;
+    let norms = jit(vmap(|u: &Var, lam: &Var| residual(u, lam).norm())).eval((&us, &lams))?;
     let norms: Vec<String> = norms.to_vec::<f64>()?.iter().map(|r| format!("{r:.1e}")).collect();
-    println!("\nvmap over λ = {lams}: after 8 steps |F(u)| = [{}]", norms.join(", "));
+    println!("vmap over λ = {lams}: steps {steps}, |F(u)| = [{}]", norms.join(", "));
     let uv = us.to_vec::<f64>()?;
     for (i, l) in lams.to_vec::<f64>()?.iter().enumerate() {
         println!("  λ = {l}: u(1/2) ≈ {:.8}", uv[i * n + n / 2]);

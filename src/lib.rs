@@ -57,8 +57,9 @@ pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };
 pub use anvil_transforms::{
-    self as transforms, custom_jvp, custom_vjp, grad, hessian, jacfwd, jacrev, jvp, map,
-    value_and_grad, vmap, InAxes,
+    self as transforms, cond, custom_jvp, custom_vjp, fori_loop, grad, hessian, jacfwd, jacrev,
+    jvp, map, scan, scan_n, scan_with, switch, value_and_grad, vmap, while_loop,
+    while_loop_bounded, InAxes, ScanOptions,
 };
 
 use anvil_core::function::{fit_args, fit_args_named, Args};
@@ -67,9 +68,11 @@ use anvil_core::tree::unflatten_all;
 /// Everything a program needs: `use anvil::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        concatenate, custom_jvp, custom_vjp, eye, full, grad, hessian, iota, jacfwd, jacrev, jit,
-        jvp, linearize, map, stack, trace, value_and_grad, vjp, vmap, where_, Apply, DType, Dyn,
-        Error, Eval, Function, InAxes, IntoFunction, Result, SliceSpec, Tensor, Tree, Var, VarExt,
+        concatenate, cond, custom_jvp, custom_vjp, eye, fori_loop, full, grad, hessian, iota,
+        jacfwd, jacrev, jit, jvp, linearize, map, scan, scan_n, scan_with, stack, switch, trace,
+        value_and_grad, vjp, vmap, where_, while_loop, while_loop_bounded, Apply, DType, Dyn,
+        Error, Eval, Function, InAxes, IntoFunction, Result, ScanOptions, SliceSpec, Tensor, Tree,
+        Var, VarExt,
     };
 }
 

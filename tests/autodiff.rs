@@ -564,9 +564,22 @@ fn chunked_jacobians_build_the_seed_per_chunk() {
     assert_eq!(biggest(&whole, false), Some(36), "{whole}");
     assert!(biggest(&whole, true).unwrap_or(0) <= 1, "{whole}");
     for j in [jacfwd(f).chunk_size(2), jacrev(f).chunk_size(2)] {
+        // One loop over the chunks; its body builds a 2 x 6 seed per chunk.
         let g = trace(&j, &x).unwrap();
-        assert_eq!(biggest(&g, false), Some(12), "{g}");
+        let scans: Vec<_> = g.iter().filter(|(_, n)| n.op.is::<anvil::ops::scan::Scan>()).collect();
+        assert_eq!(scans.len(), 1, "{g}");
+        let body = &scans[0].1.op.subgraphs()[0].clone();
+        assert_eq!(biggest(body, false), Some(12), "{g}");
         assert!(biggest(&g, true).unwrap_or(0) <= 1, "{g}");
         j.eval(&x).unwrap().assert_allclose(&jacfwd(f).eval(&x).unwrap(), 1e-15, 1e-15);
     }
+    // The graph's size does not grow with the number of chunks; a last
+    // partial chunk (10 = 3 x 3 + 1) is done after the loop.
+    let x10 = rand(&[10], 61);
+    let size = |k: usize| trace(&jacfwd(f).chunk_size(k), &x10).unwrap().len();
+    assert_eq!(size(2), size(5), "5 chunks and 2 chunks: the same graph");
+    let j = jacfwd(f).chunk_size(3).eval(&x10).unwrap();
+    j.assert_allclose(&jacfwd(f).eval(&x10).unwrap(), 1e-15, 1e-15);
+    let v = vmap(f).chunk_size(3).eval(rand(&[10, 4], 62)).unwrap();
+    v.assert_allclose(&vmap(f).eval(rand(&[10, 4], 62)).unwrap(), 1e-15, 1e-15);
 }

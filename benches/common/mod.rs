@@ -67,11 +67,14 @@ fn scaled(rng: &mut NpRng, shape: &[usize], s: f64) -> Tensor {
 /// in `jax_reference.py`'s order; as there, a prefix ending in a digit
 /// does not select a longer number (`W1` is not `W12`).
 pub fn select(prefixes: &[String]) -> Vec<Workload> {
-    let want = |name: &str| {
+    // A group id selects that group only (`W1` is not `W10`); a longer
+    // prefix selects within its group (`W8a`, `W9_scan_ode_grad`).
+    let want = |group: &str| {
         prefixes.is_empty()
             || prefixes.iter().any(|p| {
-                name.starts_with(p.as_str())
-                    && !name[p.len()..].starts_with(|c: char| c.is_ascii_digit())
+                p == group
+                    || (p.starts_with(group)
+                        && !p[group.len()..].starts_with(|c: char| c.is_ascii_digit()))
             })
     };
     let mut out = Vec::new();
@@ -99,8 +102,14 @@ pub fn select(prefixes: &[String]) -> Vec<Workload> {
     if want("W8") {
         out.extend(w8(200, 10));
     }
+    if want("W9") {
+        out.extend([8, 128].map(w9));
+    }
     if want("W12") {
         out.extend([2000, 1_000_000].map(w12));
+    }
+    if want("W13") {
+        out.push(w13(100_000));
     }
     out
 }
@@ -238,8 +247,8 @@ fn w8_step(x: &Var, m: &Var, b: &Var) -> anvil::Result<Var> {
     Ok(x - jac.solve(&w8_f(x, m, b)))
 }
 
-/// W8a: all iterations in one jit (anvil has no `fori_loop`: the Rust loop
-/// is unrolled into the trace). W8b: a loop of calls to a jitted step.
+/// W8a: all iterations in one jit, as a `fori_loop` (JAX's `lax.fori_loop`).
+/// W8b: a loop of calls to a jitted step.
 fn w8(n: usize, iters: usize) -> Vec<Workload> {
     // Draw order: M, b.
     let mut rng = NpRng::new(0);
@@ -250,11 +259,7 @@ fn w8(n: usize, iters: usize) -> Vec<Workload> {
 
     let (ma, ba, xa) = (m.clone(), b.clone(), x0.clone());
     let solve_unrolled = jit(move |x0: &Var, m: &Var, b: &Var| {
-        let mut x = x0.clone();
-        for _ in 0..iters {
-            x = w8_step(&x, m, b)?;
-        }
-        Ok(x)
+        fori_loop(0, iters, |_: &Var, x: &Var| w8_step(x, m, b), x0)
     });
     let a = Workload::new("W8a_newton_fori_jit", size.clone(), move || {
         Ok(vec![solve_unrolled.eval((&xa, &ma, &ba))?])
@@ -271,6 +276,41 @@ fn w8(n: usize, iters: usize) -> Vec<Workload> {
     vec![a, b_]
 }
 
+// ------------------------------------------------------------------ W9
+
+/// `loss = sum(x_T^2)` after 200 RK4 steps of `dx/dt = tanh(A x + b) - 0.5 x`.
+fn w9_loss(a: &Var, b: &Var, x0: &Var) -> anvil::Result<Var> {
+    let rhs = |x: &Var| (a.matmul(x) + b).tanh() - x * 0.5;
+    let dt = 0.01;
+    let step = |x: &Var, _: &()| {
+        let k1 = rhs(x);
+        let k2 = rhs(&(x + &(&k1 * (dt / 2.0))));
+        let k3 = rhs(&(x + &(&k2 * (dt / 2.0))));
+        let k4 = rhs(&(x + &(&k3 * dt)));
+        (x + &((k1 + k2 * 2.0 + k3 * 2.0 + k4) * (dt / 6.0)), ())
+    };
+    let (x, ()) = scan_n(step, x0, 200)?;
+    Ok(x.square().sum_all())
+}
+
+fn w9(d: usize) -> Workload {
+    let sd = (d as f64).sqrt();
+    let a: Vec<f64> = (0..d * d)
+        .map(|k| {
+            let (i, j) = ((k / d) as f64 + 1.0, (k % d) as f64 + 1.0);
+            (2f64.sqrt() * (i * j) + 0.1 * (j * j)).sin() / sd
+        })
+        .collect();
+    let b: Vec<f64> = (0..d).map(|i| 0.2 * (0.9 * (i as f64 + 1.0)).cos()).collect();
+    let x0: Vec<f64> = (0..d).map(|i| (0.7 * (i as f64 + 1.0)).sin()).collect();
+    let (a, b, x0) = (tensor(a, &[d, d]), tensor(b, &[d]), tensor(x0, &[d]));
+    let f = jit(value_and_grad(w9_loss).argnums(&[0, 1]));
+    Workload::new("W9_scan_ode_grad", format!("d={d},steps=200"), move || {
+        let (loss, g) = f.eval((&a, &b, &x0))?;
+        Ok(vec![loss, g[0].clone(), g[1].clone()])
+    })
+}
+
 // ------------------------------------------------------------------ W12
 
 /// W4's residual's Jacobian by `sparse_jacfwd`: detection finds the
@@ -283,6 +323,33 @@ fn w12(n: usize) -> Workload {
     let jac = sparse_jacfwd(pde_residual);
     Workload::new("W12_sparse_pde_jacobian", format!("n={n}"), move || {
         jac.eval(&u)?.diagonals(&[-1, 0, 1])
+    })
+}
+
+// ------------------------------------------------------------------ W13
+
+/// Newton on `x^3 + a x - b = 0` from 0, until `|f| < 1e-12` or 50 steps.
+fn w13_root(a: &Var, b: &Var) -> anvil::Result<Var> {
+    let f = |x: &Var| x * x * x + a * x - b;
+    let (x, _) = while_loop(
+        |(x, it): &(Var, Var)| {
+            let not_done = f(x).abs().ge(&x.full_like(1e-12));
+            let budget = it.lt(&it.full_like(50.0));
+            not_done.select(&budget, &not_done)
+        },
+        |(x, it): &(Var, Var)| (x - &(f(x) / (x * x * 3.0 + a)), it + 1.0),
+        (&a.zeros_like(), &a.zeros_like()),
+    )?;
+    Ok(x)
+}
+
+fn w13(batch: usize) -> Workload {
+    let a: Vec<f64> = (0..batch).map(|k| 1.25 + 0.75 * (0.7 * (k as f64 + 1.0)).sin()).collect();
+    let b: Vec<f64> = (0..batch).map(|k| 3.0 * (1.3 * (k as f64 + 1.0)).cos()).collect();
+    let (a, b) = (tensor(a, &[batch]), tensor(b, &[batch]));
+    let f = jit(vmap(w13_root));
+    Workload::new("W13_batched_while_newton", format!("B={batch}"), move || {
+        Ok(vec![f.eval((&a, &b))?])
     })
 }
 

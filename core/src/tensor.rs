@@ -40,6 +40,16 @@ macro_rules! with_storage {
 }
 
 impl Storage {
+    /// How many tensors share this buffer (1: the holder is the only one).
+    pub fn ref_count(&self) -> usize {
+        match self {
+            Storage::F64(a) => Arc::strong_count(a),
+            Storage::F32(a) => Arc::strong_count(a),
+            Storage::I64(a) => Arc::strong_count(a),
+            Storage::Bool(a) => Arc::strong_count(a),
+        }
+    }
+
     /// The dtype of the elements.
     pub fn dtype(&self) -> DType {
         match self {

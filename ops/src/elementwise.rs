@@ -1120,9 +1120,39 @@ impl Op for Select {
     }
 }
 
-fn pick<T: Copy>(c: &[bool], t: &[T], f: &[T], out: &mut [T]) {
+fn pick<T: Copy + Blend>(c: &[bool], t: &[T], f: &[T], out: &mut [T]) {
     for (((d, &c), &t), &f) in out.iter_mut().zip(c).zip(t).zip(f) {
-        *d = if c { t } else { f };
+        *d = T::blend(c, t, f);
+    }
+}
+
+/// `if c { t } else { f }` without a branch, so the loop over a block
+/// vectorises (a select's condition is data, often unpredictable).
+trait Blend: Copy {
+    fn blend(c: bool, t: Self, f: Self) -> Self;
+}
+
+impl Blend for f64 {
+    fn blend(c: bool, t: f64, f: f64) -> f64 {
+        let mask = u64::from(c).wrapping_neg();
+        f64::from_bits((t.to_bits() & mask) | (f.to_bits() & !mask))
+    }
+}
+impl Blend for f32 {
+    fn blend(c: bool, t: f32, f: f32) -> f32 {
+        let mask = u32::from(c).wrapping_neg();
+        f32::from_bits((t.to_bits() & mask) | (f.to_bits() & !mask))
+    }
+}
+impl Blend for i64 {
+    fn blend(c: bool, t: i64, f: i64) -> i64 {
+        let mask = i64::from(c).wrapping_neg();
+        (t & mask) | (f & !mask)
+    }
+}
+impl Blend for bool {
+    fn blend(c: bool, t: bool, f: bool) -> bool {
+        (c & t) | (!c & f)
     }
 }
 

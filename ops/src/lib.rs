@@ -30,7 +30,10 @@
 pub mod ad;
 pub mod api;
 pub mod batching;
+pub mod bodies;
+pub mod checkpoint;
 pub mod composite;
+pub mod cond;
 pub mod constant;
 pub mod control;
 pub mod diagonal;
@@ -40,7 +43,9 @@ pub mod linalg;
 pub mod matmul;
 pub mod movement;
 pub mod reduce;
+pub mod scan;
 pub mod sparse;
+pub mod while_loop;
 
 pub use api::{concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt};
 

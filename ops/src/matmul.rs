@@ -269,6 +269,9 @@ fn rewrite_matmul(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<V
     if a.rank() > 2 || b.rank() > 2 {
         return Ok(None);
     }
+    if let Some(v) = rank_one(a, b, false, false, out) {
+        return Ok(Some(v));
+    }
     let source = |v: &Var| {
         v.producer()
             .filter(|p| p.op_as::<crate::movement::Permute>().is_some_and(|q| q.perm == [1, 0]))
@@ -286,7 +289,29 @@ fn rewrite_matmul(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<V
 /// `matmul_t` without flags is `matmul` (the simpler op).
 fn rewrite_matmul_t(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
     let m = op.try_downcast::<MatmulT>()?;
+    if let Some(v) = rank_one(&args[0], &args[1], m.ta, m.tb, out) {
+        return Ok(Some(v));
+    }
     Ok((!m.ta && !m.tb).then(|| args[0].matmul(&args[1])).filter(|v| v.ty() == out))
+}
+
+/// A product of matrices whose inner dimension is 1 (an outer product,
+/// as the transpose of a matrix-vector product makes) is a broadcast
+/// multiply, `a[m, 1] * b[1, n]`: an elementwise op that fuses with what
+/// reads it (`acc + u ⊗ x` in one pass, the product never stored). The
+/// value is the same: one term, no sum.
+fn rank_one(a: &Var, b: &Var, ta: bool, tb: bool, out: &TensorType) -> Option<Var> {
+    if a.rank() != 2 || b.rank() != 2 {
+        return None;
+    }
+    let (m, k) = if ta { (a.shape()[1], a.shape()[0]) } else { (a.shape()[0], a.shape()[1]) };
+    let n = if tb { b.shape()[0] } else { b.shape()[1] };
+    if k != 1 {
+        return None;
+    }
+    let col = if ta { a.reshape(&[m as i64, 1]) } else { a.clone() };
+    let row = if tb { b.reshape(&[1, n as i64]) } else { b.clone() };
+    Some(col * row).filter(|v| v.ty() == out)
 }
 
 register_rule!(RewriteRule, Matmul, rewrite_matmul);

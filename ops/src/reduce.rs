@@ -21,7 +21,12 @@ pub fn reduce_rule(
 ) -> Result<TensorType> {
     expect_arity(op, inputs, 1)?;
     let t = &inputs[0];
-    crate::elementwise::Domain::Numeric.check(op.name(), 0, t.dtype())?;
+    // max and min of bools are `any` and `all`, as in NumPy.
+    let logical =
+        t.dtype() == anvil_core::DType::Bool && (op.is::<ReduceMax>() || op.is::<ReduceMin>());
+    if !logical {
+        crate::elementwise::Domain::Numeric.check(op.name(), 0, t.dtype())?;
+    }
     if let Some(&a) = axes.iter().find(|&&a| a >= t.rank()) {
         return Err(Error::AxisOutOfRange {
             op: op.name().into(),

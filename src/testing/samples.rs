@@ -2,6 +2,7 @@
 
 use super::{InputKind, OpSample};
 use crate::core::SubGraph;
+use crate::ops::cond::Cond;
 use crate::ops::constant::{Basis, Full, Iota};
 use crate::ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
 use crate::ops::diagonal::Diagonals;
@@ -11,6 +12,9 @@ use crate::ops::linalg::Solve;
 use crate::ops::matmul::{Matmul, MatmulT};
 use crate::ops::movement::{BroadcastTo, Concatenate, Pad, Permute, Reshape, Slice};
 use crate::ops::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
+use crate::ops::scan::Scan;
+use crate::ops::sparse::{ColorSeed, Decompress, ScaledSeeds, Table, NEUTRAL};
+use crate::ops::while_loop::While;
 use crate::{trace, DType, Op, Scalar, SliceSpec, Tensor, TensorType, Var, VarExt};
 
 fn uniform(lo: f64, hi: f64) -> InputKind {
@@ -83,7 +87,11 @@ pub fn standard_samples() -> Vec<OpSample> {
     take_samples(&mut s);
     scatter_add_samples(&mut s);
     constant_samples(&mut s);
+    sparse_samples(&mut s);
     map_samples(&mut s);
+    cond_samples(&mut s);
+    scan_samples(&mut s);
+    while_samples(&mut s);
     custom_jvp_samples(&mut s);
     custom_vjp_samples(&mut s);
     s
@@ -426,6 +434,22 @@ fn constant_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(crate::core::Constant { value }));
 }
 
+fn sparse_samples(s: &mut Vec<OpSample>) {
+    // Colored seeds (a neutral position too), color axis last and first.
+    let colors = Table::new(vec![0, 1, NEUTRAL, 2, 0, 1]);
+    let seed =
+        ColorSeed { shape: vec![2, 3, 3], axis: 2, colors: colors.clone(), dtype: DType::F64 };
+    s.push(OpSample::new(seed));
+    s.push(OpSample::new(ColorSeed { shape: vec![3, 6], axis: 0, colors, dtype: DType::F64 }));
+    // Two seeds of 3 colors over 4 positions, scaled by a row and a scalar.
+    let tables = vec![Table::new(vec![0, 1, 2, 0]), Table::new(vec![1, NEUTRAL, 0, 2])];
+    let scaled = ScaledSeeds { shape: vec![3, 4], axis: 0, tables };
+    s.push(OpSample::new(scaled).input(SYM, &[1, 4]).input(SYM, &[]));
+    // Entries of compressed products gathered (repeats allowed), in a batch.
+    let map = Table::new(vec![4, 0, 2, 2, 5]);
+    s.push(OpSample::new(Decompress { map, len: 6 }).input(SYM, &[2, 6]));
+}
+
 fn map_samples(s: &mut Vec<OpSample>) {
     let v3 = Tensor::zeros(&[3]);
     let two = trace(&|x: &Var, w: &Var| (x * w).sin() + x, (&v3, &v3)).expect("traceable body");
@@ -445,6 +469,50 @@ fn map_samples(s: &mut Vec<OpSample>) {
 fn traced(f: &dyn Fn(&[Var]) -> Vec<Var>, shapes: &[&[usize]]) -> SubGraph {
     let args: Vec<Tensor> = shapes.iter().map(|sh| Tensor::zeros(sh)).collect();
     SubGraph::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable body"))
+}
+
+fn cond_samples(s: &mut Vec<OpSample>) {
+    // Two branches of (x [2, 3], w [3]); indices from -1 to 2 are clamped.
+    let shapes: &[&[usize]] = &[&[2, 3], &[3]];
+    let a = traced(&|v| vec![(&v[0] * &v[1]).sin(), v[1].exp()], shapes);
+    let b = traced(&|v| vec![&v[0] * &v[0] - &v[1], v[1].clone() * 3.0], shapes);
+    let cond = Cond { branches: vec![a, b] };
+    let index = InputKind::Int { lo: -1, hi: 3 };
+    s.push(OpSample::new(cond).input(index, &[]).input(SYM, &[2, 3]).input(SYM, &[3]));
+}
+
+fn scan_samples(s: &mut Vec<OpSample>) {
+    // consts c [3], carry k [3], x [3] -> (sin(k c) + x, k x), 4 steps, both directions.
+    let body = traced(&|v| vec![(&v[1] * &v[0]).sin() + &v[2], &v[1] * &v[2]], &[&[3], &[3], &[3]]);
+    // Reverse mode with checkpoints every 3 steps of 4 (a partial last segment).
+    for (reverse, checkpoint) in [(false, None), (true, None), (false, Some(3)), (true, Some(3))] {
+        let scan =
+            Scan { body: body.clone(), consts: 1, carries: 1, length: 4, reverse, checkpoint };
+        s.push(OpSample::new(scan).input(SYM, &[3]).input(SYM, &[3]).input(SYM, &[4, 3]));
+    }
+}
+
+fn while_samples(s: &mut Vec<OpSample>) {
+    // consts c [3]; carries n (i64), x [3]: while n < 3, x <- sin(x c) + x.
+    // A random start n in [0, 3) makes the number of steps differ across a
+    // batch (the predicate is batched). Bounded, so reverse mode works.
+    let types = [
+        TensorType::new(DType::F64, vec![3]),
+        TensorType::new(DType::I64, vec![]),
+        TensorType::new(DType::F64, vec![3]),
+    ];
+    let cond = crate::core::trace_with(&types, |v| Ok(vec![v[1].lt(&v[1].full_like(3.0))]));
+    let body = crate::core::trace_with(&types, |v| {
+        Ok(vec![&v[1] + &v[1].ones_like(), (&v[2] * &v[0]).sin() + &v[2]])
+    });
+    let (cond, body) = (cond.expect("traceable predicate"), body.expect("traceable body"));
+    let w = While { cond: cond.into(), body: body.into(), consts: 1, max_steps: Some(5) };
+    s.push(
+        OpSample::new(w)
+            .input(SYM, &[3])
+            .input(InputKind::Int { lo: 0, hi: 3 }, &[])
+            .input(SYM, &[3]),
+    );
 }
 
 fn custom_jvp_samples(s: &mut Vec<OpSample>) {

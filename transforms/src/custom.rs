@@ -19,10 +19,10 @@
 //! is an error, as in JAX: the rule only says how to differentiate with
 //! respect to the arguments.
 
-use anvil_core::replay::inline_graph;
+use crate::captures::{slots, union, with_inputs};
 use anvil_core::{
-    trace_fn, trace_with, Dyn, Error, Function, Graph, IntoFunction, PlanCache, Result, TensorType,
-    Traced, TracedFn, TreeDef, Var,
+    trace_fn, Dyn, Error, Function, Graph, IntoFunction, PlanCache, Result, TensorType, Traced,
+    TracedFn, TreeDef, Var,
 };
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall};
 use std::marker::PhantomData;
@@ -51,30 +51,6 @@ fn some_output(what: &str, g: &Graph) -> Result<Vec<TensorType>> {
         ts if ts.is_empty() => Err(Error::invalid(what, "function", "has no output")),
         ts => Ok(ts),
     }
-}
-
-/// The values captured by any of `traced`, each once, in order of first use.
-fn all_captures(traced: &[&TracedFn]) -> Vec<Var> {
-    let mut all: Vec<Var> = Vec::new();
-    for c in traced.iter().flat_map(|t| &t.captures) {
-        if !all.iter().any(|a| a.is_same(c)) {
-            all.push(c.clone());
-        }
-    }
-    all
-}
-
-/// Where each of `t`'s captures is in `all`.
-fn capture_slots(t: &TracedFn, all: &[Var]) -> Vec<usize> {
-    t.captures.iter().map(|c| all.iter().position(|a| a.is_same(c)).unwrap_or(0)).collect()
-}
-
-/// `graph` with its inputs rearranged: new inputs of types `types`, old
-/// input `i` reading new input `from[i]` (inputs not read are unused).
-fn with_inputs(graph: &Graph, types: &[TensorType], from: &[usize]) -> Result<Graph> {
-    trace_with(types, |vars| {
-        inline_graph(graph, &from.iter().map(|&i| vars[i].clone()).collect::<Vec<_>>())
-    })
 }
 
 // ------------------------------------------------------------ custom_jvp
@@ -139,20 +115,20 @@ where
         let pair = TreeDef::Tuple(vec![def.clone(), def.clone()]);
         let jvp = trace_fn(&self.jvp, &pair, &[types.clone(), types.clone()].concat())?;
         expect_outputs("custom_jvp rule", &jvp.graph, &[outs.clone(), outs.clone()].concat())?;
-        let consts = all_captures(&[&primal, &jvp]);
+        let consts = union(&[&primal, &jvp]);
         let mut all_types = types.clone();
         all_types.extend(consts.iter().map(|c| c.ty().clone()));
         let nc = consts.len();
         // primal: (args, its captures) -> (args, consts).
         let from: Vec<usize> =
-            (0..n).chain(capture_slots(&primal, &consts).iter().map(|&k| n + k)).collect();
+            (0..n).chain(slots(&primal, &consts).iter().map(|&k| n + k)).collect();
         let primal_graph = with_inputs(&primal.graph, &all_types, &from)?;
         // jvp: (args, tangents, its captures) -> (args, consts, tangents).
         let mut jvp_types = all_types.clone();
         jvp_types.extend(types);
         let from: Vec<usize> = (0..n)
             .chain((0..n).map(|i| n + nc + i))
-            .chain(capture_slots(&jvp, &consts).iter().map(|&k| n + k))
+            .chain(slots(&jvp, &consts).iter().map(|&k| n + k))
             .collect();
         let jvp_graph = with_inputs(&jvp.graph, &jvp_types, &from)?;
         let op = CustomJvpCall { primal: primal_graph.into(), jvp: jvp_graph.into(), consts: nc };
@@ -271,19 +247,19 @@ where
         let bwd_def = TreeDef::Tuple(vec![res_def, primal.output.clone()]);
         let bwd = trace_fn(&self.bwd, &bwd_def, &[res_types.clone(), outs.clone()].concat())?;
         expect_outputs("custom_vjp bwd", &bwd.graph, &types)?;
-        let consts = all_captures(&[&primal, &fwd, &bwd]);
+        let consts = union(&[&primal, &fwd, &bwd]);
         let nc = consts.len();
         let const_types: Vec<TensorType> = consts.iter().map(|c| c.ty().clone()).collect();
         let all_types = [types.clone(), const_types.clone()].concat();
         let from = |t: &TracedFn| -> Vec<usize> {
-            (0..n).chain(capture_slots(t, &consts).iter().map(|&k| n + k)).collect()
+            (0..n).chain(slots(t, &consts).iter().map(|&k| n + k)).collect()
         };
         let primal_graph = with_inputs(&primal.graph, &all_types, &from(&primal))?;
         let fwd_graph = with_inputs(&fwd.graph, &all_types, &from(&fwd))?;
         // bwd: (residuals, cts, its captures) -> (consts, residuals, cts).
         let bwd_types = [const_types, res_types, outs.clone()].concat();
         let from_bwd: Vec<usize> =
-            (0..nr + outs.len()).map(|i| nc + i).chain(capture_slots(&bwd, &consts)).collect();
+            (0..nr + outs.len()).map(|i| nc + i).chain(slots(&bwd, &consts)).collect();
         let bwd_graph = with_inputs(&bwd.graph, &bwd_types, &from_bwd)?;
         let op = CustomVjpCall {
             primal: primal_graph.into(),

@@ -21,7 +21,7 @@
 //! every leaf replaced by the chosen arguments' structure, as in JAX.
 
 use crate::ad::{jvp_graph, vjp_graph_wrt};
-use crate::vmap::{vmap_graph, vmap_graph_by_chunks};
+use crate::vmap::{finish_chunks, looped_chunks, vmap_graph, vmap_graph_by_chunks};
 use anvil_core::function::Args;
 use anvil_core::replay::inline_graph;
 use anvil_core::tree::Nth;
@@ -825,10 +825,25 @@ fn over_basis(
         Ok(args.iter().map(|a| Batched::new(a.clone(), None)).chain([seed]).collect())
     };
     match chunk {
-        // Chunks go through a batch-in-front concatenation; a single batch
-        // keeps the seed's axis where the ops leave it.
-        Some(k) if k < size => vmap_graph_by_chunks(graph, size, k, with_seed),
         Some(0) => Err(Error::invalid("jacobian", "chunk_size", "must be at least 1")),
+        // Two chunks or more: one loop over the chunks, each building its
+        // seed from its start (a basis with a start operand), batch in front.
+        Some(k) if size / k >= 2 => {
+            let full = size / k;
+            let starts = anvil_ops::iota_dtype(&[full], 0, DType::I64) * (k as f64);
+            let chunk_args = |c: &[Var], x: &[Var]| -> Vec<Batched> {
+                let op = Basis::seed(ty, 0, k, front);
+                let seed = Var::apply_op(Box::new(op), &[&x[0]]);
+                c.iter()
+                    .map(|a| Batched::new(a.clone(), None))
+                    .chain([Batched::new(seed, Some(seed_axis))])
+                    .collect()
+            };
+            let looped = looped_chunks(graph, k, full, args, &[starts], chunk_args)?;
+            finish_chunks(graph, looped, size, full * k, with_seed)
+        }
+        Some(k) if k < size => vmap_graph_by_chunks(graph, size, k, with_seed),
+        // A single batch keeps the seed's axis where the ops leave it.
         _ => vmap_graph(graph, &with_seed(0, size)?, size),
     }
 }

@@ -14,6 +14,8 @@
 
 pub mod ad;
 pub mod axes;
+pub mod captures;
+pub mod control_flow;
 pub mod custom;
 pub mod diff;
 pub mod map;
@@ -25,6 +27,10 @@ pub mod vmap;
 
 pub use ad::{
     jvp_graph, linearize_graph, transpose_graph, vjp_graph, vjp_graph_wrt, Linearization,
+};
+pub use control_flow::{
+    cond, fori_loop, scan, scan_n, scan_with, switch, while_loop, while_loop_bounded, Bound,
+    Branches, ScanOptions,
 };
 pub use custom::{custom_jvp, custom_vjp, CustomJvp, CustomVjp};
 pub use diff::{

@@ -111,12 +111,12 @@ pub fn vmap_graph_chunked(
     }
 }
 
-/// `graph` vmapped over chunks of `k` elements, concatenated: the outputs
-/// have their batch axis in front.
+/// `graph` vmapped over chunks of `k` elements: the outputs have their
+/// batch axis in front. With two chunks or more, a loop over the chunks
+/// (see [`looped_chunks`]).
 fn vmap_chunked(graph: &Graph, args: &[Batched], size: usize, k: usize) -> Result<Vec<Batched>> {
-    vmap_graph_by_chunks(graph, size, k, |start, n| {
-        Ok(args
-            .iter()
+    let slice = |start: usize, n: usize| -> Vec<Batched> {
+        args.iter()
             .map(|b| match b.axis {
                 Some(a) => {
                     let (from, to) = (Some(start as i64), Some((start + n) as i64));
@@ -124,8 +124,122 @@ fn vmap_chunked(graph: &Graph, args: &[Batched], size: usize, k: usize) -> Resul
                 }
                 None => b.clone(),
             })
-            .collect())
-    })
+            .collect()
+    };
+    let full = size / k;
+    if full < 2 {
+        return vmap_graph_by_chunks(graph, size, k, |start, n| Ok(slice(start, n)));
+    }
+    // Scanned: the batched arguments' first full * k elements, [full, k, ...].
+    let consts: Vec<Var> =
+        args.iter().filter(|b| b.axis.is_none()).map(|b| b.var.clone()).collect();
+    let xs: Vec<Var> = args
+        .iter()
+        .filter(|b| b.axis.is_some())
+        .map(|b| {
+            let front = at_front(b, size).slice_axis(0, Some(0), Some((full * k) as i64), 1);
+            let mut shape = vec![full as i64, k as i64];
+            shape.extend(b.logical_shape().iter().map(|&d| d as i64));
+            front.reshape(&shape)
+        })
+        .collect();
+    let batched: Vec<bool> = args.iter().map(|b| b.axis.is_some()).collect();
+    let chunk_args = |c: &[Var], x: &[Var]| -> Vec<Batched> {
+        let (mut c, mut x) = (c.iter(), x.iter());
+        batched
+            .iter()
+            .filter_map(|&b| match b {
+                true => x.next().map(|v| Batched::new(v.clone(), Some(0))),
+                false => c.next().map(|v| Batched::new(v.clone(), None)),
+            })
+            .collect()
+    };
+    let outs = looped_chunks(graph, k, full, &consts, &xs, chunk_args)?;
+    finish_chunks(graph, outs, size, full * k, |start, n| Ok(slice(start, n)))
+}
+
+/// The outputs of the looped chunks (`[full * k, ...]` each), with the
+/// last partial chunk (from `done` to `size`) vmapped after the loop and
+/// concatenated.
+pub(crate) fn finish_chunks(
+    graph: &Graph,
+    looped: Vec<Var>,
+    size: usize,
+    done: usize,
+    chunk: impl Fn(usize, usize) -> Result<Vec<Batched>>,
+) -> Result<Vec<Batched>> {
+    if done == size {
+        return Ok(looped.into_iter().map(|v| Batched::new(v, Some(0))).collect());
+    }
+    let rest = size - done;
+    let tail = vmap_graph(graph, &chunk(done, rest)?, rest)?;
+    Ok(looped
+        .iter()
+        .zip(&tail)
+        .map(|(l, t)| Batched::new(concatenate(&[l, &at_front(t, rest)], 0), Some(0)))
+        .collect())
+}
+
+/// `graph` vmapped over `full` chunks of `k` elements as one loop (a
+/// `scan` with no carries): the chunk's arguments are built in the body by
+/// `chunk_args` from the loop's consts and its slices of the scanned `xs`
+/// (each `[full, ...]`); work that depends on the consts only is hoisted
+/// out of the loop. The graph's size does not depend on the number of
+/// chunks. Returns each output as `[full * k, ...]`.
+///
+/// # Errors
+/// As [`vmap_graph`].
+pub(crate) fn looped_chunks(
+    graph: &Graph,
+    k: usize,
+    full: usize,
+    consts: &[Var],
+    xs: &[Var],
+    chunk_args: impl Fn(&[Var], &[Var]) -> Vec<Batched>,
+) -> Result<Vec<Var>> {
+    let nc = consts.len();
+    let mut types: Vec<TensorType> = consts.iter().map(|c| c.ty().clone()).collect();
+    types.extend(xs.iter().map(|x| x.ty().with_shape(x.shape()[1..].to_vec())));
+    let body = anvil_core::trace_with(&types, |v| {
+        let outs = vmap_graph(graph, &chunk_args(&v[..nc], &v[nc..]), k)?;
+        Ok(outs.iter().map(|o| at_front(o, k)).collect())
+    })?;
+    // Work that reads only the consts runs once, before the loop.
+    let varying: Vec<bool> = (0..types.len()).map(|i| i >= nc).collect();
+    let invariant: Vec<Option<Var>> =
+        consts.iter().cloned().map(Some).chain(xs.iter().map(|_| None)).collect();
+    let (body, mut consts) = match anvil_ops::control::hoist(&body, &varying, &invariant)? {
+        Some((hoisted_body, hoisted)) => {
+            // The hoisted values come last; a scan takes its consts first.
+            let (nx, nh) = (xs.len(), hoisted.len());
+            let order: Vec<usize> =
+                (0..nc).chain(nc + nx..nc + nx + nh).chain(nc..nc + nx).collect();
+            let outs: Vec<usize> = (0..hoisted_body.outputs().len()).collect();
+            let body = anvil_ops::bodies::reorder(&hoisted_body, &order, &outs)?;
+            let mut c = consts.to_vec();
+            c.extend(hoisted);
+            (body, c)
+        }
+        None => (body, consts.to_vec()),
+    };
+    let n_consts = consts.len();
+    consts.extend(xs.iter().cloned());
+    let scan = anvil_ops::scan::Scan {
+        body: body.into(),
+        consts: n_consts,
+        carries: 0,
+        length: full,
+        reverse: false,
+        checkpoint: None,
+    };
+    Ok(anvil_ops::scan::emit_scan(scan, &consts)
+        .into_iter()
+        .map(|y| {
+            let mut shape = vec![(full * k) as i64];
+            shape.extend(y.shape()[2..].iter().map(|&d| d as i64));
+            y.reshape(&shape)
+        })
+        .collect())
 }
 
 /// `graph` vmapped over a batch of `size` in chunks of `k`, the arguments
@@ -176,9 +290,13 @@ fn check_rule_output(
     if out.var.is_poisoned() {
         return Ok(()); // The recorded error will be returned by the trace.
     }
-    let ok = out.axis.is_some_and(|k| k < out.var.rank() && out.var.shape()[k] == size)
-        && out.logical_shape() == ty.shape()
-        && out.var.dtype() == ty.dtype();
+    // A rule may leave a result the batch does not reach unbatched (the
+    // carries of a loop outside the batch's reach, say).
+    let axis_ok = match out.axis {
+        Some(k) => k < out.var.rank() && out.var.shape()[k] == size,
+        None => true,
+    };
+    let ok = axis_ok && out.logical_shape() == ty.shape() && out.var.dtype() == ty.dtype();
     if ok {
         Ok(())
     } else {

@@ -32,6 +32,9 @@ use std::sync::Arc;
 /// Buffers smaller than this (in bytes) are not pooled.
 pub const MIN_BYTES: usize = 16 * 1024;
 
+/// At most this many lent buffers still held by a caller are remembered.
+const MAX_LENT: usize = 64;
+
 /// An owned, untyped buffer.
 #[doc(hidden)]
 #[derive(Debug)]
@@ -133,10 +136,18 @@ impl Pool {
         }
     }
 
-    /// Takes back the outputs of the last call that the caller has dropped.
+    /// Takes back the outputs of earlier calls that the caller has dropped.
+    /// Those still held are kept for a later call (a loop passes a step's
+    /// outputs to the next step and drops them only after it), up to
+    /// [`MAX_LENT`] buffers.
     pub(crate) fn reclaim_lent(&mut self) {
-        for s in std::mem::take(&mut self.lent) {
-            self.recycle(s);
+        let lent = std::mem::take(&mut self.lent);
+        for s in lent {
+            if s.ref_count() == 1 {
+                self.recycle(s);
+            } else if self.lent.len() < MAX_LENT {
+                self.lent.push(s);
+            }
         }
     }
 
@@ -312,12 +323,15 @@ mod tests {
         p.lend(&[kept.clone(), dropped]);
         p.reclaim_lent();
         assert_eq!(p.bytes(), 2 * n * 8, "only the dropped output comes back");
-        assert!(p.lent.is_empty(), "a kept output is not remembered further");
-        p.put(Buf::F64(vec![0.0; n]));
+        assert_eq!(p.lent.len(), 1, "a kept output is remembered for a later call");
+        // Dropped later (a loop's carry, dropped after the next step): back then.
+        drop(kept);
+        p.reclaim_lent();
+        assert_eq!(p.bytes(), 3 * n * 8);
+        assert!(p.lent.is_empty());
         p.trim(2 * n * 8);
         assert_eq!(p.bytes(), 2 * n * 8);
         assert!(p.take::<f64>(2 * n).is_some(), "trim drops the smallest first");
-        drop(kept);
     }
 
     #[test]

@@ -59,7 +59,12 @@ impl Instr {
 
     /// Runs the instruction on one block: the backend's vectorised math for
     /// the op if it handles these dtypes, else the op's own.
-    fn eval(&self, args: &[Block<'_>], mut out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()> {
+    pub(crate) fn eval(
+        &self,
+        args: &[Block<'_>],
+        mut out: BlockMut<'_>,
+        at: BlockAt<'_>,
+    ) -> Result<()> {
         if let Some(fast) = self.fast {
             if fast(self.op.as_ref(), args, reborrow(&mut out), at)? {
                 return Ok(());

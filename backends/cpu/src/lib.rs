@@ -28,6 +28,7 @@
 pub mod buffers;
 pub mod fusion;
 pub mod kernels;
+pub mod micro;
 mod plan;
 pub mod strided;
 pub mod vmath;

@@ -414,17 +414,39 @@ impl<'a> Detector<'a> {
         args: &[SparsityArg<'_>],
         mapped: Option<(&[bool], usize)>,
     ) -> Result<Vec<Arc<IndexSets>>> {
+        let is_mapped = |k: usize| mapped.is_some_and(|(m, _)| m.get(k) == Some(&true));
+        let known: Vec<Option<&Tensor>> = args
+            .iter()
+            .enumerate()
+            .map(|(k, a)| if is_mapped(k) { None } else { a.value })
+            .collect();
+        let pattern = self.body_pattern(op, body, &known)?;
+        let sets: Vec<&IndexSets> = args.iter().map(|a| a.sets.as_ref()).collect();
+        pattern.compose(self, op, &sets, mapped, 0..body.outputs().len())
+    }
+
+    /// `body`'s pattern over its own inputs' elements (numbered locally),
+    /// computed once, for rules that compose it with several operand sets
+    /// (a loop's fixpoint). `known[k]`: input `k`'s value when it is the
+    /// same in every run of the body.
+    ///
+    /// # Errors
+    /// The body's detection failing; `known` of the wrong length.
+    pub fn body_pattern(
+        &self,
+        op: &dyn Op,
+        body: &Graph,
+        known: &[Option<&Tensor>],
+    ) -> Result<BodyPattern> {
         let types = body.input_types();
-        if types.len() != args.len() {
+        if types.len() != known.len() {
             return Err(Error::Arity {
                 what: op.name().into(),
                 kind: "operands (for its body)".into(),
                 expected: types.len(),
-                got: args.len(),
+                got: known.len(),
             });
         }
-        let is_mapped = |k: usize| mapped.is_some_and(|(m, _)| m.get(k) == Some(&true));
-        // The body's inputs, numbered locally; values known only when whole.
         let mut local = Vec::with_capacity(types.len());
         let mut starts = Vec::with_capacity(types.len() + 1);
         let mut next = 0usize;
@@ -434,15 +456,60 @@ impl<'a> Detector<'a> {
             next += t.numel();
         }
         starts.push(next);
-        let known: Vec<Option<Tensor>> = args
-            .iter()
-            .enumerate()
-            .map(|(k, a)| if is_mapped(k) { None } else { a.value.cloned() })
-            .collect();
-        let inner = self.propagate(body, &local, &known)?;
+        let known: Vec<Option<Tensor>> = known.iter().map(|v| v.cloned()).collect();
+        let outputs = self.propagate(body, &local, &known)?;
+        let sizes = types.iter().map(TensorType::numel).collect();
+        Ok(BodyPattern { outputs, starts, sizes })
+    }
+}
+
+/// A body's pattern over its own inputs (see [`Detector::body_pattern`]).
+#[derive(Clone, Debug)]
+pub struct BodyPattern {
+    /// The index sets of each output over the body's inputs' elements,
+    /// numbered input after input.
+    pub outputs: Vec<Arc<IndexSets>>,
+    starts: Vec<usize>,
+    sizes: Vec<usize>,
+}
+
+impl BodyPattern {
+    /// The sets of outputs `which` when the body's inputs have the sets
+    /// `args` (one per input; operand `k` of `size` stacked slices when
+    /// `mapped[k]`, the results then stacked along a new axis 0 likewise).
+    ///
+    /// # Errors
+    /// Operands of the wrong number or size; the limit of entries.
+    pub fn compose(
+        &self,
+        cx: &Detector<'_>,
+        op: &dyn Op,
+        args: &[&IndexSets],
+        mapped: Option<(&[bool], usize)>,
+        which: std::ops::Range<usize>,
+    ) -> Result<Vec<Arc<IndexSets>>> {
+        let is_mapped = |k: usize| mapped.is_some_and(|(m, _)| m.get(k) == Some(&true));
         let size = mapped.map_or(1, |(_, s)| s);
-        let owner = |l: usize| starts.partition_point(|&s| s <= l) - 1;
-        inner
+        if args.len() != self.sizes.len() {
+            return Err(Error::Arity {
+                what: op.name().into(),
+                kind: "operands (for its body)".into(),
+                expected: self.sizes.len(),
+                got: args.len(),
+            });
+        }
+        for (k, (a, &n)) in args.iter().zip(&self.sizes).enumerate() {
+            let want = if is_mapped(k) { n * size } else { n };
+            if a.len() != want {
+                return Err(Error::invalid(
+                    op.name(),
+                    format!("operand {k}"),
+                    format!("{} index sets for a body input of {n} elements", a.len()),
+                ));
+            }
+        }
+        let owner = |l: usize| self.starts.partition_point(|&s| s <= l) - 1;
+        self.outputs[which]
             .iter()
             .map(|out| {
                 let per = out.len();
@@ -452,19 +519,38 @@ impl<'a> Detector<'a> {
                     for e in 0..per {
                         let rows = out.row(e).iter().map(|&l| {
                             let k = owner(l as usize);
-                            let off = l as usize - starts[k];
-                            let at = if is_mapped(k) { it * types[k].numel() + off } else { off };
-                            args[k].sets.row(at)
+                            let off = l as usize - self.starts[k];
+                            let at = if is_mapped(k) { it * self.sizes[k] + off } else { off };
+                            args[k].row(at)
                         });
                         b.push_union(&mut u, rows);
                     }
                 }
                 let s = b.finish();
-                self.check_size(op, &s)?;
+                cx.check_size(op, &s)?;
                 Ok(Arc::new(s))
             })
             .collect()
     }
+}
+
+/// The elementwise union of two families of index sets of one length.
+///
+/// # Errors
+/// Lengths that differ.
+pub fn merge(a: &IndexSets, b: &IndexSets) -> Result<IndexSets> {
+    if a.len() != b.len() {
+        return Err(Error::invalid(
+            "sparsity",
+            "merge",
+            format!("index sets of {} and {} elements", a.len(), b.len()),
+        ));
+    }
+    let mut out = Builder::new(a.len(), a.nnz().max(b.nnz()));
+    for (x, y) in a.rows().zip(b.rows()) {
+        out.push_merge(x, y);
+    }
+    Ok(out.finish())
 }
 
 /// The rule of elementwise ops (registered or by the fact): the union of

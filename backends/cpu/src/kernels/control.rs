@@ -6,9 +6,13 @@
 //! there is enough work. Each iteration runs its body sequentially, so the
 //! two levels of parallelism never oversubscribe the pool.
 
+use crate::micro::{Body, Buf, Micro};
 use crate::{compile, register_kernel, Parallelism, Plan, Prepared};
 use anvil_core::{Error, Op, Result, Tensor, TensorType};
+use anvil_ops::cond::Cond;
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
+use anvil_ops::scan::Scan;
+use anvil_ops::while_loop::While;
 use rayon::prelude::*;
 
 /// A [`Map`] with its body compiled.
@@ -115,3 +119,286 @@ pub fn custom_vjp_tangent(
 register_kernel!(CustomJvpCall, prepare: prepare_custom_call);
 register_kernel!(CustomVjpCall, prepare: prepare_custom_call);
 register_kernel!(CustomVjpTangent, many: custom_vjp_tangent);
+
+// ------------------------------------------------------------- cond
+
+/// A [`Cond`] with its branches compiled.
+#[derive(Debug)]
+struct CondPlan(Vec<Plan>);
+
+fn prepare_cond(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
+    let c = op.try_downcast::<Cond>()?;
+    Ok(Box::new(CondPlan(c.branches.iter().map(|b| compile(b)).collect::<Result<_>>()?)))
+}
+
+impl Prepared for CondPlan {
+    fn run(&self, inputs: &[&Tensor], _: &[TensorType], ctx: &Parallelism) -> Result<Vec<Tensor>> {
+        let (index, operands) = inputs
+            .split_first()
+            .ok_or_else(|| Error::invalid("cond", "index", "missing (the first operand)"))?;
+        // Clamped to the branches, as in JAX.
+        let last = self.0.len().saturating_sub(1);
+        let k = (index.item()?.max(0.0) as usize).min(last);
+        let args: Vec<Tensor> = operands.iter().map(|t| (*t).clone()).collect();
+        self.0[k].run(&args, ctx)
+    }
+}
+
+register_kernel!(Cond, prepare: prepare_cond);
+
+// ------------------------------------------------------------- scan
+
+/// A [`Scan`] with its body compiled (straight-line code when small).
+#[derive(Debug)]
+struct ScanPlan {
+    body: Body,
+    consts: usize,
+    carries: usize,
+    length: usize,
+    reverse: bool,
+}
+
+fn prepare_scan(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
+    let s = op.try_downcast::<Scan>()?;
+    let consts: Vec<bool> = (0..s.body.inputs().len()).map(|i| i < s.consts).collect();
+    Ok(Box::new(ScanPlan {
+        body: Body::compile_invariant(&s.body, &consts)?,
+        consts: s.consts,
+        carries: s.carries,
+        length: s.length,
+        reverse: s.reverse,
+    }))
+}
+
+impl ScanPlan {
+    /// Step `i` reads slice `t` of the xs and writes `ys[t]`.
+    fn slice(&self, i: usize) -> usize {
+        if self.reverse {
+            self.length - 1 - i
+        } else {
+            i
+        }
+    }
+
+    fn run_plan(
+        &self,
+        body: &Plan,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+        ctx: &Parallelism,
+    ) -> Result<Vec<Tensor>> {
+        let (nc, nk) = (self.consts, self.carries);
+        let xs = &inputs[nc + nk..];
+        let mut args: Vec<Tensor> = inputs[..nc + nk].iter().map(|t| (*t).clone()).collect();
+        // Each step's ys are copied straight into their slot of the stacked
+        // results: no list of steps, no second copy.
+        let mut ys: Vec<Buf> =
+            outs[nk..].iter().map(|t| Buf::stacked(t.dtype(), t.numel())).collect();
+        let y_len: Vec<usize> = outs[nk..].iter().map(|t| t.numel() / self.length.max(1)).collect();
+        for i in 0..self.length {
+            let t = self.slice(i);
+            args.truncate(nc + nk);
+            for x in xs {
+                args.push(x.select_axis(0, t)?);
+            }
+            let mut step = body.run(&args, ctx)?;
+            for (j, out) in step.drain(nk..).enumerate() {
+                Buf::copy_tensor_into(&out, &mut ys[j], t * y_len[j])?;
+            }
+            for (slot, carry) in args[nc..nc + nk].iter_mut().zip(step) {
+                *slot = carry;
+            }
+        }
+        let mut results: Vec<Tensor> = args.drain(nc..nc + nk).collect();
+        for (y, ty) in ys.into_iter().zip(&outs[nk..]) {
+            results.push(y.into_tensor(ty.shape())?);
+        }
+        Ok(results)
+    }
+
+    /// The loop over straight-line code: carries stay in the body's input
+    /// buffers, the new ones swapped in after each step; xs slices are
+    /// copied in and ys slices copied out; nothing is allocated per step.
+    fn run_micro(
+        &self,
+        m: &Micro,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+        ctx: &Parallelism,
+    ) -> Result<Vec<Tensor>> {
+        let (nc, nk) = (self.consts, self.carries);
+        let nx = inputs.len() - nc - nk;
+        let ny = outs.len() - nk;
+        let mut st = m.state();
+        for (k, x) in inputs[..nc + nk].iter().enumerate() {
+            m.set_input(&mut st, k, x, 0)?;
+        }
+        m.run_invariant(&mut st, ctx)?;
+        let x_len: Vec<usize> = (0..nx).map(|j| m.ty(m.input(nc + nk + j)).numel()).collect();
+        let y_len: Vec<usize> = (0..ny).map(|j| m.ty(m.output(nk + j)).numel()).collect();
+        let mut ys: Vec<Buf> =
+            (0..ny).map(|j| Buf::stacked(outs[nk + j].dtype(), outs[nk + j].numel())).collect();
+        let mut next: Vec<Buf> =
+            (0..nk).map(|k| Buf::stacked(outs[k].dtype(), outs[k].numel())).collect();
+        for i in 0..self.length {
+            let t = self.slice(i);
+            for j in 0..nx {
+                m.set_input(&mut st, nc + nk + j, inputs[nc + nk + j], t * x_len[j])?;
+            }
+            m.run(&mut st, ctx)?;
+            for (j, y) in ys.iter_mut().enumerate() {
+                st.buf(m.output(nk + j)).copy_into(y, t * y_len[j])?;
+            }
+            for (k, n) in next.iter_mut().enumerate() {
+                st.buf(m.output(k)).copy_into(n, 0)?;
+            }
+            for (k, n) in next.iter_mut().enumerate() {
+                st.swap(m.input(nc + k), n);
+            }
+        }
+        let mut results = Vec::with_capacity(outs.len());
+        for (k, ty) in outs[..nk].iter().enumerate() {
+            results.push(st.buf(m.input(nc + k)).to_tensor(ty.shape())?);
+        }
+        for (y, ty) in ys.into_iter().zip(&outs[nk..]) {
+            results.push(y.into_tensor(ty.shape())?);
+        }
+        Ok(results)
+    }
+}
+
+impl Prepared for ScanPlan {
+    fn run(
+        &self,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+        ctx: &Parallelism,
+    ) -> Result<Vec<Tensor>> {
+        match &self.body {
+            Body::Micro(m) => self.run_micro(m, inputs, outs, ctx),
+            Body::Plan(p) => self.run_plan(p, inputs, outs, ctx),
+        }
+    }
+}
+
+register_kernel!(Scan, prepare: prepare_scan);
+
+// ------------------------------------------------------------ while
+
+/// A [`While`] with its predicate and body compiled: both as straight-line
+/// code when both are small, else both as plans.
+#[derive(Debug)]
+struct WhilePlan {
+    bodies: WhileBodies,
+    consts: usize,
+    max_steps: Option<usize>,
+}
+
+#[derive(Debug)]
+enum WhileBodies {
+    Micro(Micro, Micro),
+    Plans(Plan, Plan),
+}
+
+fn prepare_while(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
+    let w = op.try_downcast::<While>()?;
+    let consts: Vec<bool> = (0..w.body.inputs().len()).map(|i| i < w.consts).collect();
+    let bodies = match (
+        Micro::compile_invariant(&w.cond, &consts)?,
+        Micro::compile_invariant(&w.body, &consts)?,
+    ) {
+        (Some(c), Some(b)) => WhileBodies::Micro(c, b),
+        _ => WhileBodies::Plans(compile(&w.cond)?, compile(&w.body)?),
+    };
+    Ok(Box::new(WhilePlan { bodies, consts: w.consts, max_steps: w.max_steps }))
+}
+
+impl WhilePlan {
+    fn more(&self, steps: usize) -> bool {
+        self.max_steps.is_none_or(|m| steps < m)
+    }
+
+    fn run_plans(
+        &self,
+        cond: &Plan,
+        body: &Plan,
+        inputs: &[&Tensor],
+        ctx: &Parallelism,
+    ) -> Result<Vec<Tensor>> {
+        let nc = self.consts;
+        let mut args: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+        let mut steps = 0usize;
+        while self.more(steps) {
+            let go = cond.run(&args, ctx)?;
+            if go.first().map(Tensor::item).transpose()? != Some(1.0) {
+                break;
+            }
+            let next = body.run(&args, ctx)?;
+            for (slot, carry) in args[nc..].iter_mut().zip(next) {
+                *slot = carry;
+            }
+            steps += 1;
+        }
+        Ok(args.split_off(nc))
+    }
+
+    fn run_micro(
+        &self,
+        cond: &Micro,
+        body: &Micro,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+        ctx: &Parallelism,
+    ) -> Result<Vec<Tensor>> {
+        let nc = self.consts;
+        let nk = inputs.len() - nc;
+        let (mut cs, mut bs) = (cond.state(), body.state());
+        for (k, x) in inputs.iter().enumerate() {
+            cond.set_input(&mut cs, k, x, 0)?;
+            body.set_input(&mut bs, k, x, 0)?;
+        }
+        cond.run_invariant(&mut cs, ctx)?;
+        body.run_invariant(&mut bs, ctx)?;
+        let mut next: Vec<Buf> = outs.iter().map(|t| Buf::stacked(t.dtype(), t.numel())).collect();
+        let mut steps = 0usize;
+        while self.more(steps) {
+            if steps > 0 {
+                for k in 0..nk {
+                    cs.load(cond.input(nc + k), bs.buf(body.input(nc + k)))?;
+                }
+            }
+            cond.run(&mut cs, ctx)?;
+            if !matches!(cs.buf(cond.output(0)), Buf::Bool(v) if v.first() == Some(&true)) {
+                break;
+            }
+            body.run(&mut bs, ctx)?;
+            for (k, n) in next.iter_mut().enumerate() {
+                bs.buf(body.output(k)).copy_into(n, 0)?;
+            }
+            for (k, n) in next.iter_mut().enumerate() {
+                bs.swap(body.input(nc + k), n);
+            }
+            steps += 1;
+        }
+        outs.iter()
+            .enumerate()
+            .map(|(k, ty)| bs.buf(body.input(nc + k)).to_tensor(ty.shape()))
+            .collect()
+    }
+}
+
+impl Prepared for WhilePlan {
+    fn run(
+        &self,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+        ctx: &Parallelism,
+    ) -> Result<Vec<Tensor>> {
+        match &self.bodies {
+            WhileBodies::Micro(c, b) => self.run_micro(c, b, inputs, outs, ctx),
+            WhileBodies::Plans(c, b) => self.run_plans(c, b, inputs, ctx),
+        }
+    }
+}
+
+register_kernel!(While, prepare: prepare_while);

@@ -203,9 +203,19 @@ pub fn reduce<O: ReduceMath>(
             let (id, f) = o.f32();
             Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
         }
+        Storage::I64(v) if sum => {
+            Element::into_storage(fold_any(v, shape, axes, ctx, 0, |a, b| a.wrapping_add(b)))
+        }
         Storage::I64(v) => {
             let (id, f) = o.i64();
             Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
+        }
+        // `any` and `all`.
+        Storage::Bool(v) if op.is::<ReduceMax>() => {
+            Element::into_storage(fold_any(v, shape, axes, ctx, false, |a, b| a | b))
+        }
+        Storage::Bool(v) if op.is::<ReduceMin>() => {
+            Element::into_storage(fold_any(v, shape, axes, ctx, true, |a, b| a & b))
         }
         Storage::Bool(_) => return Err(unsupported(op, 0, x.dtype())),
     };

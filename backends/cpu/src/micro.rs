@@ -1,0 +1,1097 @@
+//! Small programs without per-op overhead: the step of a loop.
+//!
+//! A loop body of small values (an ODE step on a vector of 8, a Newton
+//! update) costs little arithmetic per op; run through a [`crate::Plan`],
+//! every op pays for a slot table, a kernel call through the registry,
+//! tensors allocated for its result and fused kernels set up for blocks of
+//! 512 elements. [`Micro`] compiles such a graph once into straight-line
+//! code over buffers it allocates once ([`State`]): each value has its own
+//! buffer for the whole loop, and each op is a few loops over slices:
+//!
+//! - elementwise ops run their block math (the backend's vectorised math
+//!   where registered, as in the fused kernel) over the whole value;
+//!   operands that broadcast are gathered first through an index map;
+//! - ops that only move elements (reshape, permute, broadcast, slice, pad,
+//!   concatenate) are index maps computed once, by running the op's own
+//!   kernel on the indices of its operand: no movement semantics is
+//!   written twice;
+//! - matrix products (any batch, transposed reads, vectors) and reductions
+//!   are direct loops over precomputed offsets;
+//! - constants and generators are computed once;
+//! - any other op runs its registered kernel on tensors (nested loops,
+//!   linear algebra), so every graph compiles.
+//!
+//! A loop (`scan`, `while`) keeps its carries in their input buffers and
+//! swaps in the new ones after each step: nothing is allocated per step.
+
+use crate::fusion::Instr;
+use crate::{compile, Kernel, Parallelism, Plan};
+use anvil_core::{
+    Block, BlockAt, BlockMut, Constant, DType, Error, Graph, Op, Parameter, Result, Scalar,
+    Storage, Tensor, TensorType,
+};
+use anvil_ops::matmul::{Matmul, MatmulT};
+use anvil_ops::movement::{Concatenate, Pad};
+use anvil_ops::reduce::{ReduceMath, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
+
+/// The largest value (in elements) a micro program holds: beyond, the
+/// blocked, parallel kernels of a plan are faster.
+pub const MAX_ELEMENTS: usize = 4096;
+
+/// One value's buffer.
+#[derive(Clone, Debug)]
+pub enum Buf {
+    /// `f64` elements.
+    F64(Vec<f64>),
+    /// `f32` elements.
+    F32(Vec<f32>),
+    /// `i64` elements.
+    I64(Vec<i64>),
+    /// `bool` elements.
+    Bool(Vec<bool>),
+}
+
+impl Default for Buf {
+    fn default() -> Buf {
+        Buf::F64(Vec::new())
+    }
+}
+
+macro_rules! with_buf {
+    ($b:expr, $v:ident => $e:expr) => {
+        match $b {
+            Buf::F64($v) => $e,
+            Buf::F32($v) => $e,
+            Buf::I64($v) => $e,
+            Buf::Bool($v) => $e,
+        }
+    };
+}
+
+impl Buf {
+    fn zeros(dtype: DType, len: usize) -> Buf {
+        match dtype {
+            DType::F64 => Buf::F64(vec![0.0; len]),
+            DType::F32 => Buf::F32(vec![0.0; len]),
+            DType::I64 => Buf::I64(vec![0; len]),
+            DType::Bool => Buf::Bool(vec![false; len]),
+        }
+    }
+
+    fn len(&self) -> usize {
+        with_buf!(self, v => v.len())
+    }
+
+    fn block(&self) -> Block<'_> {
+        match self {
+            Buf::F64(v) => Block::F64(v),
+            Buf::F32(v) => Block::F32(v),
+            Buf::I64(v) => Block::I64(v),
+            Buf::Bool(v) => Block::Bool(v),
+        }
+    }
+
+    fn block_mut(&mut self) -> BlockMut<'_> {
+        match self {
+            Buf::F64(v) => BlockMut::F64(v),
+            Buf::F32(v) => BlockMut::F32(v),
+            Buf::I64(v) => BlockMut::I64(v),
+            Buf::Bool(v) => BlockMut::Bool(v),
+        }
+    }
+
+    /// Copies `src[at..at + len]` (same dtype) into this buffer.
+    fn copy_from(&mut self, src: &Storage, at: usize) -> Result<()> {
+        let n = self.len();
+        let bad = || Error::invalid("micro", "copy", "a buffer of another dtype or size");
+        match (self, src) {
+            (Buf::F64(d), Storage::F64(s)) => d.copy_from_slice(s.get(at..at + n).ok_or_else(bad)?),
+            (Buf::F32(d), Storage::F32(s)) => d.copy_from_slice(s.get(at..at + n).ok_or_else(bad)?),
+            (Buf::I64(d), Storage::I64(s)) => d.copy_from_slice(s.get(at..at + n).ok_or_else(bad)?),
+            (Buf::Bool(d), Storage::Bool(s)) => {
+                d.copy_from_slice(s.get(at..at + n).ok_or_else(bad)?)
+            }
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+
+    /// Copies this buffer into `dst[at..at + len]` (same dtype).
+    pub fn copy_into(&self, dst: &mut Buf, at: usize) -> Result<()> {
+        let n = self.len();
+        let bad = || Error::invalid("micro", "copy", "a buffer of another dtype or size");
+        match (self, dst) {
+            (Buf::F64(s), Buf::F64(d)) => d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s),
+            (Buf::F32(s), Buf::F32(d)) => d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s),
+            (Buf::I64(s), Buf::I64(d)) => d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s),
+            (Buf::Bool(s), Buf::Bool(d)) => {
+                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
+            }
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+
+    /// Copies a tensor's elements into `dst[at..]` (same dtype).
+    ///
+    /// # Errors
+    /// Another dtype; too little room.
+    pub fn copy_tensor_into(t: &Tensor, dst: &mut Buf, at: usize) -> Result<()> {
+        let n = t.numel();
+        let bad = || Error::invalid("micro", "copy", "a buffer of another dtype or size");
+        match (t.storage(), dst) {
+            (Storage::F64(s), Buf::F64(d)) => {
+                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
+            }
+            (Storage::F32(s), Buf::F32(d)) => {
+                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
+            }
+            (Storage::I64(s), Buf::I64(d)) => {
+                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
+            }
+            (Storage::Bool(s), Buf::Bool(d)) => {
+                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
+            }
+            _ => return Err(bad()),
+        }
+        Ok(())
+    }
+
+    /// The buffer as a tensor of `shape`, without a copy.
+    pub fn into_tensor(self, shape: &[usize]) -> Result<Tensor> {
+        let storage = match self {
+            Buf::F64(v) => Storage::F64(v.into()),
+            Buf::F32(v) => Storage::F32(v.into()),
+            Buf::I64(v) => Storage::I64(v.into()),
+            Buf::Bool(v) => Storage::Bool(v.into()),
+        };
+        Tensor::from_storage(storage, shape)
+    }
+
+    /// A tensor of `shape` holding a copy of the buffer.
+    pub fn to_tensor(&self, shape: &[usize]) -> Result<Tensor> {
+        let storage = match self {
+            Buf::F64(v) => Storage::F64(v.clone().into()),
+            Buf::F32(v) => Storage::F32(v.clone().into()),
+            Buf::I64(v) => Storage::I64(v.clone().into()),
+            Buf::Bool(v) => Storage::Bool(v.clone().into()),
+        };
+        Tensor::from_storage(storage, shape)
+    }
+
+    /// A buffer of `len` elements of `dtype` (zeros), to stack steps into.
+    pub fn stacked(dtype: DType, len: usize) -> Buf {
+        Buf::zeros(dtype, len)
+    }
+}
+
+/// The buffers of one run of a [`Micro`] program.
+#[derive(Debug)]
+pub struct State {
+    bufs: Vec<Buf>,
+}
+
+impl State {
+    /// Copies `src` into the buffer of slot `s`.
+    ///
+    /// # Errors
+    /// A buffer of another dtype or size.
+    pub fn load(&mut self, s: usize, src: &Buf) -> Result<()> {
+        src.copy_into(&mut self.bufs[s], 0)
+    }
+
+    /// The buffer of slot `s`.
+    pub fn buf(&self, s: usize) -> &Buf {
+        &self.bufs[s]
+    }
+
+    /// Swaps the buffer of slot `s` with `other` (a loop's new carry).
+    pub fn swap(&mut self, s: usize, other: &mut Buf) {
+        std::mem::swap(&mut self.bufs[s], other);
+    }
+}
+
+/// How a reduction combines, per dtype.
+#[derive(Debug)]
+enum Fold {
+    F64(f64, fn(f64, f64) -> f64),
+    F32(f32, fn(f32, f32) -> f32),
+    I64(i64, fn(i64, i64) -> i64),
+    Any,
+    All,
+}
+
+#[derive(Debug)]
+enum Code {
+    /// Block math over whole values of one shape.
+    Elementwise { instr: Instr, args: Vec<usize>, out: usize, shape: Vec<usize> },
+    /// `out[i] = src[map[i]]`.
+    Gather { src: usize, map: Vec<u32>, out: usize },
+    /// `out[i] = srcs[map[i].0][map[i].1]`, or the fill where `None`.
+    Assemble { srcs: Vec<usize>, map: Vec<Option<(u32, u32)>>, fill: Scalar, out: usize },
+    /// A value computed once.
+    Const { value: Tensor, out: usize },
+    /// Matrix products: per batch, `m × n` dot products of length `k`.
+    Matmul { a: usize, b: usize, out: usize, mm: MatmulShape },
+    /// `out[i] = fold(src[groups[i * per .. (i + 1) * per]])`.
+    Reduce { src: usize, out: usize, groups: Vec<u32>, per: usize, fold: Fold },
+    /// Any other op, through its registered kernel on tensors.
+    Kernel {
+        op: Box<dyn Op>,
+        kernel: Box<KernelRun>,
+        args: Vec<usize>,
+        outs: Vec<(usize, TensorType)>,
+    },
+}
+
+/// A registered kernel, as a micro program calls it.
+enum KernelRun {
+    One(crate::KernelFn),
+    Many(crate::KernelManyFn),
+    Prepared(Box<dyn crate::Prepared>),
+}
+
+impl std::fmt::Debug for KernelRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KernelRun")
+    }
+}
+
+/// The offsets of a matrix product.
+#[derive(Debug)]
+struct MatmulShape {
+    /// Per output matrix: the offsets of its operands' matrices.
+    batches: Vec<(usize, usize)>,
+    m: usize,
+    k: usize,
+    n: usize,
+    /// Strides of `a` along (row, inner) and of `b` along (inner, column).
+    a_strides: (usize, usize),
+    b_strides: (usize, usize),
+    /// The stored matrices' shapes, and whether each is read transposed.
+    a_mat: (usize, usize, bool),
+    b_mat: (usize, usize, bool),
+}
+
+/// A graph compiled into straight-line code over preallocated buffers.
+#[derive(Debug)]
+pub struct Micro {
+    types: Vec<TensorType>,
+    inputs: Vec<usize>,
+    outputs: Vec<usize>,
+    /// Code that reads only constants and invariant inputs: run once per
+    /// state, after those inputs are set ([`Micro::run_invariant`]).
+    invariant: Vec<Code>,
+    /// The rest: run per step.
+    code: Vec<Code>,
+}
+
+impl Micro {
+    /// Compiles `graph` when every value holds at most [`MAX_ELEMENTS`]
+    /// elements (inputs excepted: a loop's large constant matrix is only
+    /// read); `None` otherwise (run it as a [`Plan`]).
+    ///
+    /// # Errors
+    /// An invalid graph; an op without a CPU kernel.
+    pub fn compile(graph: &Graph) -> Result<Option<Micro>> {
+        Micro::compile_invariant(graph, &[])
+    }
+
+    /// [`Micro::compile`] with the inputs marked in `invariant` set once
+    /// per state (a loop's consts): the code that depends on nothing else
+    /// runs once, in [`Micro::run_invariant`].
+    ///
+    /// # Errors
+    /// As [`Micro::compile`].
+    pub fn compile_invariant(graph: &Graph, invariant: &[bool]) -> Result<Option<Micro>> {
+        graph.verify()?;
+        let small = graph
+            .iter()
+            .filter(|(_, n)| !n.op.is::<Parameter>())
+            .flat_map(|(_, n)| n.results())
+            .all(|v| graph.ty(v).numel() <= MAX_ELEMENTS);
+        if !small {
+            return Ok(None);
+        }
+        let mut b = Builder {
+            types: (0..graph.num_values())
+                .filter_map(|v| anvil_core::ValueId::from_index(v).ok())
+                .map(|v| graph.ty(v).clone())
+                .collect(),
+            code: Vec::new(),
+        };
+        let mut inputs = vec![0; graph.inputs().len()];
+        for (_, node) in graph.iter() {
+            if let Some(p) = node.op.downcast_ref::<Parameter>() {
+                if let Some(slot) = inputs.get_mut(p.index) {
+                    *slot = node.out().index();
+                }
+                continue;
+            }
+            let args: Vec<usize> = node.inputs.iter().map(|i| i.index()).collect();
+            let outs: Vec<usize> = node.results().map(|v| v.index()).collect();
+            b.node(node.op.as_ref(), &args, &outs)?;
+        }
+        let outputs = graph.outputs().iter().map(|o| o.index()).collect();
+        let (invariant, code) = split_invariant(b.code, &inputs, invariant, b.types.len());
+        Ok(Some(Micro { types: b.types, inputs, outputs, invariant, code }))
+    }
+
+    /// Fresh buffers for a run (allocated once per loop, not per step).
+    pub fn state(&self) -> State {
+        State { bufs: self.types.iter().map(|t| Buf::zeros(t.dtype(), t.numel())).collect() }
+    }
+
+    /// The slot of input `k`.
+    pub fn input(&self, k: usize) -> usize {
+        self.inputs[k]
+    }
+
+    /// The slot of output `k`.
+    pub fn output(&self, k: usize) -> usize {
+        self.outputs[k]
+    }
+
+    /// The type of slot `s`.
+    pub fn ty(&self, s: usize) -> &TensorType {
+        &self.types[s]
+    }
+
+    /// Sets input `k` to `x` (or to its slice starting at element `at`).
+    ///
+    /// # Errors
+    /// A value of another dtype, or too short.
+    pub fn set_input(&self, st: &mut State, k: usize, x: &Tensor, at: usize) -> Result<()> {
+        st.bufs[self.inputs[k]].copy_from(x.storage(), at)
+    }
+
+    /// Runs the code that depends only on constants and the invariant
+    /// inputs (set them first); once per state.
+    ///
+    /// # Errors
+    /// A kernel's run-time error.
+    pub fn run_invariant(&self, st: &mut State, ctx: &Parallelism) -> Result<()> {
+        for c in &self.invariant {
+            step(c, &mut st.bufs, &self.types, ctx)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the program on the inputs set in `st` (after
+    /// [`Micro::run_invariant`]).
+    ///
+    /// # Errors
+    /// A kernel's run-time error.
+    pub fn run(&self, st: &mut State, ctx: &Parallelism) -> Result<()> {
+        for c in &self.code {
+            step(c, &mut st.bufs, &self.types, ctx)?;
+        }
+        Ok(())
+    }
+}
+
+struct Builder {
+    types: Vec<TensorType>,
+    code: Vec<Code>,
+}
+
+impl Builder {
+    /// A new slot of type `ty`.
+    fn temp(&mut self, ty: TensorType) -> usize {
+        self.types.push(ty);
+        self.types.len() - 1
+    }
+
+    fn node(&mut self, op: &dyn Op, args: &[usize], outs: &[usize]) -> Result<()> {
+        let in_types: Vec<TensorType> = args.iter().map(|&a| self.types[a].clone()).collect();
+        let out_types: Vec<TensorType> = outs.iter().map(|&o| self.types[o].clone()).collect();
+        if let Some(c) = op.downcast_ref::<Constant>() {
+            self.code.push(Code::Const { value: c.value.clone(), out: outs[0] });
+            return Ok(());
+        }
+        if args.is_empty() && outs.len() == 1 {
+            // A generator: computed once.
+            let value = evaluate(op, &[], &out_types)?.swap_remove(0);
+            self.code.push(Code::Const { value, out: outs[0] });
+            return Ok(());
+        }
+        if op.is_elementwise() && outs.len() == 1 && op.elementwise_math().is_some() {
+            return self.elementwise(op, args, outs[0]);
+        }
+        if outs.len() == 1 && (op.is_relayout() || op.is::<Pad>() || op.is::<Concatenate>()) {
+            return self.assemble(op, args, &in_types, outs[0]);
+        }
+        if outs.len() == 1 && (op.is::<Matmul>() || op.is::<MatmulT>()) {
+            let out = &out_types[0];
+            if matches!(out.dtype(), DType::F64 | DType::F32) {
+                let (ta, tb) =
+                    op.downcast_ref::<MatmulT>().map_or((false, false), |t| (t.ta, t.tb));
+                let mm = matmul_shape(in_types[0].shape(), in_types[1].shape(), ta, tb);
+                self.code.push(Code::Matmul { a: args[0], b: args[1], out: outs[0], mm });
+                return Ok(());
+            }
+        }
+        if outs.len() == 1 {
+            if let Some(r) = reduction(op, &in_types[0], &out_types[0]) {
+                let (groups, per) = r;
+                let fold = fold_of(op, in_types[0].dtype());
+                if let Some(fold) = fold {
+                    self.code.push(Code::Reduce { src: args[0], out: outs[0], groups, per, fold });
+                    return Ok(());
+                }
+            }
+        }
+        // Block math that is not elementwise in the broadcasting sense (a
+        // generator with operands: the diagonals of a seed) runs as the
+        // fused kernel of one instruction, as in a plan.
+        let fused;
+        let op: &dyn Op = if op.elementwise_math().is_some() && outs.len() == 1 {
+            let program =
+                vec![Instr::new(op.boxed(), (0..args.len()).collect(), out_types[0].dtype())];
+            fused = crate::fusion::Fused::new(program, &in_types, out_types[0].clone());
+            &fused
+        } else {
+            op
+        };
+        let hint = " (link the crate that defines the op, or register one with anvil_cpu::register_kernel!)";
+        let kernel = match crate::kernels().get(op, hint)?.kernel {
+            Kernel::One(f) => KernelRun::One(f),
+            Kernel::Many(f) => KernelRun::Many(f),
+            Kernel::Prepare(f) => KernelRun::Prepared(f(op, &in_types, &out_types)?),
+        };
+        let outs = outs.iter().copied().zip(out_types).collect();
+        self.code.push(Code::Kernel {
+            op: op.boxed(),
+            kernel: Box::new(kernel),
+            args: args.to_vec(),
+            outs,
+        });
+        Ok(())
+    }
+
+    /// An elementwise op: operands of another shape are broadcast first.
+    fn elementwise(&mut self, op: &dyn Op, args: &[usize], out: usize) -> Result<()> {
+        let shape = self.types[out].shape().to_vec();
+        let mut ready = Vec::with_capacity(args.len());
+        for &a in args {
+            let t = self.types[a].clone();
+            if t.shape() == shape.as_slice() {
+                ready.push(a);
+                continue;
+            }
+            let map = broadcast_map(t.shape(), &shape);
+            let tmp = self.temp(t.with_shape(shape.clone()));
+            self.code.push(Code::Gather { src: a, map, out: tmp });
+            ready.push(tmp);
+        }
+        let instr = Instr::new(op.boxed(), (0..ready.len()).collect(), self.types[out].dtype());
+        self.code.push(Code::Elementwise { instr, args: ready, out, shape });
+        Ok(())
+    }
+
+    /// A movement op, as an index map found by running its own kernel on
+    /// the indices of its operands.
+    fn assemble(
+        &mut self,
+        op: &dyn Op,
+        args: &[usize],
+        in_types: &[TensorType],
+        out: usize,
+    ) -> Result<()> {
+        // Operand j's elements are numbered from base_j on; -1 is "no element".
+        let mut bases = Vec::with_capacity(args.len());
+        let mut index_inputs = Vec::with_capacity(args.len());
+        let mut next = 0i64;
+        for t in in_types {
+            bases.push(next);
+            let n = t.numel() as i64;
+            index_inputs.push(Tensor::from_vec((next..next + n).collect::<Vec<i64>>(), t.shape())?);
+            next += n;
+        }
+        let (index_op, fill): (Box<dyn Op>, Scalar) = match op.downcast_ref::<Pad>() {
+            Some(p) => {
+                (Box::new(Pad { widths: p.widths.clone(), value: Scalar::I64(-1) }), p.value)
+            }
+            None => (op.boxed(), Scalar::F64(0.0)),
+        };
+        let out_ty = self.types[out].with_dtype(DType::I64);
+        let refs: Vec<&Tensor> = index_inputs.iter().collect();
+        let indices = evaluate_refs(index_op.as_ref(), &refs, &[out_ty])?.swap_remove(0);
+        let flat = indices.to_vec::<i64>()?;
+        if args.len() == 1 && flat.iter().all(|&i| i >= 0) {
+            let map = flat.iter().map(|&i| i as u32).collect();
+            self.code.push(Code::Gather { src: args[0], map, out });
+            return Ok(());
+        }
+        let map = flat
+            .iter()
+            .map(|&i| {
+                (i >= 0).then(|| {
+                    let j = bases.iter().rposition(|&b| b <= i).unwrap_or(0);
+                    (j as u32, (i - bases[j]) as u32)
+                })
+            })
+            .collect();
+        let fill = fill.cast(self.types[out].dtype());
+        self.code.push(Code::Assemble { srcs: args.to_vec(), map, fill, out });
+        Ok(())
+    }
+}
+
+/// The slots an instruction reads and writes.
+fn reads_writes(c: &Code) -> (Vec<usize>, Vec<usize>) {
+    match c {
+        Code::Elementwise { args, out, .. } => (args.clone(), vec![*out]),
+        Code::Gather { src, out, .. } => (vec![*src], vec![*out]),
+        Code::Assemble { srcs, out, .. } => (srcs.clone(), vec![*out]),
+        Code::Const { out, .. } => (vec![], vec![*out]),
+        Code::Matmul { a, b, out, .. } => (vec![*a, *b], vec![*out]),
+        Code::Reduce { src, out, .. } => (vec![*src], vec![*out]),
+        Code::Kernel { args, outs, .. } => (args.clone(), outs.iter().map(|(s, _)| *s).collect()),
+    }
+}
+
+/// Splits `code` into the instructions that read only constants and the
+/// invariant inputs (transitively) and the rest, keeping the order.
+fn split_invariant(
+    code: Vec<Code>,
+    inputs: &[usize],
+    invariant: &[bool],
+    slots: usize,
+) -> (Vec<Code>, Vec<Code>) {
+    let mut fixed = vec![false; slots];
+    for (k, &slot) in inputs.iter().enumerate() {
+        fixed[slot] = invariant.get(k).copied().unwrap_or(false);
+    }
+    let (mut once, mut each) = (Vec::new(), Vec::new());
+    for c in code {
+        let (reads, writes) = reads_writes(&c);
+        if reads.iter().all(|&r| fixed[r]) {
+            writes.iter().for_each(|&w| fixed[w] = true);
+            once.push(c);
+        } else {
+            each.push(c);
+        }
+    }
+    (once, each)
+}
+
+/// Runs `op` once on tensors, as the evaluator does (generators, index maps).
+fn evaluate(op: &dyn Op, inputs: &[&Tensor], outs: &[TensorType]) -> Result<Vec<Tensor>> {
+    evaluate_refs(op, inputs, outs)
+}
+
+fn evaluate_refs(op: &dyn Op, inputs: &[&Tensor], outs: &[TensorType]) -> Result<Vec<Tensor>> {
+    anvil_core::Evaluator::evaluate(&crate::Cpu, op, inputs, outs)
+        .unwrap_or_else(|| Err(Error::invalid(op.name(), "micro", "could not be evaluated once")))
+}
+
+/// The flat index in `from` (broadcast to `to`, NumPy rules) of each
+/// element of `to`.
+fn broadcast_map(from: &[usize], to: &[usize]) -> Vec<u32> {
+    let lead = to.len() - from.len();
+    let mut strides = vec![0usize; to.len()];
+    let mut s = 1;
+    for (a, &d) in from.iter().enumerate().rev() {
+        if d != 1 {
+            strides[lead + a] = s;
+        }
+        s *= d;
+    }
+    let total: usize = to.iter().product();
+    let mut map = Vec::with_capacity(total);
+    let mut idx = vec![0usize; to.len()];
+    for _ in 0..total {
+        map.push(idx.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>() as u32);
+        for a in (0..to.len()).rev() {
+            idx[a] += 1;
+            if idx[a] < to[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+    }
+    map
+}
+
+/// The shape of a matrix product: `numpy.matmul` semantics, operands read
+/// transposed (last two axes) where asked.
+fn matmul_shape(a: &[usize], b: &[usize], ta: bool, tb: bool) -> MatmulShape {
+    // A vector is a row (a) or a column (b) matrix.
+    let (a_mat, a_batch): (Vec<usize>, &[usize]) = if a.len() == 1 {
+        (vec![1, a[0]], &[])
+    } else {
+        (a[a.len() - 2..].to_vec(), &a[..a.len() - 2])
+    };
+    let (b_mat, b_batch): (Vec<usize>, &[usize]) = if b.len() == 1 {
+        (vec![b[0], 1], &[])
+    } else {
+        (b[b.len() - 2..].to_vec(), &b[..b.len() - 2])
+    };
+    let (ar, ac) = (a_mat[0], a_mat[1]);
+    let (br, bc) = (b_mat[0], b_mat[1]);
+    // Strides of the stored matrices (row-major), then of the read ones.
+    let a_strides = if ta { (1, ac) } else { (ac, 1) };
+    let b_strides = if tb { (1, bc) } else { (bc, 1) };
+    let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
+    let n = if tb { br } else { bc };
+    let rank = a_batch.len().max(b_batch.len());
+    let out_batch: Vec<usize> = (0..rank)
+        .map(|i| {
+            let da = a_batch.len().checked_sub(rank - i).map_or(1, |j| a_batch[j]);
+            let db = b_batch.len().checked_sub(rank - i).map_or(1, |j| b_batch[j]);
+            da.max(db)
+        })
+        .collect();
+    let a_map = broadcast_map(a_batch, &out_batch);
+    let b_map = broadcast_map(b_batch, &out_batch);
+    let batches = a_map
+        .iter()
+        .zip(&b_map)
+        .map(|(&x, &y)| (x as usize * ar * ac, y as usize * br * bc))
+        .collect();
+    MatmulShape { batches, m, k, n, a_strides, b_strides, a_mat: (ar, ac, ta), b_mat: (br, bc, tb) }
+}
+
+/// A reduction over some axes of `input` into `out`: the input offsets of
+/// each output element, and how many per element.
+fn reduction(op: &dyn Op, input: &TensorType, out: &TensorType) -> Option<(Vec<u32>, usize)> {
+    let axes: &[usize] = if let Some(r) = op.downcast_ref::<ReduceSum>() {
+        r.axes()
+    } else if let Some(r) = op.downcast_ref::<ReduceMax>() {
+        r.axes()
+    } else if let Some(r) = op.downcast_ref::<ReduceMin>() {
+        r.axes()
+    } else {
+        op.downcast_ref::<ReduceProd>()?.axes()
+    };
+    let shape = input.shape();
+    let per: usize = axes.iter().map(|&a| shape.get(a).copied().unwrap_or(1)).product();
+    let n_out = out.numel();
+    let mut groups = vec![0u32; n_out * per];
+    let mut fill = vec![0usize; n_out];
+    let mut idx = vec![0usize; shape.len()];
+    for flat in 0..input.numel() {
+        let mut o = 0usize;
+        for (a, (&i, &d)) in idx.iter().zip(shape).enumerate() {
+            if !axes.contains(&a) {
+                o = o * d + i;
+            }
+        }
+        groups[o * per + fill[o]] = flat as u32;
+        fill[o] += 1;
+        for a in (0..shape.len()).rev() {
+            idx[a] += 1;
+            if idx[a] < shape[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+    }
+    Some((groups, per))
+}
+
+fn fold_of(op: &dyn Op, dtype: DType) -> Option<Fold> {
+    let math: &dyn ReduceMathDyn = if let Some(r) = op.downcast_ref::<ReduceSum>() {
+        r
+    } else if let Some(r) = op.downcast_ref::<ReduceMax>() {
+        r
+    } else if let Some(r) = op.downcast_ref::<ReduceMin>() {
+        r
+    } else {
+        op.downcast_ref::<ReduceProd>()?
+    };
+    Some(match dtype {
+        DType::F64 => {
+            let (id, f) = math.f64();
+            Fold::F64(id, f)
+        }
+        DType::F32 => {
+            let (id, f) = math.f32();
+            Fold::F32(id, f)
+        }
+        DType::I64 => {
+            let (id, f) = math.i64();
+            Fold::I64(id, f)
+        }
+        DType::Bool if op.is::<ReduceMax>() => Fold::Any,
+        DType::Bool if op.is::<ReduceMin>() => Fold::All,
+        DType::Bool => return None,
+    })
+}
+
+/// [`ReduceMath`]'s combining functions, object-safe.
+trait ReduceMathDyn {
+    fn f64(&self) -> (f64, fn(f64, f64) -> f64);
+    fn f32(&self) -> (f32, fn(f32, f32) -> f32);
+    fn i64(&self) -> (i64, fn(i64, i64) -> i64);
+}
+
+impl<R: ReduceMath> ReduceMathDyn for R {
+    fn f64(&self) -> (f64, fn(f64, f64) -> f64) {
+        ReduceMath::f64(self)
+    }
+    fn f32(&self) -> (f32, fn(f32, f32) -> f32) {
+        ReduceMath::f32(self)
+    }
+    fn i64(&self) -> (i64, fn(i64, i64) -> i64) {
+        ReduceMath::i64(self)
+    }
+}
+
+/// Runs one instruction.
+fn step(c: &Code, bufs: &mut [Buf], types: &[TensorType], ctx: &Parallelism) -> Result<()> {
+    match c {
+        Code::Elementwise { instr, args, out, shape } => {
+            let mut o = std::mem::take(&mut bufs[*out]);
+            let at = BlockAt { start: 0, shape };
+            let b = |k: usize| bufs[args[k]].block();
+            // Operands on the stack: no allocation per instruction.
+            let r = match args.len() {
+                1 => instr.eval(&[b(0)], o.block_mut(), at),
+                2 => instr.eval(&[b(0), b(1)], o.block_mut(), at),
+                3 => instr.eval(&[b(0), b(1), b(2)], o.block_mut(), at),
+                _ => {
+                    let blocks: Vec<Block<'_>> = (0..args.len()).map(b).collect();
+                    instr.eval(&blocks, o.block_mut(), at)
+                }
+            };
+            bufs[*out] = o;
+            r
+        }
+        Code::Gather { src, map, out } => {
+            let mut o = std::mem::take(&mut bufs[*out]);
+            gather(&bufs[*src], map, &mut o);
+            bufs[*out] = o;
+            Ok(())
+        }
+        Code::Assemble { srcs, map, fill, out } => {
+            let mut o = std::mem::take(&mut bufs[*out]);
+            let parts: Vec<&Buf> = srcs.iter().map(|&s| &bufs[s]).collect();
+            assemble(&parts, map, *fill, &mut o);
+            bufs[*out] = o;
+            Ok(())
+        }
+        Code::Const { value, out } => bufs[*out].copy_from(value.storage(), 0),
+        Code::Matmul { a, b, out, mm } => {
+            let mut o = std::mem::take(&mut bufs[*out]);
+            match (&bufs[*a], &bufs[*b], &mut o) {
+                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if mm.m * mm.k * mm.n >= GEMM_FLOPS => {
+                    gemm(x, y, z, mm)
+                }
+                (Buf::F32(x), Buf::F32(y), Buf::F32(z)) if mm.m * mm.k * mm.n >= GEMM_FLOPS => {
+                    gemm(x, y, z, mm)
+                }
+                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) => matmul(x, y, z, mm),
+                (Buf::F32(x), Buf::F32(y), Buf::F32(z)) => matmul(x, y, z, mm),
+                _ => {}
+            }
+            bufs[*out] = o;
+            Ok(())
+        }
+        Code::Reduce { src, out, groups, per, fold } => {
+            let mut o = std::mem::take(&mut bufs[*out]);
+            reduce(&bufs[*src], groups, *per, fold, &mut o);
+            bufs[*out] = o;
+            Ok(())
+        }
+        Code::Kernel { op, kernel, args, outs } => {
+            let tensors = args
+                .iter()
+                .map(|&a| bufs[a].to_tensor(types[a].shape()))
+                .collect::<Result<Vec<Tensor>>>()?;
+            let refs: Vec<&Tensor> = tensors.iter().collect();
+            let out_types: Vec<TensorType> = outs.iter().map(|(_, t)| t.clone()).collect();
+            let results = match kernel.as_ref() {
+                KernelRun::One(f) => vec![f(op.as_ref(), &refs, &out_types[0], ctx)?],
+                KernelRun::Many(f) => f(op.as_ref(), &refs, &out_types, ctx)?,
+                KernelRun::Prepared(p) => p.run(&refs, &out_types, ctx)?,
+            };
+            for ((slot, _), t) in outs.iter().zip(&results) {
+                bufs[*slot].copy_from(t.storage(), 0)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn gather(src: &Buf, map: &[u32], out: &mut Buf) {
+    fn typed<T: Copy>(s: &[T], map: &[u32], o: &mut [T]) {
+        for (d, &i) in o.iter_mut().zip(map) {
+            *d = s[i as usize];
+        }
+    }
+    match (src, out) {
+        (Buf::F64(s), Buf::F64(o)) => typed(s, map, o),
+        (Buf::F32(s), Buf::F32(o)) => typed(s, map, o),
+        (Buf::I64(s), Buf::I64(o)) => typed(s, map, o),
+        (Buf::Bool(s), Buf::Bool(o)) => typed(s, map, o),
+        _ => {}
+    }
+}
+
+fn assemble(parts: &[&Buf], map: &[Option<(u32, u32)>], fill: Scalar, out: &mut Buf) {
+    macro_rules! typed {
+        ($variant:ident, $o:ident, $fill:expr) => {{
+            let srcs: Vec<&[_]> = parts
+                .iter()
+                .filter_map(|p| match p {
+                    Buf::$variant(v) => Some(v.as_slice()),
+                    _ => None,
+                })
+                .collect();
+            for (d, m) in $o.iter_mut().zip(map) {
+                *d = match m {
+                    Some((j, i)) => srcs[*j as usize][*i as usize],
+                    None => $fill,
+                };
+            }
+        }};
+    }
+    match out {
+        Buf::F64(o) => typed!(F64, o, fill.to_f64()),
+        Buf::F32(o) => typed!(F32, o, fill.to_f64() as f32),
+        Buf::I64(o) => typed!(I64, o, fill.to_f64() as i64),
+        Buf::Bool(o) => typed!(Bool, o, fill.to_f64() != 0.0),
+    }
+}
+
+fn matmul<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+    mm: &MatmulShape,
+) {
+    let (ars, acs) = mm.a_strides;
+    let (brs, bcs) = mm.b_strides;
+    let k = mm.k;
+    let mut o = 0;
+    for &(ao, bo) in &mm.batches {
+        for i in 0..mm.m {
+            for j in 0..mm.n {
+                let (a0, b0) = (ao + i * ars, bo + j * bcs);
+                out[o] = if acs == 1 && brs == 1 {
+                    // Both runs contiguous (a row times a column of a
+                    // transposed-stored b, or a vector): four partial sums.
+                    dot(&a[a0..a0 + k], &b[b0..b0 + k])
+                } else {
+                    let mut s = T::default();
+                    for p in 0..k {
+                        s = s + a[a0 + p * acs] * b[b0 + p * brs];
+                    }
+                    s
+                };
+                o += 1;
+            }
+        }
+    }
+}
+
+/// Products at least this large (`m k n`) go to faer's kernels, whose
+/// vectorised, blocked loops beat the direct ones beyond a few thousand
+/// multiply-adds.
+const GEMM_FLOPS: usize = 2048;
+
+/// The products through faer, one matrix per batch, on this thread.
+fn gemm<T: faer::traits::ComplexField + Copy + num_one::One>(
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+    mm: &MatmulShape,
+) {
+    use faer::linalg::matmul::matmul as faer_matmul;
+    use faer::{Accum, MatMut, MatRef, Par};
+    let (ar, ac, ta) = mm.a_mat;
+    let (br, bc, tb) = mm.b_mat;
+    for (c, &(ao, bo)) in out.chunks_mut(mm.m * mm.n).zip(&mm.batches) {
+        let av = MatRef::from_row_major_slice(&a[ao..ao + ar * ac], ar, ac);
+        let bv = MatRef::from_row_major_slice(&b[bo..bo + br * bc], br, bc);
+        let av = if ta { av.transpose() } else { av };
+        let bv = if tb { bv.transpose() } else { bv };
+        let cv = MatMut::from_row_major_slice_mut(c, mm.m, mm.n);
+        faer_matmul(cv, Accum::Replace, av, bv, T::one(), Par::Seq);
+    }
+}
+
+/// The multiplicative identity, for the two float types.
+mod num_one {
+    pub trait One {
+        fn one() -> Self;
+    }
+    impl One for f64 {
+        fn one() -> f64 {
+            1.0
+        }
+    }
+    impl One for f32 {
+        fn one() -> f32 {
+            1.0
+        }
+    }
+}
+
+/// `Σ x[i] y[i]` in four interleaved partial sums (they vectorise).
+fn dot<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+    x: &[T],
+    y: &[T],
+) -> T {
+    let mut acc = [T::default(); 4];
+    let (xc, yc) = (x.chunks_exact(4), y.chunks_exact(4));
+    let (xr, yr) = (xc.remainder(), yc.remainder());
+    for (a, b) in xc.zip(yc) {
+        for l in 0..4 {
+            acc[l] = acc[l] + a[l] * b[l];
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (a, b) in xr.iter().zip(yr) {
+        s = s + *a * *b;
+    }
+    s
+}
+
+fn reduce(src: &Buf, groups: &[u32], per: usize, fold: &Fold, out: &mut Buf) {
+    fn typed<T: Copy>(
+        s: &[T],
+        groups: &[u32],
+        per: usize,
+        id: T,
+        f: impl Fn(T, T) -> T,
+        o: &mut [T],
+    ) {
+        for (d, g) in o.iter_mut().zip(groups.chunks(per.max(1))) {
+            *d = g.iter().fold(id, |acc, &i| f(acc, s[i as usize]));
+        }
+        if per == 0 {
+            o.iter_mut().for_each(|d| *d = id);
+        }
+    }
+    match (src, fold, out) {
+        (Buf::F64(s), Fold::F64(id, f), Buf::F64(o)) => typed(s, groups, per, *id, f, o),
+        (Buf::F32(s), Fold::F32(id, f), Buf::F32(o)) => typed(s, groups, per, *id, f, o),
+        (Buf::I64(s), Fold::I64(id, f), Buf::I64(o)) => typed(s, groups, per, *id, f, o),
+        (Buf::Bool(s), Fold::Any, Buf::Bool(o)) => typed(s, groups, per, false, |a, b| a | b, o),
+        (Buf::Bool(s), Fold::All, Buf::Bool(o)) => typed(s, groups, per, true, |a, b| a & b, o),
+        _ => {}
+    }
+}
+
+/// A body compiled both ways: straight-line code when its values are small,
+/// a plan otherwise.
+#[derive(Debug)]
+pub enum Body {
+    /// Small values.
+    Micro(Micro),
+    /// Anything else.
+    Plan(Plan),
+}
+
+impl Body {
+    /// Compiles `graph`.
+    ///
+    /// # Errors
+    /// As [`compile`].
+    pub fn compile(graph: &Graph) -> Result<Body> {
+        Body::compile_invariant(graph, &[])
+    }
+
+    /// Compiles `graph`, the inputs marked `invariant` set once per run
+    /// (see [`Micro::compile_invariant`]).
+    ///
+    /// # Errors
+    /// As [`compile`].
+    pub fn compile_invariant(graph: &Graph, invariant: &[bool]) -> Result<Body> {
+        Ok(match Micro::compile_invariant(graph, invariant)? {
+            Some(m) => Body::Micro(m),
+            None => Body::Plan(compile(graph)?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anvil_core::{trace_with, Var};
+    use anvil_ops::{concatenate, iota, VarExt};
+
+    /// Runs `graph` as a micro program and as a plan on `args`.
+    fn both(graph: &Graph, args: &[Tensor]) -> (Vec<Tensor>, Vec<Tensor>) {
+        let m = Micro::compile(graph).unwrap().expect("small enough");
+        let mut st = m.state();
+        for (k, a) in args.iter().enumerate() {
+            m.set_input(&mut st, k, a, 0).unwrap();
+        }
+        let ctx = Parallelism::sequential();
+        m.run_invariant(&mut st, &ctx).unwrap();
+        m.run(&mut st, &ctx).unwrap();
+        let micro = graph
+            .outputs()
+            .iter()
+            .enumerate()
+            .map(|(k, o)| st.buf(m.output(k)).to_tensor(graph.ty(*o).shape()).unwrap())
+            .collect();
+        (micro, compile(graph).unwrap().run(args, &ctx).unwrap())
+    }
+
+    fn t(n: usize, shape: &[usize], scale: f64) -> Tensor {
+        Tensor::from_vec((0..n).map(|i| ((i as f64) * scale).sin()).collect(), shape).unwrap()
+    }
+
+    #[test]
+    fn every_kind_of_instruction_matches_the_plan() {
+        let types = [
+            TensorType::new(DType::F64, vec![3, 4]),
+            TensorType::new(DType::F64, vec![4]),
+            TensorType::new(DType::F64, vec![2, 4, 3]),
+        ];
+        let graph = trace_with(&types, |v| {
+            let (a, x, b) = (&v[0], &v[1], &v[2]);
+            let mv = a.matmul(x); // matrix-vector
+            let vm = x.matmul(&a.transpose()); // vector-matrix, read transposed
+            let bm = b.matmul(a); // batched, a shared: [2, 4, 4]
+            let outer = mv.reshape(&[3, 1]).matmul(&x.reshape(&[1, 4])); // rank one
+            let moved = b.permute(&[2, 0, 1]).slice_axis(1, Some(1), None, 1).flip(&[0]);
+            let padded = a.pad(&[(1, 0), (0, 2)], 7.0);
+            let cat = concatenate(&[&mv, &vm.sum(&[0]).reshape(&[1]), x], 0);
+            let reds = (b.max(&[1], false), b.sum(&[0, 2]), a.prod(&[1], true));
+            let gen = iota(&[3, 4], 1) * a + 1.0;
+            let sel = a.gt(&a.zeros_like()).select(a, &(a * -2.0));
+            let any = a.gt(&a.full_like(0.5)).max(&[0, 1], false);
+            let fallback = a.argmax(1, false);
+            Ok(vec![
+                mv, vm, bm, outer, moved, padded, cat, reds.0, reds.1, reds.2, gen, sel, any,
+                fallback,
+            ])
+        })
+        .unwrap();
+        let args = [t(12, &[3, 4], 0.7), t(4, &[4], 1.3), t(24, &[2, 4, 3], 0.4)];
+        let (micro, plan) = both(&graph, &args);
+        for (k, (m, p)) in micro.iter().zip(&plan).enumerate() {
+            assert_eq!(m.ty(), p.ty(), "output {k}");
+            assert!(m.allclose(p, 1e-14, 1e-14), "output {k}:\n micro {m}\n plan  {p}");
+        }
+    }
+
+    #[test]
+    fn invariant_code_runs_once_and_large_inputs_are_allowed() {
+        // A large constant input (a loop's matrix) with small values per step.
+        let types =
+            [TensorType::new(DType::F64, vec![100, 100]), TensorType::new(DType::F64, vec![100])];
+        let graph =
+            trace_with(&types, |v| Ok(vec![v[0].matmul(&v[1]).tanh(), v[0].sum(&[0]) * 2.0]))
+                .unwrap();
+        let m = Micro::compile_invariant(&graph, &[true, false])
+            .unwrap()
+            .expect("per-step values are small");
+        // The column sums, the constant 2 (and its broadcast) and the product run once.
+        assert_eq!((m.invariant.len(), m.code.len()), (4, 2), "matmul and tanh run per step");
+        let args = [t(10_000, &[100, 100], 0.01), t(100, &[100], 0.3)];
+        let (micro, plan) = both(&graph, &args);
+        assert!(micro[0].allclose(&plan[0], 1e-13, 1e-13));
+        assert!(micro[1].allclose(&plan[1], 1e-13, 1e-13));
+        // Too large per step: a plan.
+        let big = trace_with(&types, |v| Ok(vec![v[0].exp()])).unwrap();
+        assert!(Micro::compile(&big).unwrap().is_none());
+        let _ = Var::is_poisoned;
+    }
+}

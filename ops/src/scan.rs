@@ -1,0 +1,598 @@
+//! `scan`: a loop over the leading axis of its scanned operands, threading
+//! carries from one step to the next (`jax.lax.scan`).
+//!
+//! [`Scan`]'s operands are `consts` (passed whole to every step), the
+//! initial `carries`, and the scanned `xs` (each `[length, ...]`); its body
+//! maps `(consts, carries, x slices)` to `(new carries, y slices)`, and its
+//! results are the final carries and the `ys`, stacked along a new leading
+//! axis (`ys[t]` is the step that read `xs[t]`, in either direction).
+//!
+//! Its rules, as JAX's:
+//!
+//! - **vmap**: which carries the batch reaches is a fixpoint over the body
+//!   (a carry is batched when its initial value is, or when the body's new
+//!   value depends on a batched input); only those carry a batch axis.
+//! - **jvp**: one scan of the body's jvp, carrying tangents only where a
+//!   fixpoint over the body says they can be non-zero.
+//! - **transpose**: a scan forward over the known part storing each step's
+//!   known carries (loop-invariant values are `consts`, saved once, never
+//!   per step), then a scan in the other direction over the body's
+//!   transpose, carrying the cotangents of the linear carries and
+//!   accumulating those of the linear consts (a closed-over parameter's
+//!   gradient is a sum over steps in the reverse carry).
+//! - **sparsity**: the carries' sets are a fixpoint over the steps (what
+//!   the body's new carries depend on, given the carries so far and any
+//!   step's slices, until nothing grows or `length` steps are covered);
+//!   `ys[t]` composes the body with those carries and slice `t` only.
+
+use crate::batching::{at_front, move_axis};
+use crate::bodies::{
+    batch_body, dependent_outputs, groups, jvp_body, marked, reorder, transpose_body,
+};
+use anvil_core::replay::{replay, value};
+use anvil_core::sparsity::{BodyPattern, Builder, Detector, IndexSets, SparsityArg, Union};
+use anvil_core::{
+    register_rule, trace_with, Batched, Error, Graph, LinearArg, Op, Result, SubGraph, TensorType,
+    Var,
+};
+use std::sync::Arc;
+
+/// A loop of `length` steps over the leading axis of the scanned operands;
+/// see the module documentation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Scan {
+    /// `(consts, carries, x slices) -> (new carries, y slices)`.
+    pub body: SubGraph,
+    /// How many operands are consts (first).
+    pub consts: usize,
+    /// How many operands are carries (after the consts); the body's first
+    /// outputs are their new values.
+    pub carries: usize,
+    /// The number of steps.
+    pub length: usize,
+    /// Whether the steps run from the last slice to the first.
+    pub reverse: bool,
+    /// Reverse mode keeps the carries of every `k`-th step only and
+    /// recomputes the others (`None`: every step's).
+    pub checkpoint: Option<usize>,
+}
+
+impl Scan {
+    /// The number of scanned operands.
+    pub fn xs(&self) -> usize {
+        self.body.inputs().len().saturating_sub(self.consts + self.carries)
+    }
+
+    /// The number of stacked results.
+    pub fn ys(&self) -> usize {
+        self.body.outputs().len().saturating_sub(self.carries)
+    }
+}
+
+impl Op for Scan {
+    fn name(&self) -> &'static str {
+        "scan"
+    }
+
+    fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        let want = self.body.input_types();
+        anvil_core::op::expect_arity(self, inputs, want.len())?;
+        let (nc, nk) = (self.consts, self.carries);
+        if nc + nk > want.len() || nk > self.body.outputs().len() {
+            return Err(Error::invalid(
+                "scan",
+                "body",
+                format!(
+                    "takes {} inputs and returns {}: too few for {nc} consts and {nk} carries",
+                    want.len(),
+                    self.body.outputs().len()
+                ),
+            ));
+        }
+        for (i, (t, w)) in inputs.iter().zip(&want).enumerate() {
+            let fits = if i < nc + nk {
+                t == w
+            } else {
+                t.dtype() == w.dtype()
+                    && t.shape().first() == Some(&self.length)
+                    && t.shape()[1..] == *w.shape()
+            };
+            if !fits {
+                let what =
+                    if i < nc + nk { w.to_string() } else { format!("[{}] ++ {w}", self.length) };
+                return Err(Error::shape(
+                    "scan",
+                    &[t.shape(), w.shape()],
+                    format!("operand {i} is {t}; the body expects {what}"),
+                ));
+            }
+        }
+        let outs = self.body.output_types();
+        check_carries(&want[nc..nc + nk], &outs[..nk])?;
+        let mut results = outs[..nk].to_vec();
+        results.extend(outs[nk..].iter().map(|t| {
+            let mut shape = vec![self.length];
+            shape.extend_from_slice(t.shape());
+            t.with_shape(shape)
+        }));
+        Ok(results)
+    }
+
+    fn params(&self) -> String {
+        let dir = if self.reverse { ", reverse" } else { "" };
+        let ck = self.checkpoint.map_or(String::new(), |k| format!(", checkpoint={k}"));
+        format!("length={}, consts={}, carries={}{dir}{ck}", self.length, self.consts, self.carries)
+    }
+
+    fn subgraphs(&self) -> Vec<&Graph> {
+        vec![self.body.graph()]
+    }
+
+    fn with_subgraphs(&self, mut bodies: Vec<Graph>) -> Option<Box<dyn Op>> {
+        let body = bodies.pop().filter(|_| bodies.is_empty())?;
+        Some(Box::new(Scan { body: body.into(), ..self.clone() }))
+    }
+}
+
+/// A loop body returns carries of the types it takes: an error names the
+/// carry and both types.
+pub fn check_carries(inputs: &[TensorType], outputs: &[TensorType]) -> Result<()> {
+    for (k, (i, o)) in inputs.iter().zip(outputs).enumerate() {
+        if i != o {
+            return Err(Error::shape(
+                "scan",
+                &[i.shape(), o.shape()],
+                format!(
+                    "carry {k} enters the body as {i} and leaves it as {o}: a carry keeps its type"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Emits a `Scan`.
+pub fn emit_scan(scan: Scan, operands: &[Var]) -> Vec<Var> {
+    let n = scan.body.outputs().len();
+    let refs: Vec<&Var> = operands.iter().collect();
+    Var::apply_op_n(Box::new(scan), &refs, n)
+}
+
+/// The fixpoint of a loop's carry flags: starting from `init`, a carry is
+/// set when the body's new value depends on a set input (`consts`, carries,
+/// then `xs` flags as given). Returns the carry flags and every output's.
+pub fn carry_fixpoint(
+    body: &Graph,
+    consts: &[bool],
+    init: &[bool],
+    xs: &[bool],
+) -> (Vec<bool>, Vec<bool>) {
+    let mut carry = init.to_vec();
+    loop {
+        let ins: Vec<bool> = consts.iter().chain(&carry).chain(xs).copied().collect();
+        let out = dependent_outputs(body, &ins);
+        let next: Vec<bool> = carry.iter().zip(&out).map(|(&c, &o)| c || o).collect();
+        if next == carry {
+            return (carry, out);
+        }
+        carry = next;
+    }
+}
+
+// ------------------------------------------------------------------ vmap
+
+fn vmap_scan(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+    let s = op.try_downcast::<Scan>()?;
+    let g = groups(&[s.consts, s.carries, s.xs()]);
+    let b: Vec<bool> = args.iter().map(|a| a.axis.is_some()).collect();
+    let (carry_b, out_b) =
+        carry_fixpoint(&s.body, &b[g[0].clone()], &b[g[1].clone()], &b[g[2].clone()]);
+    let ys_b = out_b[s.carries..].to_vec();
+    let mut in_b = b[g[0].clone()].to_vec();
+    in_b.extend(&carry_b);
+    in_b.extend(&b[g[2].clone()]);
+    let out_batched: Vec<bool> = carry_b.iter().chain(&ys_b).copied().collect();
+    let body = batch_body(&s.body, &in_b, size, &out_batched)?;
+    let mut operands = Vec::with_capacity(args.len());
+    for (i, a) in args.iter().enumerate() {
+        operands.push(if g[2].contains(&i) {
+            // A scanned operand keeps the loop axis first; the batch goes second.
+            match a.axis {
+                Some(k) => move_axis(&a.var, k, 1),
+                None => a.var.clone(),
+            }
+        } else if in_b[i] {
+            at_front(a, size)
+        } else {
+            a.var.clone()
+        });
+    }
+    let results = emit_scan(Scan { body: body.into(), ..s.clone() }, &operands);
+    Ok(results
+        .into_iter()
+        .enumerate()
+        .map(|(k, v)| {
+            let axis = if k < s.carries {
+                carry_b[k].then_some(0)
+            } else {
+                ys_b[k - s.carries].then_some(1)
+            };
+            Batched::new(v, axis)
+        })
+        .collect())
+}
+
+register_rule!(VmapRule, Scan, many: vmap_scan);
+
+// ------------------------------------------------------------------- jvp
+
+/// One scan of the body's jvp: consts, carries and xs each followed by
+/// their tangents (non-zero ones only), the outputs likewise.
+fn jvp_scan(
+    op: &dyn Op,
+    primals: &[Var],
+    tangents: &[Option<Var>],
+    outs: &[Var],
+) -> Result<Vec<Option<Var>>> {
+    let s = op.try_downcast::<Scan>()?;
+    let (nc, nk, nx, ny) = (s.consts, s.carries, s.xs(), s.ys());
+    let g = groups(&[nc, nk, nx]);
+    let t: Vec<bool> = tangents.iter().map(Option::is_some).collect();
+    let (carry_t, out_t) =
+        carry_fixpoint(&s.body, &t[g[0].clone()], &t[g[1].clone()], &t[g[2].clone()]);
+    let ys_t = out_t[nk..].to_vec();
+    if !carry_t.iter().chain(&ys_t).any(|&x| x) {
+        return Ok(vec![None; outs.len()]);
+    }
+    let consts_t = t[g[0].clone()].to_vec();
+    let xs_t = t[g[2].clone()].to_vec();
+    let tangent_in: Vec<bool> = consts_t.iter().chain(&carry_t).chain(&xs_t).copied().collect();
+    let tangent_out: Vec<bool> = carry_t.iter().chain(&ys_t).copied().collect();
+    let jb = jvp_body(&s.body, &tangent_in, &tangent_out)?;
+    // jvp_body's layout: inputs (c, k, x, tc, tk, tx), outputs (k', y, tk', ty);
+    // a scan's: inputs (c, tc, k, tk, x, tx), outputs (k', tk', y, ty).
+    let (tc, tk, tx) = (marked(&consts_t).len(), marked(&carry_t).len(), marked(&xs_t).len());
+    let n = nc + nk + nx;
+    let order = [
+        (0..nc).collect::<Vec<_>>(),
+        (n..n + tc).collect(),
+        (nc..nc + nk).collect(),
+        (n + tc..n + tc + tk).collect(),
+        (nc + nk..n).collect(),
+        (n + tc + tk..n + tc + tk + tx).collect(),
+    ]
+    .concat();
+    let (tko, tyo) = (marked(&carry_t).len(), marked(&ys_t).len());
+    let m = nk + ny;
+    let out_order = [
+        (0..nk).collect::<Vec<_>>(),
+        (m..m + tko).collect(),
+        (nk..m).collect(),
+        (m + tko..m + tko + tyo).collect(),
+    ]
+    .concat();
+    let body = reorder(&jb, &order, &out_order)?;
+    let mut operands: Vec<Var> = primals[g[0].clone()].to_vec();
+    operands.extend(tangents[g[0].clone()].iter().flatten().cloned());
+    operands.extend(primals[g[1].clone()].iter().cloned());
+    for (i, &c) in carry_t.iter().enumerate() {
+        if c {
+            let p = &primals[nc + i];
+            operands.push(tangents[nc + i].clone().unwrap_or_else(|| crate::ad::zeros(p, p.ty())));
+        }
+    }
+    operands.extend(primals[g[2].clone()].iter().cloned());
+    operands.extend(tangents[g[2].clone()].iter().flatten().cloned());
+    let scan = Scan { body: body.into(), consts: nc + tc, carries: nk + tk, ..s.clone() };
+    let results = emit_scan(scan, &operands);
+    let mut tk_out = results[nk..nk + tk].iter().cloned();
+    let mut ty_out = results[nk + tk + ny..].iter().cloned();
+    let mut out: Vec<Option<Var>> =
+        carry_t.iter().map(|&c| if c { tk_out.next() } else { None }).collect();
+    out.extend(ys_t.iter().map(|&y| if y { ty_out.next() } else { None }));
+    Ok(out)
+}
+
+register_rule!(JvpRule, Scan, many: jvp_scan);
+
+// ------------------------------------------------------------- transpose
+
+/// The known and linear parts of a scan's operands and outputs.
+pub(crate) struct Split {
+    pub(crate) lin_c: Vec<bool>,
+    pub(crate) lin_k: Vec<bool>,
+    pub(crate) lin_x: Vec<bool>,
+    pub(crate) lin_y: Vec<bool>,
+}
+
+impl Split {
+    pub(crate) fn of(s: &Scan, args: &[LinearArg]) -> Split {
+        let lin: Vec<bool> = args.iter().map(LinearArg::is_linear).collect();
+        let g = groups(&[s.consts, s.carries, s.xs()]);
+        let (lin_k, out) =
+            carry_fixpoint(&s.body, &lin[g[0].clone()], &lin[g[1].clone()], &lin[g[2].clone()]);
+        Split {
+            lin_c: lin[g[0].clone()].to_vec(),
+            lin_k,
+            lin_x: lin[g[2].clone()].to_vec(),
+            lin_y: out[s.carries..].to_vec(),
+        }
+    }
+
+    pub(crate) fn body_linear(&self) -> Vec<bool> {
+        self.lin_c.iter().chain(&self.lin_k).chain(&self.lin_x).copied().collect()
+    }
+}
+
+/// The known value of operand `i`.
+pub(crate) fn known(args: &[LinearArg], i: usize) -> Result<Var> {
+    args[i]
+        .known()
+        .cloned()
+        .ok_or_else(|| Error::invalid("scan", "transpose", format!("operand {i} must be known")))
+}
+
+/// A forward scan over the known part of `s`'s body: its known carries'
+/// values at the start of every step, stacked (`[length, ...]`, indexed
+/// like the xs).
+fn known_carries(s: &Scan, split: &Split, args: &[LinearArg]) -> Result<Vec<Var>> {
+    let known_k = marked(&split.lin_k.iter().map(|l| !l).collect::<Vec<_>>());
+    if known_k.is_empty() {
+        return Ok(Vec::new());
+    }
+    let body_linear = split.body_linear();
+    let known_in = marked(&body_linear.iter().map(|l| !l).collect::<Vec<_>>());
+    let body = s.body.graph();
+    let linear_values = crate::control::varying_values(body, &body_linear);
+    let types: Vec<TensorType> = known_in.iter().map(|&i| body.input_types()[i].clone()).collect();
+    // (known consts, known carries, known xs) -> (known carries', known carries).
+    let residual_body = trace_with(&types, |vars| {
+        let mut env: Vec<Option<Var>> = vec![None; body.num_values()];
+        for (v, &i) in vars.iter().zip(&known_in) {
+            env[body.inputs()[i].index()] = Some(v.clone());
+        }
+        replay(body, &mut env, |id| !body.node(id).results().any(|v| linear_values[v.index()]))?;
+        let mut outs: Vec<Var> =
+            known_k.iter().map(|&k| value(&env, body.outputs()[k])).collect::<Result<_>>()?;
+        for &k in &known_k {
+            let at = known_in.iter().position(|&i| i == s.consts + k).ok_or_else(|| {
+                Error::invalid("scan", "transpose", "a known carry is not a known input")
+            })?;
+            outs.push(vars[at].clone());
+        }
+        Ok(outs)
+    })?;
+    let operands: Vec<Var> = known_in.iter().map(|&i| known(args, i)).collect::<Result<_>>()?;
+    let scan = Scan {
+        body: residual_body.into(),
+        consts: split.lin_c.iter().filter(|&&l| !l).count(),
+        carries: known_k.len(),
+        length: s.length,
+        reverse: s.reverse,
+        checkpoint: None,
+    };
+    Ok(emit_scan(scan, &operands).split_off(known_k.len()))
+}
+
+/// The transpose of a scan linear in some operands: see the module
+/// documentation.
+fn transpose_scan(
+    op: &dyn Op,
+    cts: &[Option<Var>],
+    args: &[LinearArg],
+) -> Result<Vec<Option<Var>>> {
+    let s = op.try_downcast::<Scan>()?;
+    let split = Split::of(s, args);
+    if let Some(k) = s.checkpoint.filter(|&k| k > 0 && k < s.length) {
+        return crate::checkpoint::transpose_scan_checkpointed(s, &split, k, cts, args);
+    }
+    let residuals = known_carries(s, &split, args)?;
+    let body_linear = split.body_linear();
+    let ct_for: Vec<bool> = split.lin_k.iter().chain(&split.lin_y).copied().collect();
+    // The body's transpose: (known c, known k, known x, ct k', ct y) -> (ct c, ct k, ct x).
+    let tb = transpose_body(&s.body, &body_linear, &ct_for)?;
+    let count = |m: &[bool], lin: bool| m.iter().filter(|&&l| l == lin).count();
+    let (kc, kk, kx) =
+        (count(&split.lin_c, false), count(&split.lin_k, false), count(&split.lin_x, false));
+    let (lc, lk) = (count(&split.lin_c, true), count(&split.lin_k, true));
+    // As a reverse scan: consts (known c), carries (ct k, acc c), xs (known
+    // k per step, known x, ct y) -> carries (ct k, acc c + ct c), ys (ct x).
+    let body_types = tb.input_types();
+    let tb_out = tb.output_types();
+    let mut types: Vec<TensorType> = body_types[..kc].to_vec();
+    types.extend(body_types[kc + kk + kx..kc + kk + kx + lk].iter().cloned());
+    types.extend(tb_out[..lc].iter().cloned());
+    types.extend(body_types[kc..kc + kk + kx].iter().cloned());
+    types.extend(body_types[kc + kk + kx + lk..].iter().cloned());
+    let body = trace_with(&types, |v| {
+        let consts = &v[..kc];
+        let ct_k = &v[kc..kc + lk];
+        let acc = &v[kc + lk..kc + lk + lc];
+        let known_kx = &v[kc + lk + lc..kc + lk + lc + kk + kx];
+        let ct_y = &v[kc + lk + lc + kk + kx..];
+        let mut ins: Vec<Var> = consts.to_vec();
+        ins.extend(known_kx.iter().cloned());
+        ins.extend(ct_k.iter().cloned());
+        ins.extend(ct_y.iter().cloned());
+        let outs = anvil_core::replay::inline_graph(&tb, &ins)?;
+        let (ct_c, rest) = outs.split_at(lc);
+        let (ct_k_in, ct_x) = rest.split_at(lk);
+        let mut r: Vec<Var> = ct_k_in.to_vec();
+        r.extend(acc.iter().zip(ct_c).map(|(a, c)| a + c));
+        r.extend(ct_x.iter().cloned());
+        Ok(r)
+    })?;
+    let zero = |like: &Var, t: &TensorType| crate::ad::zeros(like, t);
+    let like = residuals
+        .first()
+        .cloned()
+        .or_else(|| cts.iter().flatten().next().cloned())
+        .or_else(|| args.iter().find_map(|a| a.known().cloned()));
+    let like = like.ok_or_else(|| Error::invalid("scan", "transpose", "nothing to transpose"))?;
+    let g = groups(&[s.consts, s.carries, s.xs()]);
+    let mut operands: Vec<Var> = Vec::new();
+    for i in g[0].clone() {
+        if !split.lin_c[i] {
+            operands.push(known(args, i)?);
+        }
+    }
+    let body_in = s.body.input_types();
+    let body_out = s.body.output_types();
+    for (k, &l) in split.lin_k.iter().enumerate() {
+        if l {
+            operands.push(cts[k].clone().unwrap_or_else(|| zero(&like, &body_out[k])));
+        }
+    }
+    for (i, &l) in split.lin_c.iter().enumerate() {
+        if l {
+            operands.push(zero(&like, &body_in[i]));
+        }
+    }
+    operands.extend(residuals.iter().cloned());
+    for i in g[2].clone() {
+        if !split.lin_x[i - g[2].start] {
+            operands.push(known(args, i)?);
+        }
+    }
+    for (j, &l) in split.lin_y.iter().enumerate() {
+        if l {
+            let k = s.carries + j;
+            let ty = &op_result_type(s, k);
+            operands.push(cts[k].clone().unwrap_or_else(|| zero(&like, ty)));
+        }
+    }
+    let scan = Scan {
+        body: body.into(),
+        consts: kc,
+        carries: lk + lc,
+        length: s.length,
+        reverse: !s.reverse,
+        checkpoint: None,
+    };
+    let results = emit_scan(scan, &operands);
+    let (ct_k0, rest) = results.split_at(lk);
+    let (ct_c, ct_x) = rest.split_at(lc);
+    let (mut ck, mut cc, mut cx) =
+        (ct_k0.iter().cloned(), ct_c.iter().cloned(), ct_x.iter().cloned());
+    let mut out = Vec::with_capacity(args.len());
+    out.extend(split.lin_c.iter().map(|&l| if l { cc.next() } else { None }));
+    for (&l, a) in split.lin_k.iter().zip(&args[g[1].clone()]) {
+        // A carry that becomes linear from a known initial value (zeros)
+        // has no cotangent to give back.
+        let ct = if l { ck.next() } else { None };
+        out.push(ct.filter(|_| a.is_linear()));
+    }
+    out.extend(split.lin_x.iter().map(|&l| if l { cx.next() } else { None }));
+    Ok(out)
+}
+
+/// The type of result `k` of `s`.
+fn op_result_type(s: &Scan, k: usize) -> TensorType {
+    let outs = s.body.output_types();
+    if k < s.carries {
+        outs[k].clone()
+    } else {
+        let mut shape = vec![s.length];
+        shape.extend_from_slice(outs[k].shape());
+        outs[k].with_shape(shape)
+    }
+}
+
+register_rule!(TransposeRule, Scan, many: transpose_scan);
+
+// ------------------------------------------------------------------ sparsity
+
+/// The sets of each `[steps, ...]` operand's slices, united over the steps:
+/// what one step may read, whichever it is.
+pub fn union_of_slices(sets: &IndexSets, steps: usize) -> IndexSets {
+    let per = if steps == 0 { 0 } else { sets.len() / steps };
+    let mut b = Builder::new(per, sets.nnz());
+    let mut u = Union::default();
+    for e in 0..per {
+        b.push_union(&mut u, (0..steps).map(|t| sets.row(t * per + e)));
+    }
+    b.finish()
+}
+
+/// A loop's carries' sets: a fixpoint from the initial carries `init`,
+/// adding what the body's new carries (its first outputs) depend on, given
+/// the carries so far, `consts` and `xs` (the sets one step may read). The
+/// sets only grow and are bounded by the inputs, so this ends; `max_steps`
+/// bounds it further (after that many steps, every reachable carry is
+/// covered). The result holds for every number of steps run.
+///
+/// # Errors
+/// A body that does not fit; the limit of entries.
+pub fn carry_sets(
+    cx: &Detector<'_>,
+    op: &dyn Op,
+    body: &BodyPattern,
+    consts: &[&IndexSets],
+    init: &[Arc<IndexSets>],
+    xs: &[&IndexSets],
+    max_steps: Option<usize>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let mut carry: Vec<Arc<IndexSets>> = init.to_vec();
+    let mut step = 0;
+    while max_steps.is_none_or(|m| step < m) {
+        step += 1;
+        let ins: Vec<&IndexSets> = consts
+            .iter()
+            .copied()
+            .chain(carry.iter().map(|c| c.as_ref()))
+            .chain(xs.iter().copied())
+            .collect();
+        let new = body.compose(cx, op, &ins, None, 0..carry.len())?;
+        let next: Vec<Arc<IndexSets>> = carry
+            .iter()
+            .zip(&new)
+            .map(|(c, n)| Ok(Arc::new(anvil_core::sparsity::merge(c, n)?)))
+            .collect::<Result<_>>()?;
+        // The sets only grow: the same number of entries is the same sets.
+        let grew = next.iter().zip(&carry).any(|(n, c)| n.nnz() != c.nnz());
+        carry = next;
+        if !grew {
+            break;
+        }
+    }
+    Ok(carry)
+}
+
+/// The carries by [`carry_sets`] over the slices' union; each step's `ys`
+/// by the body composed with those carries and that step's slices (so a
+/// `y` that reads only its `x` keeps its slice's pattern).
+fn sparsity_scan(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let s = op.try_downcast::<Scan>()?;
+    anvil_core::op::expect_arity(s, args, s.consts + s.carries + s.xs())?;
+    let g = groups(&[s.consts, s.carries, s.xs()]);
+    let known: Vec<Option<&anvil_core::Tensor>> =
+        args.iter().enumerate().map(|(k, a)| if k < s.consts { a.value } else { None }).collect();
+    let body = cx.body_pattern(op, &s.body, &known)?;
+    let consts: Vec<&IndexSets> = args[g[0].clone()].iter().map(|a| a.sets.as_ref()).collect();
+    let init: Vec<Arc<IndexSets>> = args[g[1].clone()].iter().map(|a| a.sets.clone()).collect();
+    let xs: Vec<IndexSets> =
+        args[g[2].clone()].iter().map(|a| union_of_slices(a.sets, s.length)).collect();
+    let xs_refs: Vec<&IndexSets> = xs.iter().collect();
+    let carries = carry_sets(cx, op, &body, &consts, &init, &xs_refs, Some(s.length))?;
+    let ins: Vec<&IndexSets> = consts
+        .iter()
+        .copied()
+        .chain(carries.iter().map(|c| c.as_ref()))
+        .chain(args[g[2].clone()].iter().map(|a| a.sets.as_ref()))
+        .collect();
+    let mapped: Vec<bool> = (0..args.len()).map(|k| k >= s.consts + s.carries).collect();
+    let ys =
+        body.compose(cx, op, &ins, Some((&mapped, s.length)), s.carries..s.body.outputs().len())?;
+    let all: Vec<Arc<IndexSets>> = carries.into_iter().chain(ys).collect();
+    if all.len() != outs.len() {
+        return Err(Error::invalid("scan", "sparsity", "the body returns other values"));
+    }
+    Ok(all)
+}
+
+register_rule!(SparsityRule, Scan, many: sparsity_scan);

@@ -1,0 +1,579 @@
+//! Control flow inside traced functions, with JAX's names and semantics:
+//! [`cond`], [`switch`], [`scan`], [`fori_loop`], [`while_loop`] (and
+//! [`while_loop_bounded`], whose reverse-mode derivative exists).
+//!
+//! Each traces its functions once into sub-graphs of one op (`cond`,
+//! `scan`, `while`), which every transform goes through: `vmap`, `jvp`,
+//! `grad`, `jacfwd`, `jacrev`, `hessian` and their compositions. The
+//! functions may close over values of the function they are called in
+//! (the parameters being differentiated, say): those are passed to the op
+//! as extra operands. Carries and operands are trees (tuples, structs,
+//! `Vec`s...) of `Var`s; an argument given as a concrete tensor is a
+//! constant.
+//!
+//! ```
+//! use anvil::prelude::*;
+//! // Euler steps of dx/dt = -k x, differentiated with respect to k.
+//! let f = |k: &Var, x0: &Var| -> anvil::Result<Var> {
+//!     let step = |x: &Var, _: &()| (x - &(x * k * 0.1), ());
+//!     let (x, ()) = scan_n(step, x0, 10)?;
+//!     Ok(x)
+//! };
+//! let (k, x0) = (Tensor::scalar(0.5), Tensor::scalar(1.0));
+//! let x = jit(f).eval((&k, &x0))?;
+//! assert!((x.item()? - 0.95f64.powi(10)).abs() < 1e-15);
+//! let dk = grad(f).eval((&k, &x0))?;
+//! assert!((dk.item()? - (-10.0 * 0.1 * 0.95f64.powi(9))).abs() < 1e-14);
+//! # Ok::<(), anvil::Error>(())
+//! ```
+
+use crate::captures::{around_consts, types, union};
+use anvil_core::function::{fit_args, Args, ToVar};
+use anvil_core::tree::{unflatten_all, Flatten, TreeDef};
+use anvil_core::{
+    trace_fn, DType, Error, Function, IntoFunction, Result, Scalar, Traced, TracedFn, Var,
+};
+use anvil_ops::cond::Cond;
+use anvil_ops::scan::{check_carries, emit_scan, Scan};
+use anvil_ops::while_loop::{emit_while, While};
+use anvil_ops::{full_scalar, iota_dtype, VarExt};
+
+/// The leaves of `tree` as values of the current trace.
+fn leaves_of<L: ToVar>(tree: &impl Flatten<L>) -> Vec<Var> {
+    let mut out = Vec::new();
+    tree.for_each_leaf(&mut |l| out.push(l.to_var()));
+    out
+}
+
+// ------------------------------------------------------------- cond
+
+/// `true_fn(operands)` if `pred` holds, else `false_fn(operands)`
+/// (`jax.lax.cond`). `pred` is a `bool` scalar; the branches take the
+/// operands (one as itself, several as a tuple) and return the same
+/// types.
+///
+/// Only the branch taken runs. Under `vmap` with a batched `pred`, both run
+/// and the result is selected per element: a branch not taken may then
+/// produce NaN or infinity that reaches a gradient through the select as
+/// `0 * NaN`. Guard the operands of the unsafe branch too (the "double
+/// where" pattern): `cond(x > 0, |x| x.sqrt(), ..)` becomes
+/// `cond(x > 0, |x| where_(x > 0, x, 1).sqrt(), ..)`.
+///
+/// ```
+/// use anvil::prelude::*;
+/// let f = |x: &Var| cond(&x.sum_all().gt(&x.sum_all().full_like(0.0)), |x: &Var| x.sin(), |x: &Var| -x, x);
+/// let y = jit(f).eval(&Tensor::from_vec(vec![1.0, -3.0], &[2])?)?;
+/// assert_eq!(y.to_vec::<f64>()?, vec![-1.0, 3.0]); // the sum is negative
+/// # Ok::<(), anvil::Error>(())
+/// ```
+///
+/// # Errors
+/// A `pred` that is not a `bool` scalar; branches whose results differ in
+/// structure or types (naming the output, its shapes and dtypes).
+pub fn cond<MT, MF, T, F, L>(
+    pred: &Var,
+    true_fn: T,
+    false_fn: F,
+    operands: impl Flatten<L>,
+) -> Result<T::Output>
+where
+    T: IntoFunction<MT>,
+    F: IntoFunction<MF, Args = T::Args, Output = T::Output>,
+    L: ToVar,
+{
+    if pred.dtype() != DType::Bool || pred.rank() != 0 {
+        return Err(Error::dtype("cond", "pred", pred.dtype(), "a bool scalar"));
+    }
+    let index = pred.cast(DType::I64);
+    let (f, t) = (false_fn.into_function(), true_fn.into_function());
+    branch(&index, &[&f, &t], operands.def(), &leaves_of(&operands))
+}
+
+/// `branches[index](operands)` (`jax.lax.switch`); `index` (an integer
+/// scalar) is clamped to the branches, as in JAX. `branches` is a tuple
+/// of functions (closures) that take the same arguments and return the
+/// same types.
+///
+/// ```
+/// use anvil::prelude::*;
+/// let f = |i: &Var, x: &Var| switch(i, (|x: &Var| x.sin(), |x: &Var| x.cos(), |x: &Var| x * 2.0), x);
+/// let x = Tensor::scalar(0.5);
+/// assert_eq!(jit(f).eval((&Tensor::scalar(2i64), &x))?.item()?, 1.0);
+/// assert_eq!(jit(f).eval((&Tensor::scalar(7i64), &x))?.item()?, 1.0); // clamped to the last
+/// # Ok::<(), anvil::Error>(())
+/// ```
+///
+/// # Errors
+/// An `index` that is not an integer scalar; branches whose results differ.
+pub fn switch<M, B: Branches<M>, L: ToVar>(
+    index: &Var,
+    branches: B,
+    operands: impl Flatten<L>,
+) -> Result<B::Output> {
+    if index.dtype().is_float() || index.dtype() == DType::Bool || index.rank() != 0 {
+        return Err(Error::dtype("switch", "index", index.dtype(), "an integer scalar"));
+    }
+    let funcs = branches.into_functions();
+    let refs: Vec<&dyn Function<Args = B::Args, Output = B::Output>> =
+        funcs.iter().map(|f| f.as_ref()).collect();
+    branch(index, &refs, operands.def(), &leaves_of(&operands))
+}
+
+/// Several functions of the same arguments and result: the branches of
+/// [`switch`]. Implemented for tuples of up to eight closures (or
+/// functions), and for a `Vec` of boxed functions.
+pub trait Branches<M> {
+    /// The arguments every branch takes.
+    type Args: Args;
+    /// The result every branch returns.
+    type Output: Traced;
+    /// The branches, in order.
+    fn into_functions(self) -> Vec<Box<dyn Function<Args = Self::Args, Output = Self::Output>>>;
+}
+
+impl<A: Args, O: Traced> Branches<()> for Vec<Box<dyn Function<Args = A, Output = O>>> {
+    type Args = A;
+    type Output = O;
+    fn into_functions(self) -> Vec<Box<dyn Function<Args = A, Output = O>>> {
+        self
+    }
+}
+
+macro_rules! branches {
+    ($f0:ident $m0:ident $($f:ident $m:ident)*) => {
+        impl<$m0, $($m,)* $f0, $($f,)*> Branches<($m0, $($m,)*)> for ($f0, $($f,)*)
+        where
+            $f0: IntoFunction<$m0>,
+            $f0::Func: 'static,
+            $($f: IntoFunction<$m, Args = $f0::Args, Output = $f0::Output>, $f::Func: 'static,)*
+        {
+            type Args = $f0::Args;
+            type Output = $f0::Output;
+            #[allow(non_snake_case)]
+            fn into_functions(self) -> Vec<Box<dyn Function<Args = Self::Args, Output = Self::Output>>> {
+                let ($f0, $($f,)*) = self;
+                vec![Box::new($f0.into_function()), $(Box::new($f.into_function()),)*]
+            }
+        }
+    };
+}
+branches!(F0 M0);
+branches!(F0 M0 F1 M1);
+branches!(F0 M0 F1 M1 F2 M2);
+branches!(F0 M0 F1 M1 F2 M2 F3 M3);
+branches!(F0 M0 F1 M1 F2 M2 F3 M3 F4 M4);
+branches!(F0 M0 F1 M1 F2 M2 F3 M3 F4 M4 F5 M5);
+branches!(F0 M0 F1 M1 F2 M2 F3 M3 F4 M4 F5 M5 F6 M6);
+branches!(F0 M0 F1 M1 F2 M2 F3 M3 F4 M4 F5 M5 F6 M6 F7 M7);
+
+/// One `Cond` node over `branches`, on operands of structure `def`.
+fn branch<A: Args, O: Traced>(
+    index: &Var,
+    branches: &[&dyn Function<Args = A, Output = O>],
+    def: TreeDef,
+    operands: &[Var],
+) -> Result<O> {
+    let def = fit_args("cond", def, A::ARITY)?;
+    let ty = types(operands);
+    let traced: Vec<TracedFn> =
+        branches.iter().map(|b| trace_fn(*b, &def, &ty)).collect::<Result<_>>()?;
+    let first = traced.first().ok_or_else(|| Error::invalid("switch", "branches", "none given"))?;
+    for (b, t) in traced.iter().enumerate().skip(1) {
+        if t.output != first.output {
+            return Err(Error::invalid(
+                "cond",
+                format!("branch {b}"),
+                format!(
+                    "returns {}; branch 0 returns {}",
+                    t.output.describe(),
+                    first.output.describe()
+                ),
+            ));
+        }
+    }
+    let refs: Vec<&TracedFn> = traced.iter().collect();
+    let consts = union(&refs);
+    let mut all_types = ty.clone();
+    all_types.extend(types(&consts));
+    let graphs: Vec<anvil_core::SubGraph> = traced
+        .iter()
+        .map(|t| around_consts(t, &consts, operands.len(), 0, &all_types).map(Into::into))
+        .collect::<Result<_>>()?;
+    anvil_ops::cond::check_branch_outputs(&graphs, &graphs[0].output_types())?;
+    let mut refs: Vec<&Var> = vec![index];
+    refs.extend(operands);
+    refs.extend(&consts);
+    let n = first.graph.outputs().len();
+    let results = Var::apply_op_n(Box::new(Cond { branches: graphs }), &refs, n);
+    unflatten_all(&first.output, results)
+}
+
+// ------------------------------------------------------------- scan
+
+/// The options of [`scan_with`]: `length` (required when there are no
+/// scanned inputs, checked against them otherwise), `reverse` (run from
+/// the last slice to the first; `ys[t]` still belongs to `xs[t]`) and
+/// `checkpoint`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanOptions {
+    /// The number of steps.
+    pub length: Option<usize>,
+    /// Whether to run backwards.
+    pub reverse: bool,
+    /// The memory policy of reverse mode. By default the gradient keeps
+    /// the carries of every step (loop-invariant values once) and
+    /// recomputes each step's intermediates from them. `Some(k)` keeps the
+    /// carries of every `k`-th step only and recomputes the others,
+    /// segment by segment: memory about `(length / k + k)` carries instead
+    /// of `length`, for about one more forward pass of time (`k ≈
+    /// √length` minimises the memory).
+    pub checkpoint: Option<usize>,
+}
+
+/// `jax.lax.scan`: `f(carry, x) -> (carry, y)` over the leading axis of
+/// `xs`, returning the final carry and the `y`s stacked. The carry and the
+/// `xs` are trees (a tuple, a struct...): every leaf of `xs` is scanned
+/// along its axis 0.
+///
+/// ```
+/// use anvil::prelude::*;
+/// // Cumulative sum, and the final total.
+/// let f = |xs: &Var| scan(|c: &Var, x: &Var| (c + x, c + x), &xs.at(0, 0).zeros_like(), xs);
+/// let (total, sums) = jit(f).eval(&Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3])?)?;
+/// assert_eq!((total.item()?, sums.to_vec::<f64>()?), (6.0, vec![1.0, 3.0, 6.0]));
+/// # Ok::<(), anvil::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`scan_with`].
+pub fn scan<M, F, C, X, Y, L>(f: F, init: impl Flatten<L>, xs: impl Flatten<L>) -> Result<(C, Y)>
+where
+    F: IntoFunction<M, Args = (C, X), Output = (C, Y)>,
+    C: Traced,
+    X: Traced,
+    Y: Traced,
+    L: ToVar,
+{
+    scan_with(f, init, xs, ScanOptions::default())
+}
+
+/// [`scan`] with options: a `length` when there is nothing to scan (`()`
+/// as `xs`), `reverse` and `checkpoint`. The leaves of `init` and `xs`
+/// are both traced values or both tensors (constants).
+///
+/// # Errors
+/// Scanned inputs of different lengths, or none and no `length`; a body
+/// whose carry changes structure or type (naming the carry and both
+/// types); the body's own errors.
+pub fn scan_with<M, F, C, X, Y, L>(
+    f: F,
+    init: impl Flatten<L>,
+    xs: impl Flatten<L>,
+    options: ScanOptions,
+) -> Result<(C, Y)>
+where
+    F: IntoFunction<M, Args = (C, X), Output = (C, Y)>,
+    C: Traced,
+    X: Traced,
+    Y: Traced,
+    L: ToVar,
+{
+    let (init_def, xs_def) = (init.def(), xs.def());
+    let (carries, scanned) = (leaves_of(&init), leaves_of(&xs));
+    let length = scan_length(&scanned, options.length)?;
+    let mut slice_types = types(&carries);
+    for x in &scanned {
+        slice_types.push(x.ty().with_shape(x.shape()[1..].to_vec()));
+    }
+    let def = TreeDef::Tuple(vec![init_def.clone(), xs_def]);
+    let t = trace_fn(&f.as_function(), &def, &slice_types)?;
+    let (nk, nx) = (carries.len(), scanned.len());
+    let y_def = match &t.output {
+        TreeDef::Tuple(c) if c.len() == 2 && c[0] == init_def => c[1].clone(),
+        d => {
+            return Err(Error::invalid(
+                "scan",
+                "body",
+                format!(
+                    "must return (carry, y) with the carry's structure {}; it returns {}",
+                    init_def.describe(),
+                    d.describe()
+                ),
+            ))
+        }
+    };
+    check_carries(&slice_types[..nk], &t.graph.output_types()[..nk])?;
+    // Body inputs: (consts, carries, x slices).
+    let consts = t.captures.clone();
+    let mut body_types = types(&consts);
+    body_types.extend(slice_types);
+    let nc = consts.len();
+    let from: Vec<usize> = (nc..nc + nk + nx).chain(0..nc).collect();
+    let body = crate::captures::with_inputs(&t.graph, &body_types, &from)?;
+    let mut operands = consts;
+    operands.extend(carries);
+    operands.extend(scanned);
+    let scan = Scan {
+        body: body.into(),
+        consts: nc,
+        carries: nk,
+        length,
+        reverse: options.reverse,
+        checkpoint: options.checkpoint,
+    };
+    let mut results = emit_scan(scan, &operands);
+    let ys = results.split_off(nk);
+    Ok((unflatten_all(&init_def, results)?, unflatten_all(&y_def, ys)?))
+}
+
+/// [`scan`] with nothing scanned (`jax.lax.scan(f, init, None, length)`):
+/// `f(carry, &()) -> (carry, y)`, `length` times.
+///
+/// # Errors
+/// As [`scan_with`].
+pub fn scan_n<M, F, C, Y, L>(f: F, init: impl Flatten<L>, length: usize) -> Result<(C, Y)>
+where
+    F: IntoFunction<M, Args = (C, ()), Output = (C, Y)>,
+    C: Traced,
+    Y: Traced,
+    L: ToVar,
+{
+    let options = ScanOptions { length: Some(length), ..ScanOptions::default() };
+    scan_with(f, init, (), options)
+}
+
+/// The common leading size of the scanned leaves, checked against `given`.
+fn scan_length(xs: &[Var], given: Option<usize>) -> Result<usize> {
+    let mut length = given;
+    for (i, x) in xs.iter().enumerate() {
+        let n = *x.shape().first().ok_or_else(|| {
+            Error::shape(
+                "scan",
+                &[x.shape()],
+                format!("scanned leaf {i} is a scalar: nothing to scan"),
+            )
+        })?;
+        match length {
+            Some(m) if m != n => {
+                return Err(Error::shape(
+                    "scan",
+                    &[x.shape()],
+                    format!(
+                    "scanned leaf {i} has length {n}; expected {m} (the length or another leaf's)"
+                ),
+                ))
+            }
+            _ => length = Some(n),
+        }
+    }
+    length.ok_or_else(|| {
+        Error::invalid("scan", "length", "nothing is scanned, so the length must be given")
+    })
+}
+
+// ------------------------------------------------------------ loops
+
+/// The bounds of a [`fori_loop`]: a number known when tracing (the loop is
+/// a `scan`, differentiable in reverse mode) or a traced `i64` scalar (the
+/// loop is a `while_loop`).
+#[derive(Clone, Debug)]
+pub enum Bound {
+    /// Known when tracing.
+    Static(i64),
+    /// Computed by the program.
+    Traced(Var),
+}
+
+impl From<i64> for Bound {
+    fn from(v: i64) -> Bound {
+        Bound::Static(v)
+    }
+}
+impl From<usize> for Bound {
+    fn from(v: usize) -> Bound {
+        Bound::Static(v as i64)
+    }
+}
+impl From<i32> for Bound {
+    fn from(v: i32) -> Bound {
+        Bound::Static(i64::from(v))
+    }
+}
+impl From<&Var> for Bound {
+    fn from(v: &Var) -> Bound {
+        Bound::Traced(v.clone())
+    }
+}
+
+impl Bound {
+    fn var(&self) -> Var {
+        match self {
+            Bound::Static(v) => full_scalar(&[], Scalar::I64(*v)),
+            Bound::Traced(v) => v.cast(DType::I64),
+        }
+    }
+}
+
+/// `body(i, carry)` for `i` in `lower..upper` (`jax.lax.fori_loop`). With
+/// bounds known when tracing the loop is a `scan` (reverse mode works);
+/// with traced bounds, a `while_loop`.
+///
+/// ```
+/// use anvil::prelude::*;
+/// // x <- x / 2 + 1/x, five times (Newton for sqrt(2)).
+/// let f = |x: &Var| fori_loop(0, 5, |_: &Var, x: &Var| x * 0.5 + &x.recip(), x);
+/// let r = jit(f).eval(&Tensor::scalar(1.0))?;
+/// assert!((r.item()? - 2f64.sqrt()).abs() < 1e-15);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+///
+/// # Errors
+/// Traced bounds that are not integer scalars; a body whose carry changes.
+pub fn fori_loop<M, F, C, L>(
+    lower: impl Into<Bound>,
+    upper: impl Into<Bound>,
+    body: F,
+    init: impl Flatten<L>,
+) -> Result<C>
+where
+    F: IntoFunction<M, Args = (Var, C), Output = C>,
+    C: Traced,
+    L: ToVar,
+{
+    let (lower, upper) = (lower.into(), upper.into());
+    let f = body.into_function();
+    if let (Bound::Static(lo), Bound::Static(hi)) = (&lower, &upper) {
+        let n = (hi - lo).max(0) as usize;
+        let step =
+            |c: &C, i: &Var| -> Result<(C, ())> { Ok((anvil_core::Apply::apply(&f, (i, c))?, ())) };
+        let leaves = leaves_of(&init);
+        let init_def = init.def();
+        let start: Var = full_scalar(&[], Scalar::I64(*lo));
+        let is = iota_dtype(&[n], 0, DType::I64) + &start;
+        let carry: anvil_core::Dyn<Var> = anvil_core::Dyn { def: init_def, leaves };
+        let (c, ()) = scan_with(
+            step,
+            &carry,
+            &is,
+            ScanOptions { length: Some(n), ..ScanOptions::default() },
+        )?;
+        return Ok(c);
+    }
+    for (what, b) in [("lower", &lower), ("upper", &upper)] {
+        if let Bound::Traced(v) = b {
+            if v.dtype().is_float() || v.rank() != 0 {
+                return Err(Error::dtype("fori_loop", what, v.dtype(), "an integer scalar"));
+            }
+        }
+    }
+    let (lo, hi) = (lower.var(), upper.var());
+    let carry = (lo, anvil_core::Dyn { def: init.def(), leaves: leaves_of(&init) });
+    let (_, c): (Var, C) = while_loop(
+        move |(i, _): &(Var, C)| i.lt(&hi),
+        |(i, c): &(Var, C)| -> Result<(Var, C)> {
+            Ok((i + &i.ones_like(), anvil_core::Apply::apply(&f, (i, c))?))
+        },
+        &carry,
+    )?;
+    Ok(c)
+}
+
+/// `while cond_fn(carry): carry = body_fn(carry)` (`jax.lax.while_loop`),
+/// for a carry that is any tree. Only the steps taken run. It has a
+/// forward-mode derivative and batches (a batched predicate runs until
+/// every element is done, each element keeping its carry once its
+/// predicate fails); for reverse mode, bound it with
+/// [`while_loop_bounded`].
+///
+/// ```
+/// use anvil::prelude::*;
+/// // Halve until below 1: 40 -> 20 -> 10 -> 5 -> 2.5 -> 1.25 -> 0.625.
+/// let f = |x: &Var| while_loop(|x: &Var| x.ge(&x.ones_like()), |x: &Var| x * 0.5, x);
+/// assert_eq!(jit(f).eval(&Tensor::scalar(40.0))?.item()?, 0.625);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+///
+/// # Errors
+/// A predicate that does not return a `bool` scalar; a body whose carry
+/// changes structure or type.
+pub fn while_loop<MC, MB, P, B, C, L>(cond_fn: P, body_fn: B, init: impl Flatten<L>) -> Result<C>
+where
+    P: IntoFunction<MC, Args = (C,), Output = Var>,
+    B: IntoFunction<MB, Args = (C,), Output = C>,
+    C: Traced,
+    L: ToVar,
+{
+    looped(cond_fn, body_fn, init.def(), &leaves_of(&init), None)
+}
+
+/// [`while_loop`] of at most `max_steps` steps, which has a reverse-mode
+/// derivative: `grad` through it keeps about `2 √max_steps` carries
+/// (checkpoints every `√max_steps` steps, recomputing between them), never
+/// one per step. Forward, only the steps taken run.
+///
+/// # Errors
+/// As [`while_loop`].
+pub fn while_loop_bounded<MC, MB, P, B, C, L>(
+    cond_fn: P,
+    body_fn: B,
+    init: impl Flatten<L>,
+    max_steps: usize,
+) -> Result<C>
+where
+    P: IntoFunction<MC, Args = (C,), Output = Var>,
+    B: IntoFunction<MB, Args = (C,), Output = C>,
+    C: Traced,
+    L: ToVar,
+{
+    looped(cond_fn, body_fn, init.def(), &leaves_of(&init), Some(max_steps))
+}
+
+fn looped<MC, MB, P, B, C>(
+    cond_fn: P,
+    body_fn: B,
+    init_def: TreeDef,
+    carries: &[Var],
+    max_steps: Option<usize>,
+) -> Result<C>
+where
+    P: IntoFunction<MC, Args = (C,), Output = Var>,
+    B: IntoFunction<MB, Args = (C,), Output = C>,
+    C: Traced,
+{
+    let def = TreeDef::Tuple(vec![init_def.clone()]);
+    let ty = types(carries);
+    let p = trace_fn(&cond_fn.as_function(), &def, &ty)?;
+    match &p.graph.output_types()[..] {
+        [t] if t.dtype() == DType::Bool && t.rank() == 0 => {}
+        [t] => {
+            return Err(Error::shape(
+                "while_loop",
+                &[t.shape()],
+                format!("cond_fn must return a bool scalar; it returns {t}"),
+            ))
+        }
+        _ => return Err(Error::invalid("while_loop", "cond_fn", "must return one bool scalar")),
+    }
+    let b = trace_fn(&body_fn.as_function(), &def, &ty)?;
+    if b.output != init_def {
+        return Err(Error::invalid(
+            "while_loop",
+            "body_fn",
+            format!("returns {}; the carry is {}", b.output.describe(), init_def.describe()),
+        ));
+    }
+    check_carries(&ty, &b.graph.output_types())?;
+    let consts = union(&[&p, &b]);
+    let mut all_types = types(&consts);
+    all_types.extend(ty);
+    let nc = consts.len();
+    let graph = |t: &TracedFn| -> Result<anvil_core::Graph> {
+        let from: Vec<usize> =
+            (nc..nc + carries.len()).chain(crate::captures::slots(t, &consts)).collect();
+        crate::captures::with_inputs(&t.graph, &all_types, &from)
+    };
+    let w = While { cond: graph(&p)?.into(), body: graph(&b)?.into(), consts: nc, max_steps };
+    let mut operands = consts;
+    operands.extend(carries.iter().cloned());
+    unflatten_all(&init_def, emit_while(w, &operands))
+}
