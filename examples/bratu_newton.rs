@@ -95,12 +95,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let mut symbolic: Option<SymbolicLu<u32>> = None;
+    // Stop at a relative 1e-10, or at the rounding floor of the residual:
+    // its terms are of size (N+1)² |u|, each rounded to a few ulps.
     let r0 = max_abs(&f.eval(&u)?.to_f64_vec());
+    let floor = 64.0 * f64::EPSILON * ((n + 1) as f64).powi(2);
     for step in 0..30 {
         let r = f.eval(&u)?.to_f64_vec();
         let norm = max_abs(&r);
         println!("step {step:2}: |F(u)|_inf = {norm:.3e}");
-        if norm <= 1e-10 * r0.max(1.0) {
+        if norm <= 1e-10 * r0 + floor {
             break;
         }
         let t = Instant::now();
