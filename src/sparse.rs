@@ -104,6 +104,36 @@ pub fn sparse_jacrev<M, F: IntoFunction<M>>(f: F) -> SparseJacobian<F::Func> {
     new(f, Mode::Reverse)
 }
 
+/// The Jacobian as [`sparse_jacfwd`] gives it, by both modes at once: a
+/// bidirectional coloring gives some columns colors (one JVP each) and
+/// some rows colors (one VJP each), and each nonzero is read from one of
+/// the two products. It never needs more passes than the better of
+/// [`sparse_jacfwd`] and [`sparse_jacrev`] (it tries both), and needs far
+/// fewer when the pattern has dense rows and dense columns.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::sparse::{sparse_jacfwd, sparse_jacobian};
+/// // An arrowhead: y = x · x0, and y0 also adds Σ x²: a dense row and a
+/// // dense column, n colors either one-sided way.
+/// let f = |x: &Var| {
+///     let y = x * x.at(0, 0);
+///     let head = y.slice_axis(0, None, Some(1), 1) + x.square().sum(&[0]);
+///     concatenate(&[&head, &y.slice_axis(0, Some(1), None, 1)], 0)
+/// };
+/// let x = Tensor::linspace(0.5, 1.5, 40);
+/// let both = sparse_jacobian(f);
+/// let plan = both.plan(&x)?;
+/// assert!(plan.num_colors() <= 3, "{} passes", plan.num_colors());
+/// assert_eq!(sparse_jacfwd(f).plan(&x)?.num_colors(), 40);
+/// let dense = jacfwd(f).eval(&x)?;
+/// assert!(both.eval(&x)?.to_dense()?.allclose(&dense, 1e-14, 1e-14));
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn sparse_jacobian<M, F: IntoFunction<M>>(f: F) -> SparseJacobian<F::Func> {
+    new(f, Mode::Bidirectional)
+}
+
 /// The Hessian of a scalar function as a sparse (symmetric) matrix: the
 /// pattern of the Jacobian of the gradient, star-colored, one
 /// Hessian-vector product (forward over reverse) per color.

@@ -14,7 +14,9 @@
 //!    (the same interpreter on the gradient's graph), symmetrized.
 //! 2. **Coloring** (`anvil-sparse`): columns that share no row get one
 //!    color (forward mode), rows that share no column one color (reverse
-//!    mode), a star coloring for a symmetric Hessian; by default in DSATUR
+//!    mode), a star coloring for a symmetric Hessian, or a bidirectional
+//!    coloring (some columns forward, some rows reverse; 3 passes on an
+//!    arrowhead that needs `n` either one-sided way); by default in DSATUR
 //!    order (3 colors on a tridiagonal pattern, 5 on a 5-point stencil).
 //! 3. **Compressed evaluation**: `vmap` of `jvp` (of `vjp`, of `jvp` of the
 //!    gradient) over the colored seeds ([`ColorSeed`], an op like the dense
@@ -44,7 +46,7 @@ use anvil_ops::ad::dense;
 use anvil_ops::batching::move_axis;
 use anvil_ops::sparse::{ColorSeed, Decompress, Table};
 use anvil_ops::{concatenate, VarExt};
-use anvil_sparse::{ColumnColoring, Order, RowColoring, SparsityPattern, StarColoring};
+use anvil_sparse::{BiColoring, ColumnColoring, Order, RowColoring, SparsityPattern, StarColoring};
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -58,6 +60,12 @@ pub enum Mode {
     /// The Hessian of a scalar function by colored Hessian-vector products
     /// (forward over reverse, star coloring).
     Hessian,
+    /// The Jacobian by colored JVPs and colored VJPs together (a
+    /// bidirectional coloring: each nonzero is read from the forward or
+    /// the reverse products). Never more passes than either one-sided
+    /// coloring; far fewer on patterns with dense rows and dense columns
+    /// (an arrowhead: 3 instead of `n`).
+    Bidirectional,
 }
 
 impl Mode {
@@ -66,6 +74,7 @@ impl Mode {
             Mode::Forward => "sparse_jacfwd",
             Mode::Reverse => "sparse_jacrev",
             Mode::Hessian => "sparse_hessian",
+            Mode::Bidirectional => "sparse_jacobian",
         }
     }
 }
@@ -77,6 +86,8 @@ pub struct SparsePlan {
     pattern: Arc<SparsityPattern>,
     colors: Vec<u32>,
     num_colors: usize,
+    row_colors: Vec<u32>,
+    num_row_colors: usize,
     map: Table,
     len: usize,
 }
@@ -87,16 +98,28 @@ impl SparsePlan {
         &self.pattern
     }
 
-    /// The color of each column (forward, Hessian) or row (reverse);
-    /// `u32::MAX` for one in no seed.
+    /// The color of each column (forward, Hessian, and the JVPs of
+    /// bidirectional mode) or row (reverse); `u32::MAX` for one in no seed.
     pub fn colors(&self) -> &[u32] {
         &self.colors
     }
 
     /// The number of colors: of JVPs, VJPs or Hessian-vector products a
-    /// call runs.
+    /// call runs (bidirectional: JVPs and VJPs together).
     pub fn num_colors(&self) -> usize {
         self.num_colors
+    }
+
+    /// Bidirectional mode: the color of each row (one VJP per color;
+    /// `u32::MAX` for a row in no seed); empty in the other modes.
+    pub fn row_colors(&self) -> &[u32] {
+        &self.row_colors
+    }
+
+    /// Bidirectional mode: how many of the [`num_colors`](Self::num_colors)
+    /// passes are VJPs (the others are JVPs); 0 in the other modes.
+    pub fn num_row_colors(&self) -> usize {
+        self.num_row_colors
     }
 }
 
@@ -328,6 +351,21 @@ impl<F: Function, S: Selector<F::Args>> SparseValues<F, S> {
                 let g = gradient_graph(graph, &types, cols)?;
                 compressed_forward(&g, all, cols, &plan.colors, k, dtype)?
             }
+            Mode::Bidirectional => {
+                let (kr, colors) = (plan.num_row_colors, &plan.row_colors);
+                let kf = k - kr;
+                let mut parts = Vec::new();
+                if kf > 0 {
+                    parts.push(compressed_forward(graph, all, cols, &plan.colors, kf, dtype)?);
+                }
+                if kr > 0 {
+                    parts.push(compressed_reverse(graph, all, cols, colors, kr, dtype)?);
+                }
+                match &parts[..] {
+                    [one] => one.clone(),
+                    _ => concatenate(&parts.iter().collect::<Vec<_>>(), 0),
+                }
+            }
         };
         let op = Decompress { map: plan.map.clone(), len: plan.len };
         Ok(Var::apply_op(Box::new(op), &[&comp]))
@@ -487,9 +525,44 @@ fn color(
             let map = c.decompress(faer::MatRef::from_column_major_slice(&pos, n, k));
             (c.coloring().colors().to_vec(), k, map, len)
         }
+        Mode::Bidirectional => return color_bidirectional(what, pattern, order),
     };
     let map = Table::new(map.map_err(sparse_error(what))?);
-    Ok(SparsePlan { pattern, colors, num_colors: k, map, len })
+    Ok(SparsePlan {
+        pattern,
+        colors,
+        num_colors: k,
+        row_colors: Vec::new(),
+        num_row_colors: 0,
+        map,
+        len,
+    })
+}
+
+/// A bidirectional coloring's plan: the JVPs' colors, then the VJPs'.
+fn color_bidirectional(
+    what: &'static str,
+    pattern: Arc<SparsityPattern>,
+    order: Order,
+) -> Result<SparsePlan> {
+    let (m, n) = pattern.shape();
+    let c = BiColoring::new(pattern.clone(), order);
+    let (kf, kr) = (c.column_coloring().num_colors(), c.row_coloring().num_colors());
+    // The JVPs' [kf, m] first, then the VJPs' [kr, n].
+    let (pos, len) = positions(what, 1, m.saturating_mul(kf).saturating_add(kr.saturating_mul(n)))?;
+    let (b, r) = pos.split_at(m * kf);
+    let b = faer::MatRef::from_column_major_slice(b, m, kf);
+    let r = faer::MatRef::from_row_major_slice(r, kr, n);
+    let map = Table::new(c.decompress(b, r).map_err(sparse_error(what))?);
+    Ok(SparsePlan {
+        pattern,
+        colors: c.column_coloring().colors().to_vec(),
+        num_colors: kf + kr,
+        row_colors: c.row_coloring().colors().to_vec(),
+        num_row_colors: kr,
+        map,
+        len,
+    })
 }
 
 /// A coloring in `order`; for the default order, the natural order's
