@@ -65,7 +65,7 @@ fn detected_patterns_of_w4_w12_and_bratu_color_to_3_3_and_5() {
     // W4 and W12 differentiate the same residual (W4 densely): 3 colors,
     // at the benchmark's size too.
     for n in [7, 2000] {
-        let plan = sparse_jacfwd(pde_residual).plan(&random(n, 3)).unwrap();
+        let plan = sparse_jacfwd(pde_residual).plan(random(n, 3)).unwrap();
         assert_eq!((plan.pattern().nnz(), plan.num_colors()), (3 * n - 2, 3), "n = {n}");
     }
     // Bratu: the 5-point stencil, 5 colors, and the values of the dense Jacobian.
@@ -113,7 +113,7 @@ fn sparse_jacobians_compose_with_vmap_sharing_one_pattern() {
     let values = vmap(&jac).eval(&us).unwrap();
     assert_eq!(values.shape(), [b, 3 * n - 2]);
     let batch =
-        SparseBatch::new(jac.pattern(&us.select_axis(0, 0).unwrap()).unwrap(), values).unwrap();
+        SparseBatch::new(jac.pattern(us.select_axis(0, 0).unwrap()).unwrap(), values).unwrap();
     for k in 0..b {
         let u = us.select_axis(0, k).unwrap();
         let one = jac.eval(&u).unwrap();
@@ -127,9 +127,9 @@ fn sparse_jacobians_compose_with_vmap_sharing_one_pattern() {
     let h = sparse_hessian(f);
     let xs = anvil::testing::random_tensor(&[2, 10], 7);
     let hv = jit(vmap(&h)).eval(&xs).unwrap();
-    let dense = hessian(f).eval(&xs.select_axis(0, 1).unwrap()).unwrap();
+    let dense = hessian(f).eval(xs.select_axis(0, 1).unwrap()).unwrap();
     let one = anvil::sparse::SparseMatrix::new(
-        h.pattern(&xs.select_axis(0, 1).unwrap()).unwrap(),
+        h.pattern(xs.select_axis(0, 1).unwrap()).unwrap(),
         hv.select_axis(0, 1).unwrap(),
     )
     .unwrap();
@@ -168,10 +168,10 @@ fn bidirectional_coloring_takes_few_passes_on_an_arrowhead() {
     assert_eq!(sparse_jacrev(f).plan(&x).unwrap().num_colors(), n);
     assert!(both.eval(&x).unwrap().to_dense().unwrap().allclose(&dense, 1e-13, 1e-13));
     // On a banded pattern it is no worse than forward mode; under vmap too.
-    let plan = sparse_jacobian(pde_residual).plan(&random(30, 11)).unwrap();
+    let plan = sparse_jacobian(pde_residual).plan(random(30, 11)).unwrap();
     assert_eq!(plan.num_colors(), 3);
     let xs = anvil::testing::random_tensor(&[2, n], 12);
     let values = vmap(&both).eval(&xs).unwrap();
-    let second = both.eval(&xs.select_axis(0, 1).unwrap()).unwrap();
+    let second = both.eval(xs.select_axis(0, 1).unwrap()).unwrap();
     assert!(values.select_axis(0, 1).unwrap().allclose(second.values(), 1e-14, 0.0));
 }

@@ -112,7 +112,7 @@ fn shift_add(u: &Var) -> Var {
 
 /// The pattern as rows of `x` and `.`.
 fn show(f: impl Fn(&Var) -> anvil::Result<Var> + Clone, n: usize) -> String {
-    jacobian_sparsity(&f, &Tensor::linspace(0.1, 0.9, n)).unwrap().to_string()
+    jacobian_sparsity(&f, Tensor::linspace(0.1, 0.9, n)).unwrap().to_string()
 }
 
 #[test]

@@ -306,7 +306,7 @@ fn sparsity_take(
 ) -> Result<Arc<IndexSets>> {
     let t = op.try_downcast::<Take>()?;
     let [batch, outer, dim, inner] = dims(args[0].ty.shape(), t.batch_dims, t.axis);
-    let n = if batch == 0 { 0 } else { args[1].ty.numel() / batch };
+    let n = args[1].ty.numel().checked_div(batch).unwrap_or(0);
     let x = &args[0].sets;
     let sets = match args[1].value {
         Some(idx) => {
@@ -355,7 +355,7 @@ fn sparsity_scatter_add(
 ) -> Result<Arc<IndexSets>> {
     let s = op.try_downcast::<ScatterAdd>()?;
     let [batch, outer, size, inner] = dims(out.shape(), s.batch_dims, s.axis);
-    let n = if batch == 0 { 0 } else { args[1].ty.numel() / batch };
+    let n = args[1].ty.numel().checked_div(batch).unwrap_or(0);
     let u = &args[0].sets;
     let known = match args[1].value {
         Some(idx) => Some(resolved_indices("scatter_add", idx, size, s.axis)?),

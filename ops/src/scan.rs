@@ -505,7 +505,7 @@ register_rule!(TransposeRule, Scan, many: transpose_scan);
 /// The sets of each `[steps, ...]` operand's slices, united over the steps:
 /// what one step may read, whichever it is.
 pub fn union_of_slices(sets: &IndexSets, steps: usize) -> IndexSets {
-    let per = if steps == 0 { 0 } else { sets.len() / steps };
+    let per = sets.len().checked_div(steps).unwrap_or(0);
     let mut b = Builder::new(per, sets.nnz());
     let mut u = Union::default();
     for e in 0..per {

@@ -16,7 +16,7 @@ fn gather_rows<T: Pooled + Copy + Send + Sync>(
     ctx: &Parallelism,
 ) -> Vec<T> {
     let nnz = map.len();
-    let rows = if len == 0 { 0 } else { x.len() / len };
+    let rows = x.len().checked_div(len).unwrap_or(0);
     let mut out = crate::buffers::take(rows * nnz);
     if nnz == 0 {
         return out;
