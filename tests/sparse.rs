@@ -175,3 +175,20 @@ fn bidirectional_coloring_takes_few_passes_on_an_arrowhead() {
     let second = both.eval(xs.select_axis(0, 1).unwrap()).unwrap();
     assert!(values.select_axis(0, 1).unwrap().allclose(second.values(), 1e-14, 0.0));
 }
+
+#[test]
+fn misuse_is_an_error_not_a_panic() {
+    let x = random(5, 13);
+    // A Hessian of a function that is not scalar.
+    let err = sparse_hessian(|x: &Var| x.sin()).eval(&x).unwrap_err();
+    assert!(!err.to_string().is_empty());
+    // A function too dense for the limit of entries names the op.
+    let dense = |x: &Var| x * x.sum_all();
+    let err = sparse_jacfwd(dense).max_entries(10).eval(&x).unwrap_err();
+    assert!(err.to_string().contains("limit"), "{err}");
+    // An integer output has no derivative: an empty matrix, no passes.
+    let int_out = |x: &Var| x.cast(DType::I64);
+    assert_eq!(sparse_jacrev(int_out).eval(&x).unwrap().nnz(), 0);
+    // Arguments of another arity than the function's.
+    assert!(sparse_jacfwd(pde_residual).eval((&x, &x)).is_err());
+}
