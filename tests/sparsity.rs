@@ -173,3 +173,41 @@ fn a_while_loops_pattern_is_the_fixpoint_and_a_cond_takes_the_union() {
     };
     assert_eq!(show(k, 4), "x...\nxx..\nx.x.\nx..x\n");
 }
+
+#[test]
+fn sparse_hessians_and_jacobians_go_through_loops_without_dense_fallbacks() {
+    use anvil::sparse::{sparse_hessian, sparse_jacrev};
+    // Three steps of a nonlinear shift: a banded Hessian (half-bandwidth 3).
+    let f = |u: &Var| -> anvil::Result<Var> {
+        Ok(scan_n(|c: &Var, _: &()| (shift_add(c).sin(), ()), u, 3)?.0.square().sum_all())
+    };
+    let x = Tensor::linspace(0.1, 0.9, 12);
+    let h = sparse_hessian(f);
+    let got = h.eval(&x).unwrap().to_dense().unwrap();
+    assert!(got.allclose(&hessian(f).eval(&x).unwrap(), 1e-12, 1e-12));
+    assert!(h.plan(&x).unwrap().pattern().nnz() < 12 * 12);
+    // Reverse mode through a while loop.
+    let w = |u: &Var| -> anvil::Result<Var> {
+        let (x, _) = while_loop(
+            |(_, k): &(Var, Var)| k.lt(&k.full_like(2.0)),
+            |(x, k): &(Var, Var)| (shift_add(x).sin(), k + 1.0),
+            (u, &u.sum_all().zeros_like()),
+        )?;
+        Ok(x)
+    };
+    let j = sparse_jacfwd_of(w, &x);
+    assert!(j.allclose(&jacfwd(w).eval(&x).unwrap(), 1e-12, 1e-12));
+    let r = sparse_jacrev(w).eval(&x);
+    // Reverse mode through an unbounded while loop is an error (as dense).
+    assert!(r.is_err() == jacrev(w).eval(&x).is_err());
+    let loops = ["scan", "while", "cond"];
+    let fallbacks = anvil::core::sparsity::dense_fallbacks();
+    assert!(!fallbacks.iter().any(|n| loops.contains(n)), "{fallbacks:?}");
+}
+
+fn sparse_jacfwd_of(
+    f: impl Fn(&Var) -> anvil::Result<Var> + Clone + 'static,
+    x: &Tensor,
+) -> Tensor {
+    anvil::sparse::sparse_jacfwd(f).eval(x).unwrap().to_dense().unwrap()
+}
