@@ -211,3 +211,25 @@ fn sparse_jacfwd_of(
 ) -> Tensor {
     anvil::sparse::sparse_jacfwd(f).eval(x).unwrap().to_dense().unwrap()
 }
+
+#[test]
+fn every_standard_op_with_a_derivative_has_a_sparsity_rule() {
+    // Detection never falls back to dense for a standard op: each has a
+    // rule, is elementwise (the rule by the fact), or has no float result
+    // or no float operand (no derivative: empty sets). Ops that only exist
+    // inside a derivative's graph (not evaluable: a custom_vjp's tangent
+    // node) are never in a graph detection runs on.
+    let mut missing = Vec::new();
+    for s in standard_samples() {
+        let op = s.op.as_ref();
+        let floats = s.output_types().is_ok_and(|ts| ts.iter().any(|t| t.dtype().is_float()));
+        let by_fact = op.is_elementwise() && s.output_types().is_ok_and(|ts| ts.len() == 1);
+        let ruled = anvil::core::sparsity_rules().lookup(op).unwrap().is_some();
+        let float_in = s.inputs.iter().any(|t| t.dtype().is_float());
+        let needs = s.evaluable && floats && float_in && !by_fact;
+        if needs && !ruled && !missing.contains(&op.name()) {
+            missing.push(op.name());
+        }
+    }
+    assert!(missing.is_empty(), "standard ops without a sparsity rule: {missing:?}");
+}
