@@ -192,3 +192,13 @@ fn misuse_is_an_error_not_a_panic() {
     // Arguments of another arity than the function's.
     assert!(sparse_jacfwd(pde_residual).eval((&x, &x)).is_err());
 }
+
+#[test]
+fn f32_functions_give_f32_values() {
+    let u = random(30, 14).cast(DType::F32);
+    let j = sparse_jacfwd(pde_residual).eval(&u).unwrap();
+    assert_eq!(j.values().dtype(), DType::F32);
+    let dense = jacfwd(pde_residual).eval(&u).unwrap();
+    assert!(j.to_dense().unwrap().allclose(&dense, 1e-5, 1e-3));
+    assert_eq!(j.as_faer::<f32>().unwrap().compute_nnz(), 88);
+}
