@@ -53,7 +53,7 @@ fn main() -> anvil::Result<()> {
     let norm = jit(|u: &Var, lam: &Var| residual(u, lam).norm());
 
     println!("Bratu problem, n = {n}, λ = 1: Newton from u = 0");
-    let mut u = Tensor::zeros(&[n]);
+    let mut u = Tensor::zeros(&[n]).unwrap();
     for k in 0..6 {
         println!("  step {k}: |F(u)| = {:.3e}", norm.eval((&u, &lam))?.item()?);
         u = step.eval((&u, &lam))?;

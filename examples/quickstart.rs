@@ -42,7 +42,7 @@ fn main() -> anvil::Result<()> {
     println!("softmax(tanh(x @ w + 1)) for two rows (each row sums to 1):\n{p}");
 
     // Transforms: derivatives and batching, composed, on a struct of parameters.
-    let params = Layer { w: w.clone(), b: Tensor::ones(&[2]) };
+    let params = Layer { w: w.clone(), b: Tensor::ones(&[2]).unwrap() };
     let g = grad(loss).eval((&params, &x))?;
     println!(
         "\ngrad of sum(tanh(x @ w + b)^2), a Layer: dw {:?}, db {:?}:\n{}\n{}",
@@ -66,7 +66,7 @@ fn main() -> anvil::Result<()> {
 
     // Mistakes are errors that name the op, the shapes and the argument.
     let bad = jit(|a: &Var, b: &Var| a + b);
-    let err = bad.eval((&Tensor::zeros(&[3]), &Tensor::zeros(&[4]))).unwrap_err();
+    let err = bad.eval((&Tensor::zeros(&[3]).unwrap(), &Tensor::zeros(&[4]).unwrap())).unwrap_err();
     println!("\nadding shapes [3] and [4] gives an error, not a panic:\n  {err}");
     Ok(())
 }

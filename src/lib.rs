@@ -165,7 +165,7 @@ fn compile<F: Function + ?Sized>(f: &F, def: &TreeDef, types: &[TensorType]) -> 
 /// ```
 /// use anvil::prelude::*;
 /// // The transposes cancel: what runs is one sin.
-/// let g = anvil::lower(&|x: &Var| x.transpose().transpose().sin(), &Tensor::zeros(&[2, 3]))?;
+/// let g = anvil::lower(&|x: &Var| x.transpose().transpose().sin(), &Tensor::zeros(&[2, 3])?)?;
 /// assert_eq!(g.len(), 2);
 /// # Ok::<(), anvil::Error>(())
 /// ```
@@ -201,8 +201,8 @@ impl<F> std::fmt::Debug for Jit<F> {
 /// ```
 /// use anvil::prelude::*;
 /// let f = jit(|x: &Var| x.exp() * 2.0);
-/// let a = f.eval(&Tensor::zeros(&[2]))?;
-/// let b = f.eval(&Tensor::ones(&[2]))?; // same signature: no tracing, no compiling
+/// let a = f.eval(&Tensor::zeros(&[2])?)?;
+/// let b = f.eval(&Tensor::ones(&[2])?)?; // same signature: no tracing, no compiling
 /// assert_eq!(a.to_vec::<f64>()?, vec![2.0, 2.0]);
 /// assert!((b.to_vec::<f64>()?[0] - 2.0 * 1f64.exp()).abs() < 1e-15);
 /// assert_eq!(f.cache_len(), 1);
@@ -253,6 +253,34 @@ struct Bound {
 }
 
 impl Bound {
+    /// Checks that `args` have the types of the graph's inputs after the
+    /// residuals: `what`'s `kind` (tangents, cotangents) `names[i]` must
+    /// have the type of the value it stands for.
+    fn check(&self, what: &str, kind: &str, names: &[String], args: &[Var]) -> Result<()> {
+        let expected = &self.graph.inputs()[self.residuals.len()..];
+        for (i, (a, &e)) in args.iter().zip(expected).enumerate() {
+            let e = self.graph.ty(e);
+            if a.shape() != e.shape() || a.dtype() != e.dtype() {
+                let at = match names.get(i) {
+                    Some(name) if !name.is_empty() => format!("for argument {name}"),
+                    _ => i.to_string(),
+                };
+                return Err(Error::shape(
+                    what,
+                    &[a.shape(), e.shape()],
+                    format!(
+                        "the {kind} {at} is {}{:?}, but its value is {}{:?}: a {kind} has its value's shape and dtype",
+                        a.dtype(),
+                        a.shape(),
+                        e.dtype(),
+                        e.shape()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Inlines the graph, the residuals as constants, `args` after them.
     fn inline(&self, args: &[Var]) -> Result<Vec<Var>> {
         let tracer = args
@@ -312,8 +340,15 @@ impl<A: Args, O: Traced> Function for Linearized<A, O> {
                 ),
             ));
         }
-        let floats: Vec<Var> =
-            args.iter().zip(&self.float).filter(|(_, &f)| f).map(|(a, _)| a.clone()).collect();
+        let paths = self.args.leaf_paths();
+        let (floats, names): (Vec<Var>, Vec<String>) = args
+            .iter()
+            .zip(&self.float)
+            .zip(paths)
+            .filter(|((_, &f), _)| f)
+            .map(|((a, _), p)| (a.clone(), p))
+            .unzip();
+        self.bound.check("linearized", "tangent", &names, &floats)?;
         Ok(Dyn { def: self.output.clone(), leaves: self.bound.inline(&floats)? })
     }
     fn cache(&self) -> Option<&PlanCache> {
@@ -418,6 +453,7 @@ impl<A: Args, O: Traced> Function for Pullback<A, O> {
                 ),
             ));
         }
+        self.bound.check("pullback", "cotangent", &self.output.leaf_paths(), args)?;
         Ok(Dyn { def: self.args.clone(), leaves: self.bound.inline(args)? })
     }
     fn cache(&self) -> Option<&PlanCache> {

@@ -471,7 +471,7 @@ fn linearize_gives_the_jvp_without_the_primal() {
         assert!(g.iter().all(|(_, n)| n.op.name() != name), "{name} in the linear part:\n{g}");
     }
     // vmap over a basis of tangents is the Jacobian.
-    let basis = Tensor::eye(12).reshape(&[12, 3, 4]).unwrap();
+    let basis = Tensor::eye(12).unwrap().reshape(&[12, 3, 4]).unwrap();
     let cols = vmap(lin).eval(&basis).unwrap(); // [12, out]
     let jf = jacfwd(many_ops).eval(&x).unwrap(); // [out, 3, 4]
     let out_n = jf.shape()[0];
@@ -530,7 +530,7 @@ anvil::core::register_rule!(JvpRule, Twice, twice_jvp);
 fn reverse_mode_through_a_linear_op_without_transpose_rule_is_an_error() {
     let f = |x: &Var| x.apply(Twice, &[]).sin().sum_all();
     let x = rand(&[3], 50);
-    let v = Tensor::ones(&[3]);
+    let v = Tensor::ones(&[3]).unwrap();
     assert!(jvp(f).eval((&x, &v)).is_ok());
     assert!(jacfwd(f).eval(&x).is_ok());
     for e in [grad(f).eval(&x).unwrap_err(), jacrev(f).eval(&x).unwrap_err()] {

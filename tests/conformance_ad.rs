@@ -342,7 +342,7 @@ fn the_transpose_check_catches_a_wrong_transpose_rule() {
 #[test]
 fn the_transpose_check_catches_a_wrong_custom_vjp() {
     let traced = |f: &dyn Fn(&[Var]) -> Vec<Var>, n: usize| {
-        let args: Vec<Tensor> = (0..n).map(|_| Tensor::zeros(&[3])).collect();
+        let args: Vec<Tensor> = (0..n).map(|_| Tensor::zeros(&[3]).unwrap()).collect();
         anvil::core::SubGraph::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable"))
     };
     // sin(x * w), with residuals cos(x * w), x, w.

@@ -423,7 +423,7 @@ trait OnesLike {
 }
 impl OnesLike for Tensor {
     fn ones_like_tensor(&self) -> Tensor {
-        Tensor::ones(self.shape())
+        Tensor::ones(self.shape()).unwrap()
     }
 }
 
@@ -498,7 +498,7 @@ fn newton_with_a_jacobian_inside_a_while_loop() {
     };
     let lam = Tensor::scalar(1.0);
     let u = jit(solve).eval(&lam).unwrap();
-    let mut want = Tensor::zeros(&[8]);
+    let mut want = Tensor::zeros(&[8]).unwrap();
     for _ in 0..6 {
         want = jit(step).eval((&want, &lam)).unwrap();
     }
@@ -512,7 +512,7 @@ fn newton_with_a_jacobian_inside_a_while_loop() {
 #[test]
 fn printed_graphs_show_loop_bodies() {
     let f = |x: &Var| scan_n(|c: &Var, _: &()| (c.sin() * 2.0, c.cos()), x, 3);
-    let g = trace(&f, Tensor::zeros(&[2])).unwrap();
+    let g = trace(&f, Tensor::zeros(&[2]).unwrap()).unwrap();
     let text = g.to_string();
     assert!(
         text.contains("scan[length=3") && text.contains("sin") && text.contains("cos"),

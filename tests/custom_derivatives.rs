@@ -33,7 +33,7 @@ fn custom_jvp_is_used_by_every_transform() {
     let g = grad(loss.clone()).eval(xs()).unwrap();
     g.assert_allclose(&Tensor::from_vec(want.clone(), &[4]).unwrap(), 1e-15, 0.0);
     // forward mode
-    let ones = Tensor::ones(&[4]);
+    let ones = Tensor::ones(&[4]).unwrap();
     let t = jvp(loss.clone()).eval((&xs(), &ones)).unwrap();
     assert!((t.1.item().unwrap() - want.iter().sum::<f64>()).abs() < 1e-14);
     // Jacobians of the elementwise function: diagonal
@@ -106,10 +106,10 @@ fn custom_vjp_in_reverse_mode_and_vmap() {
 fn custom_rules_with_wrong_types_are_errors() {
     // The rules' structures are checked by the compiler; their shapes here.
     let bad = custom_jvp(|x: &Var| x.sin(), |(x,): &(Var,), _: &(Var,)| (x.sin(), x.sum_all()));
-    let e = jit(bad).eval(Tensor::zeros(&[2])).unwrap_err().to_string();
+    let e = jit(bad).eval(Tensor::zeros(&[2]).unwrap()).unwrap_err().to_string();
     assert!(e.contains("custom_jvp") && e.contains("outputs"), "{e}");
     let bad =
         custom_vjp(|x: &Var| x.sin(), |x: &Var| (x.sin(), ()), |_: &(), ct: &Var| (ct.sum_all(),));
-    let e = jit(bad).eval(Tensor::zeros(&[2])).unwrap_err().to_string();
+    let e = jit(bad).eval(Tensor::zeros(&[2]).unwrap()).unwrap_err().to_string();
     assert!(e.contains("bwd"), "{e}");
 }

@@ -5,7 +5,7 @@ use anvil::prelude::*;
 use anvil::{Error, Tensor};
 
 fn t(shape: &[usize]) -> Tensor {
-    Tensor::zeros(shape)
+    Tensor::zeros(shape).unwrap()
 }
 
 /// Asserts that the message names every one of `parts`.
@@ -90,8 +90,8 @@ fn wrong_dtype_of_arguments() {
     let e = jit(|x: &Var| x.sin()).eval(&x).unwrap_err();
     assert!(matches!(e, Error::DType { .. }), "{e:?}");
     names(&e, &["sin", "argument 0", "i64", "float"]);
-    let y = Tensor::zeros(&[2]).cast(DType::F32);
-    let e = jit(|a: &Var, b: &Var| a + b).eval((&Tensor::zeros(&[2]), &y)).unwrap_err();
+    let y = Tensor::zeros(&[2]).unwrap().cast(DType::F32);
+    let e = jit(|a: &Var, b: &Var| a + b).eval((&Tensor::zeros(&[2]).unwrap(), &y)).unwrap_err();
     names(&e, &["add", "argument 1", "f32", "f64"]);
 }
 
@@ -142,4 +142,59 @@ fn a_var_from_another_trace_is_an_error() {
     let e = leak.eval(t(&[2])).unwrap_err();
     assert!(matches!(e, Error::ForeignVar { .. }), "{e:?}");
     names(&e, &["add", "another trace"]);
+}
+
+// ------------------------------------------- errors name what the user wrote
+
+#[test]
+fn composite_functions_report_themselves() {
+    let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap();
+    let e = jit(|x: &Var| x.logsumexp(&[2], false)).eval(&x).unwrap_err();
+    names(&e, &["logsumexp", "axis 2", "[3]"]);
+    let e = jit(|x: &Var| x.softmax(1)).eval(&x).unwrap_err();
+    names(&e, &["softmax", "axis 1"]);
+    let e = jit(|x: &Var| x.mean_axes(&[4], false)).eval(&x).unwrap_err();
+    names(&e, &["mean", "axis 4"]);
+    let e = jit(|x: &Var| x.std(&[1], false)).eval(&x).unwrap_err();
+    names(&e, &["std", "axis 1"]);
+    let e = jit(|x: &Var, y: &Var| stack(&[x, y], 3)).eval((&x, &x)).unwrap_err();
+    names(&e, &["stack", "axis 3", "[3]"]);
+    let e = jit(|x: &Var, y: &Var| stack(&[x, y], 0)).eval((&x, &t(&[2]))).unwrap_err();
+    names(&e, &["stack", "argument 1 has shape [2]", "[3]", "one shape"]);
+    let e = jit(|x: &Var| x + eye(1 << 32).sum_all()).eval(&x).unwrap_err();
+    names(&e, &["eye", "[4294967296, 4294967296]", "more elements than memory can address"]);
+}
+
+#[test]
+fn a_bad_index_under_grad_names_take() {
+    let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap();
+    let idx = Tensor::from_vec(vec![0i64, 3], &[2]).unwrap();
+    // The gradient does not need the take's values, only its transpose (a
+    // scatter-add): the error still names the take the user wrote.
+    let e = grad(|x: &Var, i: &Var| x.take(i, 0).sum_all()).eval((&x, &idx)).unwrap_err();
+    assert!(matches!(e, Error::IndexOutOfBounds { index: 3, size: 3, .. }), "{e:?}");
+    names(&e, &["take", "index 3", "size 3", "transpose of take"]);
+    let e = jacrev(|x: &Var, i: &Var| x.take(i, 0)).eval((&x, &idx)).unwrap_err();
+    names(&e, &["take", "index 3"]);
+}
+
+#[test]
+fn tangents_and_cotangents_of_the_wrong_shape_name_the_argument() {
+    let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap();
+    let (_, lin) = anvil::linearize(&|x: &Var| x.sin(), &x).unwrap();
+    let e = lin.eval(t(&[4])).unwrap_err();
+    names(&e, &["linearized", "tangent for argument 0", "f64[4]", "f64[3]"]);
+    let (_, pullback) = vjp(&|x: &Var| x.sin().sum(&[0]), &x).unwrap();
+    let e = pullback.eval(t(&[2])).unwrap_err();
+    names(&e, &["pullback", "cotangent", "f64[2]", "f64[]"]);
+}
+
+#[test]
+fn vmap_settings_are_checked() {
+    let e = vmap(|x: &Var| x * 2.0).chunk_size(0).eval(t(&[4])).unwrap_err();
+    names(&e, &["vmap", "chunk_size", "at least 1"]);
+    let e = vmap(|x: &Var| x * 2.0).in_axes(None).axis_size(usize::MAX).eval(t(&[2])).unwrap_err();
+    names(&e, &["vmap", "axis_size", "more elements than memory can address"]);
+    let e = vmap(|x: &Var| x * 2.0).in_axes(None).eval(t(&[2])).unwrap_err();
+    names(&e, &["vmap", "axis_size must be given"]);
 }

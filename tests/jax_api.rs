@@ -59,7 +59,7 @@ fn vmap_inside_grad_closes_over_the_differentiated_value() {
 #[test]
 fn the_issues_closure_program_runs() {
     // value_and_grad(|z| vmap(|y| y.sum_all() * z)(ones).sum_all()): 12 z.
-    let ones = Tensor::ones(&[4, 3]);
+    let ones = Tensor::ones(&[4, 3]).unwrap();
     let f = |z: &Var| vmap(|y: &Var| y.sum_all() * z).invoke(&ones).sum_all();
     let (v, g) = value_and_grad(f).eval(Tensor::scalar(2.0)).unwrap();
     assert_eq!((v.item().unwrap(), g.item().unwrap()), (24.0, 12.0));
@@ -309,10 +309,11 @@ fn jvp_with_no_tangent_for_an_argument() {
     close("primal", &p, &JVP_PARTIAL_PRIMAL);
     close("tangent", &tan, &JVP_PARTIAL_TANGENT);
     // The same as a zero tangent.
-    let (_, zero) = jvp(f).eval(((&x3(), &w3()), (&v, &Tensor::zeros(&[3])))).unwrap();
+    let (_, zero) = jvp(f).eval(((&x3(), &w3()), (&v, &Tensor::zeros(&[3]).unwrap()))).unwrap();
     zero.assert_allclose(&tan, 0.0, 0.0);
     // A tangent of another shape names the argument.
-    let e = jvp(f).eval(((&x3(), &w3()), (&Tensor::zeros(&[2]), &v))).unwrap_err().to_string();
+    let e =
+        jvp(f).eval(((&x3(), &w3()), (&Tensor::zeros(&[2]).unwrap(), &v))).unwrap_err().to_string();
     assert!(e.contains("tangent") && e.contains("f64[2]"), "{e}");
 }
 

@@ -95,12 +95,12 @@ fn solve_derivatives() {
 #[test]
 fn solve_shape_errors() {
     let e = jit(|a: &Var, b: &Var| a.solve(b))
-        .eval((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[3])))
+        .eval((&Tensor::zeros(&[3, 2]).unwrap(), &Tensor::zeros(&[3]).unwrap()))
         .unwrap_err()
         .to_string();
     assert!(e.contains("solve") && e.contains("square"), "{e}");
     let e = jit(|a: &Var, b: &Var| a.solve(b))
-        .eval((&Tensor::zeros(&[3, 3]), &Tensor::zeros(&[4])))
+        .eval((&Tensor::zeros(&[3, 3]).unwrap(), &Tensor::zeros(&[4]).unwrap()))
         .unwrap_err()
         .to_string();
     assert!(e.contains("solve") && e.contains("[4]"), "{e}");
@@ -162,7 +162,7 @@ fn newton_with_jacfwd_and_solve_converges_quadratically() {
         jit(|u: &Var, lam: &Var| u - &jacfwd(residual).invoke([u, lam]).solve(&residual(u, lam)));
     let norm = jit(|u: &Var, lam: &Var| residual(u, lam).norm());
     let lam = Tensor::scalar(1.0);
-    let mut u = Tensor::zeros(&[16]);
+    let mut u = Tensor::zeros(&[16]).unwrap();
     let mut res = vec![norm.eval((&u, &lam)).unwrap().item().unwrap()];
     for _ in 0..4 {
         u = step.eval((&u, &lam)).unwrap();

@@ -48,7 +48,7 @@ fn a_plugin_op_runs_with_its_registered_kernel() {
 
 #[test]
 fn an_op_without_a_kernel_is_an_error_naming_it() {
-    let e = jit(|x: &Var| x.apply(NoKernel, &[])).eval(Tensor::zeros(&[2])).unwrap_err();
+    let e = jit(|x: &Var| x.apply(NoKernel, &[])).eval(Tensor::zeros(&[2]).unwrap()).unwrap_err();
     assert!(matches!(e, Error::MissingRule { .. }), "{e:?}");
     let msg = e.to_string();
     assert!(msg.contains("test.no_kernel") && msg.contains("CPU kernel"), "{msg}");
@@ -56,7 +56,7 @@ fn an_op_without_a_kernel_is_an_error_naming_it() {
 
 #[test]
 fn a_duplicate_registration_names_both_places() {
-    let e = jit(|x: &Var| x.apply(Twice, &[])).eval(Tensor::zeros(&[2])).unwrap_err();
+    let e = jit(|x: &Var| x.apply(Twice, &[])).eval(Tensor::zeros(&[2]).unwrap()).unwrap_err();
     assert!(matches!(e, Error::DuplicateRegistration { .. }), "{e:?}");
     let msg = e.to_string();
     // Both registrations are on consecutive lines of this file.

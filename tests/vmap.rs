@@ -156,7 +156,7 @@ fn out_axes_axis_size_and_unbatched_outputs() {
     got.assert_allclose(&jit(|x: &Var| x.exp().transpose()).eval(&x).unwrap(), 0.0, 0.0);
     // No mapped argument: axis_size gives the batch, the output is broadcast.
     let c = vmap(|x: &Var| x * 2.0).in_axes(None).axis_size(5);
-    let got = c.eval(Tensor::ones(&[2])).unwrap();
+    let got = c.eval(Tensor::ones(&[2]).unwrap()).unwrap();
     assert_eq!(got.shape(), &[5, 2]);
     assert!(got.to_vec::<f64>().unwrap().iter().all(|&v| v == 2.0));
     // Negative in_axes.
@@ -168,8 +168,10 @@ fn out_axes_axis_size_and_unbatched_outputs() {
 #[test]
 fn vmap_errors_name_the_argument_axis_and_sizes() {
     let f = |a: &Var, b: &Var| a + b;
-    let e =
-        vmap(f).eval((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[4, 2]))).unwrap_err().to_string();
+    let e = vmap(f)
+        .eval((&Tensor::zeros(&[3, 2]).unwrap(), &Tensor::zeros(&[4, 2]).unwrap()))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("inconsistent batch sizes")
             && e.contains("argument 0 has 3")
@@ -178,19 +180,19 @@ fn vmap_errors_name_the_argument_axis_and_sizes() {
     );
     let e = vmap(f)
         .in_axes([Some(0)])
-        .eval((&Tensor::zeros(&[3]), &Tensor::zeros(&[3])))
+        .eval((&Tensor::zeros(&[3]).unwrap(), &Tensor::zeros(&[3]).unwrap()))
         .unwrap_err()
         .to_string();
     assert!(e.contains("in_axes") && e.contains("expected 2") && e.contains("got 1"), "{e}");
     let e = vmap(f)
         .in_axes(2)
-        .eval((&Tensor::zeros(&[3]), &Tensor::zeros(&[3])))
+        .eval((&Tensor::zeros(&[3]).unwrap(), &Tensor::zeros(&[3]).unwrap()))
         .unwrap_err()
         .to_string();
     assert!(e.contains("axis 2") && e.contains("[3]") && e.contains("argument 0 (in_axes)"), "{e}");
     let e = vmap(f)
         .in_axes(None)
-        .eval((&Tensor::zeros(&[3]), &Tensor::zeros(&[3])))
+        .eval((&Tensor::zeros(&[3]).unwrap(), &Tensor::zeros(&[3]).unwrap()))
         .unwrap_err()
         .to_string();
     assert!(e.contains("axis_size"), "{e}");

@@ -16,11 +16,11 @@ fn golden(g: &Graph, want: &str) {
 }
 
 fn zeros(shape: &[usize]) -> Tensor {
-    Tensor::zeros(shape)
+    Tensor::zeros(shape).unwrap()
 }
 
 fn zeros_i64(shape: &[usize]) -> Tensor {
-    Tensor::zeros_of(shape, DType::I64)
+    Tensor::zeros_of(shape, DType::I64).unwrap()
 }
 
 /// `exp(w)` does not depend on the batch: computed once on the shared

@@ -1034,20 +1034,20 @@ fn vd_batch_sizes_must_agree() {
     let f = |a: &Var, b: &Var| a * b;
     let e = vmap(f)
         .in_axes([Some(0), Some(1)])
-        .eval((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[2, 4])))
+        .eval((&Tensor::zeros(&[3, 2]).unwrap(), &Tensor::zeros(&[2, 4]).unwrap()))
         .unwrap_err()
         .to_string();
     assert!(e.contains("inconsistent batch sizes") && e.contains('3') && e.contains('4'), "{e}");
     let e = vmap(f)
         .axis_size(5)
-        .eval((&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[3, 2])))
+        .eval((&Tensor::zeros(&[3, 2]).unwrap(), &Tensor::zeros(&[3, 2]).unwrap()))
         .unwrap_err()
         .to_string();
     assert!(e.contains("axis_size") && e.contains('5') && e.contains('3'), "{e}");
     // Agreeing sizes at different axes are fine.
     let got = vmap(f)
         .in_axes([Some(0), Some(1)])
-        .eval((&Tensor::ones(&[2, 3]), &Tensor::full(&[3, 2], 2.0)))
+        .eval((&Tensor::ones(&[2, 3]).unwrap(), &Tensor::full(&[3, 2], 2.0).unwrap()))
         .unwrap();
     assert_eq!(vals(&got), vec![2.0; 6]);
 }
@@ -1285,7 +1285,7 @@ fn vd_vmap_over_a_jvp_builds_jacobians() {
         let s: f64 = x.iter().map(|a| a * a).sum();
         x.iter().map(|a| a.sin() * s).collect()
     };
-    let eye = Tensor::eye(3);
+    let eye = Tensor::eye(3).unwrap();
     let x = rand(&[3], 220);
     let pts = rand(&[4, 3], 221);
     let want_jacs: Vec<f64> = vals(&pts).chunks(3).flat_map(jac).collect();

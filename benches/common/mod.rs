@@ -254,7 +254,7 @@ fn w8(n: usize, iters: usize) -> Vec<Workload> {
     let mut rng = NpRng::new(0);
     let m = scaled(&mut rng, &[n, n], 1.0 / (n as f64).sqrt());
     let b = scaled(&mut rng, &[n], 1.0);
-    let x0 = Tensor::zeros(&[n]);
+    let x0 = Tensor::zeros(&[n]).unwrap();
     let size = format!("n={n},iters={iters}");
 
     let (ma, ba, xa) = (m.clone(), b.clone(), x0.clone());

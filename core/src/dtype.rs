@@ -5,6 +5,25 @@
 //! generic code can move between the two worlds. [`Scalar`] is a typed scalar
 //! that can sit inside an op's parameters: it compares and hashes by bit
 //! pattern, so ops holding one still derive `Eq` and `Hash` (CSE needs them).
+//!
+//! # Promotion
+//!
+//! Two arrays in one elementwise op must have the same dtype (an `Err`
+//! naming the op and both dtypes otherwise; convert with `cast`). A Rust
+//! scalar next to an array is *weakly typed*, as a Python scalar is in JAX:
+//!
+//! | array \ scalar | `f64` literal (`x * 2.5`) | `i64` literal (`x * 2`) |
+//! |---|---|---|
+//! | `f64` | `f64` | `f64` |
+//! | `f32` | `f32` (the scalar rounded to `f32`) | `f32` |
+//! | `i64` | `f64` (the array converted) | `i64` |
+//! | `bool` | `f64` | `i64` |
+//!
+//! So `[1, 2, 3] * 2.5` is `[2.5, 5.0, 7.5]` in `f64`, never a silent
+//! truncation. `mean`, `var` and `std` of an integer array are `f64`. `/`
+//! between two integer arrays (or an integer array and an `i64` scalar) is
+//! integer division truncating toward zero, as Rust's and `lax.div`'s
+//! (cast to a float dtype first for true division).
 
 use crate::tensor::Storage;
 use std::fmt;

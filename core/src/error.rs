@@ -154,6 +154,17 @@ pub enum Error {
         /// What is wrong.
         msg: String,
     },
+    /// Memory that could not be had: an allocation the system refused, or a
+    /// plan whose peak exceeds the memory budget of the call.
+    #[error("{what}: {bytes} bytes requested, {msg}")]
+    OutOfMemory {
+        /// What asked for the memory (`Tensor::zeros`, a plan).
+        what: String,
+        /// The bytes asked for (`usize::MAX` when the count overflows).
+        bytes: usize,
+        /// Why it could not be had.
+        msg: String,
+    },
     /// A graph larger than `u32::MAX` nodes.
     #[error("graph too large: more than {max} nodes")]
     GraphTooLarge {
@@ -175,6 +186,35 @@ impl Error {
     /// Shorthand for [`Error::InvalidArgument`].
     pub fn invalid(op: impl Into<String>, arg: impl Into<String>, msg: impl Into<String>) -> Self {
         Error::InvalidArgument { op: op.into(), arg: arg.into(), msg: msg.into() }
+    }
+
+    /// The op this error names, for the errors that name one.
+    pub fn op(&self) -> Option<&str> {
+        match self {
+            Error::Broadcast { op, .. }
+            | Error::AxisOutOfRange { op, .. }
+            | Error::Shape { op, .. }
+            | Error::DType { op, .. }
+            | Error::IndexOutOfBounds { op, .. }
+            | Error::InvalidArgument { op, .. } => Some(op),
+            _ => None,
+        }
+    }
+
+    /// The same error naming `name` as its op: what the user called (a
+    /// composite such as `stack` or `logsumexp`) rather than the primitive
+    /// inside it that failed. Errors that name no op are returned as they are.
+    pub fn with_op(mut self, name: &str) -> Self {
+        match &mut self {
+            Error::Broadcast { op, .. }
+            | Error::AxisOutOfRange { op, .. }
+            | Error::Shape { op, .. }
+            | Error::DType { op, .. }
+            | Error::IndexOutOfBounds { op, .. }
+            | Error::InvalidArgument { op, .. } => *op = name.to_string(),
+            _ => {}
+        }
+        self
     }
 
     /// Shorthand for [`Error::DType`].

@@ -516,7 +516,7 @@ pub fn trace_types<F: Function + ?Sized>(
 ///
 /// ```
 /// use anvil_core::{trace, Tensor, Var};
-/// let g = trace(&|x: &Var| x.clone(), &Tensor::zeros(&[3]))?;
+/// let g = trace(&|x: &Var| x.clone(), &Tensor::zeros(&[3])?)?;
 /// assert_eq!(g.inputs().len(), 1);
 /// # Ok::<(), anvil_core::Error>(())
 /// ```
@@ -621,8 +621,8 @@ mod tests {
         let g = convert(|x: &Var, p: &(Var, Vec<Var>)| (x.clone(), p.1.clone()));
         let h = convert(|xs: &[Var]| xs.to_vec());
         let again = convert(&f);
-        let x = Tensor::zeros(&[2]);
-        let ones = Tensor::ones(&[3]);
+        let x = Tensor::zeros(&[2]).unwrap();
+        let ones = Tensor::ones(&[3]).unwrap();
         assert_eq!(trace(&f, &x).unwrap().inputs().len(), 1);
         assert_eq!(trace(&again, (&x,)).unwrap().inputs().len(), 1);
         let p = (x.clone(), vec![ones.clone(), ones.clone()]);

@@ -52,8 +52,9 @@ impl Batched {
     }
 
     /// The rank of one element of the batch (the op's view of the value).
+    /// A poisoned value (rank 0 after an earlier error) has rank 0.
     pub fn logical_rank(&self) -> usize {
-        self.var.rank() - usize::from(self.axis.is_some())
+        self.var.rank().saturating_sub(usize::from(self.axis.is_some()))
     }
 
     /// The type of one element of the batch.
@@ -64,7 +65,7 @@ impl Batched {
     /// The shape of one element of the batch.
     pub fn logical_shape(&self) -> Vec<usize> {
         let mut s = self.var.shape().to_vec();
-        if let Some(a) = self.axis {
+        if let Some(a) = self.axis.filter(|&a| a < s.len()) {
             s.remove(a);
         }
         s

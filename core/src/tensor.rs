@@ -71,13 +71,17 @@ impl Storage {
     }
 
     /// A buffer of `len` copies of `value`.
-    pub fn full(value: Scalar, len: usize) -> Storage {
-        match value {
-            Scalar::F64(v) => Storage::F64(Arc::new(vec![v; len])),
-            Scalar::F32(v) => Storage::F32(Arc::new(vec![v; len])),
-            Scalar::I64(v) => Storage::I64(Arc::new(vec![v; len])),
-            Scalar::Bool(v) => Storage::Bool(Arc::new(vec![v; len])),
-        }
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] naming `what` and the bytes when the system
+    /// cannot provide them (the allocation is tried, never aborting).
+    pub fn full(what: &str, value: Scalar, len: usize) -> Result<Storage> {
+        Ok(match value {
+            Scalar::F64(v) => Storage::F64(Arc::new(try_filled(what, len, v)?)),
+            Scalar::F32(v) => Storage::F32(Arc::new(try_filled(what, len, v)?)),
+            Scalar::I64(v) => Storage::I64(Arc::new(try_filled(what, len, v)?)),
+            Scalar::Bool(v) => Storage::Bool(Arc::new(try_filled(what, len, v)?)),
+        })
     }
 
     /// Element `i` as a scalar.
@@ -162,6 +166,31 @@ pub struct Tensor {
     storage: Storage,
 }
 
+/// A vector of `len` copies of `value`, allocated with `try_reserve`: a
+/// request the system refuses is an [`Error::OutOfMemory`] naming `what`
+/// and the bytes, not an abort.
+///
+/// # Errors
+/// As described.
+pub fn try_filled<T: Clone>(what: &str, len: usize, value: T) -> Result<Vec<T>> {
+    let bytes = len.saturating_mul(std::mem::size_of::<T>());
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|e| Error::OutOfMemory {
+        what: what.into(),
+        bytes,
+        msg: e.to_string(),
+    })?;
+    v.resize(len, value);
+    Ok(v)
+}
+
+/// The element count of a tensor of `shape` made by `what`, or an error
+/// naming it when the count or the byte size cannot be addressed.
+fn alloc_len(what: &str, shape: &[usize], dtype: DType) -> Result<usize> {
+    TensorType::new(dtype, shape).check_size(what)?;
+    Ok(numel(shape))
+}
+
 impl Tensor {
     /// A tensor from row-major data and a shape.
     ///
@@ -192,65 +221,127 @@ impl Tensor {
         Tensor { shape: Dims::new(&[]), storage: T::into_storage(vec![value]) }
     }
 
+    /// A rank-0 tensor holding a typed scalar.
+    pub fn from_scalar(value: Scalar) -> Tensor {
+        match value {
+            Scalar::F64(v) => Tensor::scalar(v),
+            Scalar::F32(v) => Tensor::scalar(v),
+            Scalar::I64(v) => Tensor::scalar(v),
+            Scalar::Bool(v) => Tensor::scalar(v),
+        }
+    }
+
     /// A rank-1 `f64` tensor from a slice.
     pub fn vector(data: &[f64]) -> Tensor {
         Tensor { shape: Dims::new(&[data.len()]), storage: f64::into_storage(data.to_vec()) }
     }
 
     /// A tensor of `shape` filled with `value`, of `value`'s dtype.
-    pub fn full_scalar(shape: &[usize], value: Scalar) -> Tensor {
-        Tensor { shape: Dims::new(shape), storage: Storage::full(value, numel(shape)) }
+    ///
+    /// # Errors
+    /// [`Error::Shape`] when the shape has more elements than memory can
+    /// address; [`Error::OutOfMemory`] when the system refuses the bytes.
+    pub fn full_scalar(shape: &[usize], value: Scalar) -> Result<Tensor> {
+        let what = "Tensor::full";
+        let len = alloc_len(what, shape, value.dtype())?;
+        Ok(Tensor { shape: Dims::new(shape), storage: Storage::full(what, value, len)? })
     }
 
     /// An `f64` tensor of `shape` filled with `value`.
-    pub fn full(shape: &[usize], value: f64) -> Tensor {
+    ///
+    /// # Errors
+    /// As [`Tensor::full_scalar`].
+    pub fn full(shape: &[usize], value: f64) -> Result<Tensor> {
         Tensor::full_scalar(shape, Scalar::F64(value))
     }
 
     /// An `f64` tensor of zeros.
-    pub fn zeros(shape: &[usize]) -> Tensor {
+    ///
+    /// ```
+    /// let z = anvil_core::Tensor::zeros(&[2, 3])?;
+    /// assert_eq!(z.shape(), &[2, 3]);
+    /// assert!(anvil_core::Tensor::zeros(&[1 << 40, 1 << 40]).is_err());
+    /// # Ok::<(), anvil_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Tensor::full_scalar`].
+    pub fn zeros(shape: &[usize]) -> Result<Tensor> {
         Tensor::full(shape, 0.0)
     }
 
     /// An `f64` tensor of ones.
-    pub fn ones(shape: &[usize]) -> Tensor {
+    ///
+    /// # Errors
+    /// As [`Tensor::full_scalar`].
+    pub fn ones(shape: &[usize]) -> Result<Tensor> {
         Tensor::full(shape, 1.0)
     }
 
     /// Zeros of any dtype.
-    pub fn zeros_of(shape: &[usize], dtype: DType) -> Tensor {
+    ///
+    /// # Errors
+    /// As [`Tensor::full_scalar`].
+    pub fn zeros_of(shape: &[usize], dtype: DType) -> Result<Tensor> {
         Tensor::full_scalar(shape, Scalar::I64(0).cast(dtype))
     }
 
     /// The `n × n` identity matrix in `f64`.
-    pub fn eye(n: usize) -> Tensor {
-        let mut v = vec![0.0; n * n];
-        for i in 0..n {
-            v[i * n + i] = 1.0;
+    ///
+    /// # Errors
+    /// As [`Tensor::full_scalar`] for the shape `[n, n]`.
+    pub fn eye(n: usize) -> Result<Tensor> {
+        let mut t = Tensor::zeros(&[n, n])?;
+        if let Storage::F64(v) = &mut t.storage {
+            let v = Arc::get_mut(v).ok_or_else(|| Error::invalid("eye", "n", "shared buffer"))?;
+            v.iter_mut().step_by(n + 1).for_each(|x| *x = 1.0);
         }
-        Tensor { shape: Dims::new(&[n, n]), storage: f64::into_storage(v) }
+        Ok(t)
     }
 
     /// `start, start + step, ...` up to but excluding `stop`, in `f64` (as `numpy.arange`).
     ///
     /// # Errors
-    /// A zero or non-finite step.
+    /// A zero or non-finite step, a non-finite bound, or more values than
+    /// memory can hold.
     pub fn arange(start: f64, stop: f64, step: f64) -> Result<Tensor> {
         if step == 0.0 || !step.is_finite() {
             return Err(Error::invalid("arange", "step", format!("{step} is not a usable step")));
         }
-        let n = ((stop - start) / step).ceil().max(0.0) as usize;
-        Ok(Tensor::vector(&(0..n).map(|i| start + i as f64 * step).collect::<Vec<_>>()))
+        if !start.is_finite() || !stop.is_finite() {
+            return Err(Error::invalid(
+                "arange",
+                "start, stop",
+                format!("the bounds {start} and {stop} must be finite"),
+            ));
+        }
+        let count = ((stop - start) / step).ceil().max(0.0);
+        if count >= isize::MAX as f64 {
+            return Err(Error::invalid(
+                "arange",
+                "step",
+                format!("arange({start}, {stop}, {step}) would have {count:e} values"),
+            ));
+        }
+        let n = alloc_len("arange", &[count as usize], DType::F64)?;
+        let mut v = try_filled("arange", n, 0.0)?;
+        v.iter_mut().enumerate().for_each(|(i, x)| *x = start + i as f64 * step);
+        Ok(Tensor { shape: Dims::new(&[n]), storage: f64::into_storage(v) })
     }
 
     /// `num` evenly spaced values from `start` to `stop` inclusive, in `f64`.
-    pub fn linspace(start: f64, stop: f64, num: usize) -> Tensor {
-        let step = if num > 1 { (stop - start) / (num - 1) as f64 } else { 0.0 };
-        let mut v: Vec<f64> = (0..num).map(|i| start + i as f64 * step).collect();
-        if let (Some(last), true) = (v.last_mut(), num > 1) {
+    ///
+    /// # Errors
+    /// More values than memory can hold.
+    pub fn linspace(start: f64, stop: f64, num: usize) -> Result<Tensor> {
+        let n = alloc_len("linspace", &[num], DType::F64)?;
+        let step = if n > 1 { (stop - start) / (n - 1) as f64 } else { 0.0 };
+        let mut v = try_filled("linspace", n, 0.0)?;
+        v.iter_mut().enumerate().for_each(|(i, x)| *x = start + i as f64 * step);
+        if let (Some(last), true) = (v.last_mut(), n > 1) {
             *last = stop;
         }
-        Tensor::vector(&v)
+        Ok(Tensor { shape: Dims::new(&[n]), storage: f64::into_storage(v) })
     }
 
     /// The dimensions.
@@ -628,9 +719,28 @@ mod tests {
             Tensor::arange(0.0, 1.0, 0.25).unwrap().to_vec::<f64>().unwrap(),
             vec![0.0, 0.25, 0.5, 0.75]
         );
-        assert_eq!(Tensor::linspace(0.0, 1.0, 3).to_vec::<f64>().unwrap(), vec![0.0, 0.5, 1.0]);
-        assert_eq!(Tensor::eye(2).to_vec::<f64>().unwrap(), vec![1.0, 0.0, 0.0, 1.0]);
+        assert_eq!(
+            Tensor::linspace(0.0, 1.0, 3).unwrap().to_vec::<f64>().unwrap(),
+            vec![0.0, 0.5, 1.0]
+        );
+        assert_eq!(Tensor::eye(2).unwrap().to_vec::<f64>().unwrap(), vec![1.0, 0.0, 0.0, 1.0]);
         assert!(Tensor::arange(0.0, 1.0, 0.0).is_err());
+        assert!(Tensor::eye(0).unwrap().numel() == 0);
+    }
+
+    #[test]
+    fn huge_constructors_are_errors_not_aborts() {
+        let e = Tensor::zeros(&[usize::MAX, 2]).unwrap_err();
+        assert!(e.to_string().contains("Tensor::full"), "{e}");
+        assert!(Tensor::ones(&[1 << 62]).is_err());
+        assert!(Tensor::eye(1 << 32).is_err());
+        assert!(Tensor::linspace(0.0, 1.0, usize::MAX).is_err());
+        assert!(Tensor::arange(0.0, 1e300, 1e-300).is_err());
+        assert!(Tensor::arange(0.0, f64::INFINITY, 1.0).is_err());
+        // Addressable but more than any machine has: the allocation is
+        // refused with the bytes named, not an abort.
+        let e = Tensor::zeros_of(&[1 << 40, 1 << 20], DType::Bool).unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { bytes, .. } if bytes == 1 << 60), "{e:?}");
     }
 
     #[test]
@@ -640,7 +750,7 @@ mod tests {
         let i = Tensor::from_vec(vec![1i64, 2, 3], &[3]).unwrap();
         assert_eq!(i.to_string(), "[1 2 3] dtype=i64");
         assert_eq!(Tensor::scalar(0.5).to_string(), "0.5");
-        let big = Tensor::zeros(&[2000]);
+        let big = Tensor::zeros(&[2000]).unwrap();
         assert!(big.to_string().contains("..."));
     }
 

@@ -18,6 +18,7 @@
 //! A concrete [`Tensor`] in arithmetic with a `Var` (`x * &t`, a tensor a
 //! closure captured) is a constant of the `Var`'s trace.
 
+use crate::dtype::Scalar;
 use crate::error::{Error, Result};
 use crate::graph::{Constant, Graph, ValueId};
 use crate::op::Op;
@@ -49,6 +50,32 @@ pub struct Tracer {
 
 thread_local! {
     static ACTIVE: RefCell<Vec<Rc<Tracer>>> = const { RefCell::new(Vec::new()) };
+    /// The user-facing function being built, outermost first (see [`as_op`]).
+    static USER_OP: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `build` — the primitives a composite function is made of — so that
+/// an error recorded while it runs names `name`, the function the user
+/// called, instead of the primitive that failed (`stack` rather than
+/// `unsqueeze`). Nested calls keep the outermost name.
+///
+/// ```
+/// use anvil_core::trace::{as_op, Tracer};
+/// use anvil_core::Error;
+/// let t = Tracer::new();
+/// as_op("stack", || t.record(Error::invalid("unsqueeze", "axis", "4 is out of range")));
+/// assert_eq!(t.error().unwrap().op(), Some("stack"));
+/// ```
+pub fn as_op<R>(name: &'static str, build: impl FnOnce() -> R) -> R {
+    struct Pop;
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            USER_OP.with(|u| u.borrow_mut().pop());
+        }
+    }
+    USER_OP.with(|u| u.borrow_mut().push(name));
+    let _pop = Pop;
+    build()
 }
 
 /// Keeps a tracer on this thread's stack of active traces while alive.
@@ -148,6 +175,10 @@ impl Tracer {
 
     /// Records `e` unless an earlier error is already recorded.
     pub fn record(&self, e: Error) {
+        let e = match USER_OP.with(|u| u.borrow().first().copied()) {
+            Some(name) => e.with_op(name),
+            None => e,
+        };
         self.error.borrow_mut().get_or_insert(e);
     }
 
@@ -380,6 +411,41 @@ impl Var {
     pub fn scalar_like(&self, v: f64) -> Var {
         self.constant_like(Tensor::scalar(v).cast(self.dtype()))
     }
+
+    /// `self` and a rank-0 constant `v` promoted together as JAX promotes an
+    /// array with a Python scalar (a *weak* type): the array's dtype wins
+    /// unless the scalar's kind is higher. An `f64` scalar with an `f32`
+    /// value stays `f32`; with an `i64` or `bool` value both become `f64`
+    /// (never a silent truncation of `2.5` into `2`). An `i64` scalar with a
+    /// `bool` value gives `i64`; with a float value the scalar is cast to
+    /// the float dtype. See the promotion table in [`crate::dtype`].
+    pub fn with_weak_scalar(&self, v: Scalar) -> (Var, Var) {
+        let target = weak_promotion(self.dtype(), v.dtype());
+        let this = if target == self.dtype() { self.clone() } else { cast(self, target) };
+        let c = this.constant_like(Tensor::from_scalar(v.cast(target)));
+        (this, c)
+    }
+}
+
+/// The dtype of an array of dtype `array` combined with a weakly typed
+/// scalar of dtype `scalar` (JAX's lattice: bool < int < float, and a weak
+/// scalar never widens a float of the same kind).
+pub fn weak_promotion(array: DType, scalar: DType) -> DType {
+    let kind = |d: DType| match d {
+        DType::Bool => 0,
+        DType::I64 => 1,
+        DType::F32 | DType::F64 => 2,
+    };
+    if kind(scalar) > kind(array) {
+        // A weak scalar promotes to the default type of its kind.
+        scalar
+    } else {
+        array
+    }
+}
+
+fn cast(v: &Var, dtype: DType) -> Var {
+    operators(v).map_or_else(|| v.tracer.poisoned(), |o| (o.cast)(v, dtype))
 }
 
 /// The trace an op on `args` belongs to: the innermost of their traces (a
@@ -437,6 +503,8 @@ pub struct OperatorImpl {
     pub div: fn(&Var, &Var) -> Var,
     /// `-a`.
     pub neg: fn(&Var) -> Var,
+    /// `a` converted to another dtype.
+    pub cast: fn(&Var, DType) -> Var,
 }
 
 inventory::collect!(OperatorImpl);
@@ -454,6 +522,35 @@ fn operators(v: &Var) -> Option<&'static OperatorImpl> {
 }
 
 macro_rules! binary_operator {
+    // A Rust scalar on either side is weakly typed (see `Var::with_weak_scalar`).
+    (@weak $trait:ident, $method:ident, $t:ty) => {
+        impl std::ops::$trait<$t> for &Var {
+            type Output = Var;
+            fn $method(self, rhs: $t) -> Var {
+                let (a, b) = self.with_weak_scalar(Scalar::from(rhs));
+                std::ops::$trait::$method(&a, &b)
+            }
+        }
+        impl std::ops::$trait<$t> for Var {
+            type Output = Var;
+            fn $method(self, rhs: $t) -> Var {
+                std::ops::$trait::$method(&self, rhs)
+            }
+        }
+        impl std::ops::$trait<&Var> for $t {
+            type Output = Var;
+            fn $method(self, rhs: &Var) -> Var {
+                let (b, a) = rhs.with_weak_scalar(Scalar::from(self));
+                std::ops::$trait::$method(&a, &b)
+            }
+        }
+        impl std::ops::$trait<Var> for $t {
+            type Output = Var;
+            fn $method(self, rhs: Var) -> Var {
+                std::ops::$trait::$method(self, &rhs)
+            }
+        }
+    };
     ($trait:ident, $method:ident, $field:ident) => {
         impl std::ops::$trait<&Var> for &Var {
             type Output = Var;
@@ -479,30 +576,8 @@ macro_rules! binary_operator {
                 std::ops::$trait::$method(self, &rhs)
             }
         }
-        impl std::ops::$trait<f64> for &Var {
-            type Output = Var;
-            fn $method(self, rhs: f64) -> Var {
-                std::ops::$trait::$method(self, &self.scalar_like(rhs))
-            }
-        }
-        impl std::ops::$trait<f64> for Var {
-            type Output = Var;
-            fn $method(self, rhs: f64) -> Var {
-                std::ops::$trait::$method(&self, rhs)
-            }
-        }
-        impl std::ops::$trait<&Var> for f64 {
-            type Output = Var;
-            fn $method(self, rhs: &Var) -> Var {
-                std::ops::$trait::$method(&rhs.scalar_like(self), rhs)
-            }
-        }
-        impl std::ops::$trait<Var> for f64 {
-            type Output = Var;
-            fn $method(self, rhs: Var) -> Var {
-                std::ops::$trait::$method(self, &rhs)
-            }
-        }
+        binary_operator!(@weak $trait, $method, f64);
+        binary_operator!(@weak $trait, $method, i64);
         impl std::ops::$trait<&Tensor> for &Var {
             type Output = Var;
             fn $method(self, rhs: &Tensor) -> Var {

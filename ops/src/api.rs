@@ -15,7 +15,7 @@ use crate::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
 use anvil_core::shape::{
     normalize_axes, normalize_axis, normalize_axis_rank, normalize_perm, reshape_target,
 };
-use anvil_core::trace::current_or_detached;
+use anvil_core::trace::{as_op, current_or_detached};
 use anvil_core::{DType, Error, Op, Result, Scalar, SliceSpec, Tensor, Var};
 
 /// Applies the op built by `make` to `args`, or records the error `make` returned.
@@ -418,29 +418,32 @@ impl VarExt for Var {
         self.mean_axes(&all_axes(self), false)
     }
     fn mean_axes(&self, axes: &[i64], keepdims: bool) -> Var {
-        crate::composite::mean(self, axes, keepdims)
+        as_op("mean", || crate::composite::mean(self, axes, keepdims))
     }
     fn var(&self, axes: &[i64], keepdims: bool) -> Var {
-        crate::composite::var(self, axes, keepdims)
+        as_op("var", || crate::composite::var(self, axes, keepdims))
     }
     fn std(&self, axes: &[i64], keepdims: bool) -> Var {
-        self.var(axes, keepdims).sqrt()
+        as_op("std", || self.var(axes, keepdims).sqrt())
     }
     fn logsumexp(&self, axes: &[i64], keepdims: bool) -> Var {
-        crate::composite::logsumexp(self, axes, keepdims)
+        as_op("logsumexp", || crate::composite::logsumexp(self, axes, keepdims))
     }
     fn softmax(&self, axis: i64) -> Var {
-        crate::composite::softmax(self, axis)
+        as_op("softmax", || crate::composite::softmax(self, axis))
     }
     fn log_softmax(&self, axis: i64) -> Var {
-        self - &self.logsumexp(&[axis], true)
+        as_op("log_softmax", || self - &self.logsumexp(&[axis], true))
     }
     fn norm(&self) -> Var {
         self.square().sum_all().sqrt()
     }
     fn norm_axes(&self, axes: &[i64], keepdims: bool) -> Var {
-        let s = if keepdims { self.square().sum_keepdims(axes) } else { self.square().sum(axes) };
-        s.sqrt()
+        as_op("norm", || {
+            let s =
+                if keepdims { self.square().sum_keepdims(axes) } else { self.square().sum(axes) };
+            s.sqrt()
+        })
     }
 
     fn matmul(&self, other: &Var) -> Var {
@@ -500,12 +503,26 @@ pub fn concatenate(xs: &[&Var], axis: i64) -> Var {
 
 /// Stacks values of one shape along a new axis.
 pub fn stack(xs: &[&Var], axis: i64) -> Var {
-    let expanded: Vec<Var> = xs.iter().map(|x| x.unsqueeze(axis)).collect();
-    let refs: Vec<&Var> = expanded.iter().collect();
-    if refs.is_empty() {
-        return concatenate(&[], 0);
-    }
-    concatenate(&refs, axis)
+    as_op("stack", || {
+        let Some(first) = xs.first() else {
+            return build(&[], || Err(Error::invalid("stack", "operands", "needs at least one")));
+        };
+        if let Some((i, x)) = xs.iter().enumerate().find(|(_, x)| x.shape() != first.shape()) {
+            return build(xs, || {
+                Err(Error::shape(
+                    "stack",
+                    &[first.shape(), x.shape()],
+                    format!(
+                        "argument {i} has shape {:?} and argument 0 {:?}: stacked values must have one shape",
+                        x.shape(),
+                        first.shape()
+                    ),
+                ))
+            });
+        }
+        let expanded: Vec<Var> = xs.iter().map(|x| x.unsqueeze(axis)).collect();
+        concatenate(&expanded.iter().collect::<Vec<_>>(), axis)
+    })
 }
 
 /// `where(cond, on_true, on_false)`.
@@ -538,6 +555,9 @@ pub fn iota_dtype(shape: &[usize], axis: usize, dtype: DType) -> Var {
 /// it are rewritten like the seed's and it is computed inside the fused
 /// pass that reads it, never stored.
 pub fn eye(n: usize) -> Var {
-    let op = crate::constant::Basis { shape: vec![n, n], axis: 1, offset: 0, dtype: DType::F64 };
-    Var::apply_op(Box::new(op), &[])
+    as_op("eye", || {
+        let op =
+            crate::constant::Basis { shape: vec![n, n], axis: 1, offset: 0, dtype: DType::F64 };
+        Var::apply_op(Box::new(op), &[])
+    })
 }

@@ -5,6 +5,15 @@
 use crate::api::VarExt;
 use anvil_core::Var;
 
+/// `x` itself when it is floating point, else `x` as `f64`.
+fn float(x: &Var) -> Var {
+    if x.dtype().is_float() {
+        x.clone()
+    } else {
+        x.cast(anvil_core::DType::F64)
+    }
+}
+
 /// Number of elements in the reduced axes.
 fn count(x: &Var, axes: &[i64]) -> f64 {
     let r = x.rank() as i64;
@@ -15,7 +24,7 @@ fn count(x: &Var, axes: &[i64]) -> f64 {
         .product::<usize>() as f64
 }
 
-/// Mean over `axes`.
+/// Mean over `axes` (of an integer or bool array: an `f64` mean, as JAX's).
 pub fn mean(x: &Var, axes: &[i64], keepdims: bool) -> Var {
     let s = if keepdims { x.sum_keepdims(axes) } else { x.sum(axes) };
     s / count(x, axes)
@@ -23,6 +32,7 @@ pub fn mean(x: &Var, axes: &[i64], keepdims: bool) -> Var {
 
 /// Population variance over `axes`: `mean((x - mean(x))^2)`.
 pub fn var(x: &Var, axes: &[i64], keepdims: bool) -> Var {
+    let x = &float(x);
     let centered = x - &mean(x, axes, true);
     mean(&centered.square(), axes, keepdims)
 }

@@ -379,14 +379,14 @@ fn vmap_basis(
     let mut position: Option<Var> = None;
     let mut stride = 1usize;
     for a in (0..b.shape.len()).rev().filter(|&a| a != b.axis) {
-        let term = iota_dtype(&shape, a + 1, DType::I64) * stride as f64;
+        let term = iota_dtype(&shape, a + 1, DType::I64) * stride as i64;
         position = Some(match position {
             Some(p) => p + term,
             None => term,
         });
         stride = stride.saturating_mul(b.shape[a]);
     }
-    let index = iota_dtype(&shape, b.axis + 1, DType::I64) + b.offset as f64;
+    let index = iota_dtype(&shape, b.axis + 1, DType::I64) + b.offset;
     let mut lead = vec![size as i64];
     lead.extend(std::iter::repeat_n(1, b.shape.len()));
     let index = index + start.reshape(&lead);

@@ -108,12 +108,15 @@ pub struct ScatterAdd {
     pub size: usize,
     /// Leading axes shared by the updates, the indices and the result.
     pub batch_dims: usize,
+    /// Built as the transpose of a [`Take`] (in `grad`, `vjp`, `jacrev`):
+    /// a bad index is then reported as the user wrote it, an error of `take`.
+    pub of_take: bool,
 }
 
 impl ScatterAdd {
     /// `scatter_add` into an axis of `size` entries (no batch axes).
     pub fn new(axis: usize, size: usize) -> ScatterAdd {
-        ScatterAdd { axis, size, batch_dims: 0 }
+        ScatterAdd { axis, size, batch_dims: 0, of_take: false }
     }
 
     /// The result shape for `updates` scattered by indices of rank `idx_rank`.
@@ -215,7 +218,7 @@ fn vmap_scatter_add(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batche
         }
         _ => {
             let (uf, idf) = both_front(args, size);
-            let op = ScatterAdd { axis: s.axis + 1, size: s.size, batch_dims: s.batch_dims + 1 };
+            let op = ScatterAdd { axis: s.axis + 1, batch_dims: s.batch_dims + 1, ..*s };
             Ok(Batched::new(Var::apply_op(Box::new(op), &[&uf, &idf]), Some(0)))
         }
     }
@@ -245,7 +248,7 @@ fn transpose_take(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Optio
     let t = op.try_downcast::<Take>()?;
     let idx = known_indices(op, args)?;
     let size = args[0].shape()[t.axis];
-    let s = ScatterAdd { axis: t.axis, size, batch_dims: t.batch_dims };
+    let s = ScatterAdd { axis: t.axis, size, batch_dims: t.batch_dims, of_take: true };
     Ok(vec![args[0].is_linear().then(|| Var::apply_op(Box::new(s), &[ct, idx])), None])
 }
 

@@ -58,6 +58,7 @@ inventory::submit! {
         mul: |a: &Var, b: &Var| a.apply(elementwise::Mul, &[b]),
         div: |a: &Var, b: &Var| a.apply(elementwise::Div, &[b]),
         neg: |a: &Var| a.apply(elementwise::Neg, &[]),
+        cast: |a: &Var, dtype| api::VarExt::cast(a, dtype),
     }
 }
 

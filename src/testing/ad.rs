@@ -487,7 +487,10 @@ fn rng(name: &str, what: &str) -> SplitMix64 {
 fn random_or_zeros(shape: &[usize], dtype: DType, random: bool, rng: &mut SplitMix64) -> Tensor {
     let uniform = InputKind::Uniform { lo: -1.0, hi: 1.0 };
     let values = if random { uniform.generate(shape, dtype, rng) } else { None };
-    values.unwrap_or_else(|| Tensor::zeros_of(shape, dtype))
+    match values {
+        Some(v) => v,
+        None => Tensor::zeros_of(shape, dtype).expect("a sample's shape fits in memory"),
+    }
 }
 
 /// A tangent for every input: random for the differentiable ones, zeros of

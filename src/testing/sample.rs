@@ -241,7 +241,9 @@ fn ints(lo: i64, hi: i64, shape: &[usize], rng: &mut SplitMix64) -> Option<Tenso
 }
 
 fn f64s(v: Vec<f64>, shape: &[usize]) -> Tensor {
-    Tensor::from_vec(v, shape).unwrap_or_else(|_| Tensor::zeros(shape))
+    Tensor::from_vec(v, shape)
+        .or_else(|_| Tensor::zeros(shape))
+        .expect("a sample's shape fits in memory")
 }
 
 /// FNV-1a, to derive a sample's seed from its description.

@@ -407,7 +407,7 @@ fn scatter_add_samples(s: &mut Vec<OpSample>) {
     s.push(scatter(ScatterAdd::new(0, 3), (SYM, &[2, 2, 3]), indices(&[2, 0, 2, -3], &[2, 2])));
     s.push(scatter(ScatterAdd::new(0, 4), (SYM, &[3]), indices(&[-1], &[])));
     s.push(scatter(
-        ScatterAdd { axis: 1, size: 4, batch_dims: 1 },
+        ScatterAdd { axis: 1, size: 4, batch_dims: 1, of_take: false },
         (SYM, &[2, 3]),
         indices(&[1, 1, 3, 0, -1, 0], &[2, 3]),
     ));
@@ -451,7 +451,7 @@ fn sparse_samples(s: &mut Vec<OpSample>) {
 }
 
 fn map_samples(s: &mut Vec<OpSample>) {
-    let v3 = Tensor::zeros(&[3]);
+    let v3 = Tensor::zeros(&[3]).unwrap();
     let two = trace(&|x: &Var, w: &Var| (x * w).sin() + x, (&v3, &v3)).expect("traceable body");
     let two = SubGraph::new(two);
     let one = SubGraph::new(trace(&|x: &Var| x.sum(&[0]).exp(), &v3).expect("traceable body"));
@@ -467,7 +467,7 @@ fn map_samples(s: &mut Vec<OpSample>) {
 
 /// `f` traced on zeros of `shapes`, as a body.
 fn traced(f: &dyn Fn(&[Var]) -> Vec<Var>, shapes: &[&[usize]]) -> SubGraph {
-    let args: Vec<Tensor> = shapes.iter().map(|sh| Tensor::zeros(sh)).collect();
+    let args: Vec<Tensor> = shapes.iter().map(|sh| Tensor::zeros(sh).unwrap()).collect();
     SubGraph::new(trace(&|xs: &[Var]| f(xs), args).expect("traceable body"))
 }
 

@@ -830,7 +830,7 @@ fn over_basis(
         // seed from its start (a basis with a start operand), batch in front.
         Some(k) if size / k >= 2 => {
             let full = size / k;
-            let starts = anvil_ops::iota_dtype(&[full], 0, DType::I64) * (k as f64);
+            let starts = anvil_ops::iota_dtype(&[full], 0, DType::I64) * (k as i64);
             let chunk_args = |c: &[Var], x: &[Var]| -> Vec<Batched> {
                 let op = Basis::seed(ty, 0, k, front);
                 let seed = Var::apply_op(Box::new(op), &[&x[0]]);

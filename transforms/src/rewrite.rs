@@ -30,7 +30,7 @@ pub const MAX_ROUNDS: usize = 32;
 /// ```
 /// use anvil::prelude::*;
 /// // x * 1 + 0 is x.
-/// let g = trace(&|x: &Var| &(x * 1.0) + 0.0, &Tensor::zeros(&[3]))?;
+/// let g = trace(&|x: &Var| &(x * 1.0) + 0.0, &Tensor::zeros(&[3])?)?;
 /// let r = anvil::transforms::rewrite(&g)?;
 /// assert_eq!(r.outputs(), r.inputs());
 /// # Ok::<(), anvil::Error>(())

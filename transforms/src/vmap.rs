@@ -522,6 +522,20 @@ fn place_batch_axis(b: &Batched, axis: Option<i64>, size: usize, i: usize) -> Re
         &b.logical_shape(),
         &format!("output {i} (out_axes)"),
     )?;
+    if b.axis.is_none() {
+        let mut shape = vec![size];
+        shape.extend(b.logical_shape());
+        TensorType::new(b.var.dtype(), shape).check_size("vmap").map_err(|_| {
+            Error::invalid(
+                "vmap",
+                "axis_size",
+                format!(
+                    "{size}: output {i} of shape {:?} repeated {size} times has more elements than memory can address",
+                    b.logical_shape()
+                ),
+            )
+        })?;
+    }
     // One move, from where the batch axis is to where it goes.
     Ok(match b.axis {
         Some(k) => move_axis(&b.var, k, to),

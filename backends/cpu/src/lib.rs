@@ -37,25 +37,34 @@ pub use plan::{compile, Plan};
 
 use anvil_core::{Op, Result, Tensor, TensorType};
 
-/// How a kernel may use threads: the parallelism policy of a call, passed
-/// to every kernel as an argument (as faer passes its `Par`), never read
-/// from a global.
+/// The execution settings of a call: how kernels may use threads (passed
+/// to every kernel as an argument, as faer passes its `Par`, never read
+/// from a global) and how much memory a plan may hold.
 ///
 /// Settings are validated: the thread count is at least 1 and at most the
 /// threads of rayon's pool (a larger request would oversubscribe or hang),
 /// and the thresholds are at least 1.
+///
+/// The memory budget bounds a plan's [peak](crate::Plan::peak_bytes),
+/// known from its types when it is built: a call over budget is an
+/// `Error::OutOfMemory` before anything runs, rather than an allocation
+/// that Linux's overcommit grants and the OOM killer later punishes. The
+/// default is the machine's physical memory (unbounded where it cannot be
+/// read).
 ///
 /// ```
 /// use anvil_cpu::Parallelism;
 /// let p = Parallelism::default().threads(usize::MAX).min_parallel_elems(0);
 /// assert_eq!(p.thread_count(), rayon::current_num_threads());
 /// assert!(!Parallelism::sequential().parallel(1 << 30));
+/// assert_eq!(p.memory_budget(1 << 30).memory_budget_bytes(), 1 << 30);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Parallelism {
     threads: usize,
     min_parallel_elems: usize,
     min_parallel_flops: usize,
+    memory_budget: usize,
 }
 
 impl Default for Parallelism {
@@ -64,8 +73,25 @@ impl Default for Parallelism {
             threads: rayon::current_num_threads().max(1),
             min_parallel_elems: 1 << 15,
             min_parallel_flops: 200 * 200 * 200,
+            memory_budget: physical_memory(),
         }
     }
+}
+
+/// The machine's physical memory in bytes (`MemTotal` of `/proc/meminfo`),
+/// read once; `usize::MAX` where it cannot be read.
+fn physical_memory() -> usize {
+    static TOTAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+                let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+                kib.checked_mul(1024)
+            })
+            .unwrap_or(usize::MAX)
+    })
 }
 
 impl Parallelism {
@@ -92,6 +118,18 @@ impl Parallelism {
     pub fn min_parallel_flops(mut self, n: usize) -> Parallelism {
         self.min_parallel_flops = n.max(1);
         self
+    }
+
+    /// Plans whose values need more than `bytes` at once are refused
+    /// (see [`Parallelism`]); `usize::MAX` for no bound.
+    pub fn memory_budget(mut self, bytes: usize) -> Parallelism {
+        self.memory_budget = bytes;
+        self
+    }
+
+    /// The memory budget in bytes.
+    pub fn memory_budget_bytes(&self) -> usize {
+        self.memory_budget
     }
 
     /// The number of threads.

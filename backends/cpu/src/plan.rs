@@ -26,6 +26,9 @@ pub struct Plan {
     /// Whether any value is large enough to be pooled (tiny plans skip the
     /// pool: their per-call path is a few microseconds).
     pooled: bool,
+    /// The most bytes of values the plan holds at once (arguments not
+    /// counted; a kernel's own scratch not counted).
+    peak_bytes: usize,
 }
 
 #[derive(Debug)]
@@ -99,13 +102,44 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
     let pooled = (0..graph.num_values())
         .filter_map(|v| ValueId::from_index(v).ok())
         .any(|v| graph.ty(v).bytes().unwrap_or(usize::MAX) >= buffers::MIN_BYTES);
-    Ok(Plan { graph, steps, pool: Mutex::default(), pooled })
+    let peak_bytes = peak_bytes(&graph, &steps);
+    Ok(Plan { graph, steps, pool: Mutex::default(), pooled, peak_bytes })
+}
+
+/// The largest number of bytes the values of `steps` occupy at once, by
+/// their static types (saturating: a graph's values are addressable, their
+/// sum need not be).
+fn peak_bytes(graph: &Graph, steps: &[Step]) -> usize {
+    let bytes = |v: ValueId| graph.ty(v).bytes().unwrap_or(usize::MAX);
+    let (mut live, mut peak) = (0usize, 0usize);
+    for step in steps {
+        if !matches!(step.kernel, StepKernel::Input(_)) {
+            let node = graph.node(step.node);
+            live = node.results().fold(live, |l, v| l.saturating_add(bytes(v)));
+            peak = peak.max(live);
+            live = step
+                .free
+                .iter()
+                .filter(|&&v| graph.producer_node(v).op.downcast_ref::<Parameter>().is_none())
+                .fold(live, |l, &v| l.saturating_sub(bytes(v)));
+        }
+    }
+    peak
 }
 
 impl Plan {
     /// The graph this plan runs.
     pub fn graph(&self) -> &Graph {
         &self.graph
+    }
+
+    /// The most bytes the plan's values occupy at once during a call,
+    /// computed from their types when the plan was built (the arguments
+    /// and a kernel's internal scratch are not counted). A call whose
+    /// [`Parallelism::memory_budget`] is smaller is refused before any
+    /// step runs.
+    pub fn peak_bytes(&self) -> usize {
+        self.peak_bytes
     }
 
     /// The types the plan's arguments must have.
@@ -151,9 +185,23 @@ impl Plan {
     ///
     /// # Errors
     /// Arguments that do not match the signature ([`Plan::check_inputs`]);
-    /// a kernel's run-time error (an index out of bounds).
+    /// [`Error::OutOfMemory`] when the plan's [peak](Plan::peak_bytes)
+    /// exceeds the call's memory budget; a kernel's run-time error (an
+    /// index out of bounds).
     pub fn run(&self, inputs: &[Tensor], ctx: &Parallelism) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
+        if self.peak_bytes > ctx.memory_budget_bytes() {
+            return Err(Error::OutOfMemory {
+                what: "plan".into(),
+                bytes: self.peak_bytes,
+                msg: format!(
+                    "its values need {} bytes at their peak, more than the memory budget of {} bytes \
+                     (set it with Parallelism::memory_budget)",
+                    self.peak_bytes,
+                    ctx.memory_budget_bytes()
+                ),
+            });
+        }
         if !self.pooled {
             return self.run_steps(inputs, ctx).map(|(outputs, _)| outputs);
         }
@@ -300,7 +348,8 @@ mod tests {
     fn values_are_freed_right_after_their_last_use_and_outputs_never() {
         // Two outputs, and intermediates with one reader each.
         let traced =
-            trace(&|x: &Var| vec![x.exp().sin().cos(), x.exp()], Tensor::zeros(&[4])).unwrap();
+            trace(&|x: &Var| vec![x.exp().sin().cos(), x.exp()], Tensor::zeros(&[4]).unwrap())
+                .unwrap();
         let plan = compile(&traced).unwrap();
         // The plan runs its own (fused) graph: sin and cos are one node.
         let g = plan.graph().clone();
@@ -320,7 +369,7 @@ mod tests {
             freed.iter().flatten().all(|v| !outputs.contains(v)),
             "an output was freed: {freed:?}"
         );
-        let run = plan.run(&[Tensor::zeros(&[4])], &Parallelism::sequential()).unwrap();
+        let run = plan.run(&[Tensor::zeros(&[4]).unwrap()], &Parallelism::sequential()).unwrap();
         assert_eq!(run[0].to_vec::<f64>().unwrap(), vec![1f64.sin().cos(); 4]);
     }
 
@@ -331,10 +380,10 @@ mod tests {
     #[test]
     fn an_output_the_caller_dropped_is_reused_by_the_next_call_and_a_kept_one_is_not() {
         let n = 4096; // 32 KiB: pooled.
-        let traced = trace(&|x: &Var| x.exp().sin() + x, Tensor::zeros(&[n])).unwrap();
+        let traced = trace(&|x: &Var| x.exp().sin() + x, Tensor::zeros(&[n]).unwrap()).unwrap();
         let plan = compile(&traced).unwrap();
         let ctx = Parallelism::sequential();
-        let x = Tensor::linspace(0.0, 1.0, n);
+        let x = Tensor::linspace(0.0, 1.0, n).unwrap();
         let first = plan.run(std::slice::from_ref(&x), &ctx).unwrap().remove(0);
         let (p1, v1) = (ptr(&first), first.to_vec::<f64>().unwrap());
         drop(first);
@@ -342,7 +391,7 @@ mod tests {
         assert_eq!(ptr(&second), p1, "the dropped output's buffer is reused");
         assert!(second.to_vec::<f64>().unwrap() == v1);
         // Kept by the caller: the next call must not write into it.
-        let third = plan.run(&[Tensor::zeros(&[n])], &ctx).unwrap().remove(0);
+        let third = plan.run(&[Tensor::zeros(&[n]).unwrap()], &ctx).unwrap().remove(0);
         assert_ne!(ptr(&third), ptr(&second));
         assert!(second.to_vec::<f64>().unwrap() == v1, "a kept output was overwritten");
         assert!(third.to_vec::<f64>().unwrap().iter().all(|&v| v == 1f64.sin()));
@@ -396,9 +445,9 @@ mod tests {
             let p = |v: Var| v.pad(&[(0, n)], 1.0);
             p(p(p(x.clone()))).sum(&[0])
         };
-        let plan = compile(&trace(&f, Tensor::zeros(&[n])).unwrap()).unwrap();
+        let plan = compile(&trace(&f, Tensor::zeros(&[n]).unwrap()).unwrap()).unwrap();
         for _ in 0..3 {
-            let out = plan.run(&[Tensor::ones(&[n])], &Parallelism::sequential()).unwrap();
+            let out = plan.run(&[Tensor::ones(&[n]).unwrap()], &Parallelism::sequential()).unwrap();
             assert_eq!(out[0].to_vec::<f64>().unwrap(), vec![(4 * n) as f64]);
             let held = plan.pool.lock().unwrap().bytes();
             assert!(held > 0, "nothing was kept for the next call");

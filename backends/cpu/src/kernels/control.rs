@@ -65,7 +65,7 @@ impl Prepared for MapPlan {
             .enumerate()
             .map(|(k, ty)| {
                 if parts.is_empty() {
-                    return Ok(Tensor::zeros_of(ty.shape(), ty.dtype()));
+                    return Tensor::zeros_of(ty.shape(), ty.dtype());
                 }
                 let column: Vec<Tensor> = parts.iter().map(|p| p[k].clone()).collect();
                 Tensor::stack(&column, 0)
@@ -296,8 +296,8 @@ struct WhilePlan {
 
 #[derive(Debug)]
 enum WhileBodies {
-    Micro(Micro, Micro),
-    Plans(Plan, Plan),
+    Micro(Box<(Micro, Micro)>),
+    Plans(Box<(Plan, Plan)>),
 }
 
 fn prepare_while(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
@@ -307,8 +307,8 @@ fn prepare_while(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<
         Micro::compile_invariant(&w.cond, &consts)?,
         Micro::compile_invariant(&w.body, &consts)?,
     ) {
-        (Some(c), Some(b)) => WhileBodies::Micro(c, b),
-        _ => WhileBodies::Plans(compile(&w.cond)?, compile(&w.body)?),
+        (Some(c), Some(b)) => WhileBodies::Micro(Box::new((c, b))),
+        _ => WhileBodies::Plans(Box::new((compile(&w.cond)?, compile(&w.body)?))),
     };
     Ok(Box::new(WhilePlan { bodies, consts: w.consts, max_steps: w.max_steps }))
 }
@@ -395,8 +395,8 @@ impl Prepared for WhilePlan {
         ctx: &Parallelism,
     ) -> Result<Vec<Tensor>> {
         match &self.bodies {
-            WhileBodies::Micro(c, b) => self.run_micro(c, b, inputs, outs, ctx),
-            WhileBodies::Plans(c, b) => self.run_plans(c, b, inputs, ctx),
+            WhileBodies::Micro(m) => self.run_micro(&m.0, &m.1, inputs, outs, ctx),
+            WhileBodies::Plans(p) => self.run_plans(&p.0, &p.1, inputs, ctx),
         }
     }
 }

@@ -8,7 +8,13 @@ use anvil_core::{Element, Error, Op, Result, Scalar, Storage, Tensor, TensorType
 use anvil_ops::index::{ScatterAdd, Take};
 
 /// Resolves negative indices against `size`, or reports the first bad one.
-fn resolve(op: &str, idx: &[i64], size: usize, axis: usize, shape: &[usize]) -> Result<Vec<usize>> {
+fn resolve(
+    (op, arg): (&str, &str),
+    idx: &[i64],
+    size: usize,
+    axis: usize,
+    shape: &[usize],
+) -> Result<Vec<usize>> {
     idx.iter()
         .map(|&i| {
             let j = if i < 0 { i + size as i64 } else { i };
@@ -20,7 +26,7 @@ fn resolve(op: &str, idx: &[i64], size: usize, axis: usize, shape: &[usize]) -> 
                     index: i,
                     axis,
                     size,
-                    arg: "1 (indices)".into(),
+                    arg: arg.into(),
                     shape: shape.to_vec(),
                 })
             }
@@ -60,7 +66,7 @@ pub fn take(
     let t = op.try_downcast::<Take>()?;
     let (x, idx) = (inputs[0], inputs[1]);
     let dims = split(x.shape(), t.batch_dims, t.axis);
-    let idx = resolve("take", idx.as_slice::<i64>()?, dims.2, t.axis, x.shape())?;
+    let idx = resolve(("take", "1 (indices)"), idx.as_slice::<i64>()?, dims.2, t.axis, x.shape())?;
     let storage = anvil_core::with_storage!(x.storage(), v => Element::into_storage(take_typed(v, &idx, dims)));
     Tensor::from_storage(storage, out.shape())
 }
@@ -97,7 +103,13 @@ pub fn scatter_add(
     arity(op, inputs, 2)?;
     let s = op.try_downcast::<ScatterAdd>()?;
     let (u, idx) = (inputs[0], inputs[1]);
-    let idx = resolve("scatter_add", idx.as_slice::<i64>()?, s.size, s.axis, out.shape())?;
+    // The transpose of a take reports the take the user wrote.
+    let named = if s.of_take {
+        ("take", "1 (indices), met in the transpose of take (scatter_add)")
+    } else {
+        ("scatter_add", "1 (indices)")
+    };
+    let idx = resolve(named, idx.as_slice::<i64>()?, s.size, s.axis, out.shape())?;
     let dims = split(out.shape(), s.batch_dims, s.axis);
     let storage = match u.storage() {
         Storage::F64(v) => f64::into_storage(scatter_typed(v, &idx, dims)),

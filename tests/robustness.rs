@@ -1,0 +1,187 @@
+//! Regression tests for the defects a generator of malformed programs found
+//! (issue 18): each once panicked, aborted the process, hung or returned a
+//! wrong value. Each must now give `Err` or the right result.
+
+use anvil::prelude::*;
+use anvil::{Error, Parallelism};
+
+fn t(shape: &[usize]) -> Tensor {
+    Tensor::zeros(shape).unwrap()
+}
+
+/// Runs `f` on a thread with a 2 MiB stack (the default of spawned threads)
+/// and returns its result; a stack overflow would abort the test binary.
+fn on_small_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    std::thread::Builder::new().stack_size(2 << 20).spawn(f).unwrap().join().unwrap()
+}
+
+/// `n` alternating elementwise ops: one long fusible chain.
+fn chain(x: &Var, n: usize) -> Var {
+    let mut y = x.clone();
+    for i in 0..n {
+        y = if i % 2 == 0 { y.sin() } else { &y * 1.0001 };
+    }
+    y
+}
+
+#[test]
+fn a_100k_op_chain_compiles_and_runs_on_a_2_mib_stack() {
+    let out = on_small_stack(|| {
+        let x = Tensor::full(&[4], 0.5).unwrap();
+        jit(|x: &Var| chain(x, 100_000)).eval(&x).map(|t| t.to_vec::<f64>().unwrap())
+    })
+    .unwrap();
+    // sin(sin(...)) converges slowly to 0; the reference is the same loop.
+    let mut want = 0.5f64;
+    for i in 0..100_000 {
+        want = if i % 2 == 0 { want.sin() } else { want * 1.0001 };
+    }
+    assert!(out.iter().all(|&v| (v - want).abs() < 1e-12), "{out:?} vs {want}");
+}
+
+#[test]
+fn long_chains_differentiate_and_vectorise_on_a_2_mib_stack() {
+    let (g, v, j) = on_small_stack(|| {
+        let x = Tensor::full(&[3], 0.5).unwrap();
+        let f = |x: &Var| chain(x, 10_000).sum_all();
+        let g = grad(f).eval(&x).unwrap().to_vec::<f64>().unwrap();
+        let v = vmap(|x: &Var| chain(x, 10_000)).eval(&x).unwrap().to_vec::<f64>().unwrap();
+        let j = jacfwd(f).eval(&x).unwrap().to_vec::<f64>().unwrap();
+        (g, v, j)
+    });
+    // d/dx of the chain by the chain rule, step by step.
+    let (mut y, mut d) = (0.5f64, 1.0f64);
+    for i in 0..10_000 {
+        if i % 2 == 0 {
+            d *= y.cos();
+            y = y.sin();
+        } else {
+            d *= 1.0001;
+            y *= 1.0001;
+        }
+    }
+    for k in 0..3 {
+        assert!((g[k] - d).abs() < 1e-12 * d.abs().max(1.0), "{g:?} vs {d}");
+        assert!((j[k] - d).abs() < 1e-12 * d.abs().max(1.0), "{j:?} vs {d}");
+        assert!((v[k] - y).abs() < 1e-12, "{v:?} vs {y}");
+    }
+}
+
+#[test]
+fn shape_arithmetic_that_overflows_is_an_error() {
+    let huge = usize::MAX / 2 + 1;
+    let cases: Vec<(&str, Result<Tensor>)> = vec![
+        ("broadcast_to", jit(|x: &Var| x.broadcast_to(&[usize::MAX, 2])).eval(t(&[2]))),
+        ("broadcast_to", jit(|x: &Var| x.broadcast_to(&[huge, 4, 1])).eval(t(&[1]))),
+        ("pad", jit(|x: &Var| x.pad(&[(usize::MAX, 1)], 0.0)).eval(t(&[2]))),
+        ("pad", jit(|x: &Var| x.pad(&[(huge, huge)], 0.0)).eval(t(&[2]))),
+        (
+            "concatenate",
+            jit(|x: &Var| {
+                // Four addressable bool values of 2^62 elements: joined, 2^64.
+                let b = x.lt(x).broadcast_to(&[1 << 62, 1]);
+                anvil::concatenate(&[&b, &b, &b, &b], 0)
+            })
+            .eval(t(&[1])),
+        ),
+        ("reshape", jit(|x: &Var| x.reshape(&[i64::MAX, 4])).eval(t(&[4]))),
+        (
+            "matmul",
+            jit(|x: &Var| {
+                // Batch axes [2^40, 1] and [1, 2^30] broadcast to 2^70.
+                let a = x.broadcast_to(&[1 << 40, 1, 1, 2]);
+                let b = x.broadcast_to(&[1, 1 << 30, 2, 1]);
+                a.matmul(&b)
+            })
+            .eval(t(&[1])),
+        ),
+    ];
+    for (op, r) in cases {
+        let e = r.expect_err(op);
+        assert!(e.to_string().contains(op), "{op}: {e}");
+        assert!(matches!(e, Error::Shape { .. } | Error::InvalidArgument { .. }), "{op}: {e:?}");
+    }
+}
+
+#[test]
+fn huge_sizes_are_errors_not_capacity_panics() {
+    assert!(Tensor::zeros(&[usize::MAX, 2]).is_err());
+    assert!(Tensor::ones(&[1 << 62]).is_err());
+    assert!(Tensor::linspace(0.0, 1.0, usize::MAX).is_err());
+    assert!(Tensor::arange(0.0, 1e300, 1e-300).is_err());
+    assert!(Tensor::eye(1 << 32).is_err());
+    let e = vmap(|x: &Var| x * 2.0).in_axes(None).axis_size(usize::MAX).eval(t(&[2])).unwrap_err();
+    assert!(e.to_string().contains("axis_size"), "{e}");
+    let e = jit(|x: &Var| x + eye(1 << 32).sum_all()).eval(t(&[1])).unwrap_err();
+    assert!(e.to_string().contains("eye"), "{e}");
+}
+
+#[test]
+fn an_impossible_allocation_is_an_error_naming_the_bytes() {
+    // 2^40 f64s: 8 TiB. Refused before anything runs.
+    let e = jit(|x: &Var| x.broadcast_to(&[1 << 20, 1 << 20])).eval(t(&[1])).unwrap_err();
+    match &e {
+        Error::OutOfMemory { bytes, .. } => assert_eq!(*bytes, 8 << 40, "{e}"),
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    assert!(e.to_string().contains("memory budget"), "{e}");
+    // The same for a generator folded at compile time.
+    let e = jit(|x: &Var| x + full(&[1 << 20, 1 << 20], 1.0).sum_all()).eval(t(&[1])).unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { .. }), "{e:?}");
+    // A constructor asks the allocator and reports its refusal.
+    let e = Tensor::zeros_of(&[1 << 40, 1 << 20], DType::Bool).unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { bytes, .. } if bytes == 1 << 60), "{e:?}");
+}
+
+#[test]
+fn the_memory_budget_is_configurable_and_checked_against_the_plans_peak() {
+    let f = jit(|x: &Var| (x.exp() + x.sin()).sum_all());
+    let x = t(&[1 << 16]); // 512 KiB per value
+    let small = Parallelism::default().memory_budget(100 << 10);
+    let e = f.eval_with(&x, &small).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("memory budget of 102400 bytes"), "{msg}");
+    assert!(f.eval_with(&x, &Parallelism::default().memory_budget(16 << 20)).is_ok());
+    // The peak is what the plan holds at once, not the sum of its values.
+    let g = anvil::lower(&|x: &Var| x.exp().sin().cos().tanh(), &x).unwrap();
+    let plan = anvil::cpu::compile(&g).unwrap();
+    assert!(plan.peak_bytes() <= 2 * (1 << 16) * 8, "{}", plan.peak_bytes());
+}
+
+#[test]
+fn thread_settings_are_validated() {
+    let x = Tensor::full(&[1 << 16], 1.0).unwrap();
+    for threads in [0, 1, usize::MAX, 1 << 62] {
+        let p = Parallelism::default().threads(threads).min_parallel_elems(0);
+        assert!(p.thread_count() >= 1 && p.thread_count() <= 1024);
+        let s = jit(|x: &Var| x.sum_all()).eval_with(&x, &p).unwrap();
+        assert_eq!(s.item().unwrap(), (1 << 16) as f64);
+        let m = jit(|a: &Var| a.matmul(a)).eval_with(Tensor::ones(&[64, 64]).unwrap(), &p).unwrap();
+        assert_eq!(m.get(&[0, 0]).unwrap().to_f64(), 64.0);
+    }
+}
+
+#[test]
+fn floats_with_integer_arrays_promote_as_in_jax() {
+    let i = Tensor::from_vec(vec![1i64, 2, 3], &[3]).unwrap();
+    let check = |f: &dyn Fn(&Var) -> Var, dtype: DType, want: &[f64]| {
+        let out = jit(|x: &Var| f(x)).eval(&i).unwrap();
+        assert_eq!(out.dtype(), dtype);
+        assert_eq!(out.to_f64_vec(), want);
+    };
+    check(&|x| x * 2.5, DType::F64, &[2.5, 5.0, 7.5]);
+    check(&|x| x + 0.7, DType::F64, &[1.7, 2.7, 3.7]);
+    check(&|x| x / 2.0, DType::F64, &[0.5, 1.0, 1.5]);
+    check(&|x| 1.0 - x, DType::F64, &[0.0, -1.0, -2.0]);
+    check(&|x| x.mean(), DType::F64, &[2.0]);
+    check(&|x| x.var(&[0], false), DType::F64, &[2.0 / 3.0]);
+    // Integer literals keep integer arrays integer; `/` truncates, as Rust's.
+    check(&|x| x * 2 + 1, DType::I64, &[3.0, 5.0, 7.0]);
+    check(&|x| x / 2, DType::I64, &[0.0, 1.0, 1.0]);
+    // A float literal never widens a float array.
+    let f = Tensor::from_vec(vec![1f32, 2.0], &[2]).unwrap();
+    assert_eq!(jit(|x: &Var| x * 2.5).eval(&f).unwrap().dtype(), DType::F32);
+    // Two arrays of different dtypes are an error, never a silent conversion.
+    let e = jit(|a: &Var, b: &Var| a + b).eval((&i, &t(&[3]))).unwrap_err();
+    assert!(matches!(e, Error::DType { .. }), "{e:?}");
+}
