@@ -28,6 +28,7 @@
 //! CPU backend) and `anvil-transforms` (graph-to-graph transforms).
 #![warn(missing_docs)]
 
+pub mod sparse;
 pub mod testing;
 
 mod shapes;

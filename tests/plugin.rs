@@ -212,3 +212,25 @@ fn hessians_against_closed_forms() {
         grad(|x: &Var| x.j1().sum_all()).eval(Tensor::from_vec(vec![0.0], &[1]).unwrap()).unwrap();
     assert_eq!(d.to_vec::<f64>().unwrap(), vec![0.5]);
 }
+
+#[test]
+fn a_plugin_ops_sparsity_rule_is_used_and_an_op_without_one_is_dense_with_a_warning() {
+    use anvil::sparse::{jacobian_sparsity, sparse_jacfwd};
+    // cumsum's own rule: lower triangular per line, exact.
+    let f = |x: &Var| x.special_cumsum(1).sin();
+    let x = Tensor::from_vec(vec![0.3, 1.1, 2.5, -0.7, 0.2, 0.9], &[2, 3]).unwrap();
+    let p = jacobian_sparsity(&f, &x).unwrap();
+    assert_eq!(p.to_string(), "x.....\nxx....\nxxx...\n...x..\n...xx.\n...xxx\n");
+    let j = sparse_jacfwd(f).eval(&x).unwrap();
+    let dense = jacfwd(f).eval(&x).unwrap().reshape(&[6, 6]).unwrap();
+    assert!(j.to_dense().unwrap().allclose(&dense, 1e-14, 1e-14));
+    // sincos has no rule (two results, so not the elementwise fact either):
+    // dense, correct, and named in the warning list.
+    let g = |x: &Var| {
+        let (s, c) = x.sincos();
+        s + c
+    };
+    let p = jacobian_sparsity(&g, xs()).unwrap();
+    assert_eq!(p.nnz(), 16);
+    assert!(anvil::core::sparsity::dense_fallbacks().contains(&"special.sincos"));
+}

@@ -8,7 +8,7 @@
 //! op is a `Box<dyn Op>` (with its facts and, for elementwise ops, its block
 //! math), a value under construction is a [`Var`], a finished computation
 //! is a [`Graph`] of nodes with one or several results, whatever is
-//! registered per op (kernels, vmap/jvp/transpose/rewrite rules) goes
+//! registered per op (kernels, vmap/jvp/transpose/rewrite/sparsity rules) goes
 //! through a [`RuleTable`], a backend plugs into the compile pipeline
 //! through [`Evaluator`] and [`Backend`], and the rules of higher-order ops
 //! reach the graph interpreters through [`interp`].
@@ -32,6 +32,7 @@ pub mod registry;
 pub mod replay;
 pub mod rules;
 pub mod shape;
+pub mod sparsity;
 pub mod tensor;
 pub mod trace;
 pub mod tree;
@@ -52,6 +53,9 @@ pub use rules::{
     TransposeRule, VmapFn, VmapManyFn, VmapRule,
 };
 pub use shape::{SliceSpec, TensorType};
+pub use sparsity::{
+    sparsity_rules, Detector, IndexSets, SparsityArg, SparsityFn, SparsityManyFn, SparsityRule,
+};
 pub use tensor::{Storage, Tensor};
 pub use trace::{OperatorImpl, Producer, Tracer, Var};
 pub use tree::{Dyn, Flatten, Traced, Tree, TreeDef};

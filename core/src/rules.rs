@@ -24,11 +24,16 @@
 //! - [`RewriteRule`]: a simplification of the op given its operands (whose
 //!   producers it may inspect, see [`Var::producer`]); the rewrite driver
 //!   in `anvil-transforms` applies them to a fixpoint.
+//! - [`SparsityRule`] (defined in [`crate::sparsity`], re-exported here so
+//!   `register_rule!` finds it): which inputs each element of the op's
+//!   results depends on, from its operands'.
 
 use crate::error::Result;
 use crate::op::Op;
 use crate::shape::TensorType;
 use crate::trace::Var;
+
+pub use crate::sparsity::SparsityRule;
 
 /// A value under `vmap`: its traced value and where its batch axis is
 /// (`None`: not batched, the same for every element of the batch).

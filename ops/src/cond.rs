@@ -13,13 +13,17 @@
 //! - **jvp**: a `cond` of the branches' jvps.
 //! - **transpose**: a `cond` of the branches' transposes: the transpose of
 //!   the branch taken.
+//! - **sparsity**: the union over the branches (the pattern holds for any
+//!   index), or the branch taken when the index is a trace-time constant.
 
 use crate::batching::at_front;
 use crate::bodies::{dependent_outputs, jvp_body, transpose_body};
 use crate::VarExt;
+use anvil_core::sparsity::{Detector, IndexSets, SparsityArg};
 use anvil_core::{
     register_rule, Batched, DType, Error, Graph, LinearArg, Op, Result, SubGraph, TensorType, Var,
 };
+use std::sync::Arc;
 
 /// Runs branch `clamp(index, 0, n - 1)` on the operands after the index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -235,3 +239,43 @@ fn transpose_cond(
 
 register_rule!(JvpRule, Cond, many: jvp_cond);
 register_rule!(TransposeRule, Cond, many: transpose_cond);
+
+// ------------------------------------------------------------------ sparsity
+
+/// The branch taken when the index is known at trace time (a constant);
+/// otherwise the union over every branch (the pattern holds for any index).
+fn sparsity_cond(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let c = op.try_downcast::<Cond>()?;
+    let (index, operands) = args
+        .split_first()
+        .ok_or_else(|| Error::invalid("cond", "index", "missing (the first operand)"))?;
+    let last = c.branches.len().saturating_sub(1);
+    let taken: Vec<&SubGraph> = match index.value.and_then(|v| v.to_f64_vec().first().copied()) {
+        Some(i) => c.branches.get((i.max(0.0) as usize).min(last)).into_iter().collect(),
+        None => c.branches.iter().collect(),
+    };
+    let mut union: Option<Vec<Arc<IndexSets>>> = None;
+    for branch in taken {
+        let sets = cx.compose_body(op, branch.graph(), operands, None)?;
+        union = Some(match union {
+            None => sets,
+            Some(u) => u
+                .iter()
+                .zip(&sets)
+                .map(|(a, b)| Ok(Arc::new(anvil_core::sparsity::merge(a, b)?)))
+                .collect::<Result<_>>()?,
+        });
+    }
+    let union = union.ok_or_else(|| Error::invalid("cond", "branches", "needs at least one"))?;
+    if union.len() != outs.len() {
+        return Err(Error::invalid("cond", "sparsity", "a branch returns other values"));
+    }
+    Ok(union)
+}
+
+register_rule!(SparsityRule, Cond, many: sparsity_cond);

@@ -654,3 +654,23 @@ register_rule!(JvpRule, CustomVjpCall, many: jvp_custom_vjp);
 register_rule!(VmapRule, CustomVjpCall, many: map_loop_many);
 register_rule!(TransposeRule, CustomVjpTangent, many: transpose_custom_vjp);
 register_rule!(VmapRule, CustomVjpTangent, many: map_loop_many);
+
+// -------------------------------------------------------------- sparsity
+//
+// Loops and conditionals compose their bodies the same way: a loop's carry
+// is composed with its body until its sets stop growing (a fixpoint), a
+// conditional takes the union over its branches (see anvil_core::sparsity).
+
+/// `map`: the body's own pattern over one slice, composed with every
+/// iteration's slices of the mapped operands (and the shared ones whole).
+fn sparsity_map(
+    op: &dyn Op,
+    args: &[anvil_core::SparsityArg<'_>],
+    _: &[TensorType],
+    cx: &anvil_core::Detector<'_>,
+) -> Result<Vec<std::sync::Arc<anvil_core::IndexSets>>> {
+    let m = op.try_downcast::<Map>()?;
+    cx.compose_body(op, &m.body, args, Some((&m.mapped, m.size)))
+}
+
+register_rule!(SparsityRule, Map, many: sparsity_map);

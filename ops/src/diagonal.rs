@@ -350,3 +350,35 @@ pub fn sum_over_space(x: &Var, axes: &[usize], out: &TensorType) -> Option<Var> 
     let shape: Vec<i64> = out.shape().iter().map(|&s| s as i64).collect();
     Some(sum.reshape(&shape)).filter(|v| v.ty() == out)
 }
+
+// -------------------------------------------------------------- sparsity
+
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg, Union};
+use std::sync::Arc;
+
+/// Entry `(position p, basis vector b)` depends on the values of the
+/// diagonals that pass through it (`p == b + offset`), at `b`.
+fn sparsity_diagonals(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let d = op.try_downcast::<Diagonals>()?;
+    let k = d.shape[d.axis];
+    let inner: usize = d.shape[d.axis + 1..].iter().product();
+    let mut b = Builder::new(out.numel(), args.iter().map(|a| a.sets.nnz()).sum());
+    let mut u = Union::default();
+    for e in 0..out.numel() {
+        let (outer, rest) = (e / (k * inner).max(1), e % (k * inner).max(1));
+        let (basis, i) = (rest / inner.max(1), rest % inner.max(1));
+        let p = (outer * inner + i) as i64;
+        let hits = d.offsets.iter().zip(args).filter(|(&o, _)| p == basis as i64 + o);
+        b.push_union(&mut u, hits.map(|(_, a)| a.sets.row(basis)));
+    }
+    let sets = b.finish();
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
+
+register_rule!(SparsityRule, Diagonals, sparsity_diagonals);

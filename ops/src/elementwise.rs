@@ -666,6 +666,9 @@ fn rewrite_neg(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>
     if let Some(d) = crate::diagonal::negate(&args[0], out) {
         return Ok(Some(d));
     }
+    if let Some(d) = crate::sparse::negate(&args[0], out) {
+        return Ok(Some(d));
+    }
     let Some(p) = args[0].producer() else { return Ok(None) };
     if p.op_as::<Neg>().is_some() && p.inputs[0].ty() == out {
         return Ok(Some(p.inputs[0].clone()));
@@ -895,6 +898,7 @@ fn rewrite_mul(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>
         keeps(b, out)
     } else {
         crate::diagonal::product(a, b, false, out)
+            .or_else(|| crate::sparse::product(a, b, false, out))
     })
 }
 
@@ -905,6 +909,22 @@ fn rewrite_div(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>
         keeps(&args[0], out)
     } else {
         crate::diagonal::product(&args[0], &args[1], true, out)
+            .or_else(|| crate::sparse::product(&args[0], &args[1], true, out))
+    })
+}
+
+/// `x ^ 1` → `x`, `x ^ 2` → `x * x` (one multiply, correctly rounded, as
+/// the correctly rounded `pow` of glibc and of Rust's `powf` gives; XLA
+/// rewrites small integer powers the same way): the `3 u²` of `d u³`
+/// costs a multiply, not a call to `pow`.
+fn rewrite_pow(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let (x, p) = (&args[0], &args[1]);
+    Ok(if is_filled_with(p, 1.0) {
+        keeps(x, out)
+    } else if is_filled_with(p, 2.0) && x.ty() == out {
+        Some(x * x)
+    } else {
+        None
     })
 }
 
@@ -925,7 +945,9 @@ fn rewrite_add_sub(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option
     if is_filled_with(b, 0.0) {
         return Ok(keeps(a, out));
     }
-    if let Some(d) = crate::diagonal::combine(a, b, !is_add, out) {
+    if let Some(d) = crate::diagonal::combine(a, b, !is_add, out)
+        .or_else(|| crate::sparse::combine(a, b, !is_add, out))
+    {
         return Ok(Some(d));
     }
     if is_add && is_filled_with(a, 0.0) {
@@ -979,6 +1001,7 @@ register_rule!(TransposeRule, Mul, transpose_mul);
 register_rule!(RewriteRule, Mul, rewrite_mul);
 register_rule!(TransposeRule, Div, transpose_div);
 register_rule!(RewriteRule, Div, rewrite_div);
+register_rule!(RewriteRule, Pow, rewrite_pow);
 
 // ------------------------------------------------------------ comparisons
 
@@ -1254,3 +1277,41 @@ register_rule!(VmapRule, Cast, crate::batching::vmap_elementwise);
 register_rule!(JvpRule, Cast, jvp_cast);
 register_rule!(TransposeRule, Cast, transpose_cast);
 register_rule!(RewriteRule, Cast, rewrite_cast);
+
+// -------------------------------------------------------------- sparsity
+//
+// Every elementwise op gets the union of its broadcast operands from its
+// `is_elementwise` fact (see `anvil_core::sparsity`); registered here are
+// the ops where that union is more than the truth.
+
+use anvil_core::sparsity::{broadcast_positions, zero, Builder, Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// `select` with a known condition picks, element by element, the set of
+/// the operand it picks (exact); otherwise the union of both branches.
+fn sparsity_select(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let Some(cond) = args[0].value else {
+        return anvil_core::sparsity::elementwise(op, &args[1..], out, cx);
+    };
+    let c = cond.as_slice::<bool>()?;
+    let at = |a: &SparsityArg<'_>| broadcast_positions(a.ty.shape(), out.shape());
+    let (pc, pt, pf) = (at(&args[0])?, at(&args[1])?, at(&args[2])?);
+    let mut b = Builder::new(out.numel(), args[1].sets.nnz().max(args[2].sets.nnz()));
+    for e in 0..out.numel() {
+        let (sets, p) = if c[pc[e]] { (args[1].sets, pt[e]) } else { (args[2].sets, pf[e]) };
+        b.push(sets.row(p));
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+register_rule!(SparsityRule, Sign, zero);
+register_rule!(SparsityRule, Floor, zero);
+register_rule!(SparsityRule, Ceil, zero);
+register_rule!(SparsityRule, Round, zero);
+register_rule!(SparsityRule, StopGradient, zero);
+register_rule!(SparsityRule, Select, sparsity_select);

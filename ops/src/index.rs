@@ -264,3 +264,128 @@ register_rule!(JvpRule, Take, jvp_first_operand);
 register_rule!(TransposeRule, Take, transpose_take);
 register_rule!(JvpRule, ScatterAdd, jvp_first_operand);
 register_rule!(TransposeRule, ScatterAdd, transpose_scatter_add);
+
+// -------------------------------------------------------------- sparsity
+
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg, Union};
+use std::sync::Arc;
+
+/// The operand viewed as `[batch, outer, dim, inner]` around `axis`.
+fn dims(shape: &[usize], batch_dims: usize, axis: usize) -> [usize; 4] {
+    let p = |s: &[usize]| s.iter().product::<usize>();
+    [p(&shape[..batch_dims]), p(&shape[batch_dims..axis]), shape[axis], p(&shape[axis + 1..])]
+}
+
+/// Known indices resolved against `dim` (negative ones count from the end).
+fn resolved_indices(
+    op: &str,
+    idx: &anvil_core::Tensor,
+    dim: usize,
+    axis: usize,
+) -> Result<Vec<usize>> {
+    idx.as_slice::<i64>()?
+        .iter()
+        .map(|&i| {
+            let j = if i < 0 { i + dim as i64 } else { i };
+            usize::try_from(j).ok().filter(|&j| j < dim).ok_or_else(|| Error::IndexOutOfBounds {
+                op: op.into(),
+                index: i,
+                axis,
+                size: dim,
+                arg: "1 (indices)".into(),
+                shape: idx.shape().to_vec(),
+            })
+        })
+        .collect()
+}
+
+/// `take`: with known indices, each result element depends on the element
+/// it copies (exact); with computed indices, on the whole indexed axis.
+fn sparsity_take(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let t = op.try_downcast::<Take>()?;
+    let [batch, outer, dim, inner] = dims(args[0].ty.shape(), t.batch_dims, t.axis);
+    let n = args[1].ty.numel().checked_div(batch).unwrap_or(0);
+    let x = &args[0].sets;
+    let sets = match args[1].value {
+        Some(idx) => {
+            let idx = resolved_indices("take", idx, dim, t.axis)?;
+            let mut map = Vec::with_capacity(out.numel());
+            for b in 0..batch {
+                for o in 0..outer {
+                    for &i in &idx[b * n..(b + 1) * n] {
+                        let at = ((b * outer + o) * dim + i) * inner;
+                        map.extend(at..at + inner);
+                    }
+                }
+            }
+            x.gather_map(&map)
+        }
+        None => {
+            // Every element of the axis, per (batch, outer, inner).
+            let mut groups = Vec::with_capacity(batch * outer * n * inner);
+            let mut axis = vec![0usize; dim];
+            for b in 0..batch {
+                for o in 0..outer {
+                    for _ in 0..n {
+                        for k in 0..inner {
+                            let base = (b * outer + o) * dim * inner + k;
+                            axis.iter_mut().enumerate().for_each(|(i, a)| *a = base + i * inner);
+                            groups.push(axis.clone());
+                        }
+                    }
+                }
+            }
+            x.union_groups(groups.iter().map(Vec::as_slice))
+        }
+    };
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
+
+/// `scatter_add`: with known indices, each result element depends on the
+/// updates added into it (exact); with computed indices, on every update
+/// of its (batch, outer, inner) line.
+fn sparsity_scatter_add(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let s = op.try_downcast::<ScatterAdd>()?;
+    let [batch, outer, size, inner] = dims(out.shape(), s.batch_dims, s.axis);
+    let n = args[1].ty.numel().checked_div(batch).unwrap_or(0);
+    let u = &args[0].sets;
+    let known = match args[1].value {
+        Some(idx) => Some(resolved_indices("scatter_add", idx, size, s.axis)?),
+        None => None,
+    };
+    let mut b = Builder::new(out.numel(), u.nnz());
+    let mut scratch = Union::default();
+    let mut rows: Vec<Vec<usize>> = vec![Vec::new(); size];
+    for bo in 0..batch * outer {
+        rows.iter_mut().for_each(Vec::clear);
+        for j in 0..n {
+            match &known {
+                Some(idx) => rows[idx[(bo / outer.max(1)) * n + j]].push(j),
+                None => rows.iter_mut().for_each(|r| r.push(j)),
+            }
+        }
+        for row in &rows {
+            for k in 0..inner {
+                let src = row.iter().map(|&j| u.row((bo * n + j) * inner + k));
+                b.push_union(&mut scratch, src);
+            }
+        }
+    }
+    let sets = b.finish();
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
+
+register_rule!(SparsityRule, Take, sparsity_take);
+register_rule!(SparsityRule, ScatterAdd, sparsity_scatter_add);

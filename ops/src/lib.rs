@@ -8,12 +8,13 @@
 //! `scatter_add`), [`linalg`] (factorisations, solves, determinants,
 //! decompositions, norms: `anvil::linalg`), [`constant`] (`full`, `iota`,
 //! and `basis`, the seed of the Jacobian transforms), [`diagonal`] (scaled
-//! diagonals of the seed, and the rewrites that produce them) and
-//! [`control`] (`map` and the custom-derivative calls). In each, an op is a
+//! diagonals of the seed, and the rewrites that produce them),
+//! [`control`] (`map` and the custom-derivative calls) and [`sparse`]
+//! (the colored seed and the decompression of sparse Jacobians). In each, an op is a
 //! typed struct with its parameters, its shape rule, the facts passes use
 //! (elementwise, linear, a relayout...), its block math where it is
 //! computed element by element, and beside it every rule registered for
-//! it: batching, jvp, transpose and rewrites. The elementwise ops are
+//! it: batching, jvp, transpose, rewrites and sparsity. The elementwise ops are
 //! declared with [`unary_elementwise_op!`] and [`binary_elementwise_op!`],
 //! the macros a plugin crate uses too.
 //!
@@ -50,6 +51,7 @@ pub mod matmul;
 pub mod movement;
 pub mod reduce;
 pub mod scan;
+pub mod sparse;
 pub mod while_loop;
 
 pub use api::{concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt};

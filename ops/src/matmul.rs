@@ -316,3 +316,150 @@ fn rank_one(a: &Var, b: &Var, ta: bool, tb: bool, out: &TensorType) -> Option<Va
 
 register_rule!(RewriteRule, Matmul, rewrite_matmul);
 register_rule!(RewriteRule, MatmulT, rewrite_matmul_t);
+
+// -------------------------------------------------------------- sparsity
+
+use anvil_core::sparsity::{broadcast_positions, Builder, Detector, IndexSets, SparsityArg, Union};
+use std::sync::Arc;
+
+/// One operand of a product as a batch of matrices: where entry `(r, c)`
+/// of batch element `b` of the result's batch lies in the operand.
+struct MatView<'a> {
+    sets: &'a IndexSets,
+    /// Nonzero-ness of the entries, when the operand's values are known.
+    nonzero: Option<Vec<bool>>,
+    /// The operand's batch element for each of the result's.
+    batch: Vec<usize>,
+    rows: usize,
+    cols: usize,
+    /// Strides of a batch element, a row and a column.
+    strides: (usize, usize, usize),
+}
+
+impl MatView<'_> {
+    fn at(&self, b: usize, r: usize, c: usize) -> usize {
+        self.batch[b] * self.strides.0 + r * self.strides.1 + c * self.strides.2
+    }
+    /// Whether the entry may be nonzero.
+    fn live(&self, p: usize) -> bool {
+        self.nonzero.as_ref().is_none_or(|v| v[p])
+    }
+}
+
+/// `a` as `[batch..., rows, cols]` for a product with result batch shape
+/// `out_batch`: a vector is a row (`left`) or a column; `transposed` reads
+/// a matrix transposed.
+fn mat_view<'a>(
+    a: &SparsityArg<'a>,
+    left: bool,
+    transposed: bool,
+    out_batch: &[usize],
+) -> Result<MatView<'a>> {
+    let s = a.ty.shape();
+    let r = s.len();
+    let (rows, cols, batch_shape) = match r {
+        1 if left => (1, s[0], &[][..]),
+        1 => (s[0], 1, &[][..]),
+        _ => (s[r - 2], s[r - 1], &s[..r - 2]),
+    };
+    let (rows, cols, strides) =
+        if transposed { (cols, rows, (0, 1, cols)) } else { (rows, cols, (0, cols, 1)) };
+    let batch = broadcast_positions(batch_shape, out_batch)?;
+    let nonzero = a.value.map(|v| v.to_f64_vec().iter().map(|&x| x != 0.0).collect());
+    Ok(MatView {
+        sets: a.sets,
+        nonzero,
+        batch,
+        rows,
+        cols,
+        strides: (rows * cols, strides.1, strides.2),
+    })
+}
+
+/// A product: `C[i, j]` depends on `A[i, p]` where `B[p, j]` may be
+/// nonzero and on `B[p, j]` where `A[i, p]` may be (exact; entries known
+/// to be zero — captured constants — drop out), so with nothing known
+/// `rows(A)[i] ∪ cols(B)[j]`.
+fn product_sets(
+    op: &dyn Op,
+    a: &MatView<'_>,
+    b: &MatView<'_>,
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let nb = a.batch.len();
+    let mut sets = Builder::new(nb * m * n, a.sets.nnz() + b.sets.nnz());
+    let mut u = Union::default();
+    let known = a.nonzero.is_some() || b.nonzero.is_some();
+    for bi in 0..nb {
+        // With nothing known, the unions of A's rows and B's columns, once.
+        let (ra, cb) = if known {
+            (IndexSets::empty(0), IndexSets::empty(0))
+        } else {
+            let mut rows = Builder::new(m, a.sets.nnz());
+            for i in 0..m {
+                rows.push_union(&mut u, (0..k).map(|p| a.sets.row(a.at(bi, i, p))));
+            }
+            let mut cols = Builder::new(n, b.sets.nnz());
+            for j in 0..n {
+                cols.push_union(&mut u, (0..k).map(|p| b.sets.row(b.at(bi, p, j))));
+            }
+            (rows.finish(), cols.finish())
+        };
+        for i in 0..m {
+            for j in 0..n {
+                if !known {
+                    sets.push_merge(ra.row(i), cb.row(j));
+                    continue;
+                }
+                let terms = (0..k).flat_map(|p| {
+                    let (pa, pb) = (a.at(bi, i, p), b.at(bi, p, j));
+                    let from_a = b.live(pb).then(|| a.sets.row(pa));
+                    let from_b = a.live(pa).then(|| b.sets.row(pb));
+                    from_a.into_iter().chain(from_b)
+                });
+                sets.push_union(&mut u, terms);
+            }
+        }
+    }
+    let sets = sets.finish();
+    if sets.len() != out.numel() {
+        return Err(Error::invalid(op.name(), "sparsity", "product of unexpected shape"));
+    }
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
+
+/// The batch shape of a `numpy.matmul` result.
+fn out_batch(a: &TensorType, b: &TensorType) -> Result<Vec<usize>> {
+    let batch = |t: &TensorType| t.shape()[..t.rank().saturating_sub(2)].to_vec();
+    anvil_core::shape::broadcast_shapes("matmul", &batch(a), &batch(b), "batch dimensions")
+}
+
+fn sparsity_matmul(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let batch = out_batch(args[0].ty, args[1].ty)?;
+    let a = mat_view(&args[0], true, false, &batch)?;
+    let b = mat_view(&args[1], false, false, &batch)?;
+    product_sets(op, &a, &b, out, cx)
+}
+
+fn sparsity_matmul_t(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let m = op.try_downcast::<MatmulT>()?;
+    let a = mat_view(&args[0], true, m.ta, &[])?;
+    let b = mat_view(&args[1], false, m.tb, &[])?;
+    product_sets(op, &a, &b, out, cx)
+}
+
+register_rule!(SparsityRule, Matmul, sparsity_matmul);
+register_rule!(SparsityRule, MatmulT, sparsity_matmul_t);

@@ -463,6 +463,7 @@ register_rule!(TransposeRule, Concatenate, transpose_concatenate);
 // ------------------------------------------------------------- rewrites
 
 use crate::constant::{as_basis, Basis};
+use crate::sparse::{as_color_seed, ColorSeed};
 
 /// The one operand, when the op leaves it as it is. Cost: one node fewer.
 fn same(args: &[Var], out: &TensorType) -> Option<Var> {
@@ -475,6 +476,12 @@ fn seed(b: Option<Basis>, out: &TensorType) -> Option<Var> {
     Some(Var::apply_op(Box::new(b), &[]))
 }
 
+/// A colored seed replacing a relayout of one (see [`ColorSeed`]).
+fn color_seed(s: Option<ColorSeed>, out: &TensorType) -> Option<Var> {
+    let s = s.filter(|s| s.shape == out.shape() && s.dtype == out.dtype())?;
+    Some(Var::apply_op(Box::new(s), &[]))
+}
+
 /// A reshape to the operand's own shape is nothing; a reshape of a reshape
 /// is one reshape; a reshape of a seed is a seed. Each removes a node.
 fn rewrite_reshape(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
@@ -483,6 +490,9 @@ fn rewrite_reshape(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<
     }
     if let Some(b) = as_basis(&args[0]) {
         return Ok(seed(b.reshaped(out.shape()), out));
+    }
+    if let Some(c) = as_color_seed(&args[0]) {
+        return Ok(color_seed(c.reshaped(out.shape()), out));
     }
     let Some(p) = args[0].producer().filter(|p| p.op_as::<Reshape>().is_some()) else {
         return Ok(None);
@@ -502,6 +512,9 @@ fn rewrite_permute(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option
     if let Some(b) = as_basis(&args[0]) {
         return Ok(seed(b.permuted(&p.perm), out));
     }
+    if let Some(c) = as_color_seed(&args[0]) {
+        return Ok(color_seed(c.permuted(&p.perm), out));
+    }
     let Some(q) = args[0].producer() else { return Ok(None) };
     let Some(inner) = q.op_as::<Permute>() else { return Ok(None) };
     let perm: Vec<usize> = p.perm.iter().map(|&a| inner.perm[a]).collect();
@@ -518,7 +531,8 @@ fn rewrite_broadcast_to(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Op
 }
 
 /// A slice of everything is nothing; a unit-step slice of a seed is a seed
-/// with a shifted offset. Each removes a node.
+/// with a shifted offset (any slice of a colored seed that keeps its
+/// colors, a colored seed). Each removes a node.
 fn rewrite_slice(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
     let s = op.try_downcast::<Slice>()?;
     let resolved = s.resolve(args[0].shape())?;
@@ -529,6 +543,9 @@ fn rewrite_slice(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<V
     if whole {
         return Ok(same(args, out));
     }
+    if let Some(c) = as_color_seed(&args[0]) {
+        return Ok(color_seed(c.sliced(&resolved, out.shape()), out));
+    }
     let Some(b) = as_basis(&args[0]) else { return Ok(None) };
     if resolved.iter().any(|&(_, step, len)| step != 1 && len > 1) {
         return Ok(None);
@@ -537,11 +554,15 @@ fn rewrite_slice(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<V
     Ok(seed(b.sliced(&starts, out.shape()), out))
 }
 
-/// Zero padding of a seed's space is a seed with a shifted offset.
+/// Zero padding of a seed's space is a seed with a shifted offset (a
+/// colored seed with colorless padding).
 fn rewrite_pad(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
     let p = op.try_downcast::<Pad>()?;
     if p.value.to_f64() != 0.0 {
         return Ok(None);
+    }
+    if let Some(c) = as_color_seed(&args[0]) {
+        return Ok(color_seed(c.padded(&p.widths, out.shape()), out));
     }
     let Some(b) = as_basis(&args[0]) else { return Ok(None) };
     Ok(seed(b.padded(&p.widths, out.shape()), out))
@@ -556,3 +577,106 @@ register_rule!(RewriteRule, Permute, rewrite_permute);
 register_rule!(RewriteRule, BroadcastTo, rewrite_broadcast_to);
 register_rule!(RewriteRule, Slice, rewrite_slice);
 register_rule!(RewriteRule, Pad, rewrite_pad);
+
+// -------------------------------------------------------------- sparsity
+
+use anvil_core::sparsity::{
+    broadcast_positions, strided_positions, strides_i64, Detector, IndexSets, SparsityArg,
+    NO_SOURCE,
+};
+use std::sync::Arc;
+
+/// `permute`: result element `i` is the operand's element at `i` permuted.
+fn sparsity_permute(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    _: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let p = op.try_downcast::<Permute>()?;
+    let s = strides_i64(args[0].ty.shape());
+    let strides: Vec<i64> = p.perm.iter().map(|&a| s[a]).collect();
+    let map = strided_positions(out.shape(), 0, &strides)?;
+    Ok(Arc::new(args[0].sets.gather_map(&map)))
+}
+
+/// `broadcast_to`: repeated elements share their source's set.
+fn sparsity_broadcast_to(
+    _: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    _: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let map = broadcast_positions(args[0].ty.shape(), out.shape())?;
+    Ok(Arc::new(args[0].sets.gather_map(&map)))
+}
+
+/// `slice`: a strided walk over the operand (negative steps too).
+fn sparsity_slice(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    _: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let r = op.try_downcast::<Slice>()?.resolve(args[0].ty.shape())?;
+    let s = strides_i64(args[0].ty.shape());
+    let base =
+        r.iter().zip(&s).map(|(&(first, _, len), &st)| if len > 0 { first * st } else { 0 }).sum();
+    let strides: Vec<i64> = r.iter().zip(&s).map(|(&(_, step, _), &st)| step * st).collect();
+    let map = strided_positions(out.shape(), base, &strides)?;
+    Ok(Arc::new(args[0].sets.gather_map(&map)))
+}
+
+/// `pad`: the operand's elements where they land, nothing in the padding
+/// (whatever the fill value: a constant).
+fn sparsity_pad(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    _: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let p = op.try_downcast::<Pad>()?;
+    let os = strides_i64(out.shape());
+    let base = p.widths.iter().zip(&os).map(|(&(lo, _), &st)| lo as i64 * st).sum();
+    let lands = strided_positions(args[0].ty.shape(), base, &os)?;
+    let mut map = vec![NO_SOURCE; out.numel()];
+    for (src, &at) in lands.iter().enumerate() {
+        map[at] = src;
+    }
+    Ok(Arc::new(args[0].sets.gather_map(&map)))
+}
+
+/// `concatenate`: each operand's elements where they land.
+fn sparsity_concatenate(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let axis = op.try_downcast::<Concatenate>()?.axis;
+    let os = strides_i64(out.shape());
+    let mut from = vec![(usize::MAX, 0usize); out.numel()];
+    let mut offset = 0i64;
+    for (k, a) in args.iter().enumerate() {
+        let lands = strided_positions(a.ty.shape(), offset * os[axis], &os)?;
+        for (src, &at) in lands.iter().enumerate() {
+            from[at] = (k, src);
+        }
+        offset += a.ty.shape()[axis] as i64;
+    }
+    let nnz = args.iter().map(|a| a.sets.nnz()).sum();
+    let mut b = anvil_core::sparsity::Builder::new(out.numel(), nnz);
+    for &(k, src) in &from {
+        b.push(args.get(k).map_or(&[][..], |a| a.sets.row(src)));
+    }
+    let sets = b.finish();
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
+
+register_rule!(SparsityRule, Reshape, anvil_core::sparsity::same);
+register_rule!(SparsityRule, Permute, sparsity_permute);
+register_rule!(SparsityRule, BroadcastTo, sparsity_broadcast_to);
+register_rule!(SparsityRule, Slice, sparsity_slice);
+register_rule!(SparsityRule, Pad, sparsity_pad);
+register_rule!(SparsityRule, Concatenate, sparsity_concatenate);

@@ -380,3 +380,45 @@ fn diagonal_of_small(v: &Var, n: usize) -> Option<Var> {
 }
 
 register_rule!(RewriteRule, ReduceSum, rewrite_sum);
+
+// -------------------------------------------------------------- sparsity
+
+use anvil_core::sparsity::{strided_positions, strides_i64, Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// A reduction: each result element depends on the union of its group
+/// (the operand elements reduced into it). Exact for `sum` and `prod`;
+/// for `max` and `min` the union over all points (at one point the
+/// derivative picks one element of the group).
+fn sparsity_reduce<R: ReduceMath>(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let r = op.try_downcast::<R>()?;
+    let shape = args[0].ty.shape();
+    let s = strides_i64(shape);
+    // Kept axes first (in order: the result's order), reduced axes last,
+    // so each group is a contiguous run of the walk.
+    let order: Vec<usize> = (0..shape.len())
+        .filter(|a| !r.axes().contains(a))
+        .chain(r.axes().iter().copied())
+        .collect();
+    let walk_shape: Vec<usize> = order.iter().map(|&a| shape[a]).collect();
+    let walk_strides: Vec<i64> = order.iter().map(|&a| s[a]).collect();
+    let walk = strided_positions(&walk_shape, 0, &walk_strides)?;
+    let group: usize = r.axes().iter().map(|&a| shape[a]).product();
+    let sets = if group == 0 {
+        IndexSets::empty(out.numel())
+    } else {
+        args[0].sets.union_groups(walk.chunks(group))
+    };
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
+
+register_rule!(SparsityRule, ReduceSum, sparsity_reduce::<ReduceSum>);
+register_rule!(SparsityRule, ReduceMax, sparsity_reduce::<ReduceMax>);
+register_rule!(SparsityRule, ReduceMin, sparsity_reduce::<ReduceMin>);
+register_rule!(SparsityRule, ReduceProd, sparsity_reduce::<ReduceProd>);

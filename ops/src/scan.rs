@@ -20,16 +20,22 @@
 //!   transpose, carrying the cotangents of the linear carries and
 //!   accumulating those of the linear consts (a closed-over parameter's
 //!   gradient is a sum over steps in the reverse carry).
+//! - **sparsity**: the carries' sets are a fixpoint over the steps (what
+//!   the body's new carries depend on, given the carries so far and any
+//!   step's slices, until nothing grows or `length` steps are covered);
+//!   `ys[t]` composes the body with those carries and slice `t` only.
 
 use crate::batching::{at_front, move_axis};
 use crate::bodies::{
     batch_body, dependent_outputs, groups, jvp_body, marked, reorder, transpose_body,
 };
 use anvil_core::replay::{replay, value};
+use anvil_core::sparsity::{BodyPattern, Builder, Detector, IndexSets, SparsityArg, Union};
 use anvil_core::{
     register_rule, trace_with, Batched, Error, Graph, LinearArg, Op, Result, SubGraph, TensorType,
     Var,
 };
+use std::sync::Arc;
 
 /// A loop of `length` steps over the leading axis of the scanned operands;
 /// see the module documentation.
@@ -493,3 +499,100 @@ fn op_result_type(s: &Scan, k: usize) -> TensorType {
 }
 
 register_rule!(TransposeRule, Scan, many: transpose_scan);
+
+// ------------------------------------------------------------------ sparsity
+
+/// The sets of each `[steps, ...]` operand's slices, united over the steps:
+/// what one step may read, whichever it is.
+pub fn union_of_slices(sets: &IndexSets, steps: usize) -> IndexSets {
+    let per = sets.len().checked_div(steps).unwrap_or(0);
+    let mut b = Builder::new(per, sets.nnz());
+    let mut u = Union::default();
+    for e in 0..per {
+        b.push_union(&mut u, (0..steps).map(|t| sets.row(t * per + e)));
+    }
+    b.finish()
+}
+
+/// A loop's carries' sets: a fixpoint from the initial carries `init`,
+/// adding what the body's new carries (its first outputs) depend on, given
+/// the carries so far, `consts` and `xs` (the sets one step may read). The
+/// sets only grow and are bounded by the inputs, so this ends; `max_steps`
+/// bounds it further (after that many steps, every reachable carry is
+/// covered). The result holds for every number of steps run.
+///
+/// # Errors
+/// A body that does not fit; the limit of entries.
+pub fn carry_sets(
+    cx: &Detector<'_>,
+    op: &dyn Op,
+    body: &BodyPattern,
+    consts: &[&IndexSets],
+    init: &[Arc<IndexSets>],
+    xs: &[&IndexSets],
+    max_steps: Option<usize>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let mut carry: Vec<Arc<IndexSets>> = init.to_vec();
+    let mut step = 0;
+    while max_steps.is_none_or(|m| step < m) {
+        step += 1;
+        let ins: Vec<&IndexSets> = consts
+            .iter()
+            .copied()
+            .chain(carry.iter().map(|c| c.as_ref()))
+            .chain(xs.iter().copied())
+            .collect();
+        let new = body.compose(cx, op, &ins, None, 0..carry.len())?;
+        let next: Vec<Arc<IndexSets>> = carry
+            .iter()
+            .zip(&new)
+            .map(|(c, n)| Ok(Arc::new(anvil_core::sparsity::merge(c, n)?)))
+            .collect::<Result<_>>()?;
+        // The sets only grow: the same number of entries is the same sets.
+        let grew = next.iter().zip(&carry).any(|(n, c)| n.nnz() != c.nnz());
+        carry = next;
+        if !grew {
+            break;
+        }
+    }
+    Ok(carry)
+}
+
+/// The carries by [`carry_sets`] over the slices' union; each step's `ys`
+/// by the body composed with those carries and that step's slices (so a
+/// `y` that reads only its `x` keeps its slice's pattern).
+fn sparsity_scan(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let s = op.try_downcast::<Scan>()?;
+    anvil_core::op::expect_arity(s, args, s.consts + s.carries + s.xs())?;
+    let g = groups(&[s.consts, s.carries, s.xs()]);
+    let known: Vec<Option<&anvil_core::Tensor>> =
+        args.iter().enumerate().map(|(k, a)| if k < s.consts { a.value } else { None }).collect();
+    let body = cx.body_pattern(op, &s.body, &known)?;
+    let consts: Vec<&IndexSets> = args[g[0].clone()].iter().map(|a| a.sets.as_ref()).collect();
+    let init: Vec<Arc<IndexSets>> = args[g[1].clone()].iter().map(|a| a.sets.clone()).collect();
+    let xs: Vec<IndexSets> =
+        args[g[2].clone()].iter().map(|a| union_of_slices(a.sets, s.length)).collect();
+    let xs_refs: Vec<&IndexSets> = xs.iter().collect();
+    let carries = carry_sets(cx, op, &body, &consts, &init, &xs_refs, Some(s.length))?;
+    let ins: Vec<&IndexSets> = consts
+        .iter()
+        .copied()
+        .chain(carries.iter().map(|c| c.as_ref()))
+        .chain(args[g[2].clone()].iter().map(|a| a.sets.as_ref()))
+        .collect();
+    let mapped: Vec<bool> = (0..args.len()).map(|k| k >= s.consts + s.carries).collect();
+    let ys =
+        body.compose(cx, op, &ins, Some((&mapped, s.length)), s.carries..s.body.outputs().len())?;
+    let all: Vec<Arc<IndexSets>> = carries.into_iter().chain(ys).collect();
+    if all.len() != outs.len() {
+        return Err(Error::invalid("scan", "sparsity", "the body returns other values"));
+    }
+    Ok(all)
+}
+
+register_rule!(SparsityRule, Scan, many: sparsity_scan);

@@ -18,16 +18,20 @@
 //!   is recomputed from checkpoints (see `transpose_while`), so the memory
 //!   is about `√max_steps` carries, never `max_steps`. An unbounded loop is
 //!   an error that says how to bound it (JAX refuses reverse mode here).
+//! - **sparsity**: the carries' fixpoint over the steps (as `scan`'s,
+//!   bounded by `max_steps` when given); the predicate adds nothing.
 
 use crate::batching::at_front;
 use crate::bodies::{batch_body, dependent_outputs, groups, jvp_body, marked, reorder, with_batch};
 use crate::scan::{carry_fixpoint, check_carries};
 use crate::VarExt;
 use anvil_core::replay::inline_graph;
+use anvil_core::sparsity::{Detector, IndexSets, SparsityArg};
 use anvil_core::{
     register_rule, trace_with, Batched, DType, Error, Graph, LinearArg, Op, Result, SubGraph,
     TensorType, Var,
 };
+use std::sync::Arc;
 
 /// Runs `body` on the carries while `cond` holds (and at most `max_steps`
 /// times, when given); see the module documentation.
@@ -268,3 +272,30 @@ fn transpose_while(
 }
 
 register_rule!(TransposeRule, While, many: transpose_while);
+
+// ------------------------------------------------------------------ sparsity
+
+/// The carries' fixpoint ([`crate::scan::carry_sets`]), bounded by
+/// `max_steps` when given. The predicate adds nothing: it chooses how many
+/// steps run, which no derivative sees.
+fn sparsity_while(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let w = op.try_downcast::<While>()?;
+    anvil_core::op::expect_arity(w, args, w.consts + w.carries())?;
+    let known: Vec<Option<&anvil_core::Tensor>> =
+        args.iter().enumerate().map(|(k, a)| if k < w.consts { a.value } else { None }).collect();
+    let body = cx.body_pattern(op, &w.body, &known)?;
+    let consts: Vec<&IndexSets> = args[..w.consts].iter().map(|a| a.sets.as_ref()).collect();
+    let init: Vec<Arc<IndexSets>> = args[w.consts..].iter().map(|a| a.sets.clone()).collect();
+    let carries = crate::scan::carry_sets(cx, op, &body, &consts, &init, &[], w.max_steps)?;
+    if carries.len() != outs.len() {
+        return Err(Error::invalid("while", "sparsity", "the body returns other values"));
+    }
+    Ok(carries)
+}
+
+register_rule!(SparsityRule, While, many: sparsity_while);

@@ -12,6 +12,7 @@ use crate::ops::matmul::{Matmul, MatmulT};
 use crate::ops::movement::{BroadcastTo, Concatenate, Pad, Permute, Reshape, Slice};
 use crate::ops::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
 use crate::ops::scan::Scan;
+use crate::ops::sparse::{ColorSeed, Decompress, ScaledSeeds, Table, NEUTRAL};
 use crate::ops::while_loop::While;
 use crate::{trace, DType, Op, Scalar, SliceSpec, Tensor, TensorType, Var, VarExt};
 
@@ -85,6 +86,7 @@ pub fn standard_samples() -> Vec<OpSample> {
     take_samples(&mut s);
     scatter_add_samples(&mut s);
     constant_samples(&mut s);
+    sparse_samples(&mut s);
     map_samples(&mut s);
     cond_samples(&mut s);
     scan_samples(&mut s);
@@ -419,6 +421,22 @@ fn constant_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Iota { shape: vec![2, 3], axis: 1, dtype: DType::I64 }));
     let value = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).expect("literal matches its shape");
     s.push(OpSample::new(crate::core::Constant { value }));
+}
+
+fn sparse_samples(s: &mut Vec<OpSample>) {
+    // Colored seeds (a neutral position too), color axis last and first.
+    let colors = Table::new(vec![0, 1, NEUTRAL, 2, 0, 1]);
+    let seed =
+        ColorSeed { shape: vec![2, 3, 3], axis: 2, colors: colors.clone(), dtype: DType::F64 };
+    s.push(OpSample::new(seed));
+    s.push(OpSample::new(ColorSeed { shape: vec![3, 6], axis: 0, colors, dtype: DType::F64 }));
+    // Two seeds of 3 colors over 4 positions, scaled by a row and a scalar.
+    let tables = vec![Table::new(vec![0, 1, 2, 0]), Table::new(vec![1, NEUTRAL, 0, 2])];
+    let scaled = ScaledSeeds { shape: vec![3, 4], axis: 0, tables };
+    s.push(OpSample::new(scaled).input(SYM, &[1, 4]).input(SYM, &[]));
+    // Entries of compressed products gathered (repeats allowed), in a batch.
+    let map = Table::new(vec![4, 0, 2, 2, 5]);
+    s.push(OpSample::new(Decompress { map, len: 6 }).input(SYM, &[2, 6]));
 }
 
 fn map_samples(s: &mut Vec<OpSample>) {

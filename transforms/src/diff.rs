@@ -36,13 +36,13 @@ use anvil_ops::VarExt;
 use std::fmt::Debug;
 use std::marker::PhantomData;
 
-fn types_of(args: &[Var]) -> Vec<TensorType> {
+pub(crate) fn types_of(args: &[Var]) -> Vec<TensorType> {
     args.iter().map(|a| a.ty().clone()).collect()
 }
 
 /// The arguments followed by the values the traced function captured
 /// from the trace it was called in (passed through, never differentiated).
-fn with_captures(args: &[Var], captures: &[Var]) -> Vec<Var> {
+pub(crate) fn with_captures(args: &[Var], captures: &[Var]) -> Vec<Var> {
     args.iter().chain(captures).cloned().collect()
 }
 
@@ -58,6 +58,12 @@ pub struct Argnum<const N: usize>;
 /// [`Grad::argnums`].
 #[derive(Clone, Debug)]
 pub struct Argnums(Vec<usize>);
+
+impl Argnums {
+    pub(crate) fn new(argnums: &[usize]) -> Argnums {
+        Argnums(argnums.to_vec())
+    }
+}
 
 /// The arguments a derivative is taken with respect to, and the type the
 /// derivative has: [`Argnum`] or [`Argnums`].
@@ -92,19 +98,31 @@ impl<A: Args> Selector<A> for Argnums {
 
 /// The chosen arguments' structure and their leaves' indices among all
 /// leaves.
-struct Selected {
-    def: TreeDef,
-    leaves: Vec<usize>,
+pub(crate) struct Selected {
+    pub(crate) def: TreeDef,
+    pub(crate) leaves: Vec<usize>,
 }
 
 /// The leaves of arguments `indices` of arguments of structure `def`,
 /// checked to be float.
-fn select(
+pub(crate) fn select(
     what: &str,
     indices: &[usize],
     single: bool,
     def: &TreeDef,
     args: &[Var],
+) -> Result<Selected> {
+    let dtypes: Vec<DType> = args.iter().map(Var::dtype).collect();
+    select_dtypes(what, indices, single, def, &dtypes)
+}
+
+/// [`select`] given the leaves' dtypes.
+pub(crate) fn select_dtypes(
+    what: &str,
+    indices: &[usize],
+    single: bool,
+    def: &TreeDef,
+    args: &[DType],
 ) -> Result<Selected> {
     if indices.is_empty() {
         return Err(Error::invalid(what, "argnums", "must name at least one argument"));
@@ -126,12 +144,12 @@ fn select(
             )
         })?;
         for leaf in starts[a]..starts[a + 1] {
-            let x = &args[leaf];
-            if !x.dtype().is_float() {
+            let x = args.get(leaf).copied().unwrap_or(DType::Bool);
+            if !x.is_float() {
                 return Err(Error::dtype(
                     what,
                     format!("{a} (argnums)"),
-                    x.dtype(),
+                    x,
                     "a float type: only float inputs can be differentiated",
                 ));
             }
@@ -144,7 +162,7 @@ fn select(
 }
 
 /// A mask of `n` entries, true at `leaves`.
-fn chosen(leaves: &[usize], n: usize) -> Vec<bool> {
+pub(crate) fn chosen(leaves: &[usize], n: usize) -> Vec<bool> {
     let mut mask = vec![false; n];
     leaves.iter().for_each(|&i| mask[i] = true);
     mask
@@ -461,7 +479,7 @@ pub fn value_and_grad<M, F: IntoFunction<M>>(f: F) -> Grad<F::Func, Argnum<0>, W
 }
 
 /// The one scalar float output a gradient needs, named in the error.
-fn scalar_output<'a>(what: &str, types: &'a [TensorType]) -> Result<&'a TensorType> {
+pub(crate) fn scalar_output<'a>(what: &str, types: &'a [TensorType]) -> Result<&'a TensorType> {
     match types {
         [t] if t.shape().is_empty() && t.dtype().is_float() => Ok(t),
         ts => {
@@ -886,7 +904,7 @@ fn vjp_direction(
 
 /// A tangent, or zeros; an integer output's "tangent" is a float zero, so
 /// that its Jacobian block exists (and is zero).
-fn dense_float(t: &Option<Var>, o: &Var) -> Var {
+pub(crate) fn dense_float(t: &Option<Var>, o: &Var) -> Var {
     match t {
         Some(t) => t.clone(),
         None if o.dtype().is_float() => o.zeros_like(),

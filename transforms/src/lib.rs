@@ -22,6 +22,7 @@ pub mod map;
 pub mod passes;
 pub mod pipeline;
 pub mod rewrite;
+pub mod sparse;
 pub mod vmap;
 
 pub use ad::{

@@ -8,8 +8,9 @@
 //!   reverse mode follows by transposition.
 //! - [`CumSum`]: a cumulative sum along an axis, a linear op with a batching
 //!   rule, a jvp rule (itself, on the tangent), a transpose rule (the
-//!   reversed cumulative sum) and a rewrite rule of its own (a cumulative
-//!   sum along an axis of length 1 is its operand).
+//!   reversed cumulative sum), a rewrite rule of its own (a cumulative
+//!   sum along an axis of length 1 is its operand) and a sparsity rule (a
+//!   triangular pattern per line, for sparse Jacobians).
 //! - [`SinCos`]: `(sin x, cos x)` in one op with two results, each its own
 //!   value, with its batching and jvp rules in the several-result form.
 //!
@@ -20,10 +21,12 @@
 
 use anvil_core::op::expect_arity;
 use anvil_core::shape::normalize_axis;
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg, Union};
 use anvil_core::{register_rule, Batched, Error, LinearArg, Op, Result, TensorType, Var};
 use anvil_ops::batching::physical_axis;
 use anvil_ops::unary_elementwise_op;
 use anvil_ops::VarExt;
+use std::sync::Arc;
 
 unary_elementwise_op! {
     /// The Bessel function of the first kind of order 0.
@@ -101,10 +104,39 @@ fn rewrite_cumsum(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<
     Ok((args[0].shape().get(c.axis) == Some(&1) && args[0].ty() == out).then(|| args[0].clone()))
 }
 
+/// Sparsity: element `k` along the axis depends on the operand's elements
+/// `0..=k` of its line (`k..` when reversed), a triangular pattern per
+/// line (exact: every coefficient is 1).
+fn sparsity_cumsum(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let c = op.try_downcast::<CumSum>()?;
+    expect_arity(c, args, 1)?;
+    let shape = out.shape();
+    let len = shape[c.axis];
+    let inner: usize = shape[c.axis + 1..].iter().product();
+    let x = &args[0].sets;
+    let mut b = Builder::new(out.numel(), x.nnz() * len.max(1));
+    let mut u = Union::default();
+    for e in 0..out.numel() {
+        let (outer, k, i) = (e / (len * inner), e / inner % len, e % inner);
+        let line = |q: usize| x.row((outer * len + q) * inner + i);
+        let range = if c.reverse { k..len } else { 0..k + 1 };
+        b.push_union(&mut u, range.map(line));
+    }
+    let sets = b.finish();
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
+
 register_rule!(VmapRule, CumSum, vmap_cumsum);
 register_rule!(JvpRule, CumSum, anvil_ops::movement::jvp_linear_unary);
 register_rule!(TransposeRule, CumSum, transpose_cumsum);
 register_rule!(RewriteRule, CumSum, rewrite_cumsum);
+register_rule!(SparsityRule, CumSum, sparsity_cumsum);
 
 /// `(sin x, cos x)`, elementwise: one op, two results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

@@ -452,6 +452,48 @@ register_rule!(JvpRule, Solve, jvp_solve);
 register_rule!(TransposeRule, Solve, transpose_solve);
 register_rule!(RewriteRule, Solve, rewrite_solve);
 
+// -------------------------------------------------------------- sparsity
+
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg, Union};
+use std::sync::Arc;
+
+/// `solve`: `x = A⁻¹ b`, and `A⁻¹` is generically dense, so each column
+/// of `x` depends on all of its matrix `A` and on its column of `b`.
+fn sparsity_solve(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let (a, b) = (&args[0], &args[1]);
+    let r = a.ty.rank();
+    let n = a.ty.shape()[r - 1];
+    let batch: usize = a.ty.shape()[..r - 2].iter().product();
+    let cols = if Solve::vector_rhs(a.ty, b.ty) { 1 } else { b.ty.shape()[r - 1] };
+    let mut u = Union::default();
+    let mut sets = Builder::new(out.numel(), a.sets.nnz() + b.sets.nnz());
+    for k in 0..batch {
+        let mut whole = Builder::new(1, 0);
+        whole.push_union(&mut u, (0..n * n).map(|e| a.sets.row(k * n * n + e)));
+        let whole = whole.finish();
+        let mut per_col = Builder::new(cols, 0);
+        for c in 0..cols {
+            per_col.push_union(&mut u, (0..n).map(|i| b.sets.row((k * n + i) * cols + c)));
+        }
+        let per_col = per_col.finish();
+        for _ in 0..n {
+            for c in 0..cols {
+                sets.push_merge(whole.row(0), per_col.row(c));
+            }
+        }
+    }
+    let sets = sets.finish();
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
+
+register_rule!(SparsityRule, Solve, sparsity_solve);
+
 // --------------------------------------------------------------------- inv
 
 /// `A⁻¹` for square `A` `[..., n, n]` (`jnp.linalg.inv`). An exactly

@@ -15,6 +15,7 @@ pub mod linalg;
 pub mod matmul;
 pub mod movement;
 pub mod reduce;
+pub mod sparse;
 
 use anvil_core::{DType, Error, Op};
 

@@ -1,0 +1,598 @@
+//! Sparse Jacobians and Hessians: [`sparse_jacfwd`], [`sparse_jacrev`],
+//! [`sparse_hessian`], returning a [`SparseMatrix`] (CSC over a pattern
+//! shared with the cached plan, handed to faer without copying).
+//!
+//! The pattern is found by sparsity detection (a transform over the
+//! traced graph with a rule per op, see [`crate::core::sparsity`]) and
+//! colored ([`anvil_sparse`], re-exported here: [`Order`],
+//! [`ColumnColoring`], [`StarColoring`]...) once per argument signature,
+//! when the function is first traced; a call then runs only the colored
+//! JVPs (VJPs, Hessian-vector products) and the decompression. How it
+//! works is in [`crate::transforms::sparse`]; orientation and numbering:
+//! the matrix is `(out, in)` — row `i` is output element `i`, column `j`
+//! input element `j`, each numbered row-major within its leaf and leaves
+//! concatenated (outputs in order; the chosen arguments' leaves in order).
+//!
+//! ```
+//! use anvil::prelude::*;
+//! use anvil::sparse::sparse_jacfwd;
+//!
+//! // A 1-D stencil: the Jacobian is tridiagonal, 3 JVPs whatever n.
+//! let f = |u: &Var| {
+//!     let up = u.pad(&[(1, 1)], 0.0);
+//!     up.slice_axis(0, None, Some(-2), 1) - u * 2.0 + up.slice_axis(0, Some(2), None, 1) + u.sin()
+//! };
+//! let u = Tensor::linspace(0.0, 1.0, 100)?;
+//! let jac = sparse_jacfwd(f);
+//! let j = jac.eval(&u)?;
+//! assert_eq!((j.nrows(), j.ncols(), j.nnz()), (100, 100, 298));
+//! assert_eq!(jac.plan(&u)?.num_colors(), 3);
+//! assert_eq!(j.get(1, 0), Some(1.0));
+//! assert!((j.get(5, 5).unwrap() - (-2.0 + (5.0f64 / 99.0).cos())).abs() < 1e-15);
+//! // faer's sparse matrix over the cached pattern, no copy:
+//! let m = j.as_faer::<f64>()?;
+//! assert_eq!(m.compute_nnz(), 298);
+//! # Ok::<(), anvil::Error>(())
+//! ```
+
+use crate::core::function::{fit_args_named, Args};
+use crate::core::tree::Flatten;
+use crate::{cpu, Dyn, Element, Error, Function, IntoFunction, Parallelism, PlanCache, Result};
+use crate::{Tensor, TreeDef, Var};
+use anvil_transforms::diff::{Argnum, Argnums, Selector};
+use faer::sparse::{SparseColMat, SparseColMatRef};
+use std::sync::Arc;
+
+pub use anvil_sparse::{
+    gallery, AcyclicColoring, BiColoring, Coloring, ColumnColoring, Order, RowColoring,
+    SparseError, SparsityPattern, StarColoring,
+};
+pub use anvil_transforms::sparse::{detect, Mode, SparsePlan, SparseValues};
+
+/// The CPU backend as detection's evaluator of integer values (indices).
+static CPU: cpu::Cpu = cpu::Cpu;
+
+/// A sparse Jacobian or Hessian transform; see [`sparse_jacfwd`].
+pub struct SparseJacobian<F, S = Argnum<0>> {
+    inner: SparseValues<F, S>,
+    compiled: PlanCache,
+}
+
+impl<F: Clone, S: Clone> Clone for SparseJacobian<F, S> {
+    fn clone(&self) -> Self {
+        SparseJacobian { inner: self.inner.clone(), compiled: PlanCache::new() }
+    }
+}
+
+impl<F, S: std::fmt::Debug> std::fmt::Debug for SparseJacobian<F, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SparseJacobian({:?})", self.inner)
+    }
+}
+
+fn new<M, F: IntoFunction<M>>(f: F, mode: Mode) -> SparseJacobian<F::Func> {
+    SparseJacobian { inner: SparseValues::new(f, mode).evaluator(&CPU), compiled: PlanCache::new() }
+}
+
+/// The Jacobian of `f` with respect to its first argument, as a sparse
+/// matrix, by forward mode: one JVP per color of a column coloring of the
+/// detected pattern (3 for a 1-D stencil, 5 for a 2-D 5-point stencil,
+/// whatever the size). Best when columns are few or the coloring small.
+///
+/// See the [module docs](self) for an example and the orientation;
+/// [`SparseJacobian::argnum`] and [`SparseJacobian::argnums`] choose other
+/// arguments, [`SparseJacobian::with_pattern`] skips detection.
+pub fn sparse_jacfwd<M, F: IntoFunction<M>>(f: F) -> SparseJacobian<F::Func> {
+    new(f, Mode::Forward)
+}
+
+/// The Jacobian as [`sparse_jacfwd`] gives it, by reverse mode: one VJP
+/// per color of a row coloring (few when rows are few or each input
+/// reaches few outputs).
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::sparse::sparse_jacrev;
+/// // f(x) = [x0 x1, x1 x2, x2 x3]: row i reads columns i, i + 1.
+/// let f = |x: &Var| x.slice_axis(0, None, Some(-1), 1) * x.slice_axis(0, Some(1), None, 1);
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[4])?;
+/// let j = sparse_jacrev(f).eval(&x)?;
+/// assert_eq!(j.to_dense()?.to_vec::<f64>()?, vec![2.0, 1.0, 0.0, 0.0, 0.0, 3.0, 2.0, 0.0, 0.0, 0.0, 4.0, 3.0]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn sparse_jacrev<M, F: IntoFunction<M>>(f: F) -> SparseJacobian<F::Func> {
+    new(f, Mode::Reverse)
+}
+
+/// The Jacobian as [`sparse_jacfwd`] gives it, by both modes at once: a
+/// bidirectional coloring gives some columns colors (one JVP each) and
+/// some rows colors (one VJP each), and each nonzero is read from one of
+/// the two products. It never needs more passes than the better of
+/// [`sparse_jacfwd`] and [`sparse_jacrev`] (it tries both), and needs far
+/// fewer when the pattern has dense rows and dense columns.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::sparse::{sparse_jacfwd, sparse_jacobian};
+/// // An arrowhead: y = x · x0, and y0 also adds Σ x²: a dense row and a
+/// // dense column, n colors either one-sided way.
+/// let f = |x: &Var| {
+///     let y = x * x.at(0, 0);
+///     let head = y.slice_axis(0, None, Some(1), 1) + x.square().sum(&[0]);
+///     concatenate(&[&head, &y.slice_axis(0, Some(1), None, 1)], 0)
+/// };
+/// let x = Tensor::linspace(0.5, 1.5, 40)?;
+/// let both = sparse_jacobian(f);
+/// let plan = both.plan(&x)?;
+/// assert!(plan.num_colors() <= 3, "{} passes", plan.num_colors());
+/// assert_eq!(sparse_jacfwd(f).plan(&x)?.num_colors(), 40);
+/// let dense = jacfwd(f).eval(&x)?;
+/// assert!(both.eval(&x)?.to_dense()?.allclose(&dense, 1e-14, 1e-14));
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn sparse_jacobian<M, F: IntoFunction<M>>(f: F) -> SparseJacobian<F::Func> {
+    new(f, Mode::Bidirectional)
+}
+
+/// The Hessian of a scalar function as a sparse (symmetric) matrix: the
+/// pattern of the Jacobian of the gradient, star-colored, one
+/// Hessian-vector product (forward over reverse) per color.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::sparse::sparse_hessian;
+/// // Σ (x[i+1] - x[i]²)²: a tridiagonal Hessian.
+/// let f = |x: &Var| (x.slice_axis(0, Some(1), None, 1) - x.slice_axis(0, None, Some(-1), 1).square()).square().sum_all();
+/// let x = Tensor::linspace(-1.0, 1.0, 50)?;
+/// let h = sparse_hessian(f);
+/// let hx = h.eval(&x)?;
+/// assert_eq!(hx.nnz(), 3 * 50 - 2);
+/// assert_eq!(h.plan(&x)?.num_colors(), 3);
+/// let dense = hessian(f).eval(&x)?;
+/// assert!(hx.to_dense()?.allclose(&dense, 1e-12, 1e-12));
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn sparse_hessian<M, F: IntoFunction<M>>(f: F) -> SparseJacobian<F::Func> {
+    new(f, Mode::Hessian)
+}
+
+impl<F, S> SparseJacobian<F, S> {
+    fn map<T>(
+        self,
+        g: impl FnOnce(SparseValues<F, S>) -> SparseValues<F, T>,
+    ) -> SparseJacobian<F, T> {
+        SparseJacobian { inner: g(self.inner), compiled: PlanCache::new() }
+    }
+
+    /// With respect to argument `N` (default `0`).
+    pub fn argnum<const N: usize>(self) -> SparseJacobian<F, Argnum<N>> {
+        self.map(SparseValues::argnum::<N>)
+    }
+
+    /// With respect to several arguments: the columns are the elements of
+    /// their leaves, concatenated in the order given.
+    pub fn argnums(self, argnums: &[usize]) -> SparseJacobian<F, Argnums> {
+        self.map(|v| v.argnums(argnums))
+    }
+
+    /// Uses a known pattern instead of detecting one; it must hold every
+    /// nonzero (entries outside it are not computed), and is colored once
+    /// per signature like a detected one.
+    pub fn with_pattern(self, pattern: impl Into<Arc<SparsityPattern>>) -> Self {
+        self.map(|v| v.with_pattern(pattern))
+    }
+
+    /// The vertex order of the coloring (default [`Order::Saturation`]).
+    pub fn order(self, order: Order) -> Self {
+        self.map(|v| v.order(order))
+    }
+
+    /// The limit on the entries of one value's index sets during
+    /// detection (a function too dense for sparse differentiation is an
+    /// error naming the op).
+    pub fn max_entries(self, n: usize) -> Self {
+        self.map(|v| v.max_entries(n))
+    }
+
+    /// The transform as a function of its values (see [`SparseValues`]).
+    pub fn values(&self) -> &SparseValues<F, S> {
+        &self.inner
+    }
+}
+
+/// A compiled call and the plan of its signature.
+struct SparseCompiled {
+    compiled: crate::Compiled,
+    plan: Arc<SparsePlan>,
+}
+
+impl<F: Function, S: Selector<F::Args>> SparseJacobian<F, S> {
+    /// The derivative at `args` (given as to [`crate::Eval::eval`]), as a
+    /// sparse matrix over the pattern cached for their signature.
+    ///
+    /// # Errors
+    /// As [`crate::Eval::eval`]; a function too dense for detection's
+    /// limit; for a Hessian, a function without one scalar float output.
+    pub fn eval(&self, args: impl Flatten<Tensor>) -> Result<SparseMatrix> {
+        self.eval_with(args, &Parallelism::default())
+    }
+
+    /// [`SparseJacobian::eval`] with an explicit parallelism policy.
+    ///
+    /// # Errors
+    /// As [`SparseJacobian::eval`].
+    pub fn eval_with(&self, args: impl Flatten<Tensor>, par: &Parallelism) -> Result<SparseMatrix> {
+        let given = args.def();
+        let leaves = args.leaves();
+        let hit = match self.compiled.get_for(&given, &leaves) {
+            Some(hit) => hit,
+            None => {
+                let types: Vec<_> = leaves.iter().map(Tensor::ty).collect();
+                self.compiled.get_or_try_insert(&given, &types, || {
+                    let arity = <F::Args as Args>::ARITY;
+                    let def = fit_args_named(|| self.inner.name(), given.clone(), arity)?;
+                    let compiled = crate::compile(&self.inner, &def, &types)?;
+                    let plan = self.inner.plan_for(&def, &types)?;
+                    Ok(Arc::new(SparseCompiled { compiled, plan }))
+                })?
+            }
+        };
+        let c = hit
+            .downcast::<SparseCompiled>()
+            .map_err(|_| Error::invalid(self.inner.name(), "cache", "holds another type"))?;
+        let mut out = c.compiled.plan.run(&leaves, par)?;
+        SparseMatrix::new(c.plan.pattern().clone(), out.swap_remove(0))
+    }
+
+    /// The pattern, coloring and decompression for arguments like `args`
+    /// (detected and colored once per signature; nothing is evaluated).
+    ///
+    /// # Errors
+    /// As [`SparseJacobian::eval`].
+    pub fn plan(&self, args: impl Flatten<Tensor>) -> Result<Arc<SparsePlan>> {
+        self.inner.plan(args)
+    }
+
+    /// The pattern for arguments like `args` (see [`SparseJacobian::plan`]).
+    ///
+    /// # Errors
+    /// As [`SparseJacobian::eval`].
+    pub fn pattern(&self, args: impl Flatten<Tensor>) -> Result<Arc<SparsityPattern>> {
+        Ok(self.plan(args)?.pattern().clone())
+    }
+}
+
+/// As a function (inside a trace, under `vmap` or `jit`), a sparse
+/// Jacobian is its nonzero values, `[nnz]` in the pattern's CSC order.
+impl<F: Function, S: Selector<F::Args>> Function for SparseJacobian<F, S> {
+    type Args = F::Args;
+    type Output = Var;
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
+        self.inner.inline(def, args)
+    }
+    fn cache(&self) -> Option<&PlanCache> {
+        self.inner.cache()
+    }
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+}
+
+/// The sparsity pattern of `f`'s Jacobian with respect to its first
+/// argument at arguments like `args` (only their shapes and dtypes
+/// matter): `(out, in)`, see the [module docs](self).
+///
+/// ```
+/// use anvil::prelude::*;
+/// // y = [x0 x1, x1 + x2]: row 0 reads columns 0, 1; row 1 columns 1, 2.
+/// let f = |x: &Var| stack(&[&(x.at(0, 0) * x.at(0, 1)), &(x.at(0, 1) + x.at(0, 2))], 0);
+/// let p = anvil::sparse::jacobian_sparsity(&f, &Tensor::zeros(&[3])?)?;
+/// assert_eq!(p.to_string(), "xx.\n.xx\n");
+/// # Ok::<(), anvil::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`SparseJacobian::plan`].
+pub fn jacobian_sparsity<M, F: IntoFunction<M> + Clone>(
+    f: &F,
+    args: impl Flatten<Tensor>,
+) -> Result<Arc<SparsityPattern>>
+where
+    Argnum<0>: Selector<F::Args>,
+{
+    sparse_jacfwd(f.clone()).pattern(args)
+}
+
+/// The sparsity pattern of the Hessian of a scalar function at arguments
+/// like `args` (symmetric).
+///
+/// # Errors
+/// As [`SparseJacobian::plan`]; a function without one scalar float output.
+pub fn hessian_sparsity<M, F: IntoFunction<M> + Clone>(
+    f: &F,
+    args: impl Flatten<Tensor>,
+) -> Result<Arc<SparsityPattern>>
+where
+    Argnum<0>: Selector<F::Args>,
+{
+    sparse_hessian(f.clone()).pattern(args)
+}
+
+// ----------------------------------------------------------------- matrices
+
+/// A sparse matrix in CSC form: a pattern (shared, `u32` indices) and one
+/// value per entry, in the pattern's order (column by column, rows
+/// increasing).
+#[derive(Clone, Debug)]
+pub struct SparseMatrix {
+    pattern: Arc<SparsityPattern>,
+    values: Tensor,
+}
+
+impl SparseMatrix {
+    /// Pairs a pattern with its values (`[nnz]`).
+    ///
+    /// # Errors
+    /// Values that are not one per entry.
+    pub fn new(pattern: Arc<SparsityPattern>, values: Tensor) -> Result<SparseMatrix> {
+        if values.shape() != [pattern.nnz()] {
+            return Err(Error::shape(
+                "sparse matrix",
+                &[values.shape()],
+                format!("needs one value per entry of the pattern ({})", pattern.nnz()),
+            ));
+        }
+        Ok(SparseMatrix { pattern, values })
+    }
+
+    /// The pattern.
+    pub fn pattern(&self) -> &Arc<SparsityPattern> {
+        &self.pattern
+    }
+
+    /// The values, `[nnz]`, in the pattern's order.
+    pub fn values(&self) -> &Tensor {
+        &self.values
+    }
+
+    /// Number of rows.
+    pub fn nrows(&self) -> usize {
+        self.pattern.nrows()
+    }
+
+    /// Number of columns.
+    pub fn ncols(&self) -> usize {
+        self.pattern.ncols()
+    }
+
+    /// Number of entries.
+    pub fn nnz(&self) -> usize {
+        self.pattern.nnz()
+    }
+
+    /// The matrix as faer's `SparseColMatRef` over this pattern and these
+    /// values, without copying (`T` is the values' dtype, `f64` unless the
+    /// function computes in `f32`).
+    ///
+    /// # Errors
+    /// `T` is not the values' dtype.
+    pub fn as_faer<T: Element>(&self) -> Result<SparseColMatRef<'_, u32, T>> {
+        Ok(SparseColMatRef::new(self.pattern.as_faer(), self.values.as_slice::<T>()?))
+    }
+
+    /// The matrix as faer's owned `SparseColMat` (a copy).
+    ///
+    /// # Errors
+    /// `T` is not the values' dtype.
+    pub fn to_faer<T: Element>(&self) -> Result<SparseColMat<u32, T>> {
+        let symbolic = self.pattern.as_faer().to_owned().map_err(|e| {
+            Error::invalid("sparse matrix", "to_faer", format!("faer could not allocate: {e:?}"))
+        })?;
+        Ok(SparseColMat::new(symbolic, self.values.to_vec::<T>()?))
+    }
+
+    /// The entry at `(row, col)`: `None` outside the pattern or the matrix.
+    pub fn get(&self, row: usize, col: usize) -> Option<f64> {
+        if col >= self.ncols() {
+            return None;
+        }
+        let r = self.pattern.col_range(col);
+        let rows = &self.pattern.row_idx()[r.clone()];
+        let k = rows.binary_search(&u32::try_from(row).ok()?).ok()?;
+        self.values.storage().get(r.start + k).map(|s| s.to_f64())
+    }
+
+    /// The `k`-th diagonal, `A[i, i + k]` for every `i` where it exists
+    /// (`k < 0`: below the main diagonal), zeros where the pattern has no
+    /// entry, in the values' dtype (as `numpy.diagonal(A, k)`).
+    ///
+    /// # Errors
+    /// None in practice (the values' dtype is a float type).
+    pub fn diagonal(&self, k: i64) -> Result<Tensor> {
+        Ok(self.diagonals(&[k])?.swap_remove(0))
+    }
+
+    /// Several diagonals at once (see [`SparseMatrix::diagonal`]), in one
+    /// pass over the entries: the DIA form of a banded matrix.
+    ///
+    /// ```
+    /// use anvil::sparse::{gallery, SparseMatrix};
+    /// use anvil::Tensor;
+    /// let p = std::sync::Arc::new(gallery::tridiagonal(4).unwrap());
+    /// let values: Vec<f64> = (0..p.nnz()).map(|v| v as f64).collect();
+    /// let a = SparseMatrix::new(p, Tensor::from_vec(values, &[10])?)?;
+    /// let d = a.diagonals(&[-1, 0, 1])?;
+    /// assert_eq!(d[0].to_vec::<f64>()?, vec![1.0, 4.0, 7.0]); // below
+    /// assert_eq!(d[1].to_vec::<f64>()?, vec![0.0, 3.0, 6.0, 9.0]);
+    /// assert_eq!(d[2].to_vec::<f64>()?, vec![2.0, 5.0, 8.0]); // above
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// None in practice (the values' dtype is a float type).
+    pub fn diagonals(&self, offsets: &[i64]) -> Result<Vec<Tensor>> {
+        match self.values.dtype() {
+            crate::DType::F32 => self.diagonals_of::<f32>(offsets),
+            _ => self.diagonals_of::<f64>(offsets),
+        }
+    }
+
+    fn diagonals_of<T: Element + Default + Send + Sync>(
+        &self,
+        offsets: &[i64],
+    ) -> Result<Vec<Tensor>> {
+        let (m, n) = (self.nrows() as i64, self.ncols() as i64);
+        let len = |k: i64| (if k >= 0 { m.min(n - k) } else { (m + k).min(n) }).max(0) as usize;
+        let mut outs: Vec<Vec<T>> = offsets.iter().map(|&k| vec![T::default(); len(k)]).collect();
+        let (Some(&lo), Some(&hi)) = (offsets.iter().min(), offsets.iter().max()) else {
+            return Ok(Vec::new());
+        };
+        // Which output an offset goes to, by a table over the offsets' range.
+        let mut slot = vec![usize::MAX; (hi - lo + 1) as usize];
+        for (s, &k) in offsets.iter().enumerate() {
+            slot[(k - lo) as usize] = s;
+        }
+        let v = self.values.as_slice::<T>()?;
+        // Columns in chunks, one per task: entry (r, c) of diagonal k = c - r
+        // lands at min(r, c), so a chunk of columns writes its own run of
+        // each diagonal.
+        let tasks = if self.nnz() >= 1 << 16 { rayon::current_num_threads().max(1) * 4 } else { 1 };
+        let step = (n as usize).div_ceil(tasks).max(1);
+        let bounds: Vec<usize> = (0..=n as usize).step_by(step).chain([n as usize]).collect();
+        let at = |k: i64, c: usize| (c as i64 - k.max(0)).clamp(0, len(k) as i64) as usize;
+        let mut chunks: Vec<Vec<(usize, &mut [T])>> =
+            (1..bounds.len()).map(|_| Vec::new()).collect();
+        for (out, &k) in outs.iter_mut().zip(offsets) {
+            let mut rest: &mut [T] = out;
+            let mut first = 0;
+            for (t, w) in bounds.windows(2).enumerate() {
+                let end = at(k, w[1]).max(first);
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - first);
+                chunks[t].push((first, head));
+                rest = tail;
+                first = end;
+            }
+        }
+        let (ptr, rows) = (self.pattern.col_ptr(), self.pattern.row_idx());
+        let fill = |(t, mut parts): (usize, Vec<(usize, &mut [T])>)| {
+            for c in bounds[t]..bounds[t + 1] {
+                for p in ptr[c] as usize..ptr[c + 1] as usize {
+                    let r = rows[p] as usize;
+                    let d = c as i64 - r as i64;
+                    if (lo..=hi).contains(&d) {
+                        if let Some((first, part)) = parts.get_mut(slot[(d - lo) as usize]) {
+                            part[r.min(c) - *first] = v[p];
+                        }
+                    }
+                }
+            }
+        };
+        {
+            use rayon::prelude::*;
+            chunks.into_par_iter().enumerate().for_each(fill);
+        }
+        outs.into_iter()
+            .map(|o| {
+                let n = o.len();
+                Tensor::from_vec(o, &[n])
+            })
+            .collect()
+    }
+
+    /// The dense matrix (for checks and small problems).
+    ///
+    /// # Errors
+    /// A matrix too large to allocate densely.
+    pub fn to_dense(&self) -> Result<Tensor> {
+        let (m, n) = (self.nrows(), self.ncols());
+        let mut out = vec![
+            0.0;
+            m.checked_mul(n).ok_or_else(|| {
+                Error::invalid("sparse matrix", "to_dense", format!("{m} × {n} is too large"))
+            })?
+        ];
+        let v = self.values.to_f64_vec();
+        for (p, (i, j)) in self.pattern.entries().enumerate() {
+            out[i * n + j] = v[p];
+        }
+        Tensor::from_vec(out, &[m, n]).map(|t| t.cast(self.values.dtype()))
+    }
+}
+
+/// A batch of sparse matrices with one shared pattern: what `vmap` of a
+/// sparse Jacobian computes (values `[B, nnz]`).
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::sparse::{sparse_jacfwd, SparseBatch};
+/// let jac = sparse_jacfwd(|x: &Var| x.sin());
+/// let xs = Tensor::from_vec(vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0], &[2, 3])?;
+/// let values = vmap(&jac).eval(&xs)?; // [2, 3]: two diagonal Jacobians
+/// let batch = SparseBatch::new(jac.pattern(&xs.select_axis(0, 0)?)?, values)?;
+/// assert_eq!(batch.len(), 2);
+/// assert_eq!(batch.get(1)?.get(2, 2), Some(5f64.cos()));
+/// # Ok::<(), anvil::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct SparseBatch {
+    pattern: Arc<SparsityPattern>,
+    values: Tensor,
+}
+
+impl SparseBatch {
+    /// Pairs a pattern with a batch of values `[B, nnz]`.
+    ///
+    /// # Errors
+    /// Values that are not `[B, nnz]`.
+    pub fn new(pattern: Arc<SparsityPattern>, values: Tensor) -> Result<SparseBatch> {
+        if values.rank() != 2 || values.shape()[1] != pattern.nnz() {
+            return Err(Error::shape(
+                "sparse batch",
+                &[values.shape()],
+                format!("needs values [B, {}] (one row per matrix)", pattern.nnz()),
+            ));
+        }
+        Ok(SparseBatch { pattern, values })
+    }
+
+    /// The shared pattern.
+    pub fn pattern(&self) -> &Arc<SparsityPattern> {
+        &self.pattern
+    }
+
+    /// The values, `[B, nnz]`.
+    pub fn values(&self) -> &Tensor {
+        &self.values
+    }
+
+    /// The number of matrices.
+    pub fn len(&self) -> usize {
+        self.values.shape()[0]
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Matrix `b` (its values copied out of the batch).
+    ///
+    /// # Errors
+    /// `b` out of range.
+    pub fn get(&self, b: usize) -> Result<SparseMatrix> {
+        SparseMatrix::new(self.pattern.clone(), self.values.select_axis(0, b)?)
+    }
+
+    /// Matrix `b` as faer's `SparseColMatRef`, without copying.
+    ///
+    /// # Errors
+    /// `b` out of range; `T` is not the values' dtype.
+    pub fn as_faer<T: Element>(&self, b: usize) -> Result<SparseColMatRef<'_, u32, T>> {
+        let nnz = self.pattern.nnz();
+        let all = self.values.as_slice::<T>()?;
+        let v = all.get(b * nnz..(b + 1) * nnz).ok_or_else(|| {
+            Error::invalid("sparse batch", "index", format!("{b} is not below {}", self.len()))
+        })?;
+        Ok(SparseColMatRef::new(self.pattern.as_faer(), v))
+    }
+}

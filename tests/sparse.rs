@@ -1,0 +1,204 @@
+//! Sparse Jacobians and Hessians: detection, coloring and compressed
+//! evaluation against the dense transforms.
+
+use anvil::prelude::*;
+use anvil::sparse::{sparse_hessian, sparse_jacfwd, sparse_jacrev};
+
+/// `(u[i-1] - 2u[i] + u[i+1]) n^2 + u[i]^3 - sin(u[i])`, zero boundaries (W4).
+fn pde_residual(u: &Var) -> Var {
+    let n = u.shape()[0];
+    let up = u.pad(&[(1, 1)], 0.0);
+    let left = up.slice_axis(0, None, Some(-2), 1);
+    let right = up.slice_axis(0, Some(2), None, 1);
+    (left - u * 2.0 + right) * (n as f64).powi(2) + u.powf(3.0) - u.sin()
+}
+
+fn random(n: usize, seed: u64) -> Tensor {
+    anvil::testing::random_tensor(&[n], seed)
+}
+
+#[test]
+fn the_pde_residual_jacobian_is_tridiagonal_with_three_colors() {
+    let u = random(50, 1);
+    let jac = sparse_jacfwd(pde_residual);
+    let j = jac.eval(&u).unwrap();
+    let plan = jac.plan(&u).unwrap();
+    assert_eq!((j.nnz(), plan.num_colors()), (3 * 50 - 2, 3));
+    let dense = jacfwd(pde_residual).eval(&u).unwrap();
+    assert!(j.to_dense().unwrap().allclose(&dense, 1e-12, 1e-9));
+    let r = sparse_jacrev(pde_residual).eval(&u).unwrap();
+    assert!(r.to_dense().unwrap().allclose(&dense, 1e-12, 1e-9));
+}
+
+#[test]
+fn a_sparse_hessian_matches_the_dense_one() {
+    let f = |x: &Var| {
+        (x.slice_axis(0, Some(1), None, 1) - x.slice_axis(0, None, Some(-1), 1).square())
+            .square()
+            .sum_all()
+    };
+    let x = random(20, 2);
+    let h = sparse_hessian(f).eval(&x).unwrap();
+    let dense = hessian(f).eval(&x).unwrap();
+    assert!(h.to_dense().unwrap().allclose(&dense, 1e-12, 1e-12));
+}
+
+/// The 2-D Bratu residual on an `N × N` grid, zero Dirichlet boundaries:
+/// `Δ_h u + λ e^u` with the 5-point Laplacian, `h = 1/(N+1)`.
+fn bratu(u: &Var) -> Var {
+    let n = u.shape()[0];
+    let up = u.pad(&[(1, 1), (1, 1)], 0.0);
+    let at = |di: i64, dj: i64| {
+        up.slice_axis(0, Some(1 + di), Some(n as i64 + 1 + di), 1).slice_axis(
+            1,
+            Some(1 + dj),
+            Some(n as i64 + 1 + dj),
+            1,
+        )
+    };
+    let lap = (at(-1, 0) + at(1, 0) + at(0, -1) + at(0, 1) - u * 4.0) * ((n + 1) as f64).powi(2);
+    lap + u.exp() * 6.0
+}
+
+#[test]
+fn detected_patterns_of_w4_w12_and_bratu_color_to_3_3_and_5() {
+    // W4 and W12 differentiate the same residual (W4 densely): 3 colors,
+    // at the benchmark's size too.
+    for n in [7, 2000] {
+        let plan = sparse_jacfwd(pde_residual).plan(random(n, 3)).unwrap();
+        assert_eq!((plan.pattern().nnz(), plan.num_colors()), (3 * n - 2, 3), "n = {n}");
+    }
+    // Bratu: the 5-point stencil, 5 colors, and the values of the dense Jacobian.
+    for n in [4, 9, 30] {
+        let u = anvil::testing::random_tensor(&[n, n], 4);
+        let jac = sparse_jacfwd(bratu);
+        let plan = jac.plan(&u).unwrap();
+        assert_eq!((plan.pattern().nnz(), plan.num_colors()), (5 * n * n - 4 * n, 5), "N = {n}");
+        if n <= 9 {
+            let dense = jacfwd(bratu).eval(&u).unwrap().reshape(&[(n * n) as i64, -1]).unwrap();
+            assert!(jac.eval(&u).unwrap().to_dense().unwrap().allclose(&dense, 1e-12, 1e-9));
+        }
+    }
+}
+
+#[test]
+fn a_known_pattern_replaces_detection() {
+    let n = 40;
+    let u = random(n, 5);
+    let detected = sparse_jacfwd(pde_residual).eval(&u).unwrap();
+    // A user's pattern with more entries than needed (pentadiagonal): the
+    // extra entries come out zero, colored to 5.
+    let penta = anvil::sparse::gallery::banded(n, n, 2, 2).unwrap();
+    let jac = sparse_jacfwd(pde_residual).with_pattern(penta);
+    let j = jac.eval(&u).unwrap();
+    assert_eq!((j.nnz(), jac.plan(&u).unwrap().num_colors()), (5 * n - 6, 5));
+    assert!(j.to_dense().unwrap().allclose(&detected.to_dense().unwrap(), 0.0, 0.0));
+    assert_eq!(j.get(4, 2), Some(0.0));
+    // Reverse mode with the exact pattern.
+    let tri = anvil::sparse::gallery::tridiagonal(n).unwrap();
+    let r = sparse_jacrev(pde_residual).with_pattern(tri).eval(&u).unwrap();
+    assert!(r.to_dense().unwrap().allclose(&detected.to_dense().unwrap(), 1e-12, 1e-9));
+    // A pattern of the wrong shape is an error, not a panic.
+    let wrong = anvil::sparse::gallery::tridiagonal(n + 1).unwrap();
+    let err = sparse_jacfwd(pde_residual).with_pattern(wrong).eval(&u).unwrap_err();
+    assert!(err.to_string().contains("41"), "{err}");
+}
+
+#[test]
+fn sparse_jacobians_compose_with_vmap_sharing_one_pattern() {
+    use anvil::sparse::SparseBatch;
+    let (b, n) = (3, 25);
+    let us = anvil::testing::random_tensor(&[b, n], 6);
+    let jac = sparse_jacfwd(pde_residual);
+    let values = vmap(&jac).eval(&us).unwrap();
+    assert_eq!(values.shape(), [b, 3 * n - 2]);
+    let batch =
+        SparseBatch::new(jac.pattern(us.select_axis(0, 0).unwrap()).unwrap(), values).unwrap();
+    for k in 0..b {
+        let u = us.select_axis(0, k).unwrap();
+        let one = jac.eval(&u).unwrap();
+        assert!(batch.get(k).unwrap().values().allclose(one.values(), 1e-14, 0.0), "batch {k}");
+        assert_eq!(batch.as_faer::<f64>(k).unwrap().compute_nnz(), 3 * n - 2);
+    }
+    // Under jit too, and of a Hessian.
+    let f = |x: &Var| {
+        (x.slice_axis(0, Some(1), None, 1) * x.slice_axis(0, None, Some(-1), 1)).sin().sum_all()
+    };
+    let h = sparse_hessian(f);
+    let xs = anvil::testing::random_tensor(&[2, 10], 7);
+    let hv = jit(vmap(&h)).eval(&xs).unwrap();
+    let dense = hessian(f).eval(xs.select_axis(0, 1).unwrap()).unwrap();
+    let one = anvil::sparse::SparseMatrix::new(
+        h.pattern(xs.select_axis(0, 1).unwrap()).unwrap(),
+        hv.select_axis(0, 1).unwrap(),
+    )
+    .unwrap();
+    assert!(one.to_dense().unwrap().allclose(&dense, 1e-12, 1e-12));
+}
+
+#[test]
+fn argnums_pick_the_columns() {
+    // F(u, v) = u * v[::-1] + sin(u): with respect to v, an anti-diagonal.
+    let f = |u: &Var, v: &Var| u * v.slice_axis(0, None, None, -1) + u.sin();
+    let (u, v) = (random(6, 8), random(6, 9));
+    let jv = sparse_jacfwd(f).argnum::<1>().eval((&u, &v)).unwrap();
+    assert_eq!(jv.nnz(), 6);
+    assert_eq!(jv.get(0, 5), Some(u.to_f64_vec()[0]));
+    let both = sparse_jacrev(f).argnums(&[0, 1]).eval((&u, &v)).unwrap();
+    assert_eq!((both.nrows(), both.ncols(), both.nnz()), (6, 12, 12));
+}
+
+#[test]
+fn bidirectional_coloring_takes_few_passes_on_an_arrowhead() {
+    use anvil::sparse::sparse_jacobian;
+    // y = x · x0 (a dense column), y0 += Σ sin(x) (a dense row).
+    let f = |x: &Var| {
+        let y = x * x.at(0, 0);
+        let head = y.slice_axis(0, None, Some(1), 1) + x.sin().sum(&[0]);
+        concatenate(&[&head, &y.slice_axis(0, Some(1), None, 1)], 0)
+    };
+    let n = 60;
+    let x = random(n, 10);
+    let dense = jacfwd(f).eval(&x).unwrap();
+    let both = sparse_jacobian(f);
+    let plan = both.plan(&x).unwrap();
+    assert!(plan.num_colors() <= 3, "{} passes", plan.num_colors());
+    assert!(plan.num_row_colors() >= 1 && plan.num_row_colors() < plan.num_colors());
+    assert_eq!(sparse_jacfwd(f).plan(&x).unwrap().num_colors(), n);
+    assert_eq!(sparse_jacrev(f).plan(&x).unwrap().num_colors(), n);
+    assert!(both.eval(&x).unwrap().to_dense().unwrap().allclose(&dense, 1e-13, 1e-13));
+    // On a banded pattern it is no worse than forward mode; under vmap too.
+    let plan = sparse_jacobian(pde_residual).plan(random(30, 11)).unwrap();
+    assert_eq!(plan.num_colors(), 3);
+    let xs = anvil::testing::random_tensor(&[2, n], 12);
+    let values = vmap(&both).eval(&xs).unwrap();
+    let second = both.eval(xs.select_axis(0, 1).unwrap()).unwrap();
+    assert!(values.select_axis(0, 1).unwrap().allclose(second.values(), 1e-14, 0.0));
+}
+
+#[test]
+fn misuse_is_an_error_not_a_panic() {
+    let x = random(5, 13);
+    // A Hessian of a function that is not scalar.
+    let err = sparse_hessian(|x: &Var| x.sin()).eval(&x).unwrap_err();
+    assert!(!err.to_string().is_empty());
+    // A function too dense for the limit of entries names the op.
+    let dense = |x: &Var| x * x.sum_all();
+    let err = sparse_jacfwd(dense).max_entries(10).eval(&x).unwrap_err();
+    assert!(err.to_string().contains("limit"), "{err}");
+    // An integer output has no derivative: an empty matrix, no passes.
+    let int_out = |x: &Var| x.cast(DType::I64);
+    assert_eq!(sparse_jacrev(int_out).eval(&x).unwrap().nnz(), 0);
+    // Arguments of another arity than the function's.
+    assert!(sparse_jacfwd(pde_residual).eval((&x, &x)).is_err());
+}
+
+#[test]
+fn f32_functions_give_f32_values() {
+    let u = random(30, 14).cast(DType::F32);
+    let j = sparse_jacfwd(pde_residual).eval(&u).unwrap();
+    assert_eq!(j.values().dtype(), DType::F32);
+    let dense = jacfwd(pde_residual).eval(&u).unwrap();
+    assert!(j.to_dense().unwrap().allclose(&dense, 1e-5, 1e-3));
+    assert_eq!(j.as_faer::<f32>().unwrap().compute_nnz(), 88);
+}
