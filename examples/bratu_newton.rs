@@ -15,6 +15,7 @@
 //! `N = 200`, `λ = 6`: 40,000 unknowns, about a second;
 //! `N = 1000` is 10⁶ unknowns).
 
+#![deny(warnings)]
 use anvil::prelude::*;
 use anvil::sparse::sparse_jacfwd;
 use faer::linalg::solvers::Solve;

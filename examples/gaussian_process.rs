@@ -18,6 +18,7 @@
 //!
 //! Run: `cargo run --release --example gaussian_process`
 
+#![deny(warnings)]
 use anvil::linalg;
 use anvil::prelude::*;
 

@@ -12,6 +12,7 @@
 //!
 //! Run: `cargo run --release --example newton`
 
+#![deny(warnings)]
 use anvil::prelude::*;
 
 /// The residual `F(u; λ)`.

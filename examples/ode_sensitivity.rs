@@ -15,6 +15,7 @@
 //!
 //! Run: `cargo run --release --example ode_sensitivity`
 
+#![deny(warnings)]
 use anvil::prelude::*;
 
 const STEPS: usize = 2000;

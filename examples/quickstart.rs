@@ -3,6 +3,7 @@
 //!
 //! Run with `cargo run --release --example quickstart`.
 
+#![deny(warnings)]
 use anvil::prelude::*;
 
 /// A layer's parameters as a struct of tensors (a pytree): `Layer<Var>`

@@ -11,6 +11,7 @@
 //! cargo run --release --example scan_memory -- 10000 200 100    # every 100th (sqrt of 10,000)
 //! ```
 
+#![deny(warnings)]
 use anvil::prelude::*;
 use std::time::Instant;
 

@@ -7,6 +7,7 @@
 //!
 //! Run: `cargo run --release --example special_functions`
 
+#![deny(warnings)]
 use anvil::prelude::*;
 use anvil_special::SpecialExt;
 use anvil_special_cpu as _; // links the kernels

@@ -19,6 +19,26 @@
 //! # Ok::<(), anvil::Error>(())
 //! ```
 //!
+//! The transforms compose, and each returns a function that can be
+//! evaluated, traced, or transformed again:
+//!
+//! ```
+//! use anvil::prelude::*;
+//!
+//! let f = |x: &Var| (x.sin() * x).sum(&[0]);                 // R^3 -> R
+//! let x = Tensor::from_vec(vec![0.1, 0.2, 0.3], &[3])?;
+//! let g = grad(f).eval(&x)?;                                   // [3]: sin x + x cos x
+//! let j = jacfwd(|x: &Var| x.sin() * x).eval(&x)?;             // [3, 3], diagonal
+//! let h = hessian(f).eval(&x)?;                                // [3, 3] = jacfwd(jacrev(f))
+//! let xs = Tensor::from_vec(vec![0.1, 0.2, 0.3, 0.4, 0.5, 0.6], &[2, 3])?;
+//! let per_row = vmap(grad(f)).eval(&xs)?;                      // [2, 3]: one gradient per row
+//! assert!((g.to_vec::<f64>()?[0] - (0.1f64.sin() + 0.1 * 0.1f64.cos())).abs() < 1e-15);
+//! assert_eq!(j.get(&[0, 1]), Some(anvil::Scalar::F64(0.0)));
+//! assert!(h.allclose(&jacfwd(jacrev(f)).eval(&x)?, 1e-12, 0.0));
+//! assert!(per_row.select_axis(0, 0)?.allclose(&g, 1e-15, 0.0));
+//! # Ok::<(), anvil::Error>(())
+//! ```
+//!
 //! A bare closure is traced and compiled on every call; [`jit`] wraps it with
 //! a cache of compiled plans keyed by the arguments' shapes and dtypes, so
 //! repeated calls cost only the kernels.
@@ -26,10 +46,11 @@
 //! The crates behind the facade: `anvil-core` (tensors, IR, tracing, the
 //! `Op` trait, registries), `anvil-ops` (the standard ops), `anvil-cpu` (the
 //! CPU backend) and `anvil-transforms` (graph-to-graph transforms).
+// Doctests are compiled with warnings as errors: an example that warns is a bad example.
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 pub mod sparse;
-pub mod testing;
 
 mod shapes;
 /// The rest of `jax.lax` and `jax.numpy` (elementwise math, cumulative
@@ -70,6 +91,13 @@ pub use anvil_transforms::{
     self as transforms, cond, custom_jvp, custom_vjp, fori_loop, grad, hessian, jacfwd, jacrev,
     jvp, map, scan, scan_n, scan_with, switch, value_and_grad, vmap, while_loop,
     while_loop_bounded, InAxes, ScanOptions,
+};
+/// The types the transforms return (what a user names in a signature or a
+/// struct field holding a transformed function) and their selectors
+/// (`argnum::<N>()`, `argnums(&[..])`).
+pub use anvil_transforms::{
+    Argnum, Argnums, Branches, CustomJvp, CustomVjp, Grad, Hessian, Jacobian, Jvp, Linearization,
+    MapFn, Vmap,
 };
 
 use anvil_core::function::{fit_args, fit_args_named, Args};

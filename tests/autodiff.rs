@@ -6,7 +6,7 @@ use anvil::prelude::*;
 use anvil::{Op, TensorType};
 
 /// Deterministic inputs, uniform in [-1, 1).
-use anvil::testing::random_tensor as rand;
+use anvil_testing::random_tensor as rand;
 
 fn axpy(a: f64, x: &Tensor, y: &Tensor) -> Tensor {
     let v: Vec<f64> = x

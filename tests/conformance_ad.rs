@@ -11,11 +11,11 @@ use anvil::core::{register_rule, LinearArg, Parameter};
 use anvil::cpu::{register_kernel, Parallelism};
 use anvil::ops::control::CustomVjpCall;
 use anvil::ops::elementwise::StopGradient;
-use anvil::testing::{
+use anvil::{trace, Op, Tensor, TensorType, Var, VarExt};
+use anvil_testing::{
     check_op, check_op_jvp, check_op_transpose, check_op_vmap_of_jvp, rule_report,
     standard_samples, CheckOutcome, Derivative, InputKind, OpSample, RuleReportTable,
 };
-use anvil::{trace, Op, Tensor, TensorType, Var, VarExt};
 use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;

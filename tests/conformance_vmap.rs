@@ -7,8 +7,8 @@ mod common;
 
 use anvil::core::{register_rule, Batched};
 use anvil::cpu::{register_kernel, Parallelism};
-use anvil::testing::{check_op_vmap, missing_samples, standard_samples, InputKind, OpSample};
 use anvil::{Op, Tensor, TensorType, Var};
+use anvil_testing::{check_op_vmap, missing_samples, standard_samples, InputKind, OpSample};
 use std::time::Instant;
 
 /// Samples excluded from `every_sample_batches_like_a_loop` because of a
@@ -21,7 +21,7 @@ fn every_registered_op_has_a_sample() {
     let missing = missing_samples(&standard_samples());
     assert!(
         missing.is_empty(),
-        "ops with a registered CPU kernel but no sample in anvil::testing::standard_samples(): {missing:?}"
+        "ops with a registered CPU kernel but no sample in anvil_testing::standard_samples(): {missing:?}"
     );
     // The test-local ops registered below are fixtures, not asked for.
     assert!(

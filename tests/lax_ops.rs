@@ -5,8 +5,8 @@
 
 use anvil::lax::{dynamic_slice, gather, GatherDimensionNumbers, GatherMode};
 use anvil::prelude::*;
-use anvil::testing::{check_op, random_tensor, standard_samples, CheckOutcome};
 use anvil::Parallelism;
+use anvil_testing::{check_op, random_tensor, standard_samples, CheckOutcome};
 
 const LAX_OPS: &[&str] = &[
     "sinh",

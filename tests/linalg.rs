@@ -1,7 +1,7 @@
 //! `solve`: values, batching, derivatives, errors.
 
 use anvil::prelude::*;
-use anvil::testing::check_vmap;
+use anvil_testing::check_vmap;
 
 fn well_conditioned(n: usize, seed: u64) -> Tensor {
     let v: Vec<f64> = (0..n * n)

@@ -13,7 +13,7 @@ use anvil::prelude::*;
 
 /// A deterministic pseudo-random tensor in `[-1, 1)`.
 fn rand(shape: &[usize], seed: u64) -> Tensor {
-    anvil::testing::random_tensor(shape, seed)
+    anvil_testing::random_tensor(shape, seed)
 }
 
 /// Symmetric positive definite matrices `M Mᵀ / n + I` of `shape`.

@@ -7,7 +7,7 @@
 //! two execution contexts: the default one, and one with every parallel
 //! threshold at its minimum, so that the threaded paths (rayon chunks, faer's
 //! parallel GEMM, batched products split across threads) run on small inputs
-//! too. Inputs come from a seeded SplitMix64, so every run sees the same data.
+//! too. Inputs come from a seeded TestRng, so every run sees the same data.
 //!
 //! f32 cases are compared with a reference computed in f64 from the
 //! f32-rounded inputs; tolerances are `|got - want| <= tol * (1 + |want|)`
@@ -28,7 +28,7 @@ const NAN: f64 = f64::NAN;
 
 // ---------------------------------------------------------------- inputs
 
-/// SplitMix64 (Steele, Lea and Flood): a seeded stream of 64-bit values.
+/// TestRng (Steele, Lea and Flood): a seeded stream of 64-bit values.
 struct Rng(u64);
 
 impl Rng {

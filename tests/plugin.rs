@@ -4,9 +4,9 @@
 //! and Hessians against closed forms.
 
 use anvil::prelude::*;
-use anvil::testing::{check_op, rule_report, InputKind, OpSample};
 use anvil_special::{BesselJ0, BesselJ1, CumSum, SinCos, SpecialExt};
 use anvil_special_cpu as _;
+use anvil_testing::{check_op, rule_report, InputKind, OpSample};
 
 fn j0(x: f64) -> f64 {
     series::j0(x)

@@ -68,7 +68,7 @@ fn a_duplicate_registration_names_both_places() {
 
 /// One instance of every standard op type: the conformance samples'.
 fn standard_ops() -> Vec<Box<dyn Op>> {
-    anvil::testing::standard_samples().into_iter().map(|s| s.op).collect()
+    anvil_testing::standard_samples().into_iter().map(|s| s.op).collect()
 }
 
 #[test]
@@ -101,7 +101,7 @@ fn every_standard_op_runs_on_the_cpu() {
 
 #[test]
 fn every_standard_op_with_operands_has_a_vmap_rule() {
-    for s in anvil::testing::standard_samples() {
+    for s in anvil_testing::standard_samples() {
         // Ops without operands (constants, full, iota, seeds) are never batched.
         if !s.inputs.is_empty() {
             let rule = anvil::core::vmap_rules().lookup(s.op.as_ref()).unwrap();

@@ -14,7 +14,7 @@ fn pde_residual(u: &Var) -> Var {
 }
 
 fn random(n: usize, seed: u64) -> Tensor {
-    anvil::testing::random_tensor(&[n], seed)
+    anvil_testing::random_tensor(&[n], seed)
 }
 
 #[test]
@@ -70,7 +70,7 @@ fn detected_patterns_of_w4_w12_and_bratu_color_to_3_3_and_5() {
     }
     // Bratu: the 5-point stencil, 5 colors, and the values of the dense Jacobian.
     for n in [4, 9, 30] {
-        let u = anvil::testing::random_tensor(&[n, n], 4);
+        let u = anvil_testing::random_tensor(&[n, n], 4);
         let jac = sparse_jacfwd(bratu);
         let plan = jac.plan(&u).unwrap();
         assert_eq!((plan.pattern().nnz(), plan.num_colors()), (5 * n * n - 4 * n, 5), "N = {n}");
@@ -108,7 +108,7 @@ fn a_known_pattern_replaces_detection() {
 fn sparse_jacobians_compose_with_vmap_sharing_one_pattern() {
     use anvil::sparse::SparseBatch;
     let (b, n) = (3, 25);
-    let us = anvil::testing::random_tensor(&[b, n], 6);
+    let us = anvil_testing::random_tensor(&[b, n], 6);
     let jac = sparse_jacfwd(pde_residual);
     let values = vmap(&jac).eval(&us).unwrap();
     assert_eq!(values.shape(), [b, 3 * n - 2]);
@@ -125,7 +125,7 @@ fn sparse_jacobians_compose_with_vmap_sharing_one_pattern() {
         (x.slice_axis(0, Some(1), None, 1) * x.slice_axis(0, None, Some(-1), 1)).sin().sum_all()
     };
     let h = sparse_hessian(f);
-    let xs = anvil::testing::random_tensor(&[2, 10], 7);
+    let xs = anvil_testing::random_tensor(&[2, 10], 7);
     let hv = jit(vmap(&h)).eval(&xs).unwrap();
     let dense = hessian(f).eval(xs.select_axis(0, 1).unwrap()).unwrap();
     let one = anvil::sparse::SparseMatrix::new(
@@ -170,7 +170,7 @@ fn bidirectional_coloring_takes_few_passes_on_an_arrowhead() {
     // On a banded pattern it is no worse than forward mode; under vmap too.
     let plan = sparse_jacobian(pde_residual).plan(random(30, 11)).unwrap();
     assert_eq!(plan.num_colors(), 3);
-    let xs = anvil::testing::random_tensor(&[2, n], 12);
+    let xs = anvil_testing::random_tensor(&[2, n], 12);
     let values = vmap(&both).eval(&xs).unwrap();
     let second = both.eval(xs.select_axis(0, 1).unwrap()).unwrap();
     assert!(values.select_axis(0, 1).unwrap().allclose(second.values(), 1e-14, 0.0));

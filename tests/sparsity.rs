@@ -4,7 +4,7 @@
 
 use anvil::prelude::*;
 use anvil::sparse::jacobian_sparsity;
-use anvil::testing::{standard_samples, Derivative, OpSample};
+use anvil_testing::{standard_samples, Derivative, OpSample};
 
 /// Ops whose rule may give a strict superset of the nonzeros at a generic
 /// point, with the reason. Every other sample must match exactly.

@@ -1,11 +1,11 @@
 //! `vmap` against loops over slices, nesting, graph structure and errors.
 
 use anvil::prelude::*;
-use anvil::testing::check_vmap;
 use anvil::Tensor;
+use anvil_testing::check_vmap;
 
 /// Deterministic inputs, uniform in [-1, 1).
-use anvil::testing::random_tensor as rand;
+use anvil_testing::random_tensor as rand;
 
 /// Inserts a batch axis of size `b` at `axis` into an element shape.
 fn batched(shape: &[usize], axis: usize, b: usize) -> Vec<usize> {

@@ -2,12 +2,12 @@
 //! the loop fallback for ops without a batching rule, and `chunk_size`.
 
 use anvil::prelude::*;
-use anvil::testing::{check_vmap, run};
 use anvil::transforms::map_fallbacks;
 use anvil::{Op, TensorType};
+use anvil_testing::{check_vmap, run};
 
 /// Deterministic inputs, uniform in [-1, 1).
-use anvil::testing::random_tensor as rand;
+use anvil_testing::random_tensor as rand;
 
 fn idx(v: Vec<i64>, shape: &[usize]) -> Tensor {
     Tensor::from_vec(v, shape).unwrap()
@@ -118,8 +118,8 @@ fn map_equals_vmap_with_shared_args_and_batch_sizes() {
 fn map_with_several_outputs_and_parallel_ctx() {
     let xs = rand(&[40, 6], 10);
     let f = |x: &Var| vec![x.exp().sum(&[0]), x * 2.0];
-    let got = anvil::testing::run(&map(f), std::slice::from_ref(&xs)).unwrap();
-    let want = anvil::testing::run(&vmap(f), std::slice::from_ref(&xs)).unwrap();
+    let got = anvil_testing::run(&map(f), std::slice::from_ref(&xs)).unwrap();
+    let want = anvil_testing::run(&vmap(f), std::slice::from_ref(&xs)).unwrap();
     for (g, w) in got.iter().zip(&want) {
         g.assert_allclose(w, 1e-14, 1e-14);
     }

@@ -5,11 +5,11 @@
 //! (sections 2, 3, 5 and 6.1–6.9); tests named `vd_...` follow
 //! `references/vmap-design.md`. Each computes with anvil's `vmap` and compares
 //! with either a loop of the *unbatched* function over slices ([`looped`],
-//! which never calls `vmap`, or `anvil::testing::check_vmap`) or values worked
+//! which never calls `vmap`, or `anvil_testing::check_vmap`) or values worked
 //! out by hand in plain Rust `f64` arithmetic.
 
 use anvil::prelude::*;
-use anvil::testing::{check_vmap, run};
+use anvil_testing::{check_vmap, run};
 
 /// A function of one element, for tables of cases.
 type F1 = fn(&Var) -> Var;
@@ -18,7 +18,7 @@ type F1 = fn(&Var) -> Var;
 type Axes = Vec<Option<i64>>;
 
 /// Deterministic inputs, uniform in [-1, 1).
-use anvil::testing::random_tensor as rand;
+use anvil_testing::random_tensor as rand;
 
 /// Values in [0.5, 1.5): safe for `log`, `sqrt`, `recip` and `pow`.
 fn rand_pos(shape: &[usize], seed: u64) -> Tensor {

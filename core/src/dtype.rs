@@ -87,6 +87,8 @@ pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static {
     fn slice(storage: &Storage) -> Option<&[Self]>;
     /// Wraps a vector of elements into a storage.
     fn into_storage(data: Vec<Self>) -> Storage;
+    /// The shared buffer of a storage of this type, `None` for another dtype.
+    fn buffer(storage: &Storage) -> Option<&Arc<Vec<Self>>>;
 }
 
 macro_rules! element {
@@ -112,6 +114,12 @@ macro_rules! element {
             }
             fn into_storage(data: Vec<Self>) -> Storage {
                 Storage::$d(Arc::new(data))
+            }
+            fn buffer(storage: &Storage) -> Option<&Arc<Vec<Self>>> {
+                match storage {
+                    Storage::$d(v) => Some(v),
+                    _ => None,
+                }
             }
         }
     };
@@ -141,6 +149,12 @@ impl Element for bool {
     }
     fn into_storage(data: Vec<Self>) -> Storage {
         Storage::Bool(Arc::new(data))
+    }
+    fn buffer(storage: &Storage) -> Option<&Arc<Vec<Self>>> {
+        match storage {
+            Storage::Bool(v) => Some(v),
+            _ => None,
+        }
     }
 }
 

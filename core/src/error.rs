@@ -179,6 +179,14 @@ pub enum Error {
         /// Why it could not be had.
         msg: String,
     },
+    /// Reading or writing a file or stream failed (`.npy` files).
+    #[error("{what}: {msg}")]
+    Io {
+        /// What was being read or written, and where.
+        what: String,
+        /// The underlying error.
+        msg: String,
+    },
     /// A graph larger than `u32::MAX` nodes.
     #[error("graph too large: more than {max} nodes")]
     GraphTooLarge {

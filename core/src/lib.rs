@@ -19,6 +19,8 @@
 //! assert_eq!((x.dtype(), x.shape()), (DType::F64, &[3][..]));
 //! # Ok::<(), anvil_core::Error>(())
 //! ```
+// Doctests are compiled with warnings as errors: an example that warns is a bad example.
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 pub mod dtype;
@@ -26,6 +28,7 @@ pub mod error;
 pub mod eval;
 pub mod function;
 pub mod graph;
+pub mod interop;
 pub mod interp;
 pub mod op;
 pub mod registry;

@@ -60,6 +60,10 @@ impl<T: Any + Eq + Hash> OpBase for T {
 ///         Ok(inputs[0].clone())
 ///     }
 /// }
+///
+/// let x = TensorType::new(anvil_core::DType::F64, &[3]);
+/// assert_eq!(Double.infer(&[x.clone()])?, x);
+/// # Ok::<(), anvil_core::Error>(())
 /// ```
 pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
     /// The display name, used in printed graphs and errors: `"sin"`,

@@ -660,52 +660,6 @@ fn write_axis(
     out.push(']');
 }
 
-// ---------------------------------------------------------------- faer
-
-#[cfg(feature = "faer")]
-mod faer_conv {
-    use super::*;
-
-    macro_rules! faer_conv {
-        ($t:ty) => {
-            impl From<faer::MatRef<'_, $t>> for Tensor {
-                /// Copies a faer matrix into a rank-2 row-major tensor.
-                fn from(m: faer::MatRef<'_, $t>) -> Tensor {
-                    let (r, c) = (m.nrows(), m.ncols());
-                    let data = (0..r * c).map(|k| m[(k / c, k % c)]).collect();
-                    Tensor { shape: Dims::new(&[r, c]), storage: <$t>::into_storage(data) }
-                }
-            }
-            impl From<&faer::Mat<$t>> for Tensor {
-                fn from(m: &faer::Mat<$t>) -> Tensor {
-                    Tensor::from(m.as_ref())
-                }
-            }
-            impl TryFrom<&Tensor> for faer::Mat<$t> {
-                type Error = Error;
-                /// Copies a rank-2 tensor (rank 1 becomes a column) into a faer matrix.
-                fn try_from(t: &Tensor) -> Result<faer::Mat<$t>> {
-                    let data = t.as_slice::<$t>()?;
-                    let (r, c) = match t.shape() {
-                        [r, c] => (*r, *c),
-                        [r] => (*r, 1),
-                        s => {
-                            return Err(Error::shape(
-                                "Tensor -> faer::Mat",
-                                &[s],
-                                "expected a tensor of rank 1 or 2",
-                            ))
-                        }
-                    };
-                    Ok(faer::Mat::from_fn(r, c, |i, j| data[i * c + j]))
-                }
-            }
-        };
-    }
-    faer_conv!(f64);
-    faer_conv!(f32);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -788,14 +742,5 @@ mod tests {
         let t = Tensor::from_vec(vec![1.0f32], &[1]).unwrap();
         let e = t.to_vec::<f64>().unwrap_err().to_string();
         assert!(e.contains("f32") && e.contains("f64"), "{e}");
-    }
-
-    #[cfg(feature = "faer")]
-    #[test]
-    fn faer_round_trip() {
-        let t = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
-        let m = faer::Mat::<f64>::try_from(&t).unwrap();
-        assert_eq!(m[(1, 0)], 4.0);
-        assert_eq!(Tensor::from(&m), t);
     }
 }

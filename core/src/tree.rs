@@ -240,7 +240,7 @@ impl<L, T: Flatten<L>> Flatten<L> for [T] {
 /// ```
 /// use anvil_core::{Tensor, tree::{Flatten, Tree, TreeDef}};
 /// let t = (Tensor::scalar(1.0), vec![Tensor::scalar(2.0), Tensor::scalar(3.0)]);
-/// let def = t.def();
+/// let def: TreeDef = t.def();
 /// assert_eq!(def.num_leaves(), 3);
 /// let back = <(Tensor, Vec<Tensor>)>::unflatten(&def, &mut t.leaves().into_iter())?;
 /// assert_eq!(back.1.len(), 2);

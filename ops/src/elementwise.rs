@@ -388,7 +388,7 @@ macro_rules! __unary_derivative {
 ///
 /// ```
 /// use anvil_core::{Op, Result, Var};
-/// use anvil_ops::{binary_elementwise_op, ad::{add_tangents, scale}, VarExt};
+/// use anvil_ops::{binary_elementwise_op, ad::{add_tangents, scale}};
 ///
 /// // d hypot(a, b) = (a da + b db) / hypot(a, b)
 /// fn jvp_hypot(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {

@@ -31,6 +31,8 @@
 //!
 //! This crate must be linked for the operators to work; the `anvil` facade
 //! does that.
+// Doctests are compiled with warnings as errors: an example that warns is a bad example.
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 pub mod ad;

@@ -3,6 +3,7 @@
 //!
 //! `cargo run --release -p anvil-sparse --example color_table`
 
+#![deny(warnings)]
 use anvil_sparse::{gallery, BiColoring, ColumnColoring, Order, RowColoring, SparsityPattern};
 use anvil_sparse::{AcyclicColoring, SparseError, StarColoring};
 

@@ -5,6 +5,7 @@
 //!
 //! `cargo run --release -p anvil-sparse --example timing`
 
+#![deny(warnings)]
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

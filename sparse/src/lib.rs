@@ -47,6 +47,8 @@
 //! assert!(values.iter().all(|&v| v == 2.0));
 //! # Ok::<(), anvil_sparse::SparseError>(())
 //! ```
+// Doctests are compiled with warnings as errors: an example that warns is a bad example.
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 pub mod coloring;

@@ -10,6 +10,8 @@
 //! ([`optimize`], [`compile`]) that a backend plugs into through the
 //! `anvil_core::Backend` trait: constant folding runs kernels, so the backend is an
 //! argument of the pipeline, never a dependency of this crate.
+// Doctests are compiled with warnings as errors: an example that warns is a bad example.
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 pub mod ad;

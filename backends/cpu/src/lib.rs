@@ -23,6 +23,8 @@
 //! faer's GEMM gets `Par::Seq` below about 200³ multiply-adds, where the
 //! second core costs more than it brings on this class of machine.
 
+// Doctests are compiled with warnings as errors: an example that warns is a bad example.
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 pub mod buffers;

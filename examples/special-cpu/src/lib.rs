@@ -5,6 +5,8 @@
 //! `unary_elementwise_op!`, so the backend runs (and fuses) their block
 //! math like any built-in elementwise op. `sincos`, an op with two results,
 //! has a kernel of the several-result form.
+// Doctests are compiled with warnings as errors: an example that warns is a bad example.
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 use anvil_core::{Element, Op, Result, Storage, Tensor, TensorType};

@@ -17,6 +17,8 @@
 //! The CPU kernels are in `anvil-special-cpu`; link it (`use
 //! anvil_special_cpu as _;`) to run these ops. Without it, running one is an
 //! `Err` naming the op and the missing kernel.
+// Doctests are compiled with warnings as errors: an example that warns is a bad example.
+#![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
 
 use anvil_core::op::expect_arity;

@@ -3,8 +3,8 @@
 
 use super::report::registrations;
 use super::{all_passed, check_vmap, run, run_each, slice_args, stack_output, to_i64, OpSample};
-use crate::core::Parameter;
-use crate::{vmap, IntoFunction, Result, Tensor, TensorType};
+use anvil::core::Parameter;
+use anvil::{vmap, IntoFunction, Result, Tensor, TensorType};
 use std::any::TypeId;
 use std::collections::HashSet;
 
@@ -81,7 +81,7 @@ const MAX_ALL_SUBSETS: usize = 6;
 ///
 /// ```
 /// use anvil::ops::elementwise::Atan2;
-/// use anvil::testing::{check_op_vmap, InputKind, OpSample};
+/// use anvil_testing::{check_op_vmap, InputKind, OpSample};
 ///
 /// let sample = OpSample::new(Atan2)
 ///     .input(InputKind::Uniform { lo: -1.0, hi: 1.0 }, &[2, 3])
@@ -192,7 +192,7 @@ fn check_nested<M, F: IntoFunction<M> + Clone>(
     let rows = double_loop(f, &args, outer, inner)?;
     for (o, got) in got.iter().enumerate() {
         let want = stack_rows(&rows, o).map_err(|e| e.to_string())?;
-        if !got.allclose(&want, sample.rtol, sample.atol) {
+        if !approx::relative_eq!(*got, want, epsilon = sample.atol, max_relative = sample.rtol) {
             return Err(format!(
                 "output {o} differs from the double loop (max |diff| {:?}):\n vmap:\n{got}\n loop:\n{want}",
                 got.max_abs_diff(&want)
@@ -290,7 +290,7 @@ fn is_test_local(location: &str) -> bool {
 /// registered from a `tests/` directory (test fixtures) are not asked for.
 ///
 /// ```
-/// use anvil::testing::{missing_samples, standard_samples};
+/// use anvil_testing::{missing_samples, standard_samples};
 /// assert!(missing_samples(&[]).contains(&"Sin"));
 /// assert!(!missing_samples(&standard_samples()).contains(&"Sin"));
 /// ```
@@ -300,7 +300,7 @@ pub fn missing_samples(samples: &[OpSample]) -> Vec<&'static str> {
         .into_iter()
         .filter(|r| r.op_type != TypeId::of::<Parameter>())
         // Made by the CPU compiler after every transform has run.
-        .filter(|r| !crate::cpu::fusion::is_internal(r.op_type))
+        .filter(|r| !anvil::cpu::fusion::is_internal(r.op_type))
         .filter(|r| !is_test_local(r.location))
         .filter(|r| !covered.contains(&r.op_type))
         .map(|r| r.op)

@@ -1,6 +1,6 @@
 //! [`rule_report`]: which op types have which registered kernel and rules.
 
-use crate::core::{jvp_rules, rewrite_rules, transpose_rules, vmap_rules, Registered, RuleTable};
+use anvil::core::{jvp_rules, rewrite_rules, transpose_rules, vmap_rules, Registered, RuleTable};
 use std::any::TypeId;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,13 +12,13 @@ pub struct RuleReport {
     /// CPU kernel's registration when there is one.
     pub op: &'static str,
     /// The op's `TypeId`, to match the row with an op
-    /// ([`Op::op_type`](crate::Op)) or a sample.
+    /// ([`Op::op_type`](anvil::Op)) or a sample.
     pub op_type: TypeId,
     /// `file:line` of the first registration found (kernel, then vmap,
     /// jvp and transpose rule).
     pub location: &'static str,
     /// Whether a CPU kernel is registered. (Ops computed element by
-    /// element, with [`Op::elementwise_math`](crate::Op::elementwise_math),
+    /// element, with [`Op::elementwise_math`](anvil::Op::elementwise_math),
     /// need none: the backend runs their block math.)
     pub kernel: bool,
     /// Whether a batching (vmap) rule is registered.
@@ -33,19 +33,19 @@ pub struct RuleReport {
 }
 
 /// Every op type registered in any of the registries linked into the
-/// program — CPU kernels ([`crate::cpu::kernels()`]), [`vmap_rules`],
+/// program — CPU kernels ([`anvil::cpu::kernels()`]), [`vmap_rules`],
 /// [`jvp_rules`], [`transpose_rules`] and [`rewrite_rules`] — one row per op type (by
 /// `TypeId`), sorted by name, saying what each has. [`RuleReportTable`]
 /// displays it as a table.
 ///
 /// ```
-/// use anvil::testing::rule_report;
+/// use anvil_testing::rule_report;
 /// let report = rule_report();
 /// let sin = report.iter().find(|r| r.op == "Sin").expect("Sin is registered");
 /// assert!(sin.vmap && sin.jvp);
 /// assert!(!sin.kernel); // elementwise: the backend runs its block math
 /// assert!(!sin.transpose); // sin is not linear: jvp rules never emit it on tangents
-/// println!("{}", anvil::testing::RuleReportTable(&report));
+/// println!("{}", anvil_testing::RuleReportTable(&report));
 /// ```
 pub fn rule_report() -> Vec<RuleReport> {
     let mut rows: BTreeMap<TypeId, RuleReport> = BTreeMap::new();
@@ -104,7 +104,7 @@ pub(super) struct Registration {
 /// then vmap, jvp, transpose and rewrite rules, each in its table's order.
 pub(super) fn registrations() -> Vec<Registration> {
     let mut out = Vec::new();
-    entries(crate::cpu::kernels(), Registry::Kernel, &mut out);
+    entries(anvil::cpu::kernels(), Registry::Kernel, &mut out);
     entries(vmap_rules(), Registry::Vmap, &mut out);
     entries(jvp_rules(), Registry::Jvp, &mut out);
     entries(transpose_rules(), Registry::Transpose, &mut out);

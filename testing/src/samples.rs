@@ -1,20 +1,20 @@
 //! [`standard_samples`]: sample instances of every standard op.
 
 use super::{InputKind, OpSample};
-use crate::core::SubGraph;
-use crate::ops::cond::Cond;
-use crate::ops::constant::{Basis, Full, Iota};
-use crate::ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
-use crate::ops::diagonal::Diagonals;
-use crate::ops::elementwise::*;
-use crate::ops::index::{ScatterAdd, Take};
-use crate::ops::matmul::{Matmul, MatmulT};
-use crate::ops::movement::{BroadcastTo, Concatenate, Pad, Permute, Reshape, Slice};
-use crate::ops::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
-use crate::ops::scan::Scan;
-use crate::ops::sparse::{ColorSeed, Decompress, ScaledSeeds, Table, NEUTRAL};
-use crate::ops::while_loop::While;
-use crate::{trace, DType, Op, Scalar, SliceSpec, Tensor, TensorType, Var, VarExt};
+use anvil::core::SubGraph;
+use anvil::ops::cond::Cond;
+use anvil::ops::constant::{Basis, Full, Iota};
+use anvil::ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
+use anvil::ops::diagonal::Diagonals;
+use anvil::ops::elementwise::*;
+use anvil::ops::index::{ScatterAdd, Take};
+use anvil::ops::matmul::{Matmul, MatmulT};
+use anvil::ops::movement::{BroadcastTo, Concatenate, Pad, Permute, Reshape, Slice};
+use anvil::ops::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
+use anvil::ops::scan::Scan;
+use anvil::ops::sparse::{ColorSeed, Decompress, ScaledSeeds, Table, NEUTRAL};
+use anvil::ops::while_loop::While;
+use anvil::{trace, DType, Op, Scalar, SliceSpec, Tensor, TensorType, Var, VarExt};
 
 fn uniform(lo: f64, hi: f64) -> InputKind {
     InputKind::Uniform { lo, hi }
@@ -420,7 +420,7 @@ fn constant_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(diagonals).input(SYM, &[2, 1, 1]));
     s.push(OpSample::new(Iota { shape: vec![2, 3], axis: 1, dtype: DType::I64 }));
     let value = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).expect("literal matches its shape");
-    s.push(OpSample::new(crate::core::Constant { value }));
+    s.push(OpSample::new(anvil::core::Constant { value }));
 }
 
 fn sparse_samples(s: &mut Vec<OpSample>) {
@@ -490,8 +490,8 @@ fn while_samples(s: &mut Vec<OpSample>) {
         TensorType::new(DType::I64, vec![]),
         TensorType::new(DType::F64, vec![3]),
     ];
-    let cond = crate::core::trace_with(&types, |v| Ok(vec![v[1].lt(&v[1].full_like(3.0))]));
-    let body = crate::core::trace_with(&types, |v| {
+    let cond = anvil::core::trace_with(&types, |v| Ok(vec![v[1].lt(&v[1].full_like(3.0))]));
+    let body = anvil::core::trace_with(&types, |v| {
         Ok(vec![&v[1] + &v[1].ones_like(), (&v[2] * &v[0]).sin() + &v[2]])
     });
     let (cond, body) = (cond.expect("traceable predicate"), body.expect("traceable body"));

@@ -21,8 +21,8 @@
 //! A plugin crate checks its ops with the same functions:
 //!
 //! ```
-//! use anvil::testing::{check_op, missing_samples, standard_samples};
-//! # use anvil::testing::{InputKind, OpSample};
+//! use anvil_testing::{check_op, missing_samples, standard_samples};
+//! # use anvil_testing::{InputKind, OpSample};
 //! # use anvil::ops::elementwise::Sin;
 //! let mine = vec![OpSample::new(Sin).input(InputKind::Uniform { lo: -1.0, hi: 1.0 }, &[3])];
 //! for s in &mine {
@@ -54,18 +54,18 @@ pub use ad::{
 };
 pub use conformance::{check_op_vmap, missing_samples};
 pub use report::{rule_report, RuleReport, RuleReportTable};
-pub use sample::{random_tensor, Derivative, InputKind, OpSample, SplitMix64};
+pub use sample::{random_tensor, Derivative, InputKind, OpSample, TestRng};
 pub use samples::standard_samples;
 
-use crate::core::function::{fit_args, Args};
-use crate::core::tree::TreeDef;
-use crate::{run_graph, vmap, Graph, IntoFunction, Result, Tensor, TensorType};
+use anvil::core::function::{fit_args, Args};
+use anvil::core::tree::TreeDef;
+use anvil::{run_graph, vmap, Graph, IntoFunction, Result, Tensor, TensorType};
 
 /// Runs a function of tensor arguments on tensors and returns the leaves of
 /// its result, whatever the result's structure.
 ///
 /// # Errors
-/// As [`crate::Eval::eval`].
+/// As [`anvil::Eval::eval`].
 pub fn run<M, F: IntoFunction<M>>(f: &F, args: &[Tensor]) -> Result<Vec<Tensor>> {
     let types: Vec<TensorType> = args.iter().map(Tensor::ty).collect();
     run_graph(&trace_leaves(f, &types)?, args)
@@ -75,7 +75,7 @@ pub fn run<M, F: IntoFunction<M>>(f: &F, args: &[Tensor]) -> Result<Vec<Tensor>>
 fn trace_leaves<M, F: IntoFunction<M>>(f: &F, types: &[TensorType]) -> Result<Graph> {
     let leaves = TreeDef::Tuple(vec![TreeDef::Leaf; types.len()]);
     let def = fit_args("function", leaves, <F::Args as Args>::ARITY)?;
-    Ok(crate::core::trace_types(&f.as_function(), &def, types)?.0)
+    Ok(anvil::core::trace_types(&f.as_function(), &def, types)?.0)
 }
 
 /// Checks that `vmap(f)` with `in_axes` equals a loop over the batch that
@@ -103,7 +103,7 @@ pub fn check_vmap<M, F: IntoFunction<M> + Clone>(
     let per_elem = run_each(f, args, in_axes, size, |i| format!("element {i}"))?;
     for (o, got) in batched.iter().enumerate() {
         let want = stack_output(&per_elem, o).map_err(|e| e.to_string())?;
-        if !got.allclose(&want, rtol, atol) {
+        if !approx::relative_eq!(*got, want, epsilon = atol, max_relative = rtol) {
             return Err(format!("output {o} of vmap (in_axes {axes:?}) differs from the loop:\n vmap:\n{got}\n loop:\n{want}"));
         }
     }

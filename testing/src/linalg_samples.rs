@@ -13,12 +13,12 @@
 //! themselves are meaningful.
 
 use super::{InputKind, OpSample};
-use crate::ops::linalg::{
+use anvil::ops::linalg::{
     CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, Inv, Lu,
     LuAdjugate, LuPivotsToPermutation, LuSolve, OnFailure, Qr, QrMode, Slogdet, Solve, Svd,
     Triangle, TriangularSolve,
 };
-use crate::{DType, Tensor};
+use anvil::{DType, Tensor};
 
 const SYM: InputKind = InputKind::Uniform { lo: -1.0, hi: 1.0 };
 const WC: InputKind = InputKind::WellConditioned;

@@ -5,12 +5,12 @@
 //! a report ([`check_op`]).
 
 use super::sample::fnv1a;
-use super::{all_passed, check_op_vmap, check_vmap, Derivative, InputKind, OpSample, SplitMix64};
-use crate::core::function::check_arity;
-use crate::core::jvp_rules;
-use crate::core::tree::{Dyn, TreeDef};
-use crate::transforms::Jvp;
-use crate::{jit, jvp, vjp, DType, Eval, Function, Jit, Op, Result, Tensor, TensorType, Var};
+use super::{all_passed, check_op_vmap, check_vmap, Derivative, InputKind, OpSample, TestRng};
+use anvil::core::function::check_arity;
+use anvil::core::jvp_rules;
+use anvil::core::tree::{Dyn, TreeDef};
+use anvil::transforms::Jvp;
+use anvil::{jit, jvp, vjp, DType, Eval, Function, Jit, Op, Result, Tensor, TensorType, Var};
 use std::fmt;
 
 /// The number of random tangent directions [`check_op_jvp`] tries.
@@ -170,7 +170,7 @@ impl fmt::Display for ConformanceResult {
 ///
 /// ```
 /// use anvil::ops::elementwise::{Lt, Mul};
-/// use anvil::testing::{check_op, CheckOutcome, InputKind, OpSample};
+/// use anvil_testing::{check_op, CheckOutcome, InputKind, OpSample};
 ///
 /// let kind = InputKind::Uniform { lo: -1.0, hi: 1.0 };
 /// let mul = OpSample::new(Mul).input(kind.clone(), &[2, 3]).input(kind, &[3]);
@@ -241,7 +241,7 @@ pub fn check_op(sample: &OpSample) -> ConformanceResult {
 ///
 /// ```
 /// use anvil::ops::elementwise::{Pow, Sin};
-/// use anvil::testing::{check_op_jvp, InputKind, OpSample};
+/// use anvil_testing::{check_op_jvp, InputKind, OpSample};
 ///
 /// check_op_jvp(&OpSample::new(Sin).input(InputKind::Uniform { lo: -3.0, hi: 3.0 }, &[2, 3]))?;
 /// let pow = OpSample::new(Pow)
@@ -277,7 +277,7 @@ pub fn check_op_jvp(sample: &OpSample) -> std::result::Result<(), String> {
 ///
 /// ```
 /// use anvil::ops::matmul::Matmul;
-/// use anvil::testing::{check_op_transpose, InputKind, OpSample};
+/// use anvil_testing::{check_op_transpose, InputKind, OpSample};
 ///
 /// let kind = InputKind::Uniform { lo: -1.0, hi: 1.0 };
 /// let sample = OpSample::new(Matmul).input(kind.clone(), &[2, 3]).input(kind, &[3, 4]);
@@ -310,7 +310,7 @@ pub fn check_op_transpose(sample: &OpSample) -> std::result::Result<(), String> 
 ///
 /// ```
 /// use anvil::ops::reduce::ReduceProd;
-/// use anvil::testing::{check_op_vmap_of_jvp, InputKind, OpSample};
+/// use anvil_testing::{check_op_vmap_of_jvp, InputKind, OpSample};
 ///
 /// let sample = OpSample::new(ReduceProd { axes: vec![1], keepdims: false })
 ///     .input(InputKind::Uniform { lo: 0.5, hi: 1.5 }, &[2, 3]);
@@ -348,7 +348,7 @@ impl Function for OpFn {
         let refs: Vec<&Var> = args.iter().collect();
         let tracer = args
             .first()
-            .map_or_else(crate::core::trace::current_or_detached, |a| a.tracer().clone());
+            .map_or_else(anvil::core::trace::current_or_detached, |a| a.tracer().clone());
         let outs = tracer.try_apply(self.op.clone(), &refs)?;
         Ok(Dyn::of(&outs))
     }
@@ -478,13 +478,13 @@ fn check_jvp_rule(sample: &OpSample) -> Checked {
 }
 
 /// A deterministic generator for `what` of the sample named `name`.
-fn rng(name: &str, what: &str) -> SplitMix64 {
-    SplitMix64::new(fnv1a(format!("{name}/ad/{what}").as_bytes()))
+fn rng(name: &str, what: &str) -> TestRng {
+    TestRng::new(fnv1a(format!("{name}/ad/{what}").as_bytes()))
 }
 
 /// A tensor of `shape` and `dtype`: uniform in `[-1, 1)` when `random`,
 /// zeros otherwise.
-fn random_or_zeros(shape: &[usize], dtype: DType, random: bool, rng: &mut SplitMix64) -> Tensor {
+fn random_or_zeros(shape: &[usize], dtype: DType, random: bool, rng: &mut TestRng) -> Tensor {
     let uniform = InputKind::Uniform { lo: -1.0, hi: 1.0 };
     let values = if random { uniform.generate(shape, dtype, rng) } else { None };
     match values {
@@ -495,14 +495,14 @@ fn random_or_zeros(shape: &[usize], dtype: DType, random: bool, rng: &mut SplitM
 
 /// A tangent for every input: random for the differentiable ones, zeros of
 /// the input's dtype for the others.
-fn tangents(s: &Setup, rng: &mut SplitMix64) -> Vec<Tensor> {
+fn tangents(s: &Setup, rng: &mut TestRng) -> Vec<Tensor> {
     let inputs = s.sample.inputs.iter().zip(&s.diff);
     inputs.map(|(x, &d)| random_or_zeros(x.shape(), x.dtype(), d, rng)).collect()
 }
 
 /// A cotangent for every output: random for the float ones, zeros of the
 /// output's dtype for the others.
-fn cotangents(s: &Setup, rng: &mut SplitMix64) -> Vec<Tensor> {
+fn cotangents(s: &Setup, rng: &mut TestRng) -> Vec<Tensor> {
     let random = |t: &TensorType| t.dtype().is_float();
     s.outs.iter().map(|t| random_or_zeros(t.shape(), t.dtype(), random(t), rng)).collect()
 }
@@ -565,7 +565,9 @@ fn dot(a: &Tensor, b: &Tensor) -> (f64, f64) {
 /// The outputs of `jvp` or `vjp` must have the op's types and values.
 fn check_primal(s: &Setup, what: &str, got: &[Tensor], want: &[Tensor]) -> Checked {
     for (k, ((g, w), ty)) in got.iter().zip(want).zip(&s.outs).enumerate() {
-        if g.ty() != *ty || !g.allclose(w, s.sample.rtol, s.sample.atol) {
+        if g.ty() != *ty
+            || !approx::relative_eq!(*g, *w, epsilon = s.sample.atol, max_relative = s.sample.rtol)
+        {
             return Err(format!(
                 "{}: primal output {k} of {what} differs from the op's value:\n {what}:\n{g}\n op:\n{w}",
                 s.name
@@ -740,7 +742,7 @@ fn jacobian_times(s: &Setup, f: &Jitted, jf: &JvpOf, v: &[Tensor]) -> Checked<(V
 /// `J^T u`, from vjp, whose primal outputs must be the op's values `y` and
 /// whose cotangents must have the inputs' types.
 fn transpose_times(s: &Setup, u: &[Tensor], y: &[Tensor]) -> Checked<Vec<Tensor>> {
-    let failed = |e: crate::Error| format!("{}: vjp failed: {e}", s.name);
+    let failed = |e: anvil::Error| format!("{}: vjp failed: {e}", s.name);
     let (out, pullback) = vjp(&s.f, &s.sample.inputs).map_err(failed)?;
     check_primal(s, "vjp", &out, y)?;
     let jtu = pullback.eval(u).map_err(failed)?;

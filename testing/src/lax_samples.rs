@@ -1,4 +1,4 @@
-//! Samples of the ops of [`crate::lax`], and of its composites (dynamic
+//! Samples of the ops of [`anvil::lax`], and of its composites (dynamic
 //! slices, gathers, scatters, `pad`) as the bodies of one-step `map`s, so
 //! that the kit checks what they are built from under every transform:
 //! vmap against a loop (nested too), jvp against finite differences, the
@@ -9,10 +9,10 @@
 //! infinities and NaN for `is_finite`.
 
 use super::{InputKind, OpSample};
-use crate::core::SubGraph;
-use crate::lax::*;
-use crate::ops::control::Map;
-use crate::{trace, DType, Op, Tensor, Var};
+use anvil::core::SubGraph;
+use anvil::lax::*;
+use anvil::ops::control::Map;
+use anvil::{trace, DType, Op, Tensor, Var};
 
 fn uniform(lo: f64, hi: f64) -> InputKind {
     InputKind::Uniform { lo, hi }
@@ -22,7 +22,7 @@ fn int(lo: i64, hi: i64) -> InputKind {
 }
 const SYM: InputKind = InputKind::Uniform { lo: -1.0, hi: 1.0 };
 
-/// Every sample of the ops and composites of [`crate::lax`].
+/// Every sample of the ops and composites of [`anvil::lax`].
 pub(super) fn lax_samples(s: &mut Vec<OpSample>) {
     unary_samples(s);
     binary_samples(s);

@@ -1,50 +1,52 @@
 //! [`OpSample`]: one concrete instance of an op with valid inputs, and the
-//! deterministic generator ([`SplitMix64`]) its inputs and their batched
+//! seeded generator ([`TestRng`]) its inputs and their batched
 //! variants are drawn from.
 
 use super::run;
-use crate::{DType, Op, Result, Tensor, TensorType, Var};
+use anvil::{DType, Op, Result, Tensor, TensorType, Var};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, RngCore, SeedableRng};
 
-/// A small deterministic pseudo-random generator (SplitMix64): the same seed
-/// gives the same numbers on every platform, so samples and their batched
-/// variants are reproducible.
+/// The seeded generator samples are drawn from: `rand`'s [`StdRng`]
+/// behind the few draws the kit needs. The same seed gives the same numbers
+/// on every platform (for one version of `rand`), so samples and their
+/// batched variants are reproducible.
 ///
 /// ```
-/// use anvil::testing::SplitMix64;
-/// let mut a = SplitMix64::new(7);
-/// let mut b = SplitMix64::new(7);
+/// use anvil_testing::TestRng;
+/// let mut a = TestRng::new(7);
+/// let mut b = TestRng::new(7);
 /// assert_eq!(a.next_u64(), b.next_u64());
 /// let u = a.next_f64();
 /// assert!((0.0..1.0).contains(&u));
 /// ```
 #[derive(Clone, Debug)]
-pub struct SplitMix64 {
-    state: u64,
-}
+pub struct TestRng(StdRng);
 
-impl SplitMix64 {
+impl TestRng {
     /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64 { state: seed }
+    pub fn new(seed: u64) -> TestRng {
+        TestRng(StdRng::seed_from_u64(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A float uniform in `[0, 1)`.
     pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        self.0.random::<f64>()
     }
 
-    /// A float uniform in `[lo, hi)`.
+    /// A float uniform in `[lo, hi)` (`lo` when the range is empty).
     pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.next_f64()
+        if hi > lo {
+            self.0.random_range(lo..hi)
+        } else {
+            lo
+        }
     }
 
     /// An integer uniform in `[lo, hi)` (`lo` when the range is empty).
@@ -52,16 +54,18 @@ impl SplitMix64 {
         if hi <= lo {
             return lo;
         }
-        let span = hi.abs_diff(lo);
-        lo.wrapping_add((self.next_u64() % span) as i64)
+        self.0.random_range(lo..hi)
     }
 
-    /// Shuffles `v` in place (Fisher–Yates).
+    /// Shuffles `v` in place.
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next_u64() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
+        v.shuffle(&mut self.0);
+    }
+
+    /// The underlying `rand` generator, for draws the methods above do not
+    /// offer.
+    pub fn rng(&mut self) -> &mut StdRng {
+        &mut self.0
     }
 }
 
@@ -162,7 +166,7 @@ impl InputKind {
 
     /// A fresh value of this kind, of `shape`, cast to `dtype`; `None` for
     /// [`InputKind::Fixed`].
-    pub fn generate(&self, shape: &[usize], dtype: DType, rng: &mut SplitMix64) -> Option<Tensor> {
+    pub fn generate(&self, shape: &[usize], dtype: DType, rng: &mut TestRng) -> Option<Tensor> {
         let n: usize = shape.iter().product();
         let t = match *self {
             InputKind::Uniform { lo, hi } => f64s(uniform(n, lo, hi, rng), shape),
@@ -187,12 +191,12 @@ impl InputKind {
 }
 
 /// `n` reals uniform in `[lo, hi)`.
-fn uniform(n: usize, lo: f64, hi: f64, rng: &mut SplitMix64) -> Vec<f64> {
+fn uniform(n: usize, lo: f64, hi: f64, rng: &mut TestRng) -> Vec<f64> {
     (0..n).map(|_| rng.uniform(lo, hi)).collect()
 }
 
 /// `n` reals of random sign with magnitudes uniform in `[lo, hi)`.
-fn away_from_zero(n: usize, lo: f64, hi: f64, rng: &mut SplitMix64) -> Vec<f64> {
+fn away_from_zero(n: usize, lo: f64, hi: f64, rng: &mut TestRng) -> Vec<f64> {
     (0..n)
         .map(|_| {
             let m = rng.uniform(lo, hi);
@@ -207,7 +211,7 @@ fn away_from_zero(n: usize, lo: f64, hi: f64, rng: &mut SplitMix64) -> Vec<f64> 
 
 /// `n` reals drawn in `[lo, hi)`, then moved to at least 0.1 from the
 /// nearest multiple of 0.5.
-fn off_grid(n: usize, lo: f64, hi: f64, rng: &mut SplitMix64) -> Vec<f64> {
+fn off_grid(n: usize, lo: f64, hi: f64, rng: &mut TestRng) -> Vec<f64> {
     (0..n)
         .map(|_| {
             let x = rng.uniform(lo, hi);
@@ -218,7 +222,7 @@ fn off_grid(n: usize, lo: f64, hi: f64, rng: &mut SplitMix64) -> Vec<f64> {
 }
 
 /// `n` distinct points `0.1 * (k + offset)`, `k` a random pick in `[-n - 4, n + 4)`.
-fn distinct(n: usize, offset: f64, rng: &mut SplitMix64) -> Vec<f64> {
+fn distinct(n: usize, offset: f64, rng: &mut TestRng) -> Vec<f64> {
     let m = n as i64 + 4;
     let mut ks: Vec<i64> = (-m..m).collect();
     rng.shuffle(&mut ks);
@@ -227,7 +231,7 @@ fn distinct(n: usize, offset: f64, rng: &mut SplitMix64) -> Vec<f64> {
 
 /// Entries uniform in `[-1, 1)`, plus `r + 0.5` on the diagonal of every
 /// square `r x r` matrix in the last two axes.
-fn well_conditioned(shape: &[usize], rng: &mut SplitMix64) -> Vec<f64> {
+fn well_conditioned(shape: &[usize], rng: &mut TestRng) -> Vec<f64> {
     let mut v = uniform(shape.iter().product(), -1.0, 1.0, rng);
     if let [.., r, c] = *shape {
         if r == c && r > 0 {
@@ -243,7 +247,7 @@ fn well_conditioned(shape: &[usize], rng: &mut SplitMix64) -> Vec<f64> {
 
 /// Symmetric `r x r` matrices in the last two axes with eigenvalues about
 /// `0, 3, 6, ...` (see [`InputKind::SeparatedEigenvalues`]).
-fn separated(shape: &[usize], rng: &mut SplitMix64) -> Vec<f64> {
+fn separated(shape: &[usize], rng: &mut TestRng) -> Vec<f64> {
     let n: usize = shape.iter().product();
     let [.., r, c] = *shape else { return uniform(n, -1.0, 1.0, rng) };
     if r != c || r == 0 {
@@ -266,7 +270,7 @@ fn separated(shape: &[usize], rng: &mut SplitMix64) -> Vec<f64> {
 }
 
 /// An `i64` tensor of `shape` with entries uniform in `[lo, hi)`.
-fn ints(lo: i64, hi: i64, shape: &[usize], rng: &mut SplitMix64) -> Option<Tensor> {
+fn ints(lo: i64, hi: i64, shape: &[usize], rng: &mut TestRng) -> Option<Tensor> {
     let n: usize = shape.iter().product();
     Tensor::from_vec((0..n).map(|_| rng.int(lo, hi)).collect::<Vec<i64>>(), shape).ok()
 }
@@ -315,7 +319,7 @@ pub enum Derivative {
 ///
 /// ```
 /// use anvil::ops::reduce::ReduceMax;
-/// use anvil::testing::{InputKind, OpSample};
+/// use anvil_testing::{InputKind, OpSample};
 ///
 /// let s = OpSample::new(ReduceMax { axes: vec![1], keepdims: true })
 ///     .input(InputKind::Distinct { offset: 0.0 }, &[2, 3]);
@@ -390,7 +394,7 @@ impl OpSample {
                 .as_bytes(),
         );
         let t = kind
-            .generate(shape, dtype, &mut SplitMix64::new(seed))
+            .generate(shape, dtype, &mut TestRng::new(seed))
             .expect("InputKind::Fixed needs a value: use given()");
         self.given(t, kind)
     }
@@ -480,7 +484,7 @@ impl OpSample {
         }
         let seed = fnv1a(format!("{}/variant/{i}/{k}", self.describe()).as_bytes());
         self.kinds[i]
-            .generate(base.shape(), base.dtype(), &mut SplitMix64::new(seed))
+            .generate(base.shape(), base.dtype(), &mut TestRng::new(seed))
             .unwrap_or_else(|| base.clone())
     }
 
@@ -538,16 +542,16 @@ impl OpSample {
 }
 
 /// A deterministic tensor of `shape` with values uniform in `[-1, 1)`, from
-/// [`SplitMix64`] seeded by `seed`: reproducible test inputs.
+/// [`TestRng`] seeded by `seed`: reproducible test inputs.
 ///
 /// ```
-/// use anvil::testing::random_tensor;
+/// use anvil_testing::random_tensor;
 /// let a = random_tensor(&[2, 3], 7);
 /// assert_eq!(a, random_tensor(&[2, 3], 7));
 /// assert!(a.to_vec::<f64>()?.iter().all(|v| (-1.0..1.0).contains(v)));
 /// # Ok::<(), anvil::Error>(())
 /// ```
 pub fn random_tensor(shape: &[usize], seed: u64) -> Tensor {
-    let mut rng = SplitMix64::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1));
+    let mut rng = TestRng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1));
     f64s(uniform(shape.iter().product(), -1.0, 1.0, &mut rng), shape)
 }
