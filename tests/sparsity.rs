@@ -9,11 +9,8 @@ use anvil::testing::{standard_samples, Derivative, OpSample};
 /// Ops whose rule may give a strict superset of the nonzeros at a generic
 /// point, with the reason. Every other sample must match exactly.
 const INEXACT: &[(&str, &str)] = &[
-    // Elementwise by the fact, with derivatives that vanish identically for
-    // some parameters or values.
-    ("nextafter", "the derivative is da only: the pattern's db entries are zeros"),
+    // Elementwise by the fact; the derivative vanishes for some values.
     ("clamp", "x's derivative is 0 where x is clamped, lo's and hi's where it is not"),
-    ("integer_pow", "x**0 has derivative 0 everywhere"),
     // The lax indexing samples are one-step maps whose indices are read at
     // run time: the rule cannot know the positions, so it covers all of them.
     ("map", "a body that indexes by run-time values (dynamic_slice, gather, scatter)"),
@@ -536,6 +533,29 @@ fn no_linear_algebra_or_lax_op_falls_back_to_dense() {
     };
     assert_eq!(against_dense(f, &x).1, 0);
     let ours = ["cholesky", "qr", "triangular_solve", "inv", "tril", "cumsum", "sort"];
+    let fallbacks = anvil::core::sparsity::dense_fallbacks();
+    assert!(!fallbacks.iter().any(|n| ours.contains(n)), "{fallbacks:?}");
+}
+
+#[test]
+fn a_sparse_hessian_through_cholesky_is_block_diagonal_and_right() {
+    use anvil::sparse::{hessian_sparsity, sparse_hessian};
+    // Σ_b log det(A_b A_bᵀ + I) via Cholesky: reverse mode runs through
+    // cholesky_cotangent and triangular solves, the Hessian's pattern
+    // through their derivatives.
+    let (batch, n) = (3, 3);
+    let f = move |x: &Var| {
+        let a = x.reshape(&[batch as i64, n as i64, n as i64]);
+        let spd = a.matmul(&a.transpose()) + linalg::eye_of(n, &a);
+        linalg::diagonal(&linalg::cholesky(&spd), 0).log().sum_all() * 2.0
+    };
+    let x = Tensor::from_vec(values(batch * n * n, 21), &[batch * n * n]).unwrap();
+    let p = hessian_sparsity(&f, &x).unwrap();
+    let per = n * n;
+    assert!(p.entries().all(|(i, j)| i / per == j / per), "{p}");
+    let h = sparse_hessian(f).eval(&x).unwrap().to_dense().unwrap();
+    assert!(h.allclose(&hessian(f).eval(&x).unwrap(), 1e-9, 1e-9));
+    let ours = ["cholesky", "cholesky_cotangent", "cholesky_tangent", "triangular_solve", "phi"];
     let fallbacks = anvil::core::sparsity::dense_fallbacks();
     assert!(!fallbacks.iter().any(|n| ours.contains(n)), "{fallbacks:?}");
 }
