@@ -155,6 +155,19 @@ fn a_scans_carry_pattern_is_the_fixpoint_over_its_steps() {
 }
 
 #[test]
+fn fori_loops_with_static_and_traced_bounds_are_scans_and_whiles() {
+    // Static bounds: a scan of two steps, exact.
+    let fixed = |u: &Var| fori_loop(0, 2, |_: &Var, c: &Var| shift_add(c), u);
+    assert_eq!(show(fixed, 4), "x...\nxx..\nxxx.\n.xxx\n");
+    // A bound computed from the values: a while loop, the fixpoint.
+    let traced = |u: &Var| {
+        let n = u.sum_all().gt(&u.sum_all().zeros_like()).cast(DType::I64) * 2i64;
+        fori_loop(0, &n, |_: &Var, c: &Var| shift_add(c), u)
+    };
+    assert_eq!(show(traced, 4), "x...\nxx..\nxxx.\nxxxx\n");
+}
+
+#[test]
 fn a_scans_ys_keep_each_steps_slice() {
     // ys[t] = sin(xs[t]) * c with a carry c = u[0] that never changes: the
     // Jacobian of ys is block diagonal in t, plus column 0.
