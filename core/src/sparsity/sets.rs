@@ -308,6 +308,12 @@ impl Builder {
         Builder { len, ptr, idx }
     }
 
+    /// The number of entries pushed so far (for rules that check the limit
+    /// of entries while they build).
+    pub fn nnz(&self) -> usize {
+        self.idx.len()
+    }
+
     /// Appends the next element's set (sorted, without repeats).
     #[inline]
     pub fn push(&mut self, set: &[Index]) {

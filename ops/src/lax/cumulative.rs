@@ -20,6 +20,8 @@ use anvil_core::{
 use crate::api::VarExt;
 use crate::batching::{physical_axis, single_batched};
 use crate::elementwise::Domain;
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg, Union};
+use std::sync::Arc;
 
 /// Which cumulative reduction a [`Cumulative`] computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -163,6 +165,37 @@ fn transpose_cumulative(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec
 register_rule!(VmapRule, Cumulative, vmap_cumulative);
 register_rule!(JvpRule, Cumulative, jvp_cumulative);
 register_rule!(TransposeRule, Cumulative, transpose_cumulative);
+register_rule!(SparsityRule, Cumulative, sparsity_cumulative);
+
+/// Element `i` of a lane depends on elements `0..=i` of it (`i..` when
+/// `reverse`). Exact for `cumsum`, `cumprod` and `cumlogsumexp` at generic
+/// values; `cummax`/`cummin` pick one element per value, and the pattern
+/// is the union over all values.
+fn sparsity_cumulative(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let c = op.try_downcast::<Cumulative>()?;
+    let shape = out.shape();
+    let len = shape[c.axis];
+    let inner: usize = shape[c.axis + 1..].iter().product();
+    let x = args[0].sets;
+    let mut sets = Builder::new(out.numel(), 0);
+    let mut u = Union::default();
+    for e in 0..out.numel() {
+        let (lane, k) = (e / (len * inner), e % inner);
+        let i = e / inner % len;
+        let range = if c.reverse { i..len } else { 0..i + 1 };
+        sets.push_union(&mut u, range.map(|t| x.row((lane * len + t) * inner + k)));
+        // A long axis grows quadratically: stop at the limit, not after.
+        cx.check_entries(op, sets.nnz())?;
+    }
+    let sets = sets.finish();
+    cx.check_size(op, &sets)?;
+    Ok(Arc::new(sets))
+}
 
 // ------------------------------------------------------ associative scan
 

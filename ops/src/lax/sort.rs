@@ -18,6 +18,8 @@ use crate::api::VarExt;
 use crate::batching::{move_axis, physical_axis, single_batched};
 use crate::elementwise::Domain;
 use crate::index::Take;
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg, Union};
+use std::sync::Arc;
 
 /// Sorts along `axis`; results: the sorted values, and the `i64` indices
 /// of the operand's elements in sorted order.
@@ -70,6 +72,34 @@ fn jvp_sort(op: &dyn Op, _: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<V
 
 register_rule!(VmapRule, Sort, many: vmap_sort);
 register_rule!(JvpRule, Sort, many: jvp_sort);
+register_rule!(SparsityRule, Sort, many: sparsity_sort);
+
+/// Which element lands at each position depends on the values, so every
+/// sorted value of a lane depends on the whole lane (the union over all
+/// orders; at one point the derivative is a permutation). The indices are
+/// integers.
+fn sparsity_sort(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let s = op.try_downcast::<Sort>()?;
+    let shape = outs[0].shape();
+    let len = shape[s.axis];
+    let inner: usize = shape[s.axis + 1..].iter().product();
+    let x = args[0].sets;
+    let mut u = Union::default();
+    let mut lanes = Builder::new(outs[0].numel() / len.max(1), x.nnz());
+    for lane in 0..outs[0].numel() / len.max(1) {
+        let (o, k) = (lane / inner, lane % inner);
+        lanes.push_union(&mut u, (0..len).map(|t| x.row((o * len + t) * inner + k)));
+    }
+    let lanes = lanes.finish();
+    cx.check_entries(op, lanes.nnz().saturating_mul(len))?;
+    let values = lanes.gather(outs[0].numel(), |e| Some(e / (len * inner) * inner + e % inner));
+    Ok(vec![Arc::new(values), Arc::new(IndexSets::empty(outs[1].numel()))])
+}
 
 /// `x` gathered along `axis` by `idx` of `x`'s shape (`jnp.take_along_axis`
 /// for indices of the operand's shape): a batched `take` with every other

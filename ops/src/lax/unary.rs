@@ -443,6 +443,34 @@ fn jvp_integer_pow(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result
 
 register_rule!(VmapRule, IntegerPow, crate::batching::vmap_elementwise);
 register_rule!(JvpRule, IntegerPow, jvp_integer_pow);
+register_rule!(SparsityRule, IntegerPow, sparsity_integer_pow);
+register_rule!(SparsityRule, Nextafter, sparsity_nextafter);
+
+use anvil_core::sparsity::{elementwise, Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// Elementwise, except `x^0`: a constant.
+fn sparsity_integer_pow(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    if op.try_downcast::<IntegerPow>()?.y == 0 {
+        return Ok(Arc::new(IndexSets::empty(out.numel())));
+    }
+    elementwise(op, args, out, cx)
+}
+
+/// The derivative is `da` alone: `a` broadcast.
+fn sparsity_nextafter(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    elementwise(op, &args[..1], out, cx)
+}
 
 #[cfg(test)]
 mod tests {

@@ -345,3 +345,90 @@ fn transpose_cho_solve(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<
 register_rule!(VmapRule, CholSolve, vmap_cho_solve);
 register_rule!(JvpRule, CholSolve, jvp_cho_solve);
 register_rule!(TransposeRule, CholSolve, transpose_cho_solve);
+
+// -------------------------------------------------------------- sparsity
+
+use super::sparsity::{cholesky_pattern, finish, running, solve_columns, union, wholes, Mats};
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// `L[i, j]` depends on the leading lower triangle up to `j` and on row `i`
+/// up to column `j` of the factored matrix (see [`cholesky_pattern`]):
+/// `A[p, q]` and `A[q, p]` for `(A + Aᵀ)/2`, else `A[p, q]` (`q ≤ p`).
+fn sparsity_cholesky(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let c = op.try_downcast::<Cholesky>()?;
+    let a = Mats::of(op, &args[0])?;
+    let entry = |b, p, q| {
+        if c.symmetrize_input {
+            union([a.at(b, p, q), a.at(b, q, p)])
+        } else {
+            a.at(b, p, q).to_vec()
+        }
+    };
+    cholesky_pattern(op, a.batch, a.n, entry, out, cx)
+}
+
+/// The tangent's recursion reads `L` and `S` where Cholesky's reads `A`
+/// (both lower triangles).
+fn sparsity_cholesky_tangent(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let (l, s) = (Mats::of(op, &args[0])?, Mats::of(op, &args[1])?);
+    let entry = |b, p, q| union([l.at(b, p, q), s.at(b, p, q)]);
+    cholesky_pattern(op, l.batch, l.n, entry, out, cx)
+}
+
+/// The adjoint of the tangent in `L̄`: `C[p, q]` (`q ≤ p`) depends on the
+/// `L̄[i, j]` whose tangent entry `T[i, j]` depends on `S[p, q]` — `j ≥ p`,
+/// or `i = p` and `q ≤ j` — and on the whole lower triangle of `L` (every
+/// coefficient of the map does).
+fn sparsity_cholesky_cotangent(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let (l, y) = (Mats::of(op, &args[0])?, Mats::of(op, &args[1])?);
+    let n = l.n;
+    let lower = wholes(&l, |i, j| j <= i);
+    let mut sets = Builder::new(out.numel(), 0);
+    for (b, whole) in lower.iter().enumerate() {
+        let cols: Vec<_> = (0..n).map(|j| union((j..n).map(|i| y.at(b, i, j)))).collect();
+        let trailing = running(&cols, true);
+        for (p, below) in trailing.iter().enumerate() {
+            let row: Vec<_> = (0..=p).map(|j| y.at(b, p, j).to_vec()).collect();
+            for from_row in running(&row, true) {
+                sets.push(&union([&whole[..], below, &from_row]));
+            }
+            for _ in p + 1..n {
+                sets.push(&[]);
+            }
+        }
+    }
+    finish(op, sets, out, cx)
+}
+
+/// `(L Lᵀ)⁻¹ B`: column `c` depends on all of `L`'s lower triangle and on
+/// column `c` of `B` (exact: the inverse is generically full).
+fn sparsity_cho_solve(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let (l, b) = (Mats::of(op, &args[0])?, Mats::of(op, &args[1])?);
+    solve_columns(op, &wholes(&l, |i, j| j <= i), &b, out, cx)
+}
+
+register_rule!(SparsityRule, Cholesky, sparsity_cholesky);
+register_rule!(SparsityRule, CholeskyTangent, sparsity_cholesky_tangent);
+register_rule!(SparsityRule, CholeskyCotangent, sparsity_cholesky_cotangent);
+register_rule!(SparsityRule, CholSolve, sparsity_cho_solve);

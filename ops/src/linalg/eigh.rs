@@ -98,3 +98,25 @@ fn jvp_eigh(op: &dyn Op, _: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<V
 
 register_rule!(VmapRule, Eigh, many: vmap_eigh);
 register_rule!(JvpRule, Eigh, many: jvp_eigh);
+
+// -------------------------------------------------------------- sparsity
+
+use super::sparsity::{per_matrix, wholes, Mats};
+use anvil_core::sparsity::{Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// Every eigenvalue and eigenvector entry depends on the whole symmetric
+/// matrix: all of `A` when symmetrised, else its lower triangle.
+fn sparsity_eigh(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let e = op.try_downcast::<Eigh>()?;
+    let a = Mats::of(op, &args[0])?;
+    let whole = wholes(&a, |i, j| e.symmetrize_input || j <= i);
+    outs.iter().map(|t| per_matrix(op, &whole, t, cx)).collect()
+}
+
+register_rule!(SparsityRule, Eigh, many: sparsity_eigh);

@@ -698,3 +698,129 @@ fn jvp_adjugate(_: &dyn Op, p: &[Var], t: &[Option<Var>], adj: &Var) -> Result<O
 
 register_rule!(VmapRule, LuAdjugate, vmap_adjugate);
 register_rule!(JvpRule, LuAdjugate, jvp_adjugate);
+
+// ------------------------------------------- sparsity of the other lu ops
+
+use super::sparsity::{finish, per_matrix, running, union, wholes, Mats};
+
+/// Partial pivoting picks the pivot of step `t` from column `t` of the
+/// Schur complement, which depends on columns `0..=t`; after step `t` row
+/// `t` of the factors is fixed. So `lu[i, j]` depends on columns
+/// `0..=min(i, k−1)` and `j` of `A` (`k = min(m, n)`), all rows (the row
+/// order depends on the values). The pivots and the permutation are
+/// integers.
+fn sparsity_lu(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let a = Mats::of(op, &args[0])?;
+    let (m, n) = (a.m, a.n);
+    let k = m.min(n);
+    let mut sets = Builder::new(outs[0].numel(), 0);
+    for b in 0..a.batch {
+        let cols: Vec<_> = (0..n).map(|j| a.column(b, j)).collect();
+        let leading = running(&cols, false);
+        for i in 0..m {
+            for col in &cols {
+                sets.push_merge(&leading[i.min(k.saturating_sub(1))], col);
+            }
+        }
+    }
+    let lu = finish(op, sets, &outs[0], cx)?;
+    let mut results = vec![lu];
+    results.extend(outs[1..].iter().map(|t| Arc::new(IndexSets::empty(t.numel()))));
+    Ok(results)
+}
+
+/// `X = U⁻¹ L⁻¹ P B`: row `i` of `X` depends on all of `L` (below `lu`'s
+/// diagonal) and on `U`'s rows `i..` (back substitution from the last
+/// row); transposed, `X = Pᵀ L⁻ᵀ U⁻ᵀ B`, row `perm[i]` depends on all of
+/// `U` and on `L`'s columns `i..`, and when the permutation is not known
+/// at trace time on the union over `i`. Column `c` depends on column `c`
+/// of `B` (all rows: `P` mixes them). Exact with a known permutation.
+fn sparsity_lu_solve(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let s = op.try_downcast::<LuSolve>()?;
+    let (lu, b) = (Mats::of(op, &args[0])?, Mats::of(op, &args[2])?);
+    let n = lu.n;
+    let perm = args[1].value.and_then(|t| t.as_slice::<i64>().ok());
+    let mut sets = Builder::new(out.numel(), 0);
+    for k in 0..lu.batch {
+        let rows = if s.transpose {
+            let u = lu.union_where(k, |p, q| q >= p);
+            let l_cols: Vec<_> =
+                (0..n).map(|q| union((q + 1..n).map(|p| lu.at(k, p, q)))).collect();
+            let w: Vec<_> = running(&l_cols, true).iter().map(|c| union([&u[..], c])).collect();
+            let order = perm.and_then(|p| p.get(k * n..(k + 1) * n)).and_then(permutation);
+            match order {
+                Some(order) => {
+                    let mut rows = vec![Vec::new(); n];
+                    for (i, wi) in order.into_iter().zip(w) {
+                        rows[i] = wi;
+                    }
+                    rows
+                }
+                None => vec![union(w.iter().map(|v| &v[..])); n],
+            }
+        } else {
+            let l = lu.union_where(k, |p, q| q < p);
+            let u_rows: Vec<_> = (0..n).map(|p| union((p..n).map(|q| lu.at(k, p, q)))).collect();
+            running(&u_rows, true).iter().map(|r| union([&l[..], r])).collect()
+        };
+        let cols: Vec<_> = (0..b.n).map(|c| b.column(k, c)).collect();
+        for row in &rows {
+            for col in &cols {
+                sets.push_merge(row, col);
+            }
+        }
+    }
+    finish(op, sets, out, cx)
+}
+
+/// `perm` as row numbers, when it is a permutation.
+fn permutation(perm: &[i64]) -> Option<Vec<usize>> {
+    let mut seen = vec![false; perm.len()];
+    perm.iter()
+        .map(|&p| {
+            let p = usize::try_from(p).ok().filter(|&p| p < seen.len() && !seen[p])?;
+            seen[p] = true;
+            Some(p)
+        })
+        .collect()
+}
+
+/// Every entry of `A⁻¹`, `det A` and `adj(A)` depends on all of `A` (or of
+/// its factors): dense within each matrix, exact.
+fn sparsity_whole_matrix(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    per_matrix(op, &wholes(&Mats::of(op, &args[0])?, |_, _| true), out, cx)
+}
+
+/// The sign is piecewise constant (no derivative), `log|det A|` depends on
+/// all of `A`.
+fn sparsity_slogdet(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let sign = Arc::new(IndexSets::empty(outs[0].numel()));
+    Ok(vec![sign, sparsity_whole_matrix(op, args, &outs[1], cx)?])
+}
+
+register_rule!(SparsityRule, Lu, many: sparsity_lu);
+register_rule!(SparsityRule, LuSolve, sparsity_lu_solve);
+register_rule!(SparsityRule, Inv, sparsity_whole_matrix);
+register_rule!(SparsityRule, Det, sparsity_whole_matrix);
+register_rule!(SparsityRule, Slogdet, many: sparsity_slogdet);
+register_rule!(SparsityRule, LuAdjugate, sparsity_whole_matrix);

@@ -40,6 +40,13 @@
 //!   factors, and common-subexpression elimination leaves one `lu` per
 //!   matrix for the primal, the tangents and the transposes (a transposed
 //!   solve is `lu_solve` with `transpose`, never a factorisation of `Aᵀ`).
+//! - **Sparsity**: every op has a sparsity rule beside its other rules.
+//!   Batch elements never mix, nor do independent right-hand-side
+//!   columns; within a matrix a rule follows what an algorithm for the op
+//!   reads (the triangles of a triangular solve and of Cholesky's
+//!   recursion, the leading columns of `lu` and `qr`), so patterns are
+//!   never too small and, where the derivative is generically nonzero,
+//!   exact. `inv`, `det`, `eigh` and `svd` are dense within each matrix.
 //! - **Failures** are run-time errors that name the function the user
 //!   called and the batch element ([`anvil_core::Error::Linalg`]):
 //!   Cholesky of a matrix that is not positive definite, `solve`, `inv`,
@@ -86,6 +93,7 @@ pub mod cholesky;
 pub mod eigh;
 pub mod lu;
 pub mod qr;
+mod sparsity;
 pub mod svd;
 pub mod triangle;
 pub mod triangular;

@@ -111,3 +111,59 @@ fn jvp_qr(op: &dyn Op, p: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Vec
 
 register_rule!(VmapRule, Qr, many: vmap_qr);
 register_rule!(JvpRule, Qr, many: jvp_qr);
+
+// -------------------------------------------------------------- sparsity
+
+use super::sparsity::{finish, running, Mats};
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// Householder: `Q[:, j] = H_0 ⋯ H_j e_j` for `j < k` (reflections after
+/// `j` fix `e_j`) and `H_t` depends on columns `0..=t` of `A`, so column `j`
+/// of `Q` depends on columns `0..=min(j, k−1)` (a complete `Q`'s extra
+/// columns on all of them). A square `Q` (`m ≤ n`) is the exception: its
+/// last column is the unit normal of the others, column `m − 1` of `A`
+/// only choosing its sign (no derivative). `R[i, j] = Q[:, i]ᵀ A[:, j]`
+/// (`i ≤ j`) depends on what `Q[:, i]` does and on column `j`; `R` below
+/// its diagonal on nothing.
+fn sparsity_qr(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let a = Mats::of(op, &args[0])?;
+    let (m, n) = (a.m, a.n);
+    let last = m.min(n).saturating_sub(1);
+    let (&[.., q_cols], &[.., r_rows, _]) = (outs[0].shape(), outs[1].shape()) else {
+        return Err(Error::invalid("qr", "sparsity", "factors of rank below 2"));
+    };
+    let (mut q, mut r) = (Builder::new(outs[0].numel(), 0), Builder::new(outs[1].numel(), 0));
+    for b in 0..a.batch {
+        let cols: Vec<_> = (0..n).map(|j| a.column(b, j)).collect();
+        let leading = running(&cols, false);
+        let none = Vec::new();
+        let of_q = |j: usize| match j.checked_sub(1) {
+            _ if m > n || j + 1 < m => &leading[j.min(last)],
+            Some(before) => &leading[before],
+            None => &none,
+        };
+        for _ in 0..m {
+            for j in 0..q_cols {
+                q.push(of_q(j));
+            }
+        }
+        for i in 0..r_rows {
+            for (j, col) in cols.iter().enumerate() {
+                if i <= j {
+                    r.push_merge(of_q(i), col);
+                } else {
+                    r.push(&[]);
+                }
+            }
+        }
+    }
+    Ok(vec![finish(op, q, &outs[0], cx)?, finish(op, r, &outs[1], cx)?])
+}
+
+register_rule!(SparsityRule, Qr, many: sparsity_qr);

@@ -120,3 +120,22 @@ fn jvp_svd(op: &dyn Op, p: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Ve
 
 register_rule!(VmapRule, Svd, many: vmap_svd);
 register_rule!(JvpRule, Svd, many: jvp_svd);
+
+// -------------------------------------------------------------- sparsity
+
+use super::sparsity::{per_matrix, wholes, Mats};
+use anvil_core::sparsity::{Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// Every factor's entry depends on the whole matrix.
+fn sparsity_svd(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let whole = wholes(&Mats::of(op, &args[0])?, |_, _| true);
+    outs.iter().map(|t| per_matrix(op, &whole, t, cx)).collect()
+}
+
+register_rule!(SparsityRule, Svd, many: sparsity_svd);

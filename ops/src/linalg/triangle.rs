@@ -291,3 +291,45 @@ fn transpose_diagonal(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<O
 register_rule!(VmapRule, Diagonal, vmap_diagonal);
 register_rule!(JvpRule, Diagonal, jvp_diagonal);
 register_rule!(TransposeRule, Diagonal, transpose_diagonal);
+
+// -------------------------------------------------------------- sparsity
+
+use anvil_core::sparsity::{Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// Each kept entry depends on what it was; a zeroed one on nothing (exact).
+fn sparsity_triangle(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    _: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let t = op.try_downcast::<Triangle>()?;
+    let [.., m, n] = *out.shape() else {
+        return Err(Error::invalid(t.name(), "sparsity", "a result of rank below 2"));
+    };
+    let kept = |e: usize| t.keeps(e / n % m, e % n) != Keep::Zero;
+    Ok(Arc::new(args[0].sets.gather(out.numel(), |e| kept(e).then_some(e))))
+}
+
+/// A relayout: element `t` of a diagonal is one entry of its matrix (exact).
+fn sparsity_diagonal(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    _: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let d = op.try_downcast::<Diagonal>()?;
+    let [.., m, n] = *args[0].ty.shape() else {
+        return Err(Error::invalid("diagonal", "sparsity", "an operand of rank below 2"));
+    };
+    let len = d.len(m, n).max(1);
+    let (r0, c0) = d.start();
+    Ok(Arc::new(args[0].sets.gather(out.numel(), |e| {
+        let (b, t) = (e / len, e % len);
+        Some((b * m + r0 + t) * n + c0 + t)
+    })))
+}
+
+register_rule!(SparsityRule, Triangle, sparsity_triangle);
+register_rule!(SparsityRule, Diagonal, sparsity_diagonal);

@@ -180,3 +180,74 @@ fn transpose_triangular_solve(
 register_rule!(VmapRule, TriangularSolve, vmap_triangular_solve);
 register_rule!(JvpRule, TriangularSolve, jvp_triangular_solve);
 register_rule!(TransposeRule, TriangularSolve, transpose_triangular_solve);
+
+// -------------------------------------------------------------- sparsity
+
+use super::sparsity::{finish, running, union, Mats};
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg};
+use std::sync::Arc;
+
+/// Forward or back substitution. As a left-side solve `M X' = B'` (`M =
+/// op(A)`, or `op(A)ᵀ` with `X' = Xᵀ` on the right side), `X'[i, c]`
+/// depends on `B'[p, c]` and on `M`'s triangle in rows `p` for the `p`
+/// substitution reaches before `i` (`p ≤ i` for a lower `M`, `p ≥ i` for an
+/// upper one); `A`'s other triangle (and a unit diagonal) is not read.
+/// Exact: `M⁻¹` is generically full in its triangle.
+fn sparsity_triangular_solve(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let ts = *op.try_downcast::<TriangularSolve>()?;
+    let (a, b) = (Mats::of(op, &args[0])?, Mats::of(op, &args[1])?);
+    let s = a.m;
+    let m_lower = (ts.lower != ts.transpose_a) == ts.left_side;
+    // The entry of A that M[p, q] is.
+    let of_a = |p: usize, q: usize| {
+        let (x, y) = if ts.left_side { (p, q) } else { (q, p) };
+        if ts.transpose_a {
+            (y, x)
+        } else {
+            (x, y)
+        }
+    };
+    let read = |p: usize, q: usize| if p == q { !ts.unit_diagonal } else { (q < p) == m_lower };
+    let mut sets = Builder::new(out.numel(), 0);
+    for k in 0..a.batch {
+        let rows: Vec<_> = (0..s)
+            .map(|p| {
+                union((0..s).filter(|&q| read(p, q)).map(|q| {
+                    let (x, y) = of_a(p, q);
+                    a.at(k, x, y)
+                }))
+            })
+            .collect();
+        let reach = running(&rows, !m_lower);
+        if ts.left_side {
+            // X[i, c]: B's column c, running down (or up) to row i.
+            let cols: Vec<Vec<Vec<_>>> = (0..b.n)
+                .map(|c| {
+                    let col: Vec<_> = (0..s).map(|p| b.at(k, p, c).to_vec()).collect();
+                    running(&col, !m_lower)
+                })
+                .collect();
+            for (i, r) in reach.iter().enumerate() {
+                for col in &cols {
+                    sets.push_merge(r, &col[i]);
+                }
+            }
+        } else {
+            // X[r, j]: B's row r, running along to column j.
+            for r in 0..b.m {
+                let row: Vec<_> = (0..s).map(|p| b.at(k, r, p).to_vec()).collect();
+                for (j, part) in running(&row, !m_lower).iter().enumerate() {
+                    sets.push_merge(&reach[j], part);
+                }
+            }
+        }
+    }
+    finish(op, sets, out, cx)
+}
+
+register_rule!(SparsityRule, TriangularSolve, sparsity_triangular_solve);
