@@ -1,8 +1,8 @@
 //! NumPy subscripts on traced values: the [`ix!`](crate::ix) macro builds
 //! an [`IndexExpr`] — ranges with steps, integers (negative from the end),
 //! new axes, an ellipsis, traced integer arrays — that
-//! [`VarExt::i`](crate::VarExt::i) reads (`x[1:, None, -1]` is
-//! `x.i(ix![1.., NewAxis, -1])`) and [`VarExt::at`](crate::VarExt::at)
+//! [`VarExt::i`] reads (`x[1:, None, -1]` is
+//! `x.i(ix![1.., NewAxis, -1])`) and [`VarExt::at`]
 //! updates functionally, as JAX's `.at[]` (`x.at(ix![0]).set(&v)`).
 //!
 //! Design: a subscript is not an op. Reading is at most one strided
@@ -236,7 +236,7 @@ impl IndexExpr {
 }
 
 /// A subscript of traced values in NumPy's syntax, for
-/// [`VarExt::i`](crate::VarExt::i) and [`VarExt::at`](crate::VarExt::at).
+/// [`VarExt::i`] and [`VarExt::at`].
 /// Entries, separated by commas:
 ///
 /// | entry | NumPy | effect on its axis |
@@ -475,7 +475,7 @@ fn fail(x: &Var, e: Error) -> Var {
     x.tracer().poisoned()
 }
 
-/// `x[expr]` with NumPy's semantics; see [`VarExt::i`](crate::VarExt::i).
+/// `x[expr]` with NumPy's semantics; see [`VarExt::i`].
 pub fn index(x: &Var, expr: &IndexExpr) -> Var {
     match resolve("index", expr, x.shape()) {
         Ok(r) => read(x, &r, &|idx: &Var, n: usize| {
@@ -525,7 +525,7 @@ impl UpdateValue for i64 {
 }
 
 /// Functional updates of the elements `x[expr]`, as JAX's `x.at[expr]`:
-/// made by [`VarExt::at`](crate::VarExt::at); each method returns a new
+/// made by [`VarExt::at`]; each method returns a new
 /// value, `x` is unchanged. The update broadcasts to the shape `x[expr]`
 /// has and is converted to `x`'s dtype. Bounds and repeated indices: see
 /// the [module](self) docs.
@@ -568,7 +568,7 @@ impl At {
         At { x: x.clone(), expr }
     }
 
-    /// `x[expr]` (JAX's `.at[].get()`; the same as [`VarExt::i`](crate::VarExt::i)).
+    /// `x[expr]` (JAX's `.at[].get()`; the same as [`VarExt::i`]).
     pub fn get(&self) -> Var {
         index(&self.x, &self.expr)
     }
