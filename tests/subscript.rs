@@ -87,7 +87,11 @@ fn array_subscripts_follow_numpy_placement() {
     let got = f.eval((&x, &ints(&idx, &[2, 2]))).unwrap();
     let want: Vec<f64> =
         idx.iter().flat_map(|&k| (0..4).map(move |j| val(wrap(k, 3) as usize, j, 2))).collect();
-    assert_eq!((got.shape(), f64s(&got)), (&[2, 2, 4][..], want));
+    assert_eq!((got.shape(), f64s(&got)), (&[2, 2, 4][..], want.clone()));
+    // x[None, idx, :, 2]: still separated, so still first (before the new axis).
+    let f = |x: &Var, i: &Var| x.i(ix![NewAxis, i, .., 2]);
+    let got = f.eval((&x, &ints(&idx, &[2, 2]))).unwrap();
+    assert_eq!((got.shape(), f64s(&got)), (&[2, 2, 1, 4][..], want));
     // x[:, r, c] with r [3] and c [2, 1]: adjacent, broadcast to [2, 3] in place.
     let (r, c) = ([0i64, 3, -1], [1i64, 4]);
     let f = |x: &Var, r: &Var, c: &Var| x.i(ix![.., r, c]);
@@ -397,4 +401,88 @@ fn jvp_at_inside_traces_gives_hessian_vector_products() {
     let mut want = f64s(&hv);
     want.extend([hs[1], hs[4], hs[7]]);
     assert!(got.allclose(&Tensor::from_vec(want, &[2, 3]).unwrap(), 1e-13, 1e-13), "{got}");
+}
+
+#[test]
+fn subscript_programs_vmap_like_loops_over_any_argument() {
+    use anvil::testing::check_vmap;
+    // A program mixing reads and every update: x [4, 3], idx [3], u [3].
+    fn prog(x: &Var, idx: &Var, u: &Var) -> Var {
+        let y = x.at(ix![idx, -1]).add(u).at(ix![1..;2, NewAxis]).mul(2.0);
+        let z = y.at(ix![idx]).max(x.i(ix![0])).at(ix![.., ..;-2]).set(u.i(ix![..2]));
+        z.at(ix![-1, idx]).min(u).i(ix![idx, ..]) + y.i(ix![..., 1]).sum_all()
+    }
+    let x =
+        Tensor::from_vec((0..24).map(|k| (k as f64 * 0.37).sin()).collect(), &[2, 4, 3]).unwrap();
+    let idx = ints(&[3, 0, -1, 2, 7, -5], &[2, 3]);
+    let u = Tensor::from_vec(vec![0.3, -0.8, 0.5, 0.1, 0.9, -0.2], &[2, 3]).unwrap();
+    let (x0, i0, u0) = (
+        x.select_axis(0, 0).unwrap(),
+        idx.select_axis(0, 1).unwrap(),
+        u.select_axis(0, 0).unwrap(),
+    );
+    // Every argument batched, each alone, and pairs.
+    let cases: [(&[Tensor; 3], [Option<usize>; 3]); 4] = [
+        (&[x.clone(), idx.clone(), u.clone()], [Some(0), Some(0), Some(0)]),
+        (&[x.clone(), i0.clone(), u0.clone()], [Some(0), None, None]),
+        (&[x0.clone(), idx.clone(), u0.clone()], [None, Some(0), None]),
+        (&[x0.clone(), i0.clone(), u.clone()], [None, None, Some(0)]),
+    ];
+    for (args, axes) in cases {
+        check_vmap(&prog, args, &axes, 1e-14, 1e-14).unwrap_or_else(|e| panic!("{axes:?}: {e}"));
+    }
+}
+
+#[test]
+fn jacobians_of_subscripts_agree_with_the_hand_worked_one() {
+    // f(x) = x.at[[0, 2]].set(x[1:3] ** 2)[::-1] on x in R^3: the update
+    // gives [x1², x1, x2²], reversed f = [x2², x1, x1²].
+    let f = |x: &Var| {
+        let idx = x.constant_like(ints(&[0, 2], &[2]));
+        x.at(ix![&idx]).set(x.i(ix![1..3]).square()).i(ix![..;-1])
+    };
+    let x = Tensor::vector(&[0.5, -1.5, 2.0]);
+    let want = [0.0, 0.0, 4.0, 0.0, 1.0, 0.0, 0.0, -3.0, 0.0];
+    let jf = jacfwd(f).eval(&x).unwrap();
+    let jr = jacrev(f).eval(&x).unwrap();
+    assert_eq!(jf.shape(), &[3, 3]);
+    assert_eq!(f64s(&jf), want);
+    assert_eq!(f64s(&jr), want);
+    // Second derivatives through a gather: hessian of sum(x[idx]³) with a
+    // repeated index is diag(6 x_k · count_k).
+    let g = |x: &Var| {
+        let idx = x.constant_like(ints(&[2, 2, 0], &[3]));
+        x.i(ix![&idx]).powi(3).sum_all()
+    };
+    let h = hessian(g).eval(&x).unwrap();
+    assert_eq!(f64s(&h), vec![3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 24.0]);
+}
+
+#[test]
+fn many_repeated_traced_positions_combine_like_a_loop() {
+    // 23 updates into 5 elements, positions from -7 to 7 (some dropped),
+    // in a scrambled order: every combination against the reference loop.
+    let mut state = 12345u64;
+    let mut next = move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as i64
+    };
+    let idx: Vec<i64> = (0..23).map(|_| next() % 15 - 7).collect();
+    let u: Vec<f64> = (0..23).map(|_| (next() % 1000) as f64 / 500.0 - 1.0).collect();
+    let xs = vec![0.5, -1.25, 2.0, 0.75, -0.5];
+    let (x, it) = (Tensor::vector(&xs), ints(&idx, &[23]));
+    let ut = Tensor::vector(&u);
+    type Upd = fn(&Var, &Var, &Var) -> Var;
+    type Reference = fn(f64, f64) -> f64;
+    let cases: [(&str, Upd, Reference); 4] = [
+        ("add", |x, i, u| x.at(ix![i]).add(u), |a, b| a + b),
+        ("mul", |x, i, u| x.at(ix![i]).mul(u), |a, b| a * b),
+        ("min", |x, i, u| x.at(ix![i]).min(u), f64::min),
+        ("max", |x, i, u| x.at(ix![i]).max(u), f64::max),
+    ];
+    for (name, f, op) in cases {
+        let got = f.eval((&x, &it, &ut)).unwrap();
+        let want = Tensor::from_vec(rows_update(&xs, 1, &idx, &u, op), &[5]).unwrap();
+        assert!(got.allclose(&want, 1e-14, 1e-14), "{name}: {got} vs {want} ({idx:?})");
+    }
 }
