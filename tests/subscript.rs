@@ -486,3 +486,25 @@ fn many_repeated_traced_positions_combine_like_a_loop() {
         assert!(got.allclose(&want, 1e-14, 1e-14), "{name}: {got} vs {want} ({idx:?})");
     }
 }
+
+#[test]
+fn fixed_lists_and_tensors_index_like_arrays() {
+    let x = x345();
+    let rows = ints(&[2, 0], &[2]);
+    // x[[2, 0], 1], x[:, [-1, 0, -1], 4] (a list, checked) and x[rows] (a captured tensor).
+    let f = |x: &Var| {
+        vec![x.i(ix![[2, 0], 1]), x.i(ix![.., vec![-1, 0, -1], 4]), x.at(ix![&rows, 0, 0]).add(1.0)]
+    };
+    let out = f.eval(&x).unwrap();
+    let want: Vec<f64> = [2, 0].iter().flat_map(|&i| (0..5).map(move |k| val(i, 1, k))).collect();
+    assert_eq!((out[0].shape(), f64s(&out[0])), (&[2, 5][..], want));
+    let want: Vec<f64> = (0..3).flat_map(|i| [3, 0, 3].map(|j| val(i, j, 4))).collect();
+    assert_eq!((out[1].shape(), f64s(&out[1])), (&[3, 3][..], want));
+    let mut want = f64s(&x);
+    want[0] += 1.0;
+    want[40] += 1.0;
+    assert_eq!(f64s(&out[2]), want);
+    // A list entry out of range is an error naming it, as an integer is.
+    let e = (|x: &Var| x.i(ix![.., [1, 4]])).eval(&x).unwrap_err().to_string();
+    assert!(e.contains("index 4") && e.contains("axis 1") && e.contains("size 4"), "{e}");
+}

@@ -1,6 +1,6 @@
 //! NumPy subscripts on traced values: the [`ix!`](crate::ix) macro builds
 //! an [`IndexExpr`] — ranges with steps, integers (negative from the end),
-//! new axes, an ellipsis, traced integer arrays — that
+//! new axes, an ellipsis, traced integer arrays, fixed lists — that
 //! [`VarExt::i`] reads (`x[1:, None, -1]` is
 //! `x.i(ix![1.., NewAxis, -1])`) and [`VarExt::at`]
 //! updates functionally, as JAX's `.at[]` (`x.at(ix![0]).set(&v)`).
@@ -18,8 +18,9 @@
 //! operand of the identity (`mul`, `min`, `max`). Every transform handles
 //! both through the rules of those ops; nothing here has a rule of its own.
 //!
-//! Bounds, as JAX: a *static* integer out of range is an error naming the
-//! axis, the index and the size (found when the trace is built). *Traced*
+//! Bounds, as JAX: a *static* integer (or an entry of a fixed list) out
+//! of range is an error naming the axis, the index and the size (found
+//! when the trace is built). *Traced*
 //! array indices are data: a negative one counts from the end once, then
 //! a read clamps it into the axis and an update drops it (JAX's defaults
 //! for `x[idx]` and `x.at[idx].set/add/...`). Slice bounds are clamped, as
@@ -61,6 +62,35 @@ pub enum IndexItem {
     /// A traced `i64` array indexing one axis (NumPy's advanced indexing):
     /// the axis is replaced by the array's axes (a rank-0 array drops it).
     Array(Var),
+    /// A fixed list of positions of one axis (NumPy's `x[[0, 2]]`): an
+    /// array index whose entries are checked like integers (out of range:
+    /// an error), replaced by one axis of the list's length.
+    List(Vec<i64>),
+}
+
+impl From<Vec<i64>> for IndexItem {
+    fn from(v: Vec<i64>) -> Self {
+        IndexItem::List(v)
+    }
+}
+
+impl From<&[i64]> for IndexItem {
+    fn from(v: &[i64]) -> Self {
+        IndexItem::List(v.to_vec())
+    }
+}
+
+impl<const N: usize> From<[i64; N]> for IndexItem {
+    fn from(v: [i64; N]) -> Self {
+        IndexItem::List(v.to_vec())
+    }
+}
+
+impl From<&Tensor> for IndexItem {
+    /// An `i64` tensor: an array index, a constant of the current trace.
+    fn from(t: &Tensor) -> Self {
+        IndexItem::Array(anvil_core::trace::current_or_detached().constant(t.clone()))
+    }
 }
 
 /// `numpy.newaxis` in [`ix!`](crate::ix): inserts an axis of size 1.
@@ -246,7 +276,8 @@ impl IndexExpr {
 /// | `k` (any integer type, negative from the end) | `k` | dropped |
 /// | `NewAxis` | `None` | a new axis of size 1 (consumes none) |
 /// | `...` | `...` | as many whole axes as the others leave |
-/// | `&idx` (an `i64` `Var`) | `idx` | replaced by `idx`'s axes |
+/// | `&idx` (an `i64` `Var` or `Tensor`) | `idx` | replaced by `idx`'s axes |
+/// | `[0, 2]`, `vec![..]` (`i64`s, checked) | `[0, 2]` | replaced by one axis |
 ///
 /// Axes past the entries are taken whole. The name is `ix!`, not `s!`, so
 /// that it and `ndarray`'s `s!` can be imported together.
@@ -306,7 +337,8 @@ struct Resolved {
 
 /// Resolves `expr` against `shape`: expands the ellipsis, checks integers
 /// and the arrays' dtypes.
-fn resolve(op: &str, expr: &IndexExpr, shape: &[usize]) -> Result<Resolved> {
+fn resolve(op: &str, expr: &IndexExpr, x: &Var) -> Result<Resolved> {
+    let shape = x.shape();
     let consumes = |it: &IndexItem| !matches!(it, IndexItem::NewAxis | IndexItem::Ellipsis);
     let used = expr.items.iter().filter(|it| consumes(it)).count();
     let ellipses = expr.items.iter().filter(|it| matches!(it, IndexItem::Ellipsis)).count();
@@ -339,6 +371,14 @@ fn resolve(op: &str, expr: &IndexExpr, shape: &[usize]) -> Result<Resolved> {
             IndexItem::Array(v) => {
                 check_array(op, v, axis, shape)?;
                 entries.push(Entry::Array(axis, v.clone()));
+                axis += 1;
+            }
+            IndexItem::List(ks) => {
+                let ks: Vec<i64> =
+                    ks.iter().map(|&k| checked_int(op, k, axis, shape)).collect::<Result<_>>()?;
+                let n = ks.len();
+                let t = Tensor::from_vec(ks, &[n])?;
+                entries.push(Entry::Array(axis, x.constant_like(t)));
                 axis += 1;
             }
         }
@@ -477,7 +517,7 @@ fn fail(x: &Var, e: Error) -> Var {
 
 /// `x[expr]` with NumPy's semantics; see [`VarExt::i`].
 pub fn index(x: &Var, expr: &IndexExpr) -> Var {
-    match resolve("index", expr, x.shape()) {
+    match resolve("index", expr, x) {
         Ok(r) => read(x, &r, &|idx: &Var, n: usize| {
             let hi = int(idx, n as i64 - 1);
             wrapped(idx, n).maximum(&int(idx, 0)).minimum(&hi)
@@ -624,7 +664,7 @@ impl At {
 
     fn update(&self, how: Combine, v: impl UpdateValue) -> Var {
         let x = &self.x;
-        let r = match resolve("at", &self.expr, x.shape()) {
+        let r = match resolve("at", &self.expr, x) {
             Ok(r) => r,
             Err(e) => return fail(x, e),
         };
