@@ -508,3 +508,18 @@ fn fixed_lists_and_tensors_index_like_arrays() {
     let e = (|x: &Var| x.i(ix![.., [1, 4]])).eval(&x).unwrap_err().to_string();
     assert!(e.contains("index 4") && e.contains("axis 1") && e.contains("size 4"), "{e}");
 }
+
+/// The names of the ops of `f`'s graph at `x`, parameters aside.
+fn ops_of(f: impl Fn(&Var) -> Var, x: &Tensor) -> Vec<&'static str> {
+    let g = trace(&|x: &Var| f(x), x).unwrap();
+    g.iter().map(|(_, n)| n.op.name()).filter(|n| *n != "param").collect()
+}
+
+#[test]
+fn a_static_read_is_one_slice_and_one_reshape() {
+    let x = x345();
+    assert_eq!(ops_of(|x| x.i(ix![1.., NewAxis, ..;-2, -1]), &x), ["slice", "reshape"]);
+    assert_eq!(ops_of(|x| x.i(ix![..., 0..5]), &x), Vec::<&str>::new());
+    assert_eq!(ops_of(|x| x.i(ix![..., 0..4]), &x), ["slice"]);
+    assert_eq!(ops_of(|x| x.i(ix![.., NewAxis]), &x), ["reshape"]);
+}

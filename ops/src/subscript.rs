@@ -12,11 +12,15 @@
 //! its placement rule: the broadcast axes of the arrays (integers count as
 //! arrays once an array is present) replace the indexed axes where those
 //! are adjacent, and go first otherwise. An update reads the *positions* of
-//! the indexed elements the same way, from an `iota` over the operand, and
-//! scatters into the flattened operand with [`lax::scatter`]
-//! (`set`) or [`lax::scatter_add`] (`add`), or combines with a scattered
-//! operand of the identity (`mul`, `min`, `max`). Every transform handles
-//! both through the rules of those ops; nothing here has a rule of its own.
+//! the indexed elements the same way, from an `iota` over the operand
+//! (an index out of range reads one extra position past the end), sums
+//! the updates there with one `scatter_add` and a second of ones (which
+//! elements are hit), and combines with a `select`. `mul`, `min` and `max`
+//! at traced positions first combine the updates that share a position
+//! (a stable sort by position and a segmented
+//! [`associative_scan`](lax::associative_scan)). Every transform handles
+//! all of it through the rules of those ops; nothing here has a rule of
+//! its own.
 //!
 //! Bounds, as JAX: a *static* integer (or an entry of a fixed list) out
 //! of range is an error naming the axis, the index and the size (found
@@ -43,7 +47,7 @@ use anvil_core::{DType, Error, Result, Scalar, SliceSpec, Tensor, Var};
 
 use crate::api::VarExt;
 use crate::constant::{Full, Iota};
-use crate::lax::{self, GatherMode, LaxExt, ScatterDimensionNumbers};
+use crate::lax::{self, LaxExt};
 
 /// One entry of a subscript ([`IndexExpr`]); built by [`ix!`](crate::ix)
 /// from ranges, integers, [`NewAxis`], `...` and traced arrays.
@@ -437,9 +441,13 @@ fn read(x: &Var, r: &Resolved, fix: &dyn Fn(&Var, usize) -> Var) -> Var {
     for e in &r.entries {
         match e {
             Entry::Slice(a, s) => {
-                specs[*a] = *s;
-                let len = s.resolve("index", x.shape()[*a]).map_or(0, |(_, _, len)| len);
-                shape.push(len as i64);
+                let n = x.shape()[*a];
+                let resolved = s.resolve("index", n).unwrap_or((0, 1, 0));
+                // A range that covers the axis in order (`0..n`) is no slice.
+                if resolved != (0, 1, n) {
+                    specs[*a] = *s;
+                }
+                shape.push(resolved.2 as i64);
             }
             Entry::Int(a, k) => {
                 specs[*a] = SliceSpec::range(*k, *k + 1);
@@ -676,46 +684,44 @@ impl At {
         if pos.numel() == 0 {
             return x.clone();
         }
+        let n = x.numel();
         let m = pos.numel() as i64;
-        let idx = pos.reshape(&[m, 1]);
         let u = v.broadcast_to(pos.shape()).reshape(&[m]);
-        let dn = ScatterDimensionNumbers {
-            inserted_window_dims: vec![0],
-            scatter_dims_to_operand_dims: vec![0],
-            ..Default::default()
+        let (pos, u) = match how {
+            Combine::Mul | Combine::Min | Combine::Max if !unique => {
+                combined(how, &pos.reshape(&[m]), &u, n)
+            }
+            _ => (pos.reshape(&[m]), u),
         };
-        let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
-        let flat = x.flatten();
-        let drop = GatherMode::FillOrDrop;
-        let out = match how {
-            Combine::Set => lax::scatter(&flat, &idx, &u, &dn, drop),
-            Combine::Add => lax::scatter_add(&flat, &idx, &u, &dn, drop),
-            _ => {
-                let (idx, u) = if unique { (idx, u) } else { combined(how, &idx, &u, x.numel()) };
-                let base = identity(how, x).broadcast_to(flat.shape());
-                let scattered = lax::scatter(&base, &idx, &u, &dn, drop);
-                match how {
-                    Combine::Mul => &flat * &scattered,
-                    Combine::Min => flat.minimum(&scattered),
-                    _ => flat.maximum(&scattered),
-                }
+        // Summed into the flat operand's positions; with traced indices one
+        // more position takes the updates out of range, then is cut off.
+        let spill = |w: &Var| {
+            if unique {
+                w.scatter_add(&pos, 0, n)
+            } else {
+                w.scatter_add(&pos, 0, n + 1).slice_axis(0, None, Some(n as i64), 1)
             }
         };
+        let flat = x.flatten();
+        let placed = spill(&u);
+        let out = if how == Combine::Add {
+            &flat + &placed
+        } else {
+            let count = spill(&u.ones_like());
+            let hit = count.gt(&count.zeros_like());
+            let new = match how {
+                Combine::Set if unique => placed,
+                // The mean of the updates landing on one element.
+                Combine::Set => placed / hit.select(&count, &count.ones_like()),
+                Combine::Mul => &flat * &placed,
+                Combine::Min => flat.minimum(&placed),
+                _ => flat.maximum(&placed),
+            };
+            hit.select(&new, &flat)
+        };
+        let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
         out.reshape(&shape)
     }
-}
-
-/// The identity of a combination of `x`'s dtype, as a scalar of `x`'s trace.
-fn identity(how: Combine, x: &Var) -> Var {
-    let int = x.dtype() == DType::I64;
-    let v = match (how, int) {
-        (Combine::Min, true) => Scalar::I64(i64::MAX),
-        (Combine::Max, true) => Scalar::I64(i64::MIN),
-        (Combine::Min, false) => Scalar::F64(f64::INFINITY),
-        (Combine::Max, false) => Scalar::F64(f64::NEG_INFINITY),
-        _ => Scalar::F64(1.0),
-    };
-    x.constant_like(Tensor::from_scalar(v.cast(x.dtype())))
 }
 
 /// The flat positions in `x` of the elements `x[r]`, of the shape
@@ -747,13 +753,13 @@ fn positions(x: &Var, r: &Resolved) -> (Var, bool) {
     (read(&pos, r, &fix), false)
 }
 
-/// The updates `u` at positions `idx` (`[m, 1]`) combined per position
+/// The updates `u` at positions `idx` (`[m]`) combined per position
 /// (`how`'s product, minimum or maximum), every position once: a stable
 /// sort by position, a segmented scan, and the segments' last elements
 /// kept (the others moved out of range, to `n`, so the scatter drops them).
 fn combined(how: Combine, idx: &Var, u: &Var, n: usize) -> (Var, Var) {
     let m = u.numel() as i64;
-    let (sorted, perm) = idx.reshape(&[m]).sort_with_indices(0, false);
+    let (sorted, perm) = idx.sort_with_indices(0, false);
     let us = u.take(&perm, 0);
     let zero = int(u, 0);
     let one = int(u, 1);
@@ -776,5 +782,5 @@ fn combined(how: Combine, idx: &Var, u: &Var, n: usize) -> (Var, Var) {
     // A segment ends where the next one starts (or at the end).
     let ends = crate::api::concatenate(&[&differs, &one.reshape(&[1])], 0);
     let last = ends.gt(&zero).select(&sorted, &int(u, n as i64));
-    (last.reshape(&[m, 1]), scanned)
+    (last, scanned)
 }
