@@ -329,7 +329,8 @@ enum Entry {
     Slice(usize, SliceSpec),
     Int(usize, i64),
     New,
-    Array(usize, Var),
+    /// The axis, the index, and whether its entries are known to be in range.
+    Array(usize, Var, bool),
 }
 
 /// `expr` resolved against `shape`.
@@ -374,7 +375,7 @@ fn resolve(op: &str, expr: &IndexExpr, x: &Var) -> Result<Resolved> {
             }
             IndexItem::Array(v) => {
                 check_array(op, v, axis, shape)?;
-                entries.push(Entry::Array(axis, v.clone()));
+                entries.push(Entry::Array(axis, v.clone(), false));
                 axis += 1;
             }
             IndexItem::List(ks) => {
@@ -382,7 +383,7 @@ fn resolve(op: &str, expr: &IndexExpr, x: &Var) -> Result<Resolved> {
                     ks.iter().map(|&k| checked_int(op, k, axis, shape)).collect::<Result<_>>()?;
                 let n = ks.len();
                 let t = Tensor::from_vec(ks, &[n])?;
-                entries.push(Entry::Array(axis, x.constant_like(t)));
+                entries.push(Entry::Array(axis, x.constant_like(t), true));
                 axis += 1;
             }
         }
@@ -456,7 +457,7 @@ fn read(x: &Var, r: &Resolved, fix: &dyn Fn(&Var, usize) -> Var) -> Var {
                 }
             }
             Entry::New => shape.push(1),
-            Entry::Array(a, _) => shape.push(x.shape()[*a] as i64),
+            Entry::Array(a, ..) => shape.push(x.shape()[*a] as i64),
         }
     }
     let mut y = x.clone();
@@ -505,7 +506,8 @@ fn advanced(y: &Var, r: &Resolved, fix: &dyn Fn(&Var, usize) -> Var) -> Var {
     for &j in adv.iter().rev() {
         let n = y.shape()[j];
         let idx = match kept[j] {
-            Entry::Array(_, v) => fix(v, n),
+            Entry::Array(_, v, false) => fix(v, n),
+            Entry::Array(_, v, true) => v.clone(),
             _ => int(y, 0),
         };
         flat = flat + idx * stride as i64;
@@ -738,7 +740,7 @@ fn positions(x: &Var, r: &Resolved) -> (Var, bool) {
     // out of range reads it.
     let mut widths = vec![(0, 0); x.rank()];
     for e in &r.entries {
-        if let Entry::Array(a, _) = e {
+        if let Entry::Array(a, ..) = e {
             widths[*a] = (0, 1);
         }
     }
