@@ -32,14 +32,14 @@ fn sq_dist(x: &Var, z: &Var) -> Var {
 /// The RBF kernel `s² exp(−d² / (2ℓ²))` between the rows of `x` and `z`.
 fn rbf(theta: &Var, x: &Var, z: &Var) -> Var {
     let p = theta.exp();
-    let (ell, s2) = (p.at(0, 0), p.at(0, 1));
+    let (ell, s2) = (p.i(ix![0]), p.i(ix![1]));
     (sq_dist(x, z) / (ell.square() * -2.0)).exp() * s2
 }
 
 /// The negative log marginal likelihood of `y` at hyperparameters `theta`.
 fn nll(theta: &Var, x: &Var, y: &Var) -> Var {
     let n = x.shape()[0];
-    let noise = theta.exp().at(0, 2);
+    let noise = theta.exp().i(ix![2]);
     let k = rbf(theta, x, x) + linalg::eye_of(n, x) * noise;
     let l = linalg::cholesky(&k);
     let alpha = linalg::cho_solve(&l, y);
@@ -52,7 +52,7 @@ fn nll(theta: &Var, x: &Var, y: &Var) -> Var {
 /// The posterior mean at the rows of `xs`.
 fn predict(theta: &Var, x: &Var, y: &Var, xs: &Var) -> Var {
     let n = x.shape()[0];
-    let noise = theta.exp().at(0, 2);
+    let noise = theta.exp().i(ix![2]);
     let k = rbf(theta, x, x) + linalg::eye_of(n, x) * noise;
     let alpha = linalg::cho_solve(&linalg::cholesky(&k), y);
     rbf(theta, xs, x).matmul(&alpha.unsqueeze(1)).squeeze(&[1])

@@ -23,8 +23,8 @@ const DT: f64 = 0.005;
 
 /// The right-hand side of `(x, v)' = (v, -c v - k sin x + a cos t)`.
 fn rhs(theta: &Var, s: &Var, t: &Var) -> Var {
-    let (c, k, a) = (theta.at(0, 0), theta.at(0, 1), theta.at(0, 2));
-    let (x, v) = (s.at(0, 0), s.at(0, 1));
+    let (c, k, a) = (theta.i(ix![0]), theta.i(ix![1]), theta.i(ix![2]));
+    let (x, v) = (s.i(ix![0]), s.i(ix![1]));
     let acc = -(&c * &v) - &k * &x.sin() + &a * &t.cos();
     stack(&[&v, &acc], 0)
 }
@@ -43,11 +43,11 @@ fn integrate_with(theta: &Var, s0: &Var, checkpoint: Option<usize>) -> anvil::Re
         let k3 = rhs(theta, &(s + &(&k2 * (h / 2.0))), &(t + h / 2.0));
         let k4 = rhs(theta, &(s + &(&k3 * h)), &(t + h));
         let next = s + &((k1 + k2 * 2.0 + k3 * 2.0 + k4) * (h / 6.0));
-        let x = next.at(0, 0);
+        let x = next.i(ix![0]);
         ((next, t + h), x)
     };
     let options = ScanOptions { length: Some(STEPS), checkpoint, ..ScanOptions::default() };
-    let ((s, _), xs) = scan_with(step, (s0, &s0.at(0, 0).zeros_like()), (), options)?;
+    let ((s, _), xs) = scan_with(step, (s0, &s0.i(ix![0]).zeros_like()), (), options)?;
     Ok((s, xs))
 }
 
@@ -58,8 +58,7 @@ fn loss(theta: &Var, s0: &Var) -> anvil::Result<Var> {
 
 fn loss_with(theta: &Var, s0: &Var, checkpoint: Option<usize>) -> anvil::Result<Var> {
     let (s, _) = integrate_with(theta, s0, checkpoint)?;
-    let target =
-        s.full_like(0.0) + &stack(&[&s.at(0, 0).full_like(1.0), &s.at(0, 0).zeros_like()], 0);
+    let target = s.zeros_like().at(ix![0]).set(1.0); // [1, 0]
     Ok((s - target).square().sum_all())
 }
 

@@ -87,9 +87,12 @@ pub use anvil_ops::linalg;
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
 };
+/// NumPy subscripts: `x.i(ix![1.., -1])`, `x.at(ix![0]).set(&v)` (see
+/// [`ix!`] and [`anvil_ops::subscript`]).
+pub use anvil_ops::{ix, subscript, At, IndexExpr, IndexItem, NewAxis};
 pub use anvil_transforms::{
     self as transforms, cond, custom_jvp, custom_vjp, fori_loop, grad, hessian, jacfwd, jacrev,
-    jvp, map, scan, scan_n, scan_with, switch, value_and_grad, vmap, while_loop,
+    jvp, jvp_at, map, scan, scan_n, scan_with, switch, value_and_grad, vmap, while_loop,
     while_loop_bounded, InAxes, ScanOptions,
 };
 /// The types the transforms return (what a user names in a signature or a
@@ -113,6 +116,7 @@ pub mod prelude {
         Error, Eval, Function, InAxes, IntoFunction, Result, ScanOptions, SliceSpec, Tensor, Tree,
         Var, VarExt,
     };
+    pub use crate::{ix, jvp_at, NewAxis};
 }
 
 /// What a call of a function returns: its result's structure with tensors.

@@ -117,7 +117,7 @@ pub fn sparse_jacrev<M, F: IntoFunction<M>>(f: F) -> SparseJacobian<F::Func> {
 /// // An arrowhead: y = x · x0, and y0 also adds Σ x²: a dense row and a
 /// // dense column, n colors either one-sided way.
 /// let f = |x: &Var| {
-///     let y = x * x.at(0, 0);
+///     let y = x * x.index_axis(0, 0);
 ///     let head = y.slice_axis(0, None, Some(1), 1) + x.square().sum(&[0]);
 ///     concatenate(&[&head, &y.slice_axis(0, Some(1), None, 1)], 0)
 /// };
@@ -285,7 +285,7 @@ impl<F: Function, S: Selector<F::Args>> Function for SparseJacobian<F, S> {
 /// ```
 /// use anvil::prelude::*;
 /// // y = [x0 x1, x1 + x2]: row 0 reads columns 0, 1; row 1 columns 1, 2.
-/// let f = |x: &Var| stack(&[&(x.at(0, 0) * x.at(0, 1)), &(x.at(0, 1) + x.at(0, 2))], 0);
+/// let f = |x: &Var| stack(&[&(x.index_axis(0, 0) * x.index_axis(0, 1)), &(x.index_axis(0, 1) + x.index_axis(0, 2))], 0);
 /// let p = anvil::sparse::jacobian_sparsity(&f, &Tensor::zeros(&[3])?)?;
 /// assert_eq!(p.to_string(), "xx.\n.xx\n");
 /// # Ok::<(), anvil::Error>(())

@@ -236,7 +236,7 @@ fn scan_reverse_and_several_scanned_inputs() {
         };
         scan_with(
             step,
-            xs.at(0, 0).zeros_like(),
+            xs.index_axis(0, 0).zeros_like(),
             (xs, ws),
             ScanOptions { reverse: true, ..Default::default() },
         )
@@ -329,11 +329,11 @@ fn cond_inside_scan_inside_vmap() {
 #[test]
 fn scan_errors_name_the_carry_and_the_lengths() {
     let x = t(&[1.0, 2.0], &[2]);
-    let bad = |x: &Var| scan(|c: &Var, x: &Var| (c.unsqueeze(0), x.clone()), x.at(0, 0), x);
+    let bad = |x: &Var| scan(|c: &Var, x: &Var| (c.unsqueeze(0), x.clone()), x.index_axis(0, 0), x);
     let e = jit(bad).eval(&x).unwrap_err().to_string();
     assert!(e.contains("carry 0") && e.contains("f64[]") && e.contains("f64[1]"), "{e}");
     let two = |x: &Var, y: &Var| {
-        scan(|c: &Var, (a, b): &(Var, Var)| (c + a + b, c.clone()), x.at(0, 0), (x, y))
+        scan(|c: &Var, (a, b): &(Var, Var)| (c + a + b, c.clone()), x.index_axis(0, 0), (x, y))
     };
     let e = jit(two).eval((&x, &t(&[1.0, 2.0, 3.0], &[3]))).unwrap_err().to_string();
     assert!(e.contains("length 3") && e.contains("expected 2"), "{e}");

@@ -170,7 +170,7 @@ fn per_example_gradients_of_a_struct() {
 fn jacrev_of_a_map_to_a_map() {
     let f = |d: &BTreeMap<&'static str, Var>| {
         let (a, b) = (&d["a"], &d["b"]);
-        BTreeMap::from([("s", a.sin() * b.at(0, 0)), ("t", a.square().sum_all() * b)])
+        BTreeMap::from([("s", a.sin() * b.index_axis(0, 0)), ("t", a.square().sum_all() * b)])
     };
     let d = BTreeMap::from([("a", x3()), ("b", t(&[1.5, -0.5], &[2]))]);
     let j = jacrev(f).eval(&d).unwrap();

@@ -294,7 +294,7 @@ fn the_derivative_of_sort_is_a_gather() {
         &grad(move |x: &Var| (x.top_k(2).0 * &wb).sum_all()).eval(&s).unwrap(),
         &TOP_K_GRAD,
     );
-    let median = |x: &Var| x.sort(1, false).at(1, 2).sum_all();
+    let median = |x: &Var| x.sort(1, false).index_axis(1, 2).sum_all();
     close("grad median", &grad(median).eval(&s).unwrap(), &MEDIAN_GRAD);
 }
 

@@ -2140,7 +2140,7 @@ fn indexing_matches_reference() {
                 name,
                 x,
                 dtype,
-                move |x| x.at(axis, at),
+                move |x| x.index_axis(axis, at),
                 move |x| take_ref(x, &i, axis),
             ));
         }

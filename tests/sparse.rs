@@ -153,7 +153,7 @@ fn bidirectional_coloring_takes_few_passes_on_an_arrowhead() {
     use anvil::sparse::sparse_jacobian;
     // y = x · x0 (a dense column), y0 += Σ sin(x) (a dense row).
     let f = |x: &Var| {
-        let y = x * x.at(0, 0);
+        let y = x * x.index_axis(0, 0);
         let head = y.slice_axis(0, None, Some(1), 1) + x.sin().sum(&[0]);
         concatenate(&[&head, &y.slice_axis(0, Some(1), None, 1)], 0)
     };

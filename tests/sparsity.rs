@@ -173,7 +173,7 @@ fn a_scans_ys_keep_each_steps_slice() {
     // Jacobian of ys is block diagonal in t, plus column 0.
     let f = |u: &Var| -> anvil::Result<Var> {
         let xs = u.slice_axis(0, Some(1), None, 1).reshape(&[3, 2]);
-        let c = u.at(0, 0);
+        let c = u.index_axis(0, 0);
         let (_, ys) = scan(|c: &Var, x: &Var| (c.clone(), x.sin() * c), &c, &xs)?;
         Ok(ys.flatten())
     };
@@ -200,14 +200,14 @@ fn a_while_loops_pattern_is_the_fixpoint_and_a_cond_takes_the_union() {
     // A branch on the values: the union of u[0] * u and u * u[3].
     let c = |u: &Var| {
         let pred = u.sum_all().gt(&u.sum_all().zeros_like());
-        cond(&pred, |u: &Var| u * u.at(0, 0), |u: &Var| u * u.at(0, 3), u)
+        cond(&pred, |u: &Var| u * u.index_axis(0, 0), |u: &Var| u * u.index_axis(0, 3), u)
     };
     assert_eq!(show(c, 4), "x..x\nxx.x\nx.xx\nx..x\n");
     // A branch on a value known when tracing: only the branch taken.
     let k = |u: &Var| {
         let one = u.constant_like(Tensor::scalar(1i64));
         let pred = one.gt(&one.zeros_like());
-        cond(&pred, |u: &Var| u * u.at(0, 0), |u: &Var| u * u.at(0, 3), u)
+        cond(&pred, |u: &Var| u * u.index_axis(0, 0), |u: &Var| u * u.index_axis(0, 3), u)
     };
     assert_eq!(show(k, 4), "x...\nxx..\nx.x.\nx..x\n");
 }

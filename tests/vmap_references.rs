@@ -185,7 +185,7 @@ fn s3_vmap_simple_puts_the_batch_in_front_for_any_in_axis_and_result_rank() {
     let fs: Vec<(&str, F1)> = vec![
         ("rank 0 result", |x| x.sum_all()),
         ("same rank", |x| x.exp() - x),
-        ("higher rank (outer product with a row)", |x| x.unsqueeze(-1) * x.at(0, 0)),
+        ("higher rank (outer product with a row)", |x| x.unsqueeze(-1) * x.index_axis(0, 0)),
     ];
     for (name, f) in fs {
         for in_axis in 0..3 {
@@ -524,16 +524,16 @@ fn s6_4_cat_with_an_unbatched_operand() {
 #[test]
 fn s6_5_scalar_index_and_slice() {
     let x = Tensor::from_vec((0..12).map(f64::from).collect(), &[3, 2, 2]).unwrap();
-    let got = vmap(|x: &Var| x.flatten().at(0, 0)).eval(&x).unwrap();
+    let got = vmap(|x: &Var| x.flatten().index_axis(0, 0)).eval(&x).unwrap();
     assert_eq!(vals(&got), vec![0.0, 4.0, 8.0]);
-    let got = vmap(|x: &Var| x.flatten().at(0, -1)).eval(&x).unwrap();
+    let got = vmap(|x: &Var| x.flatten().index_axis(0, -1)).eval(&x).unwrap();
     assert_eq!(vals(&got), vec![3.0, 7.0, 11.0]);
     let got = vmap(|x: &Var| x.flatten().slice_axis(0, None, Some(3), 1)).eval(&x).unwrap();
     assert_eq!(vals(&got), vec![0.0, 1.0, 2.0, 4.0, 5.0, 6.0, 8.0, 9.0, 10.0]);
     let cases: Vec<(&str, F1)> = vec![
-        ("flat[0]", |x| x.flatten().at(0, 0)),
-        ("x[1]", |x| x.at(0, 1)),
-        ("x[:, -1]", |x| x.at(1, -1)),
+        ("flat[0]", |x| x.flatten().index_axis(0, 0)),
+        ("x[1]", |x| x.index_axis(0, 1)),
+        ("x[:, -1]", |x| x.index_axis(1, -1)),
         ("x[:3]", |x| x.slice_axis(0, None, Some(3), 1)),
     ];
     for (name, f) in cases {
@@ -613,7 +613,7 @@ fn s6_5_fancy_index_by_a_tensor_batched_shared_or_both() {
 fn s6_5_multi_scalar_stack() {
     let f = |x: &Var| {
         let flat = x.flatten();
-        stack(&[&flat.at(0, 0), &flat.at(0, 4), &flat.at(0, 8)], 0)
+        stack(&[&flat.index_axis(0, 0), &flat.index_axis(0, 4), &flat.index_axis(0, 8)], 0)
     };
     let x = Tensor::from_vec((0..27).map(f64::from).collect(), &[3, 3, 3]).unwrap();
     assert_eq!(
@@ -690,7 +690,7 @@ fn s6_6_operations_on_the_result_of_vmap() {
         ("transpose", |v, _| v.transpose()),
         ("pad", |v, _| v.pad(&[(1, 0), (0, 2)], -1.0)),
         ("flip", |v, _| v.flip(&[0])),
-        ("[2, 4]", |v, _| v.at(0, 2).at(0, 4)),
+        ("[2, 4]", |v, _| v.index_axis(0, 2).index_axis(0, 4)),
         ("[1:3]", |v, _| v.slice_axis(0, Some(1), Some(3), 1)),
         ("sum()", |v, _| v.sum_all()),
         ("sum(0)", |v, _| v.sum(&[0])),
@@ -756,7 +756,7 @@ fn s6_7_nested_four_levels_with_pad_and_reduce() {
 /// mapping different axes, some arguments shared at one level only.
 #[test]
 fn s6_7_nested_with_different_in_axes() {
-    let f = |x: &Var, y: &Var| (x * y).sum(&[-1]) + x.at(0, 0);
+    let f = |x: &Var, y: &Var| (x * y).sum(&[-1]) + x.index_axis(0, 0);
     // outer: x axis 2, y shared; inner: x axis 0, y axis 1.
     let v = vmap(vmap(f).in_axes([Some(0), Some(1)])).in_axes([Some(2), None]);
     let x = rand(&[4, 3, 2], 133); // element [3] after both levels
@@ -822,7 +822,8 @@ fn s6_7_nested_with_reductions_and_matmul() {
 /// input", "Broadcasting (unmapped) inputs", "Mixed mapped/broadcast inputs".
 #[test]
 fn s6_8_several_inputs() {
-    let f = |x: &Var, y: &Var, z: &Var| (x * y).sum(&[0]) + z.matmul(&y.at(0, 0).unsqueeze(0));
+    let f =
+        |x: &Var, y: &Var, z: &Var| (x * y).sum(&[0]) + z.matmul(&y.index_axis(0, 0).unsqueeze(0));
     // element shapes: x [2, 3], y [2, 3], z [4, 1]
     let shapes = [vec![2, 3], vec![2, 3], vec![4, 1]];
     let make = |axes: &[Option<usize>]| -> Vec<Tensor> {
@@ -862,13 +863,13 @@ fn f1(x: &Var) -> Var {
     x.slice_axis(0, None, Some(2), 1) * x.slice_axis(0, Some(2), None, 1)
 }
 fn f2(x: &Var) -> Var {
-    stack(&[&x.sin().sum(&[0]), &(x.at(0, 0) * x.sum(&[0]))], 0)
+    stack(&[&x.sin().sum(&[0]), &(x.index_axis(0, 0) * x.sum(&[0]))], 0)
 }
 
 /// Steps 2–4 of the pattern: stack the JVPs, flatten, re-index element by element.
 fn stack_flatten_pick(jvps: [&Var; 3]) -> Var {
     let flat = stack(&jvps, 0).flatten();
-    let picks: Vec<Var> = SPJAC_PICKS.iter().map(|&i| flat.at(0, i)).collect();
+    let picks: Vec<Var> = SPJAC_PICKS.iter().map(|&i| flat.index_axis(0, i)).collect();
     let refs: Vec<&Var> = picks.iter().collect();
     stack(&refs, 0)
 }
@@ -890,7 +891,10 @@ fn spjac_by_hand(x: &Var, v: &Var) -> Var {
     let (v01, v23) = (v.slice_axis(0, None, Some(2), 1), v.slice_axis(0, Some(2), None, 1));
     let jvp1 = &v01 * &x23 + &x01 * &v23;
     let jvp2 = stack(
-        &[&(x.cos() * v).sum(&[0]), &(v.at(0, 0) * x.sum(&[0]) + x.at(0, 0) * v.sum(&[0]))],
+        &[
+            &(x.cos() * v).sum(&[0]),
+            &(v.index_axis(0, 0) * x.sum(&[0]) + x.index_axis(0, 0) * v.sum(&[0])),
+        ],
         0,
     );
     stack_flatten_pick([&jvp0, &jvp1, &jvp2])
@@ -1015,7 +1019,7 @@ fn vd_out_axis_places_the_batch_dimension() {
     }
     // Several outputs: one entry each (negative counts from the end of
     // each output's batched rank), or one entry for all.
-    let g = |x: &Var| vec![x.reshape(&[2, 3]), x.exp().reshape(&[3, 2]), x.at(0, 1)];
+    let g = |x: &Var| vec![x.reshape(&[2, 3]), x.exp().reshape(&[3, 2]), x.index_axis(0, 1)];
     let xt = rand(&[6, 4], 174); // batch along axis 1, elements [6]
     let got = go(&vmap(g).in_axes(1).out_axes([1, -1, 0]), std::slice::from_ref(&xt));
     let want = looped(&g, std::slice::from_ref(&xt), &[lvl_out(&[Some(1)], &[1, 2, 0])]);

@@ -325,7 +325,7 @@ fn w10_nll(theta: &Var, x: &Var, y: &Var) -> Var {
     use anvil::linalg;
     let n = x.shape()[0];
     let p = theta.exp();
-    let (ell, s2, noise) = (p.at(0, 0), p.at(0, 1), p.at(0, 2));
+    let (ell, s2, noise) = (p.i(ix![0]), p.i(ix![1]), p.i(ix![2]));
     // |xi - xj|² = |xi|² + |xj|² - 2 xi·xj: one GEMM, no [n, n, 3] array.
     let sq = x.square().sum(&[-1]);
     let d2 = sq.unsqueeze(1) + sq.unsqueeze(0) - x.matmul(&x.transpose()) * 2.0;
@@ -362,7 +362,7 @@ fn w10(n: usize) -> Workload {
 fn w11_g(m: &Var, wt: &Var) -> Var {
     let s = (m + &m.transpose()) * 0.5;
     let (w, v) = anvil::linalg::eigh_with(&s, false);
-    w.at(0, 0) + (wt * &v.square()).sum_all() * 0.1
+    w.i(ix![0]) + (wt * &v.square()).sum_all() * 0.1
 }
 
 fn w11_f(ms: &Var, wt: &Var) -> anvil::Result<Var> {

@@ -9,9 +9,11 @@
 use crate::constant::{Full, Iota};
 use crate::elementwise::*;
 use crate::index::{ScatterAdd, Take};
+use crate::lax::IntegerPow;
 use crate::matmul::Matmul;
 use crate::movement::*;
 use crate::reduce::{ArgReduce, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
+use crate::subscript::{At, IndexExpr};
 use anvil_core::shape::{
     normalize_axes, normalize_axis, normalize_axis_rank, normalize_perm, reshape_target,
 };
@@ -106,6 +108,20 @@ pub trait VarExt {
     fn pow(&self, other: &Var) -> Var;
     /// `self ^ p` for a scalar exponent.
     fn powf(&self, p: f64) -> Var;
+    /// `self ^ n` for a fixed integer `n` (`jax.lax.integer_pow`): repeated
+    /// multiplication, exact for integers, defined at `x = 0` and for
+    /// negative `x` (where `powf` is NaN); a negative `n` needs a float.
+    ///
+    /// ```
+    /// use anvil::prelude::*;
+    /// let x = Tensor::from_vec(vec![-2.0, 0.5], &[2])?;
+    /// let y = (|x: &Var| x.powi(3)).eval(&x)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![-8.0, 0.125]);
+    /// let dy = grad(|x: &Var| x.powi(-1).sum_all()).eval(&x)?; // -1 / x²
+    /// assert_eq!(dy.to_vec::<f64>()?, vec![-0.25, -4.0]);
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    fn powi(&self, n: i32) -> Var;
     /// Elementwise maximum with broadcasting.
     fn maximum(&self, other: &Var) -> Var;
     /// Elementwise minimum with broadcasting.
@@ -174,6 +190,9 @@ pub trait VarExt {
     fn argmin(&self, axis: i64, keepdims: bool) -> Var;
     /// Mean of all elements (rank 0).
     fn mean(&self) -> Var;
+    /// Mean of all elements (rank 0; the same as [`VarExt::mean`], named
+    /// like the other all-axes reductions).
+    fn mean_all(&self) -> Var;
     /// Mean over `axes`.
     fn mean_axes(&self, axes: &[i64], keepdims: bool) -> Var;
     /// Population variance over `axes` (`ddof = 0`).
@@ -188,6 +207,45 @@ pub trait VarExt {
     fn log_softmax(&self, axis: i64) -> Var;
     /// Euclidean norm of all elements.
     fn norm(&self) -> Var;
+
+    /// Maximum of all elements (rank 0).
+    ///
+    /// The all-axes forms of the reductions, in one example:
+    ///
+    /// ```
+    /// use anvil::prelude::*;
+    /// let x = Tensor::from_vec(vec![3.0, -1.0, 2.0, 4.0], &[2, 2])?;
+    /// let f = |x: &Var| {
+    ///     vec![
+    ///         x.max_all(), x.min_all(), x.prod_all(), x.mean_all(), x.var_all(),
+    ///         x.std_all(), x.logsumexp_all(), x.argmax_all(), x.argmin_all(),
+    ///     ]
+    /// };
+    /// let r: Vec<f64> = f.eval(&x)?.iter().map(|t| t.cast(DType::F64).item().unwrap()).collect();
+    /// let lse = [3.0f64, -1.0, 2.0, 4.0].iter().map(|v| v.exp()).sum::<f64>().ln();
+    /// assert_eq!(&r[..4], &[4.0, -1.0, -24.0, 2.0]);
+    /// assert_eq!(r[4], 3.5); // mean of squares 7.5 minus 2²
+    /// assert_eq!(r[5], 3.5f64.sqrt());
+    /// assert!((r[6] - lse).abs() < 1e-14);
+    /// assert_eq!(&r[7..], &[3.0, 1.0]); // flat indices, as numpy.argmax
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    fn max_all(&self) -> Var;
+    /// Minimum of all elements (rank 0).
+    fn min_all(&self) -> Var;
+    /// Product of all elements (rank 0).
+    fn prod_all(&self) -> Var;
+    /// Population variance of all elements (rank 0).
+    fn var_all(&self) -> Var;
+    /// Population standard deviation of all elements (rank 0).
+    fn std_all(&self) -> Var;
+    /// `log(sum(exp(x)))` over all elements (rank 0), computed stably.
+    fn logsumexp_all(&self) -> Var;
+    /// The flat index of the maximum (`i64`, rank 0; the first of ties), as
+    /// `numpy.argmax` without an axis.
+    fn argmax_all(&self) -> Var;
+    /// The flat index of the minimum (`i64`, rank 0; the first of ties).
+    fn argmin_all(&self) -> Var;
     /// Euclidean norm over `axes`.
     fn norm_axes(&self, axes: &[i64], keepdims: bool) -> Var;
 
@@ -214,8 +272,55 @@ pub trait VarExt {
     fn take(&self, indices: &Var, axis: i64) -> Var;
     /// Indexes `axis` by a list of integers (negative count from the end).
     fn index(&self, axis: i64, indices: &[i64]) -> Var;
-    /// Indexes `axis` by one integer, removing the axis.
-    fn at(&self, axis: i64, index: i64) -> Var;
+    /// Indexes `axis` by one integer, removing the axis (`ndarray`'s
+    /// `index_axis`; a negative index counts from the end). With a fixed
+    /// axis, [`VarExt::i`] reads better: `x.index_axis(1, -1)` is
+    /// `x.i(ix![.., -1])`.
+    ///
+    /// ```
+    /// use anvil::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+    /// let y = (|x: &Var| x.index_axis(1, -1)).eval(&x)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![2.0, 4.0]);
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    fn index_axis(&self, axis: i64, index: i64) -> Var;
+    /// `x[index]` with NumPy's semantics: ranges with steps, integers
+    /// (negative from the end), new axes, an ellipsis, traced `i64` arrays
+    /// (advanced indexing) — see [`ix!`](crate::ix) for the grammar and
+    /// [`subscript`](crate::subscript) for the rules. A static integer out
+    /// of range is an error (recorded in the trace) naming the axis, the
+    /// index and the size; a traced index is clamped into the axis, as in
+    /// JAX.
+    ///
+    /// ```
+    /// use anvil::prelude::*;
+    /// let x = Tensor::from_vec((0..12).map(f64::from).collect(), &[3, 4])?;
+    /// let f = |x: &Var| {
+    ///     let rows = x.constant_like(Tensor::from_vec(vec![2i64, -3], &[2])?);
+    ///     Ok(vec![x.i(ix![1..;2, -1]), x.i(ix![&rows, 1..3]), x.i(ix![NewAxis, .., 0])])
+    /// };
+    /// let out = f.eval(&x)?;
+    /// assert_eq!(out[0].to_vec::<f64>()?, vec![7.0]);                  // x[1::2, -1]
+    /// assert_eq!(out[1].to_vec::<f64>()?, vec![9.0, 10.0, 1.0, 2.0]); // x[[2, -3], 1:3]
+    /// assert_eq!(out[2].shape(), &[1, 3]);                             // x[None, :, 0]
+    /// // x[3] is out of range for an axis of size 3.
+    /// assert!((|x: &Var| x.i(ix![3])).eval(&x).is_err());
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    fn i(&self, index: IndexExpr) -> Var;
+    /// Functional updates of `x[index]` (JAX's `x.at[index]`):
+    /// `x.at(ix![0, ..]).set(&v)`, `.add`, `.mul`, `.min`, `.max`, `.get`;
+    /// see [`At`].
+    ///
+    /// ```
+    /// use anvil::prelude::*;
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3])?;
+    /// let y = (|x: &Var| x.at(ix![1..]).add(x.i(ix![..2]))).eval(&x)?;
+    /// assert_eq!(y.to_vec::<f64>()?, vec![1.0, 3.0, 5.0]);
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    fn at(&self, index: IndexExpr) -> At;
     /// With `self` as updates: adds them into zeros whose `axis` has `size` entries.
     fn scatter_add(&self, indices: &Var, axis: i64, size: usize) -> Var;
 
@@ -246,6 +351,9 @@ impl VarExt for Var {
     }
     fn powf(&self, p: f64) -> Var {
         self.pow(&self.scalar_like(p))
+    }
+    fn powi(&self, n: i32) -> Var {
+        self.apply(IntegerPow { y: n }, &[])
     }
     fn maximum(&self, other: &Var) -> Var {
         self.apply(Max, &[other])
@@ -431,6 +539,9 @@ impl VarExt for Var {
     fn mean(&self) -> Var {
         self.mean_axes(&all_axes(self), false)
     }
+    fn mean_all(&self) -> Var {
+        self.mean()
+    }
     fn mean_axes(&self, axes: &[i64], keepdims: bool) -> Var {
         as_op("mean", || crate::composite::mean(self, axes, keepdims))
     }
@@ -451,6 +562,30 @@ impl VarExt for Var {
     }
     fn norm(&self) -> Var {
         self.square().sum_all().sqrt()
+    }
+    fn max_all(&self) -> Var {
+        self.max(&all_axes(self), false)
+    }
+    fn min_all(&self) -> Var {
+        self.min(&all_axes(self), false)
+    }
+    fn prod_all(&self) -> Var {
+        self.prod(&all_axes(self), false)
+    }
+    fn var_all(&self) -> Var {
+        self.var(&all_axes(self), false)
+    }
+    fn std_all(&self) -> Var {
+        self.std(&all_axes(self), false)
+    }
+    fn logsumexp_all(&self) -> Var {
+        self.logsumexp(&all_axes(self), false)
+    }
+    fn argmax_all(&self) -> Var {
+        self.flatten().argmax(0, false)
+    }
+    fn argmin_all(&self) -> Var {
+        self.flatten().argmin(0, false)
     }
     fn norm_axes(&self, axes: &[i64], keepdims: bool) -> Var {
         as_op("norm", || {
@@ -501,8 +636,14 @@ impl VarExt for Var {
             }
         }
     }
-    fn at(&self, axis: i64, index: i64) -> Var {
+    fn index_axis(&self, axis: i64, index: i64) -> Var {
         self.take(&self.constant_like(Tensor::scalar(index)), axis)
+    }
+    fn i(&self, index: IndexExpr) -> Var {
+        crate::subscript::index(self, &index)
+    }
+    fn at(&self, index: IndexExpr) -> At {
+        At::new(self, index)
     }
     fn scatter_add(&self, indices: &Var, axis: i64, size: usize) -> Var {
         build(&[self, indices], || {

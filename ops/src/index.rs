@@ -5,7 +5,7 @@
 //! `x.shape[..axis] ++ idx.shape ++ x.shape[axis+1..]`; negative indices count
 //! from the end. Indexing by a list of integers and by a single integer are
 //! `take` with a constant index of rank 1 and rank 0 (see
-//! [`crate::VarExt::index`] and [`crate::VarExt::at`]). Indices are data, so an
+//! [`crate::VarExt::index`] and [`crate::VarExt::index_axis`]). Indices are data, so an
 //! index out of bounds is found when the kernel runs and reported as an error
 //! naming the op, the index and the axis.
 //!

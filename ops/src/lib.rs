@@ -24,6 +24,10 @@
 //! `softmax`, `logsumexp`, `norm`, `stack`, `flip`, `squeeze`...) are plain
 //! functions over the primitives.
 //!
+//! NumPy subscripts and JAX's functional updates (`x.i(ix![1.., -1])`,
+//! `x.at(ix![0]).set(&v)`) are in [`subscript`], composites over `slice`,
+//! `take` and the scatters of [`lax`].
+//!
 //! The rest of `jax.lax` and `jax.numpy` a ported program meets — more
 //! elementwise math, cumulative reductions, sorting, dynamic indexing,
 //! gathers and scatters — is in [`lax`], with its methods in
@@ -54,9 +58,11 @@ pub mod movement;
 pub mod reduce;
 pub mod scan;
 pub mod sparse;
+pub mod subscript;
 pub mod while_loop;
 
 pub use api::{concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt};
+pub use subscript::{At, IndexExpr, IndexItem, NewAxis};
 
 use anvil_core::{OperatorImpl, Var};
 

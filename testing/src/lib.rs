@@ -47,6 +47,8 @@ mod samples;
 
 // The samples of `anvil::lax`, which `standard_samples` includes.
 mod lax_samples;
+// The samples of the subscripts (`x.i(ix![..])`, `x.at(ix![..])`), included too.
+mod subscript_samples;
 
 pub use ad::{
     check_op, check_op_jvp, check_op_transpose, check_op_vmap_of_jvp, CheckOutcome,

@@ -94,6 +94,7 @@ pub fn standard_samples() -> Vec<OpSample> {
     custom_jvp_samples(&mut s);
     custom_vjp_samples(&mut s);
     super::lax_samples::lax_samples(&mut s);
+    super::subscript_samples::subscript_samples(&mut s);
     s
 }
 

@@ -238,7 +238,7 @@ pub struct ScanOptions {
 /// ```
 /// use anvil::prelude::*;
 /// // Cumulative sum, and the final total.
-/// let f = |xs: &Var| scan(|c: &Var, x: &Var| (c + x, c + x), &xs.at(0, 0).zeros_like(), xs);
+/// let f = |xs: &Var| scan(|c: &Var, x: &Var| (c + x, c + x), &xs.index_axis(0, 0).zeros_like(), xs);
 /// let (total, sums) = jit(f).eval(&Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3])?)?;
 /// assert_eq!((total.item()?, sums.to_vec::<f64>()?), (6.0, vec![1.0, 3.0, 6.0]));
 /// # Ok::<(), anvil::Error>(())

@@ -22,8 +22,9 @@
 
 use crate::ad::{jvp_graph, vjp_graph_wrt};
 use crate::vmap::{finish_chunks, looped_chunks, vmap_graph, vmap_graph_by_chunks};
-use anvil_core::function::Args;
+use anvil_core::function::{Apply, Args, ToVar};
 use anvil_core::replay::inline_graph;
+use anvil_core::tree::Flatten;
 use anvil_core::tree::Nth;
 use anvil_core::{
     trace_fn, trace_with, Batched, DType, Dyn, Error, Function, Graph, IntoFunction, PlanCache,
@@ -431,6 +432,57 @@ impl<F: Function> Function for Jvp<F> {
     }
 }
 
+/// `jax.jvp(f, primals, tangents)` inside a traced function: the output
+/// of `f` and its directional derivative along `tangents`, as two values
+/// of the current trace — `let (y, dy) = jvp_at(f, x, v);` — with no pair
+/// of tuples to build and no `Result` to unwrap: an error (tangents that
+/// do not fit the primals, an op without a jvp rule) is recorded in the
+/// trace, the call that runs it returns it, and both values are poisoned.
+///
+/// `primals` and `tangents` are given as to `eval`: one argument as itself
+/// (`&x`, `&v`), several as tuples of the same structure (`(&x, &w)`,
+/// `(&v, &u)`), `None` for no tangent (a symbolic zero:
+/// `(Some(&v), None::<&Var>)`). Leaves are traced values or tensors
+/// (constants). For a function with several outputs, use
+/// `jvp(f).apply((primals, tangents))`, which returns a `Result` of the
+/// two trees.
+///
+/// Because the result is traced, it composes: `grad` of a function that
+/// calls `jvp_at`, or `jvp_at` of a `grad`, is a Hessian-vector product.
+///
+/// ```
+/// use anvil::prelude::*;
+/// let f = |x: &Var| x.sin().sum_all();
+/// // Forward over reverse: H v = d/dε ∇f(x + ε v), here diag(-sin x) v.
+/// let hvp = |x: &Var, v: &Var| jvp_at(grad(f), x, v).1;
+/// let (x, v) = (Tensor::from_vec(vec![0.5, 1.0], &[2])?, Tensor::from_vec(vec![1.0, 2.0], &[2])?);
+/// let hv = hvp.eval((&x, &v))?;
+/// assert_eq!(hv.to_vec::<f64>()?, vec![-(0.5f64.sin()), -2.0 * 1f64.sin()]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn jvp_at<M, F, L, P, T>(f: F, primals: P, tangents: T) -> (Var, Var)
+where
+    F: IntoFunction<M, Output = Var>,
+    L: ToVar,
+    P: Flatten<L>,
+    T: Flatten<L>,
+{
+    let mut first: Option<Var> = None;
+    primals.for_each_leaf(&mut |l| {
+        if first.is_none() {
+            first = Some(l.to_var());
+        }
+    });
+    let tracer = first.map_or_else(anvil_core::trace::current_or_detached, |v| v.tracer().clone());
+    match jvp(f).apply((primals, tangents)) {
+        Ok(pair) => pair,
+        Err(e) => {
+            tracer.record(e);
+            (tracer.poisoned(), tracer.poisoned())
+        }
+    }
+}
+
 // ------------------------------------------------------------------ grad
 
 /// The gradient of a scalar function; see [`grad`].
@@ -558,7 +610,7 @@ transform_boilerplate!(Jacobian { forward, chunk_size });
 /// use anvil::prelude::*;
 /// let x = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
 /// // f(x) = [x0 * x1, sin(x0)]
-/// let f = |x: &Var| stack(&[&(x.at(0, 0) * x.at(0, 1)), &x.at(0, 0).sin()], 0);
+/// let f = |x: &Var| stack(&[&(x.index_axis(0, 0) * x.index_axis(0, 1)), &x.index_axis(0, 0).sin()], 0);
 /// let j = jacfwd(f).eval(&x)?;
 /// assert_eq!(j.shape(), &[2, 2]);
 /// assert_eq!(j.to_vec::<f64>()?, vec![2.0, 1.0, 1f64.cos(), 0.0]);
@@ -720,7 +772,7 @@ impl<F, S: Debug> Debug for Hessian<F, S> {
 /// use anvil::prelude::*;
 /// let x = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
 /// // f = x0^2 x1 -> H = [[2 x1, 2 x0], [2 x0, 0]]
-/// let h = hessian(|x: &Var| x.at(0, 0).square() * x.at(0, 1)).eval(&x)?;
+/// let h = hessian(|x: &Var| x.index_axis(0, 0).square() * x.index_axis(0, 1)).eval(&x)?;
 /// assert_eq!(h.to_vec::<f64>()?, vec![4.0, 2.0, 2.0, 0.0]);
 /// # Ok::<(), anvil::Error>(())
 /// ```

@@ -36,8 +36,8 @@ pub use control_flow::{
 };
 pub use custom::{custom_jvp, custom_vjp, CustomJvp, CustomVjp};
 pub use diff::{
-    grad, hessian, jacfwd, jacrev, jvp, value_and_grad, Argnum, Argnums, Grad, Hessian, Jacobian,
-    Jvp,
+    grad, hessian, jacfwd, jacrev, jvp, jvp_at, value_and_grad, Argnum, Argnums, Grad, Hessian,
+    Jacobian, Jvp,
 };
 pub use map::{map, map_fallback, map_fallbacks, MapFn};
 

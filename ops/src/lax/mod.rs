@@ -170,6 +170,24 @@ pub trait LaxExt: VarExt {
     fn all(&self, axes: &[i64], keepdims: bool) -> Var {
         truth(self.as_var()).min(axes, keepdims)
     }
+    /// Whether any element is true (non-zero): `jnp.any` over all axes
+    /// (bool, rank 0).
+    ///
+    /// ```
+    /// use anvil::prelude::*;
+    /// let x = Tensor::from_vec(vec![0.0, 2.0, 0.0, 0.0], &[2, 2])?;
+    /// let r = (|x: &Var| vec![x.any_all(), x.all_all()]).eval(&x)?;
+    /// assert_eq!((r[0].to_vec::<bool>()?, r[1].to_vec::<bool>()?), (vec![true], vec![false]));
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    fn any_all(&self) -> Var {
+        truth(self.as_var()).max_all()
+    }
+    /// Whether every element is true (non-zero): `jnp.all` over all axes
+    /// (bool, rank 0).
+    fn all_all(&self) -> Var {
+        truth(self.as_var()).min_all()
+    }
 
     /// Running sum along `axis` (`jnp.cumsum`; `reverse` as `lax.cumsum`).
     fn cumsum(&self, axis: i64, reverse: bool) -> Var {

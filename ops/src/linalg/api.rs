@@ -76,7 +76,7 @@ pub fn cholesky(a: &Var) -> Var {
 /// let scales = Tensor::from_vec(vec![-1.0, 0.25, 4.0], &[3])?;
 /// let f = vmap(|s: &Var| {
 ///     let a = linalg::eye_of(2, s) * s;
-///     linalg::cholesky_with(&a, OnFailure::Nan).at(0, 0).at(0, 0)
+///     linalg::cholesky_with(&a, OnFailure::Nan).index_axis(0, 0).index_axis(0, 0)
 /// });
 /// let l00 = f.eval(&scales)?.to_vec::<f64>()?;
 /// assert!(l00[0].is_nan() && l00[1] == 0.5 && l00[2] == 2.0);
@@ -333,7 +333,7 @@ pub fn qr(a: &Var, mode: QrMode) -> (Var, Var) {
 /// let (w, v) = jit(|a: &Var| linalg::eigh(a)).eval(&a)?;
 /// w.assert_allclose(&Tensor::from_vec(vec![1.0, 3.0], &[2])?, 1e-15, 1e-15);
 /// // dλ_max/dA = v vᵀ for the top eigenvector v = (1, 1)/√2
-/// let g = grad(|a: &Var| linalg::eigh(a).0.at(0, 1)).eval(&a)?;
+/// let g = grad(|a: &Var| linalg::eigh(a).0.index_axis(0, 1)).eval(&a)?;
 /// g.assert_allclose(&Tensor::full(&[2, 2], 0.5)?, 1e-15, 1e-15);
 /// # let _ = v;
 /// # Ok::<(), anvil::Error>(())
