@@ -187,6 +187,8 @@ fn eager_ops_work_on_every_float_dtype_and_on_integers() {
 
 /// The per-call cost of a small eager op (a cache hit: lookup, run).
 /// `cargo test --release --test eager -- --ignored --nocapture`
+/// Measured on the 2-core development machine under load: `&a + &b`
+/// 1.5-1.8 µs, `a.exp()?` 1.2-1.35 µs, `jit(add).eval` 0.87-0.96 µs.
 #[test]
 #[ignore = "a measurement, run by hand"]
 fn eager_call_overhead() {
