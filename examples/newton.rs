@@ -76,12 +76,7 @@ fn main() -> anvil::Result<()> {
     println!(
         "\nwhile_loop to |F| < 1e-10: {} steps, max |u - u_steps| = {:.1e}",
         steps.item()?,
-        u_loop
-            .to_vec::<f64>()?
-            .iter()
-            .zip(u.to_vec::<f64>()?)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max)
+        (&u_loop - &u).abs()?.max_all()?.item()? // eager ops on the results
     );
 
     // Several λ at once: vmap of the solve, a batched predicate.

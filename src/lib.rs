@@ -43,6 +43,25 @@
 //! a cache of compiled plans keyed by the arguments' shapes and dtypes, so
 //! repeated calls cost only the kernels.
 //!
+//! A tensor the function captures is used directly (`x.matmul(&w)`, `x *
+//! &w`; unbatched under `vmap`, without tangent under `grad`), and tensors
+//! have eager operations of their own ([`TensorExt`], `&a + &b`), which run
+//! the same kernels as compiled calls:
+//!
+//! ```
+//! use anvil::prelude::*;
+//!
+//! let w = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])?;
+//! let f = jit(|x: &Var| x.matmul(&w).tanh().sum_all());
+//! let x = Tensor::from_vec(vec![0.5, -0.5], &[2])?;
+//! let g = grad(&f).eval(&x)?;
+//! // The same gradient by hand, eagerly: W (1 - tanh²(x W)).
+//! let h = x.matmul(&w)?.tanh()?;
+//! let expected = w.matmul(&(1.0 - &h.square()?))?;
+//! assert!(g.allclose(&expected, 1e-15, 1e-15));
+//! # Ok::<(), anvil::Error>(())
+//! ```
+//!
 //! The crates behind the facade: `anvil-core` (tensors, IR, tracing, the
 //! `Op` trait, registries), `anvil-ops` (the standard ops), `anvil-cpu` (the
 //! CPU backend) and `anvil-transforms` (graph-to-graph transforms).
@@ -74,8 +93,8 @@ use std::sync::Arc;
 pub use anvil_core::function::{Apply, Func, Identity, IntoFunction, IntoOutput, ToVar};
 pub use anvil_core::tree::{Dyn, Flatten, Traced, Tree, TreeDef};
 pub use anvil_core::{
-    self as core, trace, DType, Element, Error, Function, Graph, NodeId, Op, PlanCache, Result,
-    Scalar, SliceSpec, Tensor, TensorType, Var,
+    self as core, trace, DType, Element, Error, Function, Graph, NodeId, Op, Operand, PlanCache,
+    Result, Scalar, SliceSpec, Tensor, TensorType, Var,
 };
 pub use anvil_cpu::{self as cpu, Parallelism};
 /// `#[derive(Tree)]`: a struct of tensors as a tree (see [`trait@Tree`] and
@@ -85,7 +104,8 @@ pub use anvil_macros::Tree;
 /// (`jnp.linalg`, `jax.scipy.linalg`): see [`anvil_ops::linalg`].
 pub use anvil_ops::linalg;
 pub use anvil_ops::{
-    self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
+    self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, TensorExt,
+    VarExt,
 };
 /// NumPy subscripts: `x.i(ix![1.., -1])`, `x.at(ix![0]).set(&v)` (see
 /// [`ix!`] and [`anvil_ops::subscript`]).
@@ -113,8 +133,8 @@ pub mod prelude {
         concatenate, cond, custom_jvp, custom_vjp, eye, fori_loop, full, grad, hessian, iota,
         jacfwd, jacrev, jit, jvp, linearize, map, scan, scan_n, scan_with, stack, switch, trace,
         value_and_grad, vjp, vmap, where_, while_loop, while_loop_bounded, Apply, DType, Dyn,
-        Error, Eval, Function, InAxes, IntoFunction, Result, ScanOptions, SliceSpec, Tensor, Tree,
-        Var, VarExt,
+        Error, Eval, Function, InAxes, IntoFunction, Result, ScanOptions, SliceSpec, Tensor,
+        TensorExt, Tree, Var, VarExt,
     };
     pub use crate::{ix, jvp_at, NewAxis};
 }
@@ -156,11 +176,9 @@ pub trait Eval<M>: IntoFunction<M> {
 
 impl<M, F: IntoFunction<M>> Eval<M> for F {}
 
-/// A compiled plan and the structure of its outputs.
-struct Compiled {
-    plan: cpu::Plan,
-    output: TreeDef,
-}
+/// A compiled plan, the structure of its outputs and the captured tensors
+/// it takes after the arguments.
+type Compiled = transforms::Compiled<cpu::Plan>;
 
 fn run<F: Function>(
     f: &F,
@@ -170,7 +188,7 @@ fn run<F: Function>(
     // Plans are keyed by the structure as given (`&x` and `(&x,)` are two
     // keys for one signature): the per-call path builds no structure.
     let given = args.def();
-    let leaves = args.leaves();
+    let mut leaves = args.leaves();
     let build = || -> Result<Compiled> {
         let def = fit_args_named(|| f.name(), given.clone(), <F::Args as Args>::ARITY)?;
         compile(f, &def, &leaves.iter().map(Tensor::ty).collect::<Vec<_>>())
@@ -189,14 +207,14 @@ fn run<F: Function>(
         }
         None => Arc::new(build()?),
     };
+    leaves.extend(compiled.lifted.iter().cloned());
     unflatten_all(&compiled.output, compiled.plan.run(&leaves, par)?)
 }
 
 /// Traces, optimises (the pipeline of [`transforms::pipeline`]) and
 /// compiles for the CPU.
 fn compile<F: Function + ?Sized>(f: &F, def: &TreeDef, types: &[TensorType]) -> Result<Compiled> {
-    let (plan, output) = transforms::compile(f, def, types, &cpu::Cpu)?;
-    Ok(Compiled { plan, output })
+    transforms::compile(f, def, types, &cpu::Cpu)
 }
 
 /// The graph a call of `f` on arguments like `args` runs: traced, then
@@ -240,6 +258,17 @@ impl<F> std::fmt::Debug for Jit<F> {
 
 /// Wraps `f` so that calls reuse the compiled plan of an earlier call with
 /// the same argument structure, shapes and dtypes.
+///
+/// **What a cached plan keeps.** `f` is traced once per signature; what it
+/// captured is fixed at that trace, as in `jax.jit`. A captured tensor
+/// of at least [`LIFT_MIN_ELEMS`](anvil_core::trace::LIFT_MIN_ELEMS)
+/// elements (a weight matrix `w` in `|x| x.matmul(&w)`) is an implicit
+/// parameter: the plan keeps the tensor itself — a clone sharing its
+/// buffer, no copy — and passes it to the kernels as an input on every
+/// run; nothing is folded into the graph from it. Smaller captured tensors
+/// are constants of the graph. Either way a closure that would capture a
+/// different tensor on a later trace still runs with the first one: build
+/// a new `jit` (or pass the tensor as an argument) to change it.
 ///
 /// ```
 /// use anvil::prelude::*;

@@ -223,7 +223,7 @@ impl<F: Function, S: Selector<F::Args>> SparseJacobian<F, S> {
     /// As [`SparseJacobian::eval`].
     pub fn eval_with(&self, args: impl Flatten<Tensor>, par: &Parallelism) -> Result<SparseMatrix> {
         let given = args.def();
-        let leaves = args.leaves();
+        let mut leaves = args.leaves();
         let hit = match self.compiled.get_for(&given, &leaves) {
             Some(hit) => hit,
             None => {
@@ -240,6 +240,7 @@ impl<F: Function, S: Selector<F::Args>> SparseJacobian<F, S> {
         let c = hit
             .downcast::<SparseCompiled>()
             .map_err(|_| Error::invalid(self.inner.name(), "cache", "holds another type"))?;
+        leaves.extend(c.compiled.lifted.iter().cloned());
         let mut out = c.compiled.plan.run(&leaves, par)?;
         SparseMatrix::new(c.plan.pattern().clone(), out.swap_remove(0))
     }

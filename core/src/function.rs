@@ -343,8 +343,10 @@ where
 }
 
 /// A leaf of the arguments of [`Apply::apply`]: a traced value, or a
-/// concrete tensor, which becomes a constant of the current trace (as a
-/// NumPy array passed to a transformed function does in JAX).
+/// concrete tensor, which becomes a value of the current trace as any
+/// captured tensor does ([`Tracer::capture`]: a constant, or an implicit
+/// parameter of the compiled call when large), as a NumPy array passed to a
+/// transformed function does in JAX.
 pub trait ToVar {
     /// The value in the current trace.
     fn to_var(&self) -> Var;
@@ -358,7 +360,7 @@ impl ToVar for Var {
 
 impl ToVar for Tensor {
     fn to_var(&self) -> Var {
-        crate::trace::current_or_detached().constant(self.clone())
+        crate::trace::current_or_detached().capture(self.clone())
     }
 }
 
@@ -509,6 +511,40 @@ pub fn trace_types<F: Function + ?Sized>(
         ));
     }
     Ok((t.graph, t.output))
+}
+
+/// A function traced for a compiled call (see [`trace_lifted`]).
+#[derive(Debug)]
+pub struct LiftedTrace {
+    /// The graph: its inputs are the arguments' leaves, then one per
+    /// lifted tensor.
+    pub graph: Graph,
+    /// The structure of the outputs.
+    pub output: TreeDef,
+    /// The captured tensors that became inputs, in the order of those
+    /// inputs: a call passes them after its arguments.
+    pub lifted: Vec<Tensor>,
+}
+
+/// [`trace_types`] for a compiled call: large tensors the function captured
+/// become inputs of the graph after the arguments (implicit parameters, see
+/// [`Tracer::capture`]) instead of constants folded into it.
+///
+/// # Errors
+/// As [`trace_types`] (a value of an enclosing trace is an error).
+pub fn trace_lifted<F: Function + ?Sized>(
+    f: &F,
+    def: &TreeDef,
+    types: &[TensorType],
+) -> Result<LiftedTrace> {
+    let tracer = Tracer::lifting();
+    let mut output = TreeDef::Leaf;
+    let graph = trace_in(&tracer, types, |vars| {
+        let out = f.inline(def, vars)?;
+        output = out.def;
+        Ok(out.leaves)
+    })?;
+    Ok(LiftedTrace { graph, output, lifted: tracer.lifted() })
 }
 
 /// Traces `f` at the shapes and dtypes of example arguments (given as to

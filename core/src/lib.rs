@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod dtype;
+pub mod eager;
 pub mod error;
 pub mod eval;
 pub mod function;
@@ -44,8 +45,8 @@ pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
 pub use eval::{Backend, Evaluator};
 pub use function::{
-    trace, trace_capturing, trace_fn, trace_types, trace_with, Apply, Args, Function, IntoFunction,
-    IntoOutput, PlanCache, ToVar, TracedFn,
+    trace, trace_capturing, trace_fn, trace_lifted, trace_types, trace_with, Apply, Args, Function,
+    IntoFunction, IntoOutput, LiftedTrace, PlanCache, ToVar, TracedFn,
 };
 pub use graph::{Constant, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId};
 pub use op::{Block, BlockAt, BlockMut, ElementwiseMath, Op};
@@ -60,7 +61,7 @@ pub use sparsity::{
     sparsity_rules, Detector, IndexSets, SparsityArg, SparsityFn, SparsityManyFn, SparsityRule,
 };
 pub use tensor::{Storage, Tensor};
-pub use trace::{OperatorImpl, Producer, Tracer, Var};
+pub use trace::{Operand, OperatorImpl, Producer, Tracer, Var};
 pub use tree::{Dyn, Flatten, Traced, Tree, TreeDef};
 
 #[doc(hidden)]

@@ -184,6 +184,15 @@ pub fn try_filled<T: Clone>(what: &str, len: usize, value: T) -> Result<Vec<T>> 
     Ok(v)
 }
 
+/// Checks that `dtype` is numeric for the constructor `what` (a range of
+/// `bool`s means nothing).
+fn numeric(what: &str, dtype: DType) -> Result<()> {
+    if dtype == DType::Bool {
+        return Err(Error::dtype(what, "dtype", dtype, "a numeric dtype (f64, f32, i64)"));
+    }
+    Ok(())
+}
+
 /// The element count of a tensor of `shape` made by `what`, or an error
 /// naming it when the count or the byte size cannot be addressed.
 fn alloc_len(what: &str, shape: &[usize], dtype: DType) -> Result<usize> {
@@ -278,7 +287,15 @@ impl Tensor {
         Tensor::full(shape, 1.0)
     }
 
-    /// Zeros of any dtype.
+    /// Zeros of any dtype (`false` for `bool`).
+    ///
+    /// ```
+    /// use anvil_core::{DType, Tensor};
+    /// assert_eq!(Tensor::zeros_of(&[2], DType::I64)?.to_vec::<i64>()?, vec![0, 0]);
+    /// assert_eq!(Tensor::ones_of(&[2], DType::F32)?.to_vec::<f32>()?, vec![1.0, 1.0]);
+    /// assert_eq!(Tensor::full_of(&[2], 7i64)?.to_vec::<i64>()?, vec![7, 7]);
+    /// # Ok::<(), anvil_core::Error>(())
+    /// ```
     ///
     /// # Errors
     /// As [`Tensor::full_scalar`].
@@ -286,15 +303,55 @@ impl Tensor {
         Tensor::full_scalar(shape, Scalar::I64(0).cast(dtype))
     }
 
+    /// A tensor of `shape` filled with `value`, of `value`'s dtype:
+    /// `Tensor::full_of(&[2], 3i64)`, `Tensor::full_of(&[2], true)`.
+    ///
+    /// # Errors
+    /// As [`Tensor::full_scalar`].
+    pub fn full_of<T: Element>(shape: &[usize], value: T) -> Result<Tensor> {
+        Tensor::full_scalar(shape, value.to_scalar())
+    }
+
+    /// Ones of any dtype (`true` for `bool`).
+    ///
+    /// # Errors
+    /// As [`Tensor::full_scalar`].
+    pub fn ones_of(shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Tensor::full_scalar(shape, Scalar::I64(1).cast(dtype))
+    }
+
     /// The `n × n` identity matrix in `f64`.
     ///
     /// # Errors
     /// As [`Tensor::full_scalar`] for the shape `[n, n]`.
     pub fn eye(n: usize) -> Result<Tensor> {
-        let mut t = Tensor::zeros(&[n, n])?;
-        if let Storage::F64(v) = &mut t.storage {
-            let v = Arc::get_mut(v).ok_or_else(|| Error::invalid("eye", "n", "shared buffer"))?;
-            v.iter_mut().step_by(n + 1).for_each(|x| *x = 1.0);
+        Tensor::eye_of(n, DType::F64)
+    }
+
+    /// The `n × n` identity matrix of any dtype (`true` on the diagonal for
+    /// `bool`).
+    ///
+    /// ```
+    /// use anvil_core::{DType, Tensor};
+    /// let i = Tensor::eye_of(2, DType::I64)?;
+    /// assert_eq!(i.to_vec::<i64>()?, vec![1, 0, 0, 1]);
+    /// assert_eq!(Tensor::eye_of(2, DType::Bool)?.to_vec::<bool>()?, vec![true, false, false, true]);
+    /// # Ok::<(), anvil_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Tensor::full_scalar`] for the shape `[n, n]`.
+    pub fn eye_of(n: usize, dtype: DType) -> Result<Tensor> {
+        fn set_diagonal<T: Element>(v: &mut [T], n: usize, one: T) {
+            v.iter_mut().step_by(n + 1).for_each(|x| *x = one);
+        }
+        let mut t = Tensor::zeros_of(&[n, n], dtype)?;
+        let shared = || Error::invalid("eye", "n", "shared buffer");
+        match &mut t.storage {
+            Storage::F64(v) => set_diagonal(Arc::get_mut(v).ok_or_else(shared)?, n, 1.0),
+            Storage::F32(v) => set_diagonal(Arc::get_mut(v).ok_or_else(shared)?, n, 1.0),
+            Storage::I64(v) => set_diagonal(Arc::get_mut(v).ok_or_else(shared)?, n, 1),
+            Storage::Bool(v) => set_diagonal(Arc::get_mut(v).ok_or_else(shared)?, n, true),
         }
         Ok(t)
     }
@@ -305,6 +362,24 @@ impl Tensor {
     /// A zero or non-finite step, a non-finite bound, or more values than
     /// memory can hold.
     pub fn arange(start: f64, stop: f64, step: f64) -> Result<Tensor> {
+        Tensor::arange_of(start, stop, step, DType::F64)
+    }
+
+    /// [`Tensor::arange`] in another numeric dtype (as `numpy.arange(...,
+    /// dtype=...)`): each value is computed in `f64` then converted, so
+    /// `i64` values are exact up to 2⁵³.
+    ///
+    /// ```
+    /// use anvil_core::{DType, Tensor};
+    /// assert_eq!(Tensor::arange_of(0.0, 5.0, 2.0, DType::I64)?.to_vec::<i64>()?, vec![0, 2, 4]);
+    /// assert!(Tensor::arange_of(0.0, 5.0, 1.0, DType::Bool).is_err());
+    /// # Ok::<(), anvil_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Tensor::arange`]; a `bool` dtype.
+    pub fn arange_of(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Tensor> {
+        numeric("arange", dtype)?;
         if step == 0.0 || !step.is_finite() {
             return Err(Error::invalid("arange", "step", format!("{step} is not a usable step")));
         }
@@ -323,10 +398,10 @@ impl Tensor {
                 format!("arange({start}, {stop}, {step}) would have {count:e} values"),
             ));
         }
-        let n = alloc_len("arange", &[count as usize], DType::F64)?;
+        let n = alloc_len("arange", &[count as usize], dtype)?;
         let mut v = try_filled("arange", n, 0.0)?;
         v.iter_mut().enumerate().for_each(|(i, x)| *x = start + i as f64 * step);
-        Ok(Tensor { shape: Dims::new(&[n]), storage: f64::into_storage(v) })
+        Ok(Tensor { shape: Dims::new(&[n]), storage: f64::into_storage(v).cast(dtype) })
     }
 
     /// `num` evenly spaced values from `start` to `stop` inclusive, in `f64`.
@@ -334,14 +409,31 @@ impl Tensor {
     /// # Errors
     /// More values than memory can hold.
     pub fn linspace(start: f64, stop: f64, num: usize) -> Result<Tensor> {
-        let n = alloc_len("linspace", &[num], DType::F64)?;
+        Tensor::linspace_of(start, stop, num, DType::F64)
+    }
+
+    /// [`Tensor::linspace`] in another numeric dtype: each value is computed
+    /// in `f64` then converted (`as`-cast: `i64` values round toward zero).
+    ///
+    /// ```
+    /// use anvil_core::{DType, Tensor};
+    /// let t = Tensor::linspace_of(0.0, 1.0, 3, DType::F32)?;
+    /// assert_eq!(t.to_vec::<f32>()?, vec![0.0, 0.5, 1.0]);
+    /// # Ok::<(), anvil_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Tensor::linspace`]; a `bool` dtype.
+    pub fn linspace_of(start: f64, stop: f64, num: usize, dtype: DType) -> Result<Tensor> {
+        numeric("linspace", dtype)?;
+        let n = alloc_len("linspace", &[num], dtype)?;
         let step = if n > 1 { (stop - start) / (n - 1) as f64 } else { 0.0 };
         let mut v = try_filled("linspace", n, 0.0)?;
         v.iter_mut().enumerate().for_each(|(i, x)| *x = start + i as f64 * step);
         if let (Some(last), true) = (v.last_mut(), n > 1) {
             *last = stop;
         }
-        Ok(Tensor { shape: Dims::new(&[n]), storage: f64::into_storage(v) })
+        Ok(Tensor { shape: Dims::new(&[n]), storage: f64::into_storage(v).cast(dtype) })
     }
 
     /// The dimensions.
@@ -372,6 +464,16 @@ impl Tensor {
     /// The buffer.
     pub fn storage(&self) -> &Storage {
         &self.storage
+    }
+
+    /// Whether `self` and `other` are the same buffer seen with the same
+    /// shape (clones of one tensor): what lets one captured tensor used
+    /// twice become one input.
+    pub fn same_buffer(&self, other: &Tensor) -> bool {
+        let ptr = |s: &Storage| with_storage!(s, v => Arc::as_ptr(v) as *const u8);
+        self.shape == other.shape
+            && self.dtype() == other.dtype()
+            && std::ptr::eq(ptr(&self.storage), ptr(&other.storage))
     }
 
     /// Consumes the tensor into its buffer.
@@ -680,6 +782,33 @@ mod tests {
         assert_eq!(Tensor::eye(2).unwrap().to_vec::<f64>().unwrap(), vec![1.0, 0.0, 0.0, 1.0]);
         assert!(Tensor::arange(0.0, 1.0, 0.0).is_err());
         assert!(Tensor::eye(0).unwrap().numel() == 0);
+    }
+
+    #[test]
+    fn constructors_of_every_dtype() {
+        for dtype in [DType::F64, DType::F32, DType::I64, DType::Bool] {
+            let z = Tensor::zeros_of(&[2, 3], dtype).unwrap();
+            let o = Tensor::ones_of(&[2, 3], dtype).unwrap();
+            let e = Tensor::eye_of(3, dtype).unwrap();
+            assert_eq!((z.dtype(), o.dtype(), e.dtype()), (dtype, dtype, dtype));
+            assert!(z.to_f64_vec().iter().all(|&v| v == 0.0));
+            assert!(o.to_f64_vec().iter().all(|&v| v == 1.0));
+            let diag: Vec<f64> = (0..9).map(|k| if k % 4 == 0 { 1.0 } else { 0.0 }).collect();
+            assert_eq!(e.to_f64_vec(), diag, "{dtype}");
+            let ranged = Tensor::arange_of(1.0, 4.0, 1.0, dtype);
+            let spaced = Tensor::linspace_of(0.0, 4.0, 3, dtype);
+            if dtype == DType::Bool {
+                assert!(ranged.is_err() && spaced.is_err());
+            } else {
+                assert_eq!(ranged.unwrap().to_f64_vec(), vec![1.0, 2.0, 3.0]);
+                let s = spaced.unwrap();
+                assert_eq!((s.dtype(), s.to_f64_vec()), (dtype, vec![0.0, 2.0, 4.0]));
+            }
+        }
+        assert_eq!(Tensor::full_of(&[2], 2.5f32).unwrap().to_vec::<f32>().unwrap(), vec![2.5; 2]);
+        assert_eq!(Tensor::full_of(&[1], true).unwrap().dtype(), DType::Bool);
+        assert!(Tensor::full_of(&[usize::MAX, 2], 1i64).is_err());
+        assert!(Tensor::eye_of(1 << 32, DType::I64).is_err());
     }
 
     #[test]

@@ -15,8 +15,21 @@
 //!
 //! Ops with no `Var` argument (constants) attach to the innermost active
 //! trace on this thread ([`Tracer::current`]), as `jnp.zeros` does in JAX.
-//! A concrete [`Tensor`] in arithmetic with a `Var` (`x * &t`, a tensor a
-//! closure captured) is a constant of the `Var`'s trace.
+//!
+//! A concrete [`Tensor`] used with a `Var` (`x * &w`, `x.matmul(&w)`, a
+//! tensor a closure captured) goes through one mechanism,
+//! [`Tracer::capture`]. In the trace a call opens to compile a function
+//! ([`Tracer::lifting`]), a tensor of at least [`LIFT_MIN_ELEMS`]
+//! elements becomes an *implicit parameter*: an input of that trace's
+//! graph after the declared ones, whose value the call passes in at run
+//! time ([`Tracer::lifted`]), so the graph holds no copy of it and no pass
+//! folds or compares its data. Inside the functions a transform traces
+//! (under `vmap`, `grad`, in a `cond` branch), that input is an outer
+//! value like any other and is captured through the inner traces (see
+//! [`Tracer::child`]): unbatched, with no tangent. Smaller tensors, and
+//! every tensor in a trace that does not lift (`trace`, `lower`, a
+//! transform's own graphs), are constants, which rewrites and constant
+//! folding see.
 
 use crate::dtype::Scalar;
 use crate::error::{Error, Result};
@@ -46,7 +59,15 @@ pub struct Tracer {
     error: RefCell<Option<Error>>,
     parent: Option<Rc<Tracer>>,
     captures: RefCell<Vec<(Var, ValueId)>>,
+    /// Whether large captured tensors become inputs ([`Tracer::lifting`]).
+    lifts: bool,
+    lifted: RefCell<Vec<(Tensor, ValueId)>>,
 }
+
+/// Captured tensors with at least this many elements become implicit
+/// parameters of a compiled call rather than constants (see the module
+/// docs); smaller ones stay constants that rewrites and folding can see.
+pub const LIFT_MIN_ELEMS: usize = 64;
 
 thread_local! {
     static ACTIVE: RefCell<Vec<Rc<Tracer>>> = const { RefCell::new(Vec::new()) };
@@ -99,6 +120,59 @@ impl Tracer {
     /// [`Tracer::captures`]). Outside any trace, a closed trace.
     pub fn child() -> Rc<Tracer> {
         Rc::new(Tracer { parent: Tracer::current(), ..Tracer::default() })
+    }
+
+    /// A new, closed trace in which captured tensors of at least
+    /// [`LIFT_MIN_ELEMS`] elements become inputs (implicit parameters),
+    /// listed by [`Tracer::lifted`]: the top-level trace of a compiled call.
+    pub fn lifting() -> Rc<Tracer> {
+        Rc::new(Tracer { lifts: true, ..Tracer::default() })
+    }
+
+    /// The tensors this trace turned into inputs, in the order of those
+    /// inputs (after the declared ones): what a call passes in after its
+    /// arguments.
+    pub fn lifted(&self) -> Vec<Tensor> {
+        self.lifted.borrow().iter().map(|(t, _)| t.clone()).collect()
+    }
+
+    /// `value`, a concrete tensor used in this trace (a closure's capture,
+    /// an operand of `x * &w`), as a value of this trace: an input of the
+    /// nearest lifting trace around it (or of itself), captured into this
+    /// one, when it has at least [`LIFT_MIN_ELEMS`] elements; a constant
+    /// otherwise (see the module docs). A tensor captured twice (the same
+    /// buffer, shape and dtype) is one input.
+    pub fn capture(self: &Rc<Self>, value: Tensor) -> Var {
+        let lifting = std::iter::successors(Some(self), |t| t.parent.as_ref()).find(|t| t.lifts);
+        match lifting {
+            Some(root) if value.numel() >= LIFT_MIN_ELEMS => {
+                let ty = value.ty();
+                match root.lift(value).and_then(|v| self.id_of(&v, "capture", &|| "tensor".into()))
+                {
+                    Ok(id) => Var { tracer: self.clone(), id: Some(id), ty },
+                    Err(e) => {
+                        self.record(e);
+                        self.poisoned()
+                    }
+                }
+            }
+            _ => self.constant(value),
+        }
+    }
+
+    /// The input of this trace that stands for `value`, added on first use.
+    fn lift(self: &Rc<Self>, value: Tensor) -> Result<Var> {
+        let ty = value.ty();
+        let known = self.lifted.borrow().iter().find(|(t, _)| t.same_buffer(&value)).map(|p| p.1);
+        let id = match known {
+            Some(id) => id,
+            None => {
+                let id = self.graph.borrow_mut().add_input(ty.clone())?;
+                self.lifted.borrow_mut().push((value, id));
+                id
+            }
+        };
+        Ok(Var { tracer: self.clone(), id: Some(id), ty })
     }
 
     /// The outer values this trace used, in the order of the inputs that
@@ -402,9 +476,16 @@ impl Var {
         p.op_as::<Constant>().map(|c| c.value.clone())
     }
 
-    /// A constant in the same trace as `self`.
+    /// A constant in the same trace as `self` (always a constant; a
+    /// tensor used directly, `x * &w`, goes through [`Tracer::capture`]).
     pub fn constant_like(&self, value: Tensor) -> Var {
         self.tracer.constant(value)
+    }
+
+    /// `value` as a value of `self`'s trace, as a captured tensor is (see
+    /// [`Tracer::capture`]).
+    pub fn capture_like(&self, value: Tensor) -> Var {
+        self.tracer.capture(value)
     }
 
     /// A rank-0 constant of `self`'s dtype with the value `v` (cast as by `as`).
@@ -444,7 +525,7 @@ pub fn weak_promotion(array: DType, scalar: DType) -> DType {
     }
 }
 
-fn cast(v: &Var, dtype: DType) -> Var {
+pub(crate) fn cast(v: &Var, dtype: DType) -> Var {
     operators(v).map_or_else(|| v.tracer.poisoned(), |o| (o.cast)(v, dtype))
 }
 
@@ -581,13 +662,13 @@ macro_rules! binary_operator {
         impl std::ops::$trait<&Tensor> for &Var {
             type Output = Var;
             fn $method(self, rhs: &Tensor) -> Var {
-                std::ops::$trait::$method(self, &self.constant_like(rhs.clone()))
+                std::ops::$trait::$method(self, &self.capture_like(rhs.clone()))
             }
         }
         impl std::ops::$trait<Tensor> for &Var {
             type Output = Var;
             fn $method(self, rhs: Tensor) -> Var {
-                std::ops::$trait::$method(self, &self.constant_like(rhs))
+                std::ops::$trait::$method(self, &self.capture_like(rhs))
             }
         }
         impl std::ops::$trait<&Tensor> for Var {
@@ -605,7 +686,7 @@ macro_rules! binary_operator {
         impl std::ops::$trait<&Var> for &Tensor {
             type Output = Var;
             fn $method(self, rhs: &Var) -> Var {
-                std::ops::$trait::$method(&rhs.constant_like(self.clone()), rhs)
+                std::ops::$trait::$method(&rhs.capture_like(self.clone()), rhs)
             }
         }
         impl std::ops::$trait<Var> for &Tensor {
@@ -645,5 +726,43 @@ impl std::ops::Neg for Var {
     type Output = Var;
     fn neg(self) -> Var {
         -&self
+    }
+}
+
+// ---------------------------------------------------------------- operands
+
+/// An operand of a method on a traced value: a [`Var`], or a concrete
+/// [`Tensor`] (a closure's capture), which becomes a value of the `Var`'s
+/// trace through [`Tracer::capture`]. `x.matmul(&w)` takes either.
+///
+/// ```
+/// use anvil_core::{trace::Operand, Tensor, Tracer, TensorType, DType};
+/// let t = Tracer::new();
+/// let x = t.input(TensorType::new(DType::F64, vec![2]))?;
+/// let w = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// assert_eq!(w.to_var_like(&x).shape(), &[2]);
+/// assert!(x.to_var_like(&x).is_same(&x));
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
+pub trait Operand {
+    /// The operand as a value of `like`'s trace.
+    fn to_var_like(&self, like: &Var) -> Var;
+}
+
+impl Operand for Var {
+    fn to_var_like(&self, _like: &Var) -> Var {
+        self.clone()
+    }
+}
+
+impl Operand for Tensor {
+    fn to_var_like(&self, like: &Var) -> Var {
+        like.capture_like(self.clone())
+    }
+}
+
+impl<T: Operand + ?Sized> Operand for &T {
+    fn to_var_like(&self, like: &Var) -> Var {
+        (**self).to_var_like(like)
     }
 }

@@ -18,7 +18,7 @@ use anvil_core::shape::{
     normalize_axes, normalize_axis, normalize_axis_rank, normalize_perm, reshape_target,
 };
 use anvil_core::trace::{as_op, current_or_detached};
-use anvil_core::{DType, Error, Op, Result, Scalar, SliceSpec, Tensor, Var};
+use anvil_core::{DType, Error, Op, Operand, Result, Scalar, SliceSpec, Tensor, Var};
 
 /// Applies the op built by `make` to `args`, or records the error `make` returned.
 fn build(args: &[&Var], make: impl FnOnce() -> Result<Box<dyn Op>>) -> Var {
@@ -105,7 +105,7 @@ pub trait VarExt {
     /// `max(x, 0)`.
     fn relu(&self) -> Var;
     /// `self ^ other`, elementwise with broadcasting.
-    fn pow(&self, other: &Var) -> Var;
+    fn pow(&self, other: &impl Operand) -> Var;
     /// `self ^ p` for a scalar exponent.
     fn powf(&self, p: f64) -> Var;
     /// `self ^ n` for a fixed integer `n` (`jax.lax.integer_pow`): repeated
@@ -123,25 +123,25 @@ pub trait VarExt {
     /// ```
     fn powi(&self, n: i32) -> Var;
     /// Elementwise maximum with broadcasting.
-    fn maximum(&self, other: &Var) -> Var;
+    fn maximum(&self, other: &impl Operand) -> Var;
     /// Elementwise minimum with broadcasting.
-    fn minimum(&self, other: &Var) -> Var;
+    fn minimum(&self, other: &impl Operand) -> Var;
     /// `atan2(self, other)`.
-    fn atan2(&self, other: &Var) -> Var;
+    fn atan2(&self, other: &impl Operand) -> Var;
     /// `self < other` (bool).
-    fn lt(&self, other: &Var) -> Var;
+    fn lt(&self, other: &impl Operand) -> Var;
     /// `self <= other` (bool).
-    fn le(&self, other: &Var) -> Var;
+    fn le(&self, other: &impl Operand) -> Var;
     /// `self > other` (bool).
-    fn gt(&self, other: &Var) -> Var;
+    fn gt(&self, other: &impl Operand) -> Var;
     /// `self >= other` (bool).
-    fn ge(&self, other: &Var) -> Var;
+    fn ge(&self, other: &impl Operand) -> Var;
     /// `self == other` (bool).
-    fn equal(&self, other: &Var) -> Var;
+    fn equal(&self, other: &impl Operand) -> Var;
     /// `self != other` (bool).
-    fn not_equal(&self, other: &Var) -> Var;
+    fn not_equal(&self, other: &impl Operand) -> Var;
     /// With `self` a bool condition: `on_true` where true, else `on_false` (broadcasting).
-    fn select(&self, on_true: &Var, on_false: &Var) -> Var;
+    fn select(&self, on_true: &impl Operand, on_false: &impl Operand) -> Var;
     /// Converts to another dtype.
     fn cast(&self, dtype: DType) -> Var;
 
@@ -249,11 +249,13 @@ pub trait VarExt {
     /// Euclidean norm over `axes`.
     fn norm_axes(&self, axes: &[i64], keepdims: bool) -> Var;
 
-    /// Matrix product with `numpy.matmul` semantics.
-    fn matmul(&self, other: &Var) -> Var;
+    /// Matrix product with `numpy.matmul` semantics. `other` is a value
+    /// of the trace or a tensor (a closure's capture, see
+    /// [`anvil_core::Operand`]), as for every method with an operand.
+    fn matmul(&self, other: &impl Operand) -> Var;
     /// `A⁻¹ b` for square `A = self` (batch axes allowed): `b` is `[..., n]`
     /// or `[..., n, k]`, as `jnp.linalg.solve`.
-    fn solve(&self, b: &Var) -> Var;
+    fn solve(&self, b: &impl Operand) -> Var;
     /// The Cholesky factor of `(A + Aᵀ)/2` ([`linalg::cholesky`](crate::linalg::cholesky())).
     fn cholesky(&self) -> Var;
     /// The inverse of square matrices ([`linalg::inv`](crate::linalg::inv)).
@@ -346,8 +348,8 @@ impl VarExt for Var {
     fn relu(&self) -> Var {
         self.maximum(&self.scalar_like(0.0))
     }
-    fn pow(&self, other: &Var) -> Var {
-        self.apply(Pow, &[other])
+    fn pow(&self, other: &impl Operand) -> Var {
+        self.apply(Pow, &[&other.to_var_like(self)])
     }
     fn powf(&self, p: f64) -> Var {
         self.pow(&self.scalar_like(p))
@@ -355,35 +357,35 @@ impl VarExt for Var {
     fn powi(&self, n: i32) -> Var {
         self.apply(IntegerPow { y: n }, &[])
     }
-    fn maximum(&self, other: &Var) -> Var {
-        self.apply(Max, &[other])
+    fn maximum(&self, other: &impl Operand) -> Var {
+        self.apply(Max, &[&other.to_var_like(self)])
     }
-    fn minimum(&self, other: &Var) -> Var {
-        self.apply(Min, &[other])
+    fn minimum(&self, other: &impl Operand) -> Var {
+        self.apply(Min, &[&other.to_var_like(self)])
     }
-    fn atan2(&self, other: &Var) -> Var {
-        self.apply(Atan2, &[other])
+    fn atan2(&self, other: &impl Operand) -> Var {
+        self.apply(Atan2, &[&other.to_var_like(self)])
     }
-    fn lt(&self, other: &Var) -> Var {
-        self.apply(Lt, &[other])
+    fn lt(&self, other: &impl Operand) -> Var {
+        self.apply(Lt, &[&other.to_var_like(self)])
     }
-    fn le(&self, other: &Var) -> Var {
-        self.apply(Le, &[other])
+    fn le(&self, other: &impl Operand) -> Var {
+        self.apply(Le, &[&other.to_var_like(self)])
     }
-    fn gt(&self, other: &Var) -> Var {
-        self.apply(Gt, &[other])
+    fn gt(&self, other: &impl Operand) -> Var {
+        self.apply(Gt, &[&other.to_var_like(self)])
     }
-    fn ge(&self, other: &Var) -> Var {
-        self.apply(Ge, &[other])
+    fn ge(&self, other: &impl Operand) -> Var {
+        self.apply(Ge, &[&other.to_var_like(self)])
     }
-    fn equal(&self, other: &Var) -> Var {
-        self.apply(Eq, &[other])
+    fn equal(&self, other: &impl Operand) -> Var {
+        self.apply(Eq, &[&other.to_var_like(self)])
     }
-    fn not_equal(&self, other: &Var) -> Var {
-        self.apply(Ne, &[other])
+    fn not_equal(&self, other: &impl Operand) -> Var {
+        self.apply(Ne, &[&other.to_var_like(self)])
     }
-    fn select(&self, on_true: &Var, on_false: &Var) -> Var {
-        self.apply(Select, &[on_true, on_false])
+    fn select(&self, on_true: &impl Operand, on_false: &impl Operand) -> Var {
+        self.apply(Select, &[&on_true.to_var_like(self), &on_false.to_var_like(self)])
     }
     fn cast(&self, dtype: DType) -> Var {
         if self.dtype() == dtype {
@@ -595,11 +597,11 @@ impl VarExt for Var {
         })
     }
 
-    fn matmul(&self, other: &Var) -> Var {
-        self.apply(Matmul, &[other])
+    fn matmul(&self, other: &impl Operand) -> Var {
+        self.apply(Matmul, &[&other.to_var_like(self)])
     }
-    fn solve(&self, b: &Var) -> Var {
-        crate::linalg::solve(self, b)
+    fn solve(&self, b: &impl Operand) -> Var {
+        crate::linalg::solve(self, &b.to_var_like(self))
     }
     fn cholesky(&self) -> Var {
         crate::linalg::cholesky(self)

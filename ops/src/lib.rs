@@ -20,7 +20,9 @@
 //!
 //! Users reach the ops through [`VarExt`] (`x.sin()`, `x.sum(&[0])`) and the
 //! arithmetic operators on `Var`, which this crate implements by registering
-//! an [`anvil_core::OperatorImpl`]. Composite functions (`mean`, `var`,
+//! an [`anvil_core::OperatorImpl`]; on concrete tensors, through
+//! [`TensorExt`] ([`eager`]), which runs the same methods as one-op
+//! compiled functions. Composite functions (`mean`, `var`,
 //! `softmax`, `logsumexp`, `norm`, `stack`, `flip`, `squeeze`...) are plain
 //! functions over the primitives.
 //!
@@ -49,6 +51,7 @@ pub mod cond;
 pub mod constant;
 pub mod control;
 pub mod diagonal;
+pub mod eager;
 pub mod elementwise;
 pub mod index;
 pub mod lax;
@@ -63,6 +66,7 @@ pub mod while_loop;
 
 pub use api::{concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt};
 pub use subscript::{At, IndexExpr, IndexItem, NewAxis};
+pub use eager::TensorExt;
 
 use anvil_core::{OperatorImpl, Var};
 

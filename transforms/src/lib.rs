@@ -50,6 +50,6 @@ anvil_core::inventory::submit! {
 }
 pub use anvil_core::replay::inline_graph;
 pub use passes::{cse, dce, fold_constants, map_bodies};
-pub use pipeline::{compile, optimize};
+pub use pipeline::{compile, optimize, Compiled};
 pub use rewrite::{rewrite, rewrite_top};
 pub use vmap::{vmap, vmap_graph, vmap_graph_by_chunks, vmap_graph_chunked, InAxes, Vmap};

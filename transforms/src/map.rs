@@ -11,7 +11,8 @@
 //! `Map` has a batching rule (registered here), so `vmap(map(f))` and
 //! `map` inside `vmap` compose: the body is vmapped and the loop stays a loop.
 //! `vmap` itself turns an op without a batching rule into a one-node `Map`
-//! ([`map_fallback`]), printing a one-time warning naming the op.
+//! ([`map_fallback`]), logging a one-time warning naming the op (the `log`
+//! crate, `warn` level: the application's logger decides where it goes).
 
 use crate::axes::InAxes;
 use crate::vmap::{batch_args, vmap_graph};
@@ -35,7 +36,7 @@ pub fn map_fallbacks() -> Vec<&'static str> {
 
 /// Batches `op` by looping over the batch: a `Map` whose body is the op
 /// alone. Used by `vmap` for ops without a batching rule; the first use for
-/// each op type prints a warning naming the op.
+/// each op type logs a warning naming the op (`log::warn!`).
 ///
 /// # Errors
 /// The op's shape rule failing on the element types.
@@ -48,8 +49,8 @@ fn warn_once(op: &dyn Op) {
     if let Ok(mut seen) = FALLBACKS.lock() {
         if !seen.iter().any(|(t, _)| *t == op.op_type()) {
             seen.push((op.op_type(), op.name()));
-            eprintln!(
-                "anvil: warning: op `{}` has no batching rule; vmap runs it as a loop over the batch (map). \
+            log::warn!(
+                "op `{}` has no batching rule; vmap runs it as a loop over the batch (map). \
                  Register a VmapRule for it to get a batched kernel.",
                 op.name()
             );

@@ -8,10 +8,15 @@
 //! [`Evaluator`]), and [`compile`] asks a [`Backend`] for its plan. The
 //! facade wires the CPU backend in; nothing here knows it.
 
+//!
+//! The durations of the stages (trace with its transforms, optimise, plan)
+//! are logged at `debug` level through the `log` crate.
+
 use crate::passes::{cse, dce, fold_constants, map_bodies};
 use crate::rewrite::rewrite_top;
-use anvil_core::function::trace_types;
-use anvil_core::{Backend, Evaluator, Function, Graph, Result, TensorType, TreeDef};
+use anvil_core::function::trace_lifted;
+use anvil_core::{Backend, Evaluator, Function, Graph, Result, Tensor, TensorType, TreeDef};
+use std::time::Instant;
 
 /// The graph a call runs: `graph` rewritten to a fixpoint (see
 /// [`rewrite`](crate::rewrite::rewrite)), constants folded with `eval`, rewritten again, common
@@ -33,18 +38,50 @@ pub fn optimize(graph: &Graph, eval: &dyn Evaluator) -> Result<Graph> {
     Ok(g)
 }
 
-/// Traces `f` at arguments of structure `def` and leaf types `types`,
-/// optimises the graph and compiles it with `backend`; returns the plan
-/// and the structure of the outputs.
+/// A compiled call: the plan, the structure of its outputs, and the
+/// captured tensors it takes after the arguments.
+#[derive(Debug)]
+pub struct Compiled<P> {
+    /// The backend's plan. Its inputs are the arguments' leaves, then
+    /// `lifted`.
+    pub plan: P,
+    /// The structure of the outputs.
+    pub output: TreeDef,
+    /// The large tensors the function captured, passed to the plan after
+    /// the arguments on every run (implicit parameters, see
+    /// [`Tracer::capture`](anvil_core::Tracer::capture)): the plan holds
+    /// them, sharing their buffers, rather than copies folded into the graph.
+    pub lifted: Vec<Tensor>,
+}
+
+/// Traces `f` at arguments of structure `def` and leaf types `types`
+/// (large captured tensors becoming inputs, see [`trace_lifted`]),
+/// optimises the graph and compiles it with `backend`.
 ///
 /// # Errors
-/// As [`trace_types`], [`optimize`] and [`Backend::plan`].
+/// As [`trace_lifted`], [`optimize`] and [`Backend::plan`].
 pub fn compile<F: Function + ?Sized, B: Backend>(
     f: &F,
     def: &TreeDef,
     types: &[TensorType],
     backend: &B,
-) -> Result<(B::Plan, TreeDef)> {
-    let (graph, output) = trace_types(f, def, types)?;
-    Ok((backend.plan(&optimize(&graph, backend)?)?, output))
+) -> Result<Compiled<B::Plan>> {
+    let start = Instant::now();
+    let traced = trace_lifted(f, def, types)?;
+    let traced_at = Instant::now();
+    let graph = optimize(&traced.graph, backend)?;
+    let optimized_at = Instant::now();
+    let plan = backend.plan(&graph)?;
+    log::debug!(
+        "compiled `{}` ({} nodes traced, {} after optimisation, {} captured tensors as inputs): \
+         trace and transforms {:?}, optimise {:?}, plan {:?}",
+        f.name(),
+        traced.graph.len(),
+        graph.len(),
+        traced.lifted.len(),
+        traced_at - start,
+        optimized_at - traced_at,
+        optimized_at.elapsed()
+    );
+    Ok(Compiled { plan, output: traced.output, lifted: traced.lifted })
 }

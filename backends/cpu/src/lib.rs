@@ -15,7 +15,8 @@
 //! buffer going back to the plan's pool ([`buffers`]).
 //!
 //! [`Cpu`] is the backend as the compile pipeline sees it (`anvil_core`'s
-//! `Evaluator` and `Backend`).
+//! `Evaluator` and `Backend`); this crate also registers itself as the
+//! backend of eager `Tensor` operations (`anvil_core::eager`).
 //!
 //! Parallelism is an explicit argument ([`Parallelism`]), never a global: large
 //! elementwise and reduction loops are split across rayon's pool, small ones
@@ -280,6 +281,21 @@ impl anvil_core::Evaluator for Cpu {
         let plan = compile(&g).ok()?;
         let args: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
         Some(plan.run(&args, &Parallelism::sequential()))
+    }
+}
+
+/// Eager `Tensor` operations (`&a + &b`, `a.exp()?`) run here: a one-op
+/// graph compiled into a [`Plan`] like any call (see [`anvil_core::eager`]).
+impl anvil_core::eager::EagerPlan for Plan {
+    fn run(&self, args: &[Tensor]) -> Result<Vec<Tensor>> {
+        Plan::run(self, args, &Parallelism::default())
+    }
+}
+
+anvil_core::inventory::submit! {
+    anvil_core::eager::EagerBackend {
+        name: "cpu",
+        compile: |g| Ok(Box::new(compile(g)?)),
     }
 }
 

@@ -151,8 +151,8 @@ fn warn_dense_once(op: &dyn Op) {
     if let Ok(mut seen) = DENSE.lock() {
         if !seen.iter().any(|(t, _)| *t == op.op_type()) {
             seen.push((op.op_type(), op.name()));
-            eprintln!(
-                "anvil: warning: op `{}` has no sparsity rule; sparsity detection treats it as dense \
+            log::warn!(
+                "op `{}` has no sparsity rule; sparsity detection treats it as dense \
                  (every result element depends on every operand element). Register a SparsityRule for it.",
                 op.name()
             );
