@@ -243,6 +243,39 @@ fn data_parallel_grad_equals_full_batch_grad(g: &Group) -> Check {
     close("data-parallel loss", &vals(&value), &vals(&full), 1e-12)
 }
 
+/// The conformance kit's vmap, jvp and vmap-of-jvp checks on every
+/// collective over the processes (each rank holds the same sample, so the
+/// checks' per-rank comparisons hold; the transposes are checked across
+/// ranks by the dot-product test above, and by the kit on one process in
+/// `tests/conformance.rs`).
+fn conformance_kit_on_the_mesh(g: &Group) -> Check {
+    use anvil::testing::{check_op_jvp, check_op_vmap, check_op_vmap_of_jvp, InputKind, OpSample};
+    use anvil_mpi::{
+        AllGather, AllReduce, Axis, AxisKind, Broadcast, Reduce, ReduceScatter, SumToRoot,
+    };
+    let axis = Axis { name: "batch".into(), size: g.size, kind: AxisKind::Mesh };
+    let sample = |op: Box<dyn anvil::Op>, shape: &[usize]| {
+        OpSample::from_boxed(op).input(InputKind::Distinct { offset: 0.0 }, shape)
+    };
+    let p = g.size;
+    let samples = [
+        sample(Box::new(AllReduce { axis: axis.clone(), reduce: Reduce::Sum }), &[2, 3]),
+        sample(Box::new(AllReduce { axis: axis.clone(), reduce: Reduce::Max }), &[2, 3]),
+        sample(Box::new(AllGather { axis: axis.clone(), dim: 0 }), &[2, 3]),
+        sample(Box::new(AllGather { axis: axis.clone(), dim: 1 }), &[2, 3]),
+        sample(Box::new(ReduceScatter { axis: axis.clone(), dim: 1 }), &[2, 2 * p]),
+        sample(Box::new(ReduceScatter { axis: axis.clone(), dim: 0 }), &[p, 3]),
+        sample(Box::new(Broadcast { axis: axis.clone(), root: p - 1 }), &[2, 3]),
+        sample(Box::new(SumToRoot { axis: axis.clone(), root: 0 }), &[2, 3]),
+    ];
+    for s in &samples {
+        check_op_vmap(s).map_err(|e| format!("vmap of {}: {e}", s.describe()))?;
+        check_op_jvp(s).map_err(|e| format!("jvp of {}: {e}", s.describe()))?;
+        check_op_vmap_of_jvp(s).map_err(|e| format!("vmap of jvp of {}: {e}", s.describe()))?;
+    }
+    Ok(())
+}
+
 /// After an error, the ranks are still in step: a collective still works.
 fn still_in_step(g: &Group) -> Check {
     let x = Tensor::scalar(1.0);
@@ -312,6 +345,7 @@ fn main() {
         ("vmap_named_resolves_each_collective", vmap_named_resolves_each_collective),
         ("sharded_jacobians_equal_single_process", sharded_jacobians_equal_single_process),
         ("data_parallel_grad_equals_full_batch_grad", data_parallel_grad_equals_full_batch_grad),
+        ("conformance_kit_on_the_mesh", conformance_kit_on_the_mesh),
         ("errors_are_errors_not_hangs", errors_are_errors_not_hangs),
     ];
     let mut failed = 0;
