@@ -38,8 +38,9 @@ fn mark(x: &Var, axis: &Axis, side: Side) -> Var {
 
 /// The agreement at the start of a sharded function: every rank's argument
 /// types and batch lengths must be the same.
-fn agree_on_entry(what: &str, args: &[Var], lens: &[usize]) -> Result<()> {
+fn agree_on_entry(what: &str, def: &TreeDef, args: &[Var], lens: &[usize]) -> Result<()> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    def.describe().hash(&mut h);
     for a in args {
         (a.dtype().to_string(), a.shape()).hash(&mut h);
     }
@@ -172,18 +173,27 @@ impl<F: Function> Function for ShardMap<F> {
     fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         let what = "shard_map";
         let (rank, p) = comm::rank_size(what)?;
-        let axes = self.in_axes.broadcast("shard_map in_axes", def)?;
-        let dims: Vec<Option<usize>> = args
-            .iter()
-            .zip(&axes)
-            .enumerate()
-            .map(|(i, (a, ax))| {
-                ax.map(|d| normalize_axis(what, d, a.shape(), &format!("argument {i}"))).transpose()
-            })
-            .collect::<Result<_>>()?;
-        let lens: Vec<usize> =
-            args.iter().zip(&dims).filter_map(|(a, d)| d.map(|d| a.shape()[d])).collect();
-        agree_on_entry(what, args, &lens)?;
+        // Errors in the axes wait for the agreement: ranks whose arguments
+        // differ must all learn it there, not leave the others waiting.
+        let dims: Result<Vec<Option<usize>>> =
+            self.in_axes.broadcast("shard_map in_axes", def).and_then(|axes| {
+                args.iter()
+                    .zip(&axes)
+                    .enumerate()
+                    .map(|(i, (a, ax))| {
+                        ax.map(|d| normalize_axis(what, d, a.shape(), &format!("argument {i}")))
+                            .transpose()
+                    })
+                    .collect()
+            });
+        let lens: Vec<usize> = match &dims {
+            Ok(dims) => {
+                args.iter().zip(dims).filter_map(|(a, d)| d.map(|d| a.shape()[d])).collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        agree_on_entry(what, def, args, &lens)?;
+        let dims = dims?;
         let mesh = Axis { name: self.name.clone(), size: p, kind: AxisKind::Mesh };
         let mut local = Vec::with_capacity(args.len());
         for (i, (a, d)) in args.iter().zip(&dims).enumerate() {
@@ -269,7 +279,7 @@ impl<F: Function> Function for Spmd<F> {
 
     fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         let (_, p) = comm::rank_size("spmd")?;
-        agree_on_entry("spmd", args, &[])?;
+        agree_on_entry("spmd", def, args, &[])?;
         let mesh = Axis { name: self.name.clone(), size: p, kind: AxisKind::Mesh };
         with_axis("spmd", mesh, || self.f.inline(def, args))
     }
@@ -534,6 +544,9 @@ impl<F: Function> Function for ShardedJacobian<F> {
             return Err(Error::invalid(what, "arguments", "take one argument (a tensor)"));
         };
         let (rank, p) = comm::rank_size(what)?;
+        // Before tracing: a trace that fails on one rank only must not
+        // leave the others waiting here.
+        agree_on_entry(what, def, args, &[])?;
         let t = trace_fn(&self.f, def, &[x.ty().clone()])?;
         let y_ty = match &t.graph.output_types()[..] {
             [y] if y.dtype().is_float() && x.dtype().is_float() => y.clone(),
@@ -541,7 +554,6 @@ impl<F: Function> Function for ShardedJacobian<F> {
         };
         let basis_ty = if self.forward { x.ty().clone() } else { y_ty.clone() };
         let n = basis_ty.numel();
-        agree_on_entry(what, args, &[n])?;
         let m = check_divisible(what, "the basis", n, p)?;
         self.directions.store(m, Ordering::SeqCst);
         let mesh = Axis { name: self.name.clone(), size: p, kind: AxisKind::Mesh };

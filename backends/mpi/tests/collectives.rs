@@ -314,6 +314,12 @@ fn errors_are_errors_not_hangs(g: &Group) -> Check {
     let r = spmd(|x: &Var| all_reduce_sum(x, "r"), "r").eval(&x);
     expect_err("shapes disagree on entry", r, &["disagree", "rank 0", "rank 1"])?;
     still_in_step(g)?;
+    // An axis that exists on rank 0's argument only: rank 1's error waits
+    // for the agreement, so rank 0 is not left waiting.
+    let x = if g.rank == 0 { data(0, 17, &[2, 2 * p]) } else { data(0, 17, &[2 * p]) };
+    let r = shard_map(|x: &Var| x.square(), "batch").in_axes(1).eval(&x);
+    expect_err("an axis on one rank only", r, &["disagree"])?;
+    still_in_step(g)?;
     // A rank-dependent branch: the same arguments, different collectives.
     let rank = g.rank;
     let x = data(0, 16, &[3]);
