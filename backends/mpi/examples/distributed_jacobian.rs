@@ -27,7 +27,7 @@ type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 fn closed_form(shape: &[usize], salt: f64, scale: f64) -> Res<Tensor> {
     let n: usize = shape.iter().product();
-    let v = (0..n).map(|i| scale * ((i as f64 + 1.0) * 0.7071 + salt).sin()).collect();
+    let v = (0..n).map(|i| scale * ((i as f64 + 1.0) * 0.537 + salt).sin()).collect();
     Ok(Tensor::from_vec(v, shape)?)
 }
 
