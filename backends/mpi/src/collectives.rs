@@ -535,9 +535,10 @@ fn with_dim(x: &Var, what: &str, dim: i64, f: impl FnOnce(usize) -> Var) -> Var 
     }
 }
 
-/// This member's index along the mapped axis `axis_name` (JAX's
-/// `axis_index`), as an `i64` scalar: the rank under a `shard_map`.
-/// Under a `vmap_named` it is a mesh-free `iota` over the batch.
+/// This member's index along the mesh axis `axis_name` (JAX's
+/// `axis_index`): the rank, as an `i64` scalar constant of this process's
+/// trace. An unbound name, or the name of a `vmap_named` axis (not
+/// supported), is an error recorded in the trace.
 pub fn axis_index(like: &Var, axis_name: &str) -> Var {
     match crate::axis::bound("mpi.axis_index", axis_name) {
         Ok(Axis { kind: AxisKind::Mesh, .. }) => match crate::comm::rank_size("mpi.axis_index") {
