@@ -93,7 +93,11 @@ fn broadcast_matches_reference(g: &Group) -> Check {
     let root = g.size - 1;
     let x = data(g.rank, 3, &[5]);
     let got = ok("broadcast", spmd(move |x: &Var| broadcast(x, "r", root), "r").eval(&x))?;
-    close("broadcast", &vals(&got), &vals(&data(root, 3, &[5])), 0.0)
+    close("broadcast", &vals(&got), &vals(&data(root, 3, &[5])), 0.0)?;
+    let f = |x: &Var| x + anvil_mpi::axis_index(x, "r").cast(DType::F64);
+    let got = ok("axis_index", spmd(f, "r").eval(&x))?;
+    let want: Vec<f64> = vals(&x).iter().map(|v| v + g.rank as f64).collect();
+    close("axis_index", &vals(&got), &want, 0.0)
 }
 
 /// `<u, L x>` and `<Lᵀ u, x>`, each summed over the ranks, for a linear
