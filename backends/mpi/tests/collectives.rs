@@ -242,6 +242,11 @@ fn data_parallel_grad_equals_full_batch_grad(g: &Group) -> Check {
     let got = ok("dp grad", grad(data_parallel(loss, "batch")).eval((&w, &xs)))?;
     let want = ok("grad", grad(loss).eval((&w, &xs)))?;
     close("data-parallel grad", &vals(&got), &vals(&want), 1e-12)?;
+    // Forward over reverse: jacfwd batches the collectives and boundaries
+    // of the reverse pass.
+    let h = ok("dp hessian", hessian(data_parallel(loss, "batch")).eval((&w, &xs)))?;
+    let want = ok("hessian", hessian(loss).eval((&w, &xs)))?;
+    close("data-parallel hessian", &vals(&h), &vals(&want), 1e-12)?;
     let value = ok("dp loss", data_parallel(loss, "batch").eval((&w, &xs)))?;
     let full = ok("loss", loss.eval((&w, &xs)))?;
     close("data-parallel loss", &vals(&value), &vals(&full), 1e-12)
