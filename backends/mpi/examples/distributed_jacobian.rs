@@ -156,6 +156,12 @@ fn main() -> Res<()> {
     ok &= err <= 1e-12;
     say(format!("data-parallel gradient over {p} ranks = one process (max rel diff {err:.1e})"));
 
+    // The latency of one checked collective: an all-reduce of one f64.
+    let psum = anvil_mpi::spmd(|x: &Var| anvil_mpi::all_reduce_sum(x, "r"), "r");
+    let one = Tensor::scalar(1.0);
+    let t = median_time(reps.max(20), || Ok(psum.eval(&one).map(drop)?))?;
+    say(format!("all_reduce_sum of one f64 on {p} ranks: {:.1} µs per call", t * 1e6));
+
     drop(mpi);
     if !ok {
         return Err("a sharded result differs from the single-process one".into());
