@@ -155,8 +155,19 @@ macro_rules! typed {
 }
 
 /// `[outer, p, m, inner]` (blocks along the axis) → `[p, outer, m, inner]`
-/// (rank blocks outermost), or back with `to_rank_major` false.
-fn regroup<T: Wire>(x: &[T], outer: usize, p: usize, block: usize, to_rank_major: bool) -> Vec<T> {
+/// (rank blocks outermost), or back with `to_rank_major` false. With one
+/// outer index (blocks along the first axis) the layouts are the same: no
+/// copy.
+fn regroup<T: Wire>(
+    x: Vec<T>,
+    outer: usize,
+    p: usize,
+    block: usize,
+    to_rank_major: bool,
+) -> Vec<T> {
+    if outer == 1 {
+        return x;
+    }
     let mut out = vec![T::default(); x.len()];
     for o in 0..outer {
         for r in 0..p {
@@ -187,6 +198,10 @@ fn all_reduce_kernel(
     anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<AllReduce>()?;
     check_mesh(op, &c.axis)?;
+    if c.axis.size == 1 {
+        // A group of one: every collective is the identity (no copy).
+        return Ok(inputs[0].clone());
+    }
     let x = inputs[0];
     let kind = if c.reduce == Reduce::Sum { Kind::AllReduceSum } else { Kind::AllReduceMax };
     agree(op.name(), header(kind, x.dtype(), 0, x.shape()))?;
@@ -203,13 +218,17 @@ fn all_gather_kernel(
     anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<AllGather>()?;
     check_mesh(op, &c.axis)?;
+    if c.axis.size == 1 {
+        // A group of one: every collective is the identity (no copy).
+        return Ok(inputs[0].clone());
+    }
     let x = inputs[0];
     agree(op.name(), header(Kind::AllGather, x.dtype(), c.dim as i64, x.shape()))?;
     let p = c.axis.size;
     let (outer, block) = split(out.shape(), c.dim, p);
     let s = typed!(op, x, |v| {
         let gathered = comm::all_gather(op.name(), v)?;
-        regroup(&gathered, outer, p, block, false)
+        regroup(gathered, outer, p, block, false)
     });
     Tensor::from_storage(s, out.shape())
 }
@@ -223,13 +242,20 @@ fn reduce_scatter_kernel(
     anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<ReduceScatter>()?;
     check_mesh(op, &c.axis)?;
+    if c.axis.size == 1 {
+        // A group of one: every collective is the identity (no copy).
+        return Ok(inputs[0].clone());
+    }
     let x = inputs[0];
     agree(op.name(), header(Kind::ReduceScatter, x.dtype(), c.dim as i64, x.shape()))?;
     let p = c.axis.size;
     let (outer, block) = split(x.shape(), c.dim, p);
     let s = typed!(op, x, |v| {
-        let send = regroup(v, outer, p, block, true);
-        comm::reduce_scatter(op.name(), &send)?
+        if outer == 1 {
+            comm::reduce_scatter(op.name(), v)?
+        } else {
+            comm::reduce_scatter(op.name(), &regroup(v.to_vec(), outer, p, block, true))?
+        }
     });
     Tensor::from_storage(s, out.shape())
 }
@@ -243,6 +269,10 @@ fn broadcast_kernel(
     anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<Broadcast>()?;
     check_mesh(op, &c.axis)?;
+    if c.axis.size == 1 {
+        // A group of one: every collective is the identity (no copy).
+        return Ok(inputs[0].clone());
+    }
     let x = inputs[0];
     agree(op.name(), header(Kind::Broadcast, x.dtype(), c.root as i64, x.shape()))?;
     let s = typed!(op, x, |v| {
@@ -262,6 +292,10 @@ fn sum_to_root_kernel(
     anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<SumToRoot>()?;
     check_mesh(op, &c.axis)?;
+    if c.axis.size == 1 {
+        // A group of one: every collective is the identity (no copy).
+        return Ok(inputs[0].clone());
+    }
     let x = inputs[0];
     agree(op.name(), header(Kind::SumToRoot, x.dtype(), c.root as i64, x.shape()))?;
     let s = typed!(op, x, |v| comm::reduce_to_root(op.name(), v, c.root)?);
@@ -279,6 +313,10 @@ fn boundary_kernel(
     anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<Boundary>()?;
     check_mesh(op, &c.axis)?;
+    if c.axis.size == 1 {
+        // A group of one: every collective is the identity (no copy).
+        return Ok(inputs[0].clone());
+    }
     let x = inputs[0];
     match (c.side, c.transposed) {
         (_, false) => Ok(x.clone()),
@@ -314,9 +352,9 @@ mod tests {
     fn regroup_round_trips_and_moves_rank_blocks_outermost() {
         // outer 2, p 3, block 2: [o][r][b] -> [r][o][b]
         let x: Vec<i64> = (0..12).collect();
-        let rm = regroup(&x, 2, 3, 2, true);
+        let rm = regroup(x.clone(), 2, 3, 2, true);
         assert_eq!(rm, vec![0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11]);
-        assert_eq!(regroup(&rm, 2, 3, 2, false), x);
+        assert_eq!(regroup(rm, 2, 3, 2, false), x);
     }
 
     #[test]
