@@ -72,6 +72,10 @@
 pub mod sparse;
 
 mod shapes;
+/// Collectives as ops, `shard_map`, sharded Jacobians and data-parallel
+/// gradients over MPI processes (feature `mpi`): see the `anvil-mpi` crate.
+#[cfg(feature = "mpi")]
+pub use anvil_mpi as mpi;
 /// The rest of `jax.lax` and `jax.numpy` (elementwise math, cumulative
 /// reductions, sorting, dynamic indexing, gathers, scatters, `pad`): see
 /// [`anvil_ops::lax`]; the methods are [`LaxExt`]'s.

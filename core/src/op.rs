@@ -144,6 +144,14 @@ pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
         false
     }
 
+    /// Whether running the op does more than compute its results from its
+    /// operands (a collective communicates with other processes): such an
+    /// op is never evaluated at compile time (constant folding leaves it to
+    /// the plan), so it runs exactly where and when the plan runs it.
+    fn has_effects(&self) -> bool {
+        false
+    }
+
     /// The op's math on blocks of elements, for ops computed element by
     /// element: elementwise ops (operands broadcast to the result) and
     /// generators (no operands, each element a function of its position,

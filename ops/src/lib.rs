@@ -65,8 +65,8 @@ pub mod subscript;
 pub mod while_loop;
 
 pub use api::{concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt};
-pub use subscript::{At, IndexExpr, IndexItem, NewAxis};
 pub use eager::TensorExt;
+pub use subscript::{At, IndexExpr, IndexItem, NewAxis};
 
 use anvil_core::{OperatorImpl, Var};
 
