@@ -62,9 +62,14 @@
 //! # Ok::<(), anvil::Error>(())
 //! ```
 //!
-//! The crates behind the facade: `anvil-core` (tensors, IR, tracing, the
-//! `Op` trait, registries), `anvil-ops` (the standard ops), `anvil-cpu` (the
-//! CPU backend) and `anvil-transforms` (graph-to-graph transforms).
+//! The crates behind the facade (packages `anvil-ad-*` on crates.io, the
+//! names in code unchanged): `anvil_core` (tensors, IR, tracing, the `Op`
+//! trait, registries, conversions to ndarray/nalgebra/faer/.npy/serde behind
+//! features), `anvil_ops` (the standard ops), `anvil_cpu` (the CPU backend),
+//! `anvil_transforms` (graph-to-graph transforms), `anvil_sparse` (sparsity
+//! patterns and colorings) and, optionally, `anvil_mpi` (feature `mpi`). The
+//! conformance kit for plugin crates is the `anvil-ad-testing` crate
+//! (`anvil_testing`), a dev-dependency.
 // Doctests are compiled with warnings as errors: an example that warns is a bad example.
 #![doc(test(attr(deny(warnings))))]
 #![warn(missing_docs)]
