@@ -62,7 +62,9 @@ fn a_cached_tiny_jacobian_call_allocates_a_bounded_number_of_times() {
         assert_eq!(again, first);
     });
     // 17 when this was written (two per kernel output, the slot table, the
-    // argument and output lists); 57 before the per-call work.
-    assert!(n <= 20, "{n} allocations for one cached call");
+    // argument and output lists); 57 before the per-call work; 20 once the
+    // identity seed became a generator recomputed (with a slice of it) by
+    // every call; 15 since plans compute argument-free small values once.
+    assert!(n <= 16, "{n} allocations for one cached call");
     assert!(n > 0, "the counter does not count");
 }

@@ -54,6 +54,9 @@ pub trait Pooled: Element + Default {
     /// The typed buffer inside an untyped one.
     #[doc(hidden)]
     fn from_buf(b: Buf) -> Option<Vec<Self>>;
+    /// The buffer as an untyped one.
+    #[doc(hidden)]
+    fn into_buf(v: Vec<Self>) -> Buf;
     /// A value no kernel computes by accident, written into reused buffers
     /// in debug builds.
     #[doc(hidden)]
@@ -71,6 +74,9 @@ macro_rules! pooled {
                     Buf::$d(v) => Some(v),
                     _ => None,
                 }
+            }
+            fn into_buf(v: Vec<Self>) -> Buf {
+                Buf::$d(v)
             }
             fn poison() -> Self {
                 $poison
@@ -95,6 +101,10 @@ pub(crate) struct Pool {
     /// The storages of the last call's outputs, taken back once the caller
     /// has dropped them.
     lent: Vec<Storage>,
+    /// Bytes of kernel scratch ([`scratch`]) taken from this pool and not
+    /// yet given back, and the most of them at once during the current call.
+    scratch_out: usize,
+    scratch_peak: usize,
 }
 
 fn dtype_len(b: &Buf) -> (DType, usize) {
@@ -141,6 +151,8 @@ impl Pool {
     /// outputs to the next step and drops them only after it), up to
     /// [`MAX_LENT`] buffers.
     pub(crate) fn reclaim_lent(&mut self) {
+        self.scratch_out = 0;
+        self.scratch_peak = 0;
         let lent = std::mem::take(&mut self.lent);
         for s in lent {
             if s.ref_count() == 1 {
@@ -180,6 +192,12 @@ impl Pool {
                 break;
             }
         }
+    }
+
+    /// The most bytes of kernel scratch out of the pool at once since the
+    /// call began (the pool may keep that much beyond the values' peak).
+    pub(crate) fn scratch_peak(&self) -> usize {
+        self.scratch_peak
     }
 
     /// Whether the pool holds nothing, not even lent outputs.
@@ -274,6 +292,106 @@ pub fn take<T: Pooled>(len: usize) -> Vec<T> {
         return v;
     }
     vec![T::default(); len]
+}
+
+/// A kernel's scratch buffer of `len` elements, contents unspecified (the
+/// kernel must write before it reads): taken like [`take`], and given back
+/// to the running plan's pool when dropped, so that the next step or call
+/// reuses it instead of faulting in fresh pages. Dropped on a thread
+/// without a pool (a rayon worker), or below [`MIN_BYTES`], it is simply
+/// freed.
+///
+/// ```
+/// let mut s = anvil_cpu::buffers::scratch::<f64>(3);
+/// s.copy_from_slice(&[1.0, 2.0, 3.0]);
+/// assert_eq!(s.iter().sum::<f64>(), 6.0);
+/// ```
+pub fn scratch<T: Pooled>(len: usize) -> Scratch<T> {
+    let buf = take(len);
+    let bytes = len * T::DTYPE.size_of();
+    let counted = bytes >= MIN_BYTES
+        && CURRENT.with(|c| match c.borrow_mut().as_mut() {
+            Some(p) => {
+                p.scratch_out += bytes;
+                p.scratch_peak = p.scratch_peak.max(p.scratch_out);
+                true
+            }
+            None => false,
+        });
+    Scratch { buf, counted }
+}
+
+/// A scratch buffer from [`scratch`]; derefs to its elements.
+///
+/// ```
+/// let s: anvil_cpu::buffers::Scratch<f32> = Default::default();
+/// assert!(s.is_empty());
+/// ```
+#[derive(Debug)]
+pub struct Scratch<T: Pooled> {
+    buf: Vec<T>,
+    /// Whether it was counted as out of the pool installed when it was taken.
+    counted: bool,
+}
+
+impl<T: Pooled> Default for Scratch<T> {
+    /// An empty scratch buffer (nothing to give back).
+    fn default() -> Self {
+        Scratch { buf: Vec::new(), counted: false }
+    }
+}
+
+impl<T: Pooled> std::ops::Deref for Scratch<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.buf
+    }
+}
+
+impl<T: Pooled> std::ops::DerefMut for Scratch<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.buf
+    }
+}
+
+impl<T: Pooled> Drop for Scratch<T> {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.buf);
+        let bytes = buf.len() * T::DTYPE.size_of();
+        if bytes < MIN_BYTES {
+            return;
+        }
+        let counted = self.counted;
+        // `try_with`: a scratch buffer may be dropped while its thread exits.
+        let _ = CURRENT.try_with(|c| {
+            if let Some(p) = c.borrow_mut().as_mut() {
+                if counted {
+                    p.scratch_out = p.scratch_out.saturating_sub(bytes);
+                }
+                p.put(T::into_buf(buf));
+            }
+        });
+    }
+}
+
+/// Gives a kernel's temporary buffer (one from [`take`] that does not
+/// become a result) back to the running plan's pool, if there is one.
+///
+/// ```
+/// let mut tmp: Vec<f64> = anvil_cpu::buffers::take(4096);
+/// tmp.fill(1.0);
+/// // ... read `tmp` to compute a result ...
+/// anvil_cpu::buffers::give_back(tmp); // outside a plan: simply freed
+/// ```
+pub fn give_back<T: Pooled>(v: Vec<T>) {
+    if v.len() * T::DTYPE.size_of() < MIN_BYTES {
+        return;
+    }
+    let _ = CURRENT.try_with(|c| {
+        if let Some(p) = c.borrow_mut().as_mut() {
+            p.put(T::into_buf(v));
+        }
+    });
 }
 
 /// A small buffer of `len` copies of `value`: `malloc` and a fill, which for

@@ -175,9 +175,30 @@ impl Buf {
         Tensor::from_storage(storage, shape)
     }
 
-    /// A buffer of `len` elements of `dtype` (zeros), to stack steps into.
+    /// A buffer of `len` elements of `dtype` to stack steps into, or to
+    /// carry through: from the running plan's pool when it has one
+    /// ([`crate::buffers::take`]), so the contents are unspecified and the
+    /// caller writes every element before reading it.
     pub fn stacked(dtype: DType, len: usize) -> Buf {
-        Buf::zeros(dtype, len)
+        use crate::buffers::take;
+        match dtype {
+            DType::F64 => Buf::F64(take(len)),
+            DType::F32 => Buf::F32(take(len)),
+            DType::I64 => Buf::I64(take(len)),
+            DType::Bool => Buf::Bool(take(len)),
+        }
+    }
+
+    /// Gives a buffer that does not become a result back to the running
+    /// plan's pool ([`crate::buffers::give_back`]).
+    pub fn give_back(self) {
+        use crate::buffers::give_back;
+        match self {
+            Buf::F64(v) => give_back(v),
+            Buf::F32(v) => give_back(v),
+            Buf::I64(v) => give_back(v),
+            Buf::Bool(v) => give_back(v),
+        }
     }
 }
 

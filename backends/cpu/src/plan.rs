@@ -48,7 +48,19 @@ enum StepKernel {
     One(KernelFn),
     Many(KernelManyFn),
     Prepared(Box<dyn Prepared>),
+    /// Results computed once, when the plan was built: the node reads no
+    /// argument (see [`precompute`]).
+    Known(Vec<Tensor>),
+    /// Nothing to run: a known node read only by known nodes.
+    Skip,
 }
+
+/// Results below this many bytes that depend on no argument (an identity
+/// seed, a basis generator, a slice of one) are computed once, when the
+/// plan is built: a cached call then only clones them. Larger ones are
+/// recomputed by every call rather than held by the plan (the pool serves
+/// their buffers), as the compile pipeline leaves them unfolded on purpose.
+pub const PRECOMPUTE_BELOW_BYTES: usize = buffers::MIN_BYTES;
 
 /// Compiles a verified graph into a plan.
 ///
@@ -99,11 +111,71 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
             }
         }
     }
+    precompute(&graph, &mut steps, &is_output);
     let pooled = (0..graph.num_values())
         .filter_map(|v| ValueId::from_index(v).ok())
         .any(|v| graph.ty(v).bytes().unwrap_or(usize::MAX) >= buffers::MIN_BYTES);
     let peak_bytes = peak_bytes(&graph, &steps);
     Ok(Plan { graph, steps, pool: Mutex::default(), pooled, peak_bytes })
+}
+
+/// Evaluates, once, the nodes that read no argument (directly or through
+/// other nodes) and whose results are each below
+/// [`PRECOMPUTE_BELOW_BYTES`], with their kernels, and turns their steps
+/// into [`StepKernel::Known`] (or [`StepKernel::Skip`] when only other
+/// known nodes read them). Higher-order ops (their bodies may loop for
+/// long) and kernels that fail are left to run at call time, where a
+/// failure is reported with the call.
+fn precompute(graph: &Graph, steps: &mut [Step], is_output: &[bool]) {
+    let ctx = Parallelism::sequential();
+    let mut known: Vec<Option<Tensor>> = vec![None; graph.num_values()];
+    let mut any = false;
+    for step in steps.iter_mut() {
+        let node = graph.node(step.node);
+        let small = step.outs.iter().all(|t| t.bytes().is_some_and(|b| b < PRECOMPUTE_BELOW_BYTES));
+        let args: Option<Vec<&Tensor>> =
+            node.inputs.iter().map(|i| known[i.index()].as_ref()).collect();
+        let (Some(args), true) = (args, small) else { continue };
+        let op = node.op.as_ref();
+        let results = match &step.kernel {
+            StepKernel::One(k) => k(op, &args, &step.outs[0], &ctx).map(|t| vec![t]),
+            StepKernel::Many(k) => k(op, &args, &step.outs, &ctx),
+            _ => continue,
+        };
+        let Ok(results) = results else { continue };
+        let fits = results.len() == step.outs.len()
+            && results
+                .iter()
+                .zip(&step.outs)
+                .all(|(t, ty)| t.dtype() == ty.dtype() && t.shape() == ty.shape());
+        if !fits {
+            continue;
+        }
+        for (v, t) in node.results().zip(&results) {
+            known[v.index()] = Some(t.clone());
+        }
+        step.kernel = StepKernel::Known(results);
+        any = true;
+    }
+    if !any {
+        return;
+    }
+    // A known node whose results only known nodes read needs no step.
+    let mut needed: Vec<bool> = is_output.to_vec();
+    for step in steps.iter() {
+        if !matches!(step.kernel, StepKernel::Known(_)) {
+            for i in &graph.node(step.node).inputs {
+                needed[i.index()] = true;
+            }
+        }
+    }
+    for step in steps.iter_mut() {
+        if matches!(step.kernel, StepKernel::Known(_))
+            && !graph.node(step.node).results().any(|v| needed[v.index()])
+        {
+            step.kernel = StepKernel::Skip;
+        }
+    }
 }
 
 /// The largest number of bytes the values of `steps` occupy at once, by
@@ -213,7 +285,10 @@ impl Plan {
         let result = self.run_steps(inputs, ctx);
         let mut pool = installed.finish();
         if let Ok((outputs, peak_bytes)) = &result {
-            pool.trim(*peak_bytes);
+            // The values' peak plus the kernels' scratch: enough to serve
+            // every buffer of the next call, bounded by what one call uses.
+            let cap = peak_bytes.saturating_add(pool.scratch_peak());
+            pool.trim(cap);
             pool.lend(outputs);
         }
         let mut slot = self.pool.lock().unwrap_or_else(|e| e.into_inner());
@@ -305,6 +380,13 @@ impl Plan {
                 }
                 StepKernel::Many(kernel) => kernel(op, &all_args()?, &step.outs, ctx)?,
                 StepKernel::Prepared(p) => p.run(&all_args()?, &step.outs, ctx)?,
+                StepKernel::Known(values) => {
+                    for (v, t) in node.results().zip(values) {
+                        slots[v.index()] = Some(t.clone());
+                    }
+                    return Ok(());
+                }
+                StepKernel::Skip => return Ok(()),
             }
         };
         self.store(step, outs, slots)
@@ -452,6 +534,53 @@ mod tests {
             let held = plan.pool.lock().unwrap().bytes();
             assert!(held > 0, "nothing was kept for the next call");
             assert!(held <= 7 * n * 8, "the pool holds {held} bytes, more than the live set");
+        }
+    }
+
+    #[test]
+    fn values_that_read_no_argument_are_computed_once_when_the_plan_is_built() {
+        // exp(c) and its slice read only a constant: computed at build time;
+        // the slice's operand is then read by no step that runs. A large
+        // argument-free value is left to the calls.
+        let f = |x: &Var| {
+            let c = x.constant_like(Tensor::linspace(0.0, 1.0, 8).unwrap());
+            let big = x.constant_like(Tensor::zeros(&[4096]).unwrap()).exp();
+            let e = c.exp();
+            vec![x * e.slice_axis(0, Some(0), Some(4), 1), big]
+        };
+        let plan = compile(&trace(&f, Tensor::zeros(&[4]).unwrap()).unwrap()).unwrap();
+        let kinds: Vec<&str> = plan
+            .steps
+            .iter()
+            .map(|s| match s.kernel {
+                StepKernel::Known(_) => "known",
+                StepKernel::Skip => "skip",
+                StepKernel::Input(_) => "input",
+                _ => "run",
+            })
+            .collect();
+        let g = plan.graph();
+        let kind_of = |name: &str, bytes: usize| {
+            let at = g
+                .iter()
+                .position(|(_, n)| {
+                    n.op.name() == name && n.results().all(|v| g.ty(v).bytes() == Some(bytes))
+                })
+                .unwrap_or_else(|| panic!("no {name} of {bytes} bytes in\n{g}"));
+            kinds[at]
+        };
+        assert_eq!(kind_of("fused", 64), "skip", "exp(c), read only by the slice\n{g}");
+        assert_eq!(kind_of("slice", 32), "known", "the slice, read by x * _\n{g}");
+        assert_eq!(kind_of("fused", 4096 * 8), "run", "too large to hold\n{g}");
+        let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[4]).unwrap();
+        for _ in 0..2 {
+            let out = plan.run(std::slice::from_ref(&x), &Parallelism::sequential()).unwrap();
+            let got = out[0].to_vec::<f64>().unwrap();
+            for (i, g) in got.iter().enumerate() {
+                let want = (i + 1) as f64 * (i as f64 / 7.0).exp();
+                assert!((g - want).abs() <= 1e-14 * want, "{got:?}");
+            }
+            assert!(out[1].to_vec::<f64>().unwrap().iter().all(|&v| v == 1.0));
         }
     }
 }

@@ -252,6 +252,7 @@ impl ScanPlan {
             }
             carry(m, &mut st, nc, &swap, &mut next)?;
         }
+        next.into_iter().for_each(Buf::give_back);
         let mut results = Vec::with_capacity(outs.len());
         for (k, ty) in outs[..nk].iter().enumerate() {
             results.push(st.buf(m.input(nc + k)).to_tensor(ty.shape())?);
@@ -392,6 +393,7 @@ impl WhilePlan {
             carry(body, &mut bs, nc, &swap, &mut next)?;
             steps += 1;
         }
+        next.into_iter().for_each(Buf::give_back);
         outs.iter()
             .enumerate()
             .map(|(k, ty)| bs.buf(body.input(nc + k)).to_tensor(ty.shape()))

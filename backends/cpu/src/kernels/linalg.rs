@@ -11,7 +11,7 @@
 
 use super::{arity, unsupported};
 use crate::linalg::{self as la, ABatch, FailMode, LinalgError, Real};
-use crate::{register_kernel, Parallelism};
+use crate::{buffers, register_kernel, Parallelism};
 use anvil_core::{DType, Element, Error, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::linalg::{
     CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, Inv, Lu,
@@ -100,6 +100,13 @@ macro_rules! by_float {
     };
 }
 
+/// An output buffer of zeros, from the running plan's pool when it has one
+/// (see [`crate::buffers`]: a fresh multi-megabyte buffer pays a page fault
+/// per 4 KiB on every call). For kernels that may leave elements unwritten.
+fn zeros<T: Real>(len: usize) -> Vec<T> {
+    buffers::filled(len, T::ZERO)
+}
+
 fn tensor<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
     Tensor::from_vec(data, shape)
 }
@@ -107,10 +114,11 @@ fn tensor<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
 /// The lower triangle of `(A + Aᵀ)/2` for a batch of `n × n` matrices
 /// (what the kernels read; the strict upper triangle is left zero), in
 /// tiles so that the transposed reads stay in cache.
-fn symmetrized<T: Real>(a: &[T], n: usize) -> Vec<T> {
+fn symmetrized<T: Real>(a: &[T], n: usize) -> buffers::Scratch<T> {
     const TILE: usize = 32;
     let half = T::ONE / (T::ONE + T::ONE);
-    let mut s = vec![T::ZERO; a.len()];
+    let mut s = buffers::scratch(a.len());
+    s.fill(T::ZERO);
     let nn = (n * n).max(1);
     for (out, a) in s.chunks_mut(nn).zip(a.chunks(nn)) {
         for ib in (0..n).step_by(TILE) {
@@ -139,7 +147,7 @@ fn cholesky_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) 
     } else {
         a
     };
-    let mut out = vec![T::ZERO; a.len()];
+    let mut out = zeros(a.len());
     la::cholesky(a, &mut out, batch, n, mode(c.on_failure), par(ctx))
         .map_err(|e| linalg_error("cholesky", e, &bs))?;
     tensor(out, x[0].shape())
@@ -170,7 +178,7 @@ fn triangular_k<T: Real + Element>(
     let t = op.try_downcast::<TriangularSolve>()?;
     let (bs, batch, m, k) = dims(&x[1].ty());
     let (a, b) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
-    let mut out = vec![T::ZERO; b.len()];
+    let mut out = zeros(b.len());
     la::triangular_solve(a, b, &mut out, batch, m, k, ABatch::PerMatrix, opts(t), par(ctx))
         .map_err(|e| linalg_error("triangular_solve", e, &bs))?;
     tensor(out, x[1].shape())
@@ -233,7 +241,7 @@ fn solve_lower<T: Real>(
         transpose_a: transpose,
         unit_diagonal: false,
     };
-    let mut out = vec![T::ZERO; b.len()];
+    let mut out = zeros(b.len());
     la::triangular_solve(l, b, &mut out, batch, n, k, ABatch::PerMatrix, o, p)?;
     Ok(out)
 }
@@ -245,6 +253,7 @@ fn cho_solve_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism)
     let err = |e| linalg_error("cho_solve", e, &bs);
     let y = solve_lower(l, b, batch, n, k, false, par(ctx)).map_err(err)?;
     let mut out = solve_lower(l, &y, batch, n, k, true, par(ctx)).map_err(err)?;
+    buffers::give_back(y);
     singular(l, n, &mut out, n * k, c.on_failure, "cho_solve", &bs)?;
     tensor(out, x[1].shape())
 }
@@ -366,7 +375,8 @@ fn cholesky_tangent_one<T: Real>(out: &mut [T], l: &[T], s: &[T], n: usize, par:
 /// triangular result (`n³/6`) and one with a full one (`n³/2`): about 2.5
 /// Cholesky factorisations' worth of multiply-adds.
 fn cholesky_cotangent_one<T: Real>(out: &mut [T], l: &[T], lbar: &[T], n: usize, par: Par) {
-    let mut p = vec![T::ZERO; n * n];
+    let mut p = buffers::scratch(n * n);
+    p.fill(T::ZERO);
     let (lower, upper) = (BlockStructure::TriangularLower, BlockStructure::TriangularUpper);
     // Lᵀ is upper triangular; only the lower triangle of the product is
     // kept (Φ).
@@ -413,7 +423,7 @@ fn cholesky_cotangent_one<T: Real>(out: &mut [T], l: &[T], lbar: &[T], n: usize,
 fn cholesky_tangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
     let (_, _, n, _) = dims(&x[0].ty());
     let (l, s) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
-    let mut out = vec![T::ZERO; s.len()];
+    let mut out = zeros(s.len());
     per_matrix(&mut out, l, s, n, 5 * n * n * n / 6, ctx, |o, l, s, par| {
         cholesky_tangent_one(o, l, s, n, par)
     });
@@ -423,7 +433,7 @@ fn cholesky_tangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Re
 fn cholesky_cotangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
     let (_, _, n, _) = dims(&x[0].ty());
     let (l, lbar) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
-    let mut out = vec![T::ZERO; lbar.len()];
+    let mut out = zeros(lbar.len());
     per_matrix(&mut out, l, lbar, n, 5 * n * n * n / 6, ctx, |o, l, lb, par| {
         cholesky_cotangent_one(o, l, lb, n, par)
     });
@@ -461,9 +471,10 @@ fn lu_k<T: Real + Element>(
 ) -> Result<Vec<Tensor>> {
     let (bs, batch, m, n) = dims(&x[0].ty());
     let a = x[0].as_slice::<T>()?;
-    let mut f = vec![T::ZERO; a.len()];
-    let mut piv = vec![0i64; batch * m.min(n)];
-    let mut perm = vec![0i64; batch * m];
+    // Every element of the factor and the pivots is written.
+    let mut f = buffers::take(a.len());
+    let mut piv = buffers::take(batch * m.min(n));
+    let mut perm = buffers::take(batch * m);
     la::lu(a, &mut f, &mut piv, &mut perm, batch, m, n, par(ctx))
         .map_err(|e| linalg_error("lu", e, &bs))?;
     Ok(vec![
@@ -518,7 +529,8 @@ fn lu_solve_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) 
     let name = s.caller.name();
     let (bs, batch, n, k) = dims(&x[2].ty());
     let (f, perm, b) = (x[0].as_slice::<T>()?, x[1].as_slice::<i64>()?, x[2].as_slice::<T>()?);
-    let mut out = vec![T::ZERO; b.len()];
+    // Every element written: the right-hand side is copied in first.
+    let mut out = buffers::take(b.len());
     la::lu_solve(f, perm, b, &mut out, batch, n, k, ABatch::PerMatrix, s.transpose, par(ctx))
         .map_err(|e| linalg_error(name, e, &bs))?;
     singular(f, n, &mut out, n * k, s.on_failure, name, &bs)?;
@@ -538,11 +550,13 @@ fn solve_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) -> 
     let a = x[0].as_slice::<T>()?;
     let b = x[1].as_slice::<T>()?;
     let err = |e| linalg_error("solve", e, &bs);
-    let mut f = vec![T::ZERO; a.len()];
-    let mut piv = vec![0i64; batch * n];
-    let mut perm = vec![0i64; batch * n];
+    // The factorisation is scratch; every element of it and of the
+    // solution (the right-hand side copied in first) is written.
+    let mut f = buffers::scratch::<T>(a.len());
+    let mut piv = buffers::scratch::<i64>(batch * n);
+    let mut perm = buffers::scratch::<i64>(batch * n);
     la::lu(a, &mut f, &mut piv, &mut perm, batch, n, n, par(ctx)).map_err(err)?;
-    let mut out = vec![T::ZERO; b.len()];
+    let mut out = buffers::take(b.len());
     la::lu_solve(&f, &perm, b, &mut out, batch, n, k, ABatch::PerMatrix, s.transpose, par(ctx))
         .map_err(err)?;
     singular(&f, n, &mut out, n * k, s.on_failure, "solve", &bs)?;
@@ -560,7 +574,7 @@ fn inv_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) -> Re
     let on = op.try_downcast::<Inv>()?.on_failure;
     let (bs, batch, n, _) = dims(&x[0].ty());
     let a = x[0].as_slice::<T>()?;
-    let mut out = vec![T::ZERO; a.len()];
+    let mut out = zeros(a.len());
     la::inv(a, &mut out, batch, n, mode(on), par(ctx)).map_err(|e| linalg_error("inv", e, &bs))?;
     tensor(out, x[0].shape())
 }
@@ -736,7 +750,7 @@ fn adjugate_one<T: Real>(f: &[T], perm: &[i64], n: usize, out: &mut [T]) {
 fn adjugate_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
     let (_, batch, n, _) = dims(&x[0].ty());
     let (f, perm) = (x[0].as_slice::<T>()?, x[1].as_slice::<i64>()?);
-    let mut out = vec![T::ZERO; f.len()];
+    let mut out = zeros(f.len());
     let nn = n * n;
     if nn > 0 {
         let work = out.chunks_mut(nn).zip(f.chunks(nn).zip(perm.chunks(n)));
@@ -770,7 +784,7 @@ fn qr_k<T: Real + Element>(
         QrMode::Reduced => la::QrMode::Reduced,
         QrMode::Complete => la::QrMode::Complete,
     };
-    let (mut qo, mut ro) = (vec![T::ZERO; outs[0].numel()], vec![T::ZERO; outs[1].numel()]);
+    let (mut qo, mut ro) = (zeros(outs[0].numel()), zeros(outs[1].numel()));
     la::qr(x[0].as_slice::<T>()?, &mut qo, &mut ro, batch, m, n, mode, par(ctx))
         .map_err(|e| linalg_error("qr", e, &bs))?;
     Ok(vec![tensor(qo, outs[0].shape())?, tensor(ro, outs[1].shape())?])
@@ -803,7 +817,7 @@ fn eigh_k<T: Real + Element>(
     } else {
         a
     };
-    let (mut w, mut v) = (vec![T::ZERO; batch * n], vec![T::ZERO; a.len()]);
+    let (mut w, mut v) = (zeros(batch * n), zeros(a.len()));
     la::eigh(a, &mut w, &mut v, batch, n, par(ctx)).map_err(|e| linalg_error("eigh", e, &bs))?;
     Ok(vec![tensor(w, outs[0].shape())?, tensor(v, outs[1].shape())?])
 }
@@ -830,15 +844,15 @@ fn svd_k<T: Real + Element>(
     let a = x[0].as_slice::<T>()?;
     let err = |e| linalg_error("svd", e, &bs);
     if !s.compute_uv {
-        let mut sv = vec![T::ZERO; outs[0].numel()];
+        let mut sv = zeros(outs[0].numel());
         la::svd(a, &mut sv, &mut [], &mut [], batch, m, n, la::SvdMode::ValuesOnly, par(ctx))
             .map_err(err)?;
         return Ok(vec![tensor(sv, outs[0].shape())?]);
     }
     let mode = if s.full_matrices { la::SvdMode::Full } else { la::SvdMode::Reduced };
-    let mut u = vec![T::ZERO; outs[0].numel()];
-    let mut sv = vec![T::ZERO; outs[1].numel()];
-    let mut vt = vec![T::ZERO; outs[2].numel()];
+    let mut u = zeros(outs[0].numel());
+    let mut sv = zeros(outs[1].numel());
+    let mut vt = zeros(outs[2].numel());
     la::svd(a, &mut sv, &mut u, &mut vt, batch, m, n, mode, par(ctx)).map_err(err)?;
     Ok(vec![
         tensor(u, outs[0].shape())?,

@@ -6,6 +6,7 @@ use super::error::check_len;
 use super::transpose::transpose;
 use super::triangular::{solve_one, ABatch, TriangularSolve};
 use super::{small, FailMode, LinalgError, Real, SMALL_DIM};
+use crate::buffers::{scratch, Scratch as Pooled};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::lu::partial_pivoting::factor::{lu_in_place, lu_in_place_scratch};
 use faer::{MatMut, Par};
@@ -13,14 +14,14 @@ use faer::{MatMut, Par};
 /// Per-chunk scratch of the LU path: the column-major copy and faer's
 /// permutation arrays (faer path), the factor itself (for [`det`] and
 /// friends, whose outputs do not hold it).
-struct Scratch<T> {
-    col_major: Vec<T>,
+struct Scratch<T: Real> {
+    col_major: Pooled<T>,
     perm: Vec<usize>,
     perm_inv: Vec<usize>,
     position: Vec<usize>,
     row_at: Vec<usize>,
     mem: MemBuffer,
-    lu: Vec<T>,
+    lu: Pooled<T>,
     piv: Vec<i64>,
     perm_out: Vec<i64>,
 }
@@ -33,7 +34,7 @@ impl<T: Real> Scratch<T> {
         let big = |len: usize| if faer_path { len } else { 0 };
         let own = |len: usize| if own_factor { len } else { 0 };
         Scratch {
-            col_major: vec![T::ZERO; big(m * n)],
+            col_major: scratch(big(m * n)),
             perm: vec![0; big(m)],
             perm_inv: vec![0; big(m)],
             position: vec![0; big(m)],
@@ -43,7 +44,7 @@ impl<T: Real> Scratch<T> {
             } else {
                 faer::dyn_stack::StackReq::EMPTY
             }),
-            lu: vec![T::ZERO; own(m * n)],
+            lu: scratch(own(m * n)),
             piv: vec![0; own(m.min(n))],
             perm_out: vec![0; own(m)],
         }
@@ -301,7 +302,7 @@ pub fn lu_solve<T: Real>(
         batch,
         plan,
         Per(out, per_b),
-        || vec![T::ZERO; n * k],
+        || scratch::<T>(n * k),
         |i, Per(x, _), tmp| {
             let f = if a_batch == ABatch::Shared { 0 } else { i };
             let (fi, pi) = (&lu[f * per_a..(f + 1) * per_a], &perm[f * n..(f + 1) * n]);

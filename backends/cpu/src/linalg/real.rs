@@ -13,7 +13,16 @@ mod sealed {
 /// A real floating-point element type the module computes in (f32 or f64):
 /// faer's field trait plus the few operations the unblocked kernels need.
 pub trait Real:
-    RealField + Copy + Debug + Default + Send + Sync + Neg<Output = Self> + sealed::Sealed + 'static
+    RealField
+    + Copy
+    + Debug
+    + Default
+    + Send
+    + Sync
+    + Neg<Output = Self>
+    + crate::buffers::Pooled
+    + sealed::Sealed
+    + 'static
 {
     /// 0.
     const ZERO: Self;

@@ -20,12 +20,33 @@ const TRI_TILE: usize = 8;
 /// `dst = srcᵀ`: `src` is `rows × cols` row-major, `dst` gets `cols × rows`
 /// row-major (equivalently, `src` in column-major order).
 pub(crate) fn transpose<T: Real>(src: &[T], rows: usize, cols: usize, dst: &mut [T]) {
+    // Within each tile, 4 × 4 blocks: four source rows are sliced once per
+    // block row, so the inner copies need no per-element index arithmetic
+    // or bounds checks (the element-wise loop cost about 20 instructions
+    // per element, as much as the rest of a 200 × 200 LU's bookkeeping).
+    const B: usize = 4;
+    assert!(src.len() >= rows * cols && dst.len() >= rows * cols, "transpose: buffers too short");
     for i0 in (0..rows).step_by(TILE) {
+        let i1 = (i0 + TILE).min(rows);
         for j0 in (0..cols).step_by(TILE) {
-            for i in i0..(i0 + TILE).min(rows) {
-                let row = &src[i * cols..(i + 1) * cols];
-                for j in j0..(j0 + TILE).min(cols) {
-                    dst[j * rows + i] = row[j];
+            let j1 = (j0 + TILE).min(cols);
+            let mut i = i0;
+            while i + B <= i1 {
+                let r: [&[T]; B] =
+                    std::array::from_fn(|k| &src[(i + k) * cols + j0..(i + k) * cols + j1]);
+                for (jj, j) in (j0..j1).enumerate() {
+                    let d = &mut dst[j * rows + i..j * rows + i + B];
+                    d[0] = r[0][jj];
+                    d[1] = r[1][jj];
+                    d[2] = r[2][jj];
+                    d[3] = r[3][jj];
+                }
+                i += B;
+            }
+            for i in i..i1 {
+                let row = &src[i * cols + j0..i * cols + j1];
+                for (j, &x) in (j0..j1).zip(row) {
+                    dst[j * rows + i] = x;
                 }
             }
         }
@@ -57,6 +78,25 @@ pub(crate) fn upper_to_lower_in_place<T: Real>(buf: &mut [T], n: usize) {
                 for j in j0..(j0 + TRI_TILE).min(i) {
                     buf[i * n + j] = buf[j * n + i];
                     buf[j * n + i] = T::ZERO;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn blocked_transpose_matches_the_definition_at_every_edge_shape() {
+        for (rows, cols) in
+            [(0, 3), (3, 0), (1, 1), (1, 7), (7, 1), (4, 4), (5, 9), (33, 70), (70, 37)]
+        {
+            let src: Vec<f64> = (0..rows * cols).map(|k| k as f64).collect();
+            let mut dst = vec![f64::NAN; rows * cols];
+            super::transpose(&src, rows, cols, &mut dst);
+            for i in 0..rows {
+                for j in 0..cols {
+                    assert_eq!(dst[j * rows + i], src[i * cols + j], "{rows}x{cols} at ({i}, {j})");
                 }
             }
         }

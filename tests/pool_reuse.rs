@@ -1,0 +1,158 @@
+//! Repeated calls of a cached plan take their large buffers (outputs,
+//! intermediates, kernels' scratch) from the plan's pool instead of the
+//! allocator: a fresh multi-page buffer costs a page fault per 4 KiB on
+//! every call (issue 22, item 3). Counted on the calling thread by a
+//! counting allocator that sees only allocations of at least 128 KiB
+//! (this binary only): from that size on the system allocator maps fresh
+//! pages for each allocation, so each one would fault every call. Smaller
+//! per-task blocks (a fused kernel's slots, about 20 KiB) are served from
+//! the allocator's free lists without faults and are not counted.
+
+use anvil::prelude::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+/// glibc's default `mmap` threshold.
+const LARGE: usize = 128 * 1024;
+
+struct Counting;
+
+thread_local! {
+    static LARGE_ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count(size: usize) {
+    if size >= LARGE {
+        // `try_with`: the thread-local may already be gone while a thread exits.
+        let _ = LARGE_ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+    }
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged; counting touches only a const-initialised thread-local `Cell`,
+// which does not allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: forwarded as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: forwarded as is.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size);
+        // SAFETY: forwarded as is.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as is.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn large_allocations_of(f: impl FnOnce()) -> usize {
+    let before = LARGE_ALLOCATIONS.with(Cell::get);
+    f();
+    LARGE_ALLOCATIONS.with(Cell::get) - before
+}
+
+/// 128 × 128 f64 is 128 KiB: the matrices are large, the vectors are not.
+const N: usize = 128;
+
+fn matrix() -> Tensor {
+    let data = (0..N * N)
+        .map(|k| {
+            let (i, j) = (k / N, k % N);
+            if i == j {
+                4.0
+            } else {
+                ((i * 7 + j * 3) as f64 * 0.37).sin() / N as f64
+            }
+        })
+        .collect();
+    Tensor::from_vec(data, &[N, N]).unwrap()
+}
+
+/// Calls `f` until its plan is warm, then counts the large allocations of
+/// one more call, checking it gives the same result.
+fn steady_state_large_allocations(f: impl Fn() -> Vec<Tensor>) -> usize {
+    let first = f();
+    for _ in 0..2 {
+        assert_eq!(f(), first);
+    }
+    large_allocations_of(|| assert_eq!(f(), first))
+}
+
+#[test]
+fn repeated_solves_take_no_fresh_large_buffers() {
+    // solve → lu + lu_solve: the factor (an intermediate) and the LU's
+    // column-major scratch come from the pool.
+    let (a, b) = (matrix(), Tensor::linspace(-1.0, 1.0, N).unwrap());
+    let f = jit(|a: &Var, b: &Var| a.solve(b));
+    let n = steady_state_large_allocations(|| vec![f.eval((&a, &b)).unwrap()]);
+    assert_eq!(n, 0, "{n} fresh large buffers per cached solve call");
+    // Several right-hand sides: the solution itself is large.
+    let bm = Tensor::from_vec((0..N * N).map(|k| (k as f64 * 0.1).cos()).collect(), &[N, N]);
+    let bm = bm.unwrap();
+    let n = steady_state_large_allocations(|| vec![f.eval((&a, &bm)).unwrap()]);
+    assert_eq!(n, 0, "{n} fresh large buffers per cached matrix solve call");
+}
+
+#[test]
+fn repeated_newton_steps_take_no_fresh_large_buffers() {
+    // A Newton step with a Jacobian and a solve (the W8 benchmark's shape),
+    // called from a Rust loop and as a fori_loop inside one plan.
+    let f = |x: &Var, m: &Var| x + m.matmul(x).tanh() * 0.1 - 1.0;
+    let step = move |x: &Var, m: &Var| -> anvil::Result<Var> {
+        let jac = jacfwd(f).apply((x, m))?;
+        Ok(x - jac.solve(&f(x, m)))
+    };
+    let (m, x0) = (matrix(), Tensor::zeros(&[N]).unwrap());
+    let stepper = jit(step);
+    let n = steady_state_large_allocations(|| {
+        let mut x = x0.clone();
+        for _ in 0..3 {
+            x = stepper.eval((&x, &m)).unwrap();
+        }
+        vec![x]
+    });
+    assert_eq!(n, 0, "{n} fresh large buffers per 3 cached Newton steps");
+    let looped = jit(move |x0: &Var, m: &Var| fori_loop(0, 3, |_: &Var, x: &Var| step(x, m), x0));
+    let n = steady_state_large_allocations(|| vec![looped.eval((&x0, &m)).unwrap()]);
+    assert_eq!(n, 0, "{n} fresh large buffers per cached fori_loop of Newton steps");
+}
+
+#[test]
+fn repeated_factorisations_take_no_fresh_large_buffers() {
+    let a = matrix();
+    let spd = jit(|a: &Var| a.matmul(&a.transpose()) + 1.0);
+    let s = spd.eval(&a).unwrap();
+    type Program = Box<dyn Fn() -> Vec<Tensor>>;
+    let programs: Vec<(&str, Program)> = vec![
+        ("inv", {
+            let f = jit(|a: &Var| a.inv());
+            let a = a.clone();
+            Box::new(move || vec![f.eval(&a).unwrap()])
+        }),
+        ("det", {
+            let f = jit(|a: &Var| a.det());
+            let a = a.clone();
+            Box::new(move || vec![f.eval(&a).unwrap()])
+        }),
+        ("cholesky", {
+            let f = jit(|a: &Var| a.cholesky());
+            let s = s.clone();
+            Box::new(move || vec![f.eval(&s).unwrap()])
+        }),
+    ];
+    for (name, f) in programs {
+        let n = steady_state_large_allocations(f);
+        assert_eq!(n, 0, "{n} fresh large buffers per cached {name} call");
+    }
+}
