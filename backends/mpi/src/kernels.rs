@@ -117,6 +117,16 @@ pub(crate) fn agree(what: &str, mine: [i64; HEADER]) -> Result<()> {
 
 /// Checks that the op's axis is this process group, of the size it was
 /// traced for.
+/// The one operand of a collective kernel over `axis`, after the checks
+/// every collective makes (arity, the axis is the mesh); `None` for a group
+/// of one member, where every collective is the identity (the caller
+/// returns its operand, no copy).
+fn operand<'a>(op: &dyn Op, inputs: &[&'a Tensor], axis: &Axis) -> Result<Option<&'a Tensor>> {
+    anvil_core::op::expect_arity(op, inputs, 1)?;
+    check_mesh(op, axis)?;
+    Ok((axis.size != 1).then(|| inputs[0]))
+}
+
 fn check_mesh(op: &dyn Op, axis: &Axis) -> Result<()> {
     if axis.kind == AxisKind::Vmap {
         return Err(Error::invalid(
@@ -195,14 +205,10 @@ fn all_reduce_kernel(
     out: &TensorType,
     _: &Parallelism,
 ) -> Result<Tensor> {
-    anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<AllReduce>()?;
-    check_mesh(op, &c.axis)?;
-    if c.axis.size == 1 {
-        // A group of one: every collective is the identity (no copy).
+    let Some(x) = operand(op, inputs, &c.axis)? else {
         return Ok(inputs[0].clone());
-    }
-    let x = inputs[0];
+    };
     let kind = if c.reduce == Reduce::Sum { Kind::AllReduceSum } else { Kind::AllReduceMax };
     agree(op.name(), header(kind, x.dtype(), 0, x.shape()))?;
     let s = typed!(op, x, |v| comm::all_reduce(op.name(), v, c.reduce)?);
@@ -215,14 +221,10 @@ fn all_gather_kernel(
     out: &TensorType,
     _: &Parallelism,
 ) -> Result<Tensor> {
-    anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<AllGather>()?;
-    check_mesh(op, &c.axis)?;
-    if c.axis.size == 1 {
-        // A group of one: every collective is the identity (no copy).
+    let Some(x) = operand(op, inputs, &c.axis)? else {
         return Ok(inputs[0].clone());
-    }
-    let x = inputs[0];
+    };
     agree(op.name(), header(Kind::AllGather, x.dtype(), c.dim as i64, x.shape()))?;
     let p = c.axis.size;
     let (outer, block) = split(out.shape(), c.dim, p);
@@ -239,14 +241,10 @@ fn reduce_scatter_kernel(
     out: &TensorType,
     _: &Parallelism,
 ) -> Result<Tensor> {
-    anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<ReduceScatter>()?;
-    check_mesh(op, &c.axis)?;
-    if c.axis.size == 1 {
-        // A group of one: every collective is the identity (no copy).
+    let Some(x) = operand(op, inputs, &c.axis)? else {
         return Ok(inputs[0].clone());
-    }
-    let x = inputs[0];
+    };
     agree(op.name(), header(Kind::ReduceScatter, x.dtype(), c.dim as i64, x.shape()))?;
     let p = c.axis.size;
     let (outer, block) = split(x.shape(), c.dim, p);
@@ -266,14 +264,10 @@ fn broadcast_kernel(
     out: &TensorType,
     _: &Parallelism,
 ) -> Result<Tensor> {
-    anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<Broadcast>()?;
-    check_mesh(op, &c.axis)?;
-    if c.axis.size == 1 {
-        // A group of one: every collective is the identity (no copy).
+    let Some(x) = operand(op, inputs, &c.axis)? else {
         return Ok(inputs[0].clone());
-    }
-    let x = inputs[0];
+    };
     agree(op.name(), header(Kind::Broadcast, x.dtype(), c.root as i64, x.shape()))?;
     let s = typed!(op, x, |v| {
         let mut buf = v.to_vec();
@@ -289,14 +283,10 @@ fn sum_to_root_kernel(
     out: &TensorType,
     _: &Parallelism,
 ) -> Result<Tensor> {
-    anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<SumToRoot>()?;
-    check_mesh(op, &c.axis)?;
-    if c.axis.size == 1 {
-        // A group of one: every collective is the identity (no copy).
+    let Some(x) = operand(op, inputs, &c.axis)? else {
         return Ok(inputs[0].clone());
-    }
-    let x = inputs[0];
+    };
     agree(op.name(), header(Kind::SumToRoot, x.dtype(), c.root as i64, x.shape()))?;
     let s = typed!(op, x, |v| comm::reduce_to_root(op.name(), v, c.root)?);
     Tensor::from_storage(s, out.shape())
@@ -310,14 +300,10 @@ fn boundary_kernel(
     out: &TensorType,
     _: &Parallelism,
 ) -> Result<Tensor> {
-    anvil_core::op::expect_arity(op, inputs, 1)?;
     let c = op.try_downcast::<Boundary>()?;
-    check_mesh(op, &c.axis)?;
-    if c.axis.size == 1 {
-        // A group of one: every collective is the identity (no copy).
+    let Some(x) = operand(op, inputs, &c.axis)? else {
         return Ok(inputs[0].clone());
-    }
-    let x = inputs[0];
+    };
     match (c.side, c.transposed) {
         (_, false) => Ok(x.clone()),
         (Side::In, true) => {
