@@ -75,6 +75,8 @@
 #![warn(missing_docs)]
 
 pub mod sparse;
+pub mod symbolic;
+pub use symbolic::{dim, symbolic, Symbolic};
 
 mod shapes;
 /// Collectives as ops, `shard_map`, sharded Jacobians and data-parallel

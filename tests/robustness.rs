@@ -78,9 +78,9 @@ fn shape_arithmetic_that_overflows_is_an_error() {
         (
             "concatenate",
             jit(|x: &Var| {
-                // Four addressable bool values of 2^62 elements: joined, 2^64.
-                let b = x.lt(x).broadcast_to(&[1 << 62, 1]);
-                anvil::concatenate(&[&b, &b, &b, &b], 0)
+                // Eight addressable bool values of 2^61 elements: joined, 2^64.
+                let b = x.lt(x).broadcast_to(&[1 << 61, 1]);
+                anvil::concatenate(&[&b, &b, &b, &b, &b, &b, &b, &b], 0)
             })
             .eval(t(&[1])),
         ),

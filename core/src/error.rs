@@ -13,7 +13,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Formats a shape the way errors and printed graphs show it: `[3, 4]`.
 pub fn fmt_shape(shape: &[usize]) -> String {
-    format!("{shape:?}")
+    crate::shape::fmt_dims(shape)
 }
 
 /// Everything that can go wrong in anvil.

@@ -442,6 +442,7 @@ pub fn trace_fn<F: Function + ?Sized>(
     def: &TreeDef,
     types: &[TensorType],
 ) -> Result<TracedFn> {
+    crate::stats::count_trace();
     let mut output = TreeDef::Leaf;
     let (graph, captures) = trace_capturing(types, |vars| {
         let out = f.inline(def, vars)?;

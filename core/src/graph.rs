@@ -192,6 +192,49 @@ impl Op for Constant {
     }
 }
 
+/// The size of a dimension as a scalar value (rank 0, of `dtype`): a
+/// symbolic dimension used as a number (`mean` over a symbolic axis divides
+/// by it). A plan evaluates it from the binding of its call (see
+/// [`crate::shape::Binding`]); it has no operands, so every transform
+/// passes it through unchanged (no tangent, never batched).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DimSize {
+    /// The dimension (a size or a symbolic dimension).
+    pub dim: usize,
+    /// The value's dtype.
+    pub dtype: crate::DType,
+}
+
+impl Op for DimSize {
+    fn name(&self) -> &'static str {
+        "dim_size"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        crate::op::expect_arity(self, inputs, 0)?;
+        if !crate::shape::is_valid_dim(self.dim) {
+            return Err(Error::invalid("dim_size", "dim", "not a dimension"));
+        }
+        Ok(TensorType::scalar(self.dtype))
+    }
+    fn params(&self) -> String {
+        format!("dim={}", crate::shape::fmt_dim(self.dim))
+    }
+}
+
+impl DimSize {
+    /// The value under `binding`, as a rank-0 tensor of the op's dtype.
+    ///
+    /// # Errors
+    /// An unbound variable.
+    pub fn evaluate(&self, binding: &crate::shape::Binding) -> Result<Tensor> {
+        let n = binding.eval(self.dim)?;
+        Ok(match self.dtype {
+            crate::DType::I64 => Tensor::scalar(i64::try_from(n).unwrap_or(i64::MAX)),
+            d => Tensor::scalar(n as f64).cast(d),
+        })
+    }
+}
+
 /// A computation: nodes in topological order, the input values and the
 /// output values.
 #[derive(Clone, Debug, Default)]

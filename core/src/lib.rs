@@ -37,6 +37,7 @@ pub mod replay;
 pub mod rules;
 pub mod shape;
 pub mod sparsity;
+pub mod stats;
 pub mod tensor;
 pub mod trace;
 pub mod tree;
@@ -48,7 +49,9 @@ pub use function::{
     trace, trace_capturing, trace_fn, trace_lifted, trace_types, trace_with, Apply, Args, Function,
     IntoFunction, IntoOutput, LiftedTrace, PlanCache, ToVar, TracedFn,
 };
-pub use graph::{Constant, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId};
+pub use graph::{
+    Constant, DimSize, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId,
+};
 pub use op::{Block, BlockAt, BlockMut, ElementwiseMath, Op};
 pub use registry::{Registered, RuleTable};
 pub use rules::{

@@ -195,6 +195,20 @@ pub trait VarExt {
     fn mean_all(&self) -> Var;
     /// Mean over `axes`.
     fn mean_axes(&self, axes: &[i64], keepdims: bool) -> Var;
+    /// The size of `axis` as a rank-0 value (of `self`'s dtype when it is
+    /// floating point, else `f64`): a constant for a concrete axis, the
+    /// size bound by the call for a symbolic one, so that `x.sum(&[0]) /
+    /// x.dim_size(0)` is the mean for every length (see
+    /// [`anvil_core::shape::dim_var`]).
+    ///
+    /// ```
+    /// use anvil::prelude::*;
+    /// let f = |x: &Var| x.sum(&[0]) / x.dim_size(0);
+    /// let m = f.eval(&Tensor::from_vec(vec![1.0, 2.0, 6.0], &[3])?)?;
+    /// assert_eq!(m.item()?, 3.0);
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    fn dim_size(&self, axis: i64) -> Var;
     /// Population variance over `axes` (`ddof = 0`).
     fn var(&self, axes: &[i64], keepdims: bool) -> Var;
     /// Population standard deviation over `axes`.
@@ -546,6 +560,18 @@ impl VarExt for Var {
     }
     fn mean_axes(&self, axes: &[i64], keepdims: bool) -> Var {
         as_op("mean", || crate::composite::mean(self, axes, keepdims))
+    }
+    fn dim_size(&self, axis: i64) -> Var {
+        let dtype = if self.dtype().is_float() { self.dtype() } else { DType::F64 };
+        build(&[], || {
+            let a = normalize_axis("dim_size", axis, self.shape(), "axis")?;
+            let d = self.shape()[a];
+            Ok(if anvil_core::shape::is_symbolic(d) {
+                Box::new(anvil_core::DimSize { dim: d, dtype })
+            } else {
+                Box::new(Full { shape: vec![], value: Scalar::F64(d as f64).cast(dtype) })
+            })
+        })
     }
     fn var(&self, axes: &[i64], keepdims: bool) -> Var {
         as_op("var", || crate::composite::var(self, axes, keepdims))

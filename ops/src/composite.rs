@@ -3,7 +3,8 @@
 //! made of (tinygrad's `tanh` is one line; so are these).
 
 use crate::api::VarExt;
-use anvil_core::Var;
+use anvil_core::shape::{dim_mul, is_symbolic};
+use anvil_core::{DType, DimSize, Var};
 
 /// `x` itself when it is floating point, else `x` as `f64`.
 fn float(x: &Var) -> Var {
@@ -14,20 +15,30 @@ fn float(x: &Var) -> Var {
     }
 }
 
-/// Number of elements in the reduced axes.
-fn count(x: &Var, axes: &[i64]) -> f64 {
+/// Number of elements in the reduced axes, as a dimension (symbolic when
+/// an axis is).
+fn count(x: &Var, axes: &[i64]) -> usize {
     let r = x.rank() as i64;
-    axes.iter()
-        .map(|&a| {
-            x.shape().get(if a < 0 { (a + r) as usize } else { a as usize }).copied().unwrap_or(1)
-        })
-        .product::<usize>() as f64
+    let dims = axes.iter().map(|&a| {
+        x.shape().get(if a < 0 { (a + r) as usize } else { a as usize }).copied().unwrap_or(1)
+    });
+    // A failure (an overflow) leaves a count the reduction has already
+    // reported as an error on `x`.
+    dims.collect::<Vec<_>>().iter().try_fold(1usize, |n, &d| dim_mul(n, d)).unwrap_or(1)
 }
 
 /// Mean over `axes` (of an integer or bool array: an `f64` mean, as JAX's).
+/// Over a symbolic axis it divides by the size bound at run time.
 pub fn mean(x: &Var, axes: &[i64], keepdims: bool) -> Var {
     let s = if keepdims { x.sum_keepdims(axes) } else { x.sum(axes) };
-    s / count(x, axes)
+    let n = count(x, axes);
+    if is_symbolic(n) {
+        let dtype = if s.dtype().is_float() { s.dtype() } else { DType::F64 };
+        let s = if s.dtype() == dtype { s } else { s.cast(dtype) };
+        &s / &Var::apply_op(Box::new(DimSize { dim: n, dtype }), &[])
+    } else {
+        s / n as f64
+    }
 }
 
 /// Population variance over `axes`: `mean((x - mean(x))^2)`.

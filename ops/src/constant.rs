@@ -336,20 +336,18 @@ impl ElementwiseMath for Basis {
             _ => return Err(crate::elementwise::block_error(self, args, &out)),
         };
         let shift = self.offset.saturating_add(extra);
+        // The shape of this call's output (the op's own may be symbolic).
+        let k = at.shape.get(self.axis).copied().unwrap_or(0);
         match out {
             BlockMut::F64(y) => {
                 y.fill(0.0);
                 let len = y.len();
-                basis_ones(&self.shape, self.axis, self.len(), shift, at.start, len, |j| {
-                    y[j] = 1.0
-                });
+                basis_ones(at.shape, self.axis, k, shift, at.start, len, |j| y[j] = 1.0);
             }
             BlockMut::F32(y) => {
                 y.fill(0.0);
                 let len = y.len();
-                basis_ones(&self.shape, self.axis, self.len(), shift, at.start, len, |j| {
-                    y[j] = 1.0
-                });
+                basis_ones(at.shape, self.axis, k, shift, at.start, len, |j| y[j] = 1.0);
             }
             out => return Err(crate::elementwise::block_error(self, args, &out)),
         }

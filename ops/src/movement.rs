@@ -10,7 +10,9 @@
 //! Parameters are stored resolved (non-negative axes, concrete sizes), so
 //! two ops that do the same thing compare equal.
 
-use anvil_core::shape::{add_dims, broadcasts_to, numel};
+use anvil_core::shape::{
+    add_dims, broadcasts_to, dim_numel, fmt_dims, is_symbolic_shape, numel, require_equal,
+};
 use anvil_core::{op::expect_arity, Error, Op, Result, Scalar, SliceSpec, TensorType};
 
 /// Same elements, new shape of the same size (row-major order).
@@ -26,6 +28,17 @@ impl Op for Reshape {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
+        if inputs[0].is_symbolic() || is_symbolic_shape(&self.shape) {
+            let (from, to) = (dim_numel(inputs[0].shape())?, dim_numel(&self.shape)?);
+            require_equal("reshape", from, to, "shape").map_err(|_| {
+                Error::shape(
+                    "reshape",
+                    &[inputs[0].shape()],
+                    format!("cannot reshape argument 0 into {}", fmt_dims(&self.shape)),
+                )
+            })?;
+            return Ok(inputs[0].with_shape(self.shape.clone()));
+        }
         if inputs[0].numel() != numel(&self.shape) {
             return Err(Error::shape(
                 "reshape",
@@ -141,7 +154,11 @@ impl Op for Pad {
         let shape = s
             .iter()
             .zip(&self.widths)
-            .map(|(&d, &(lo, hi))| d.checked_add(lo).and_then(|n| n.checked_add(hi)))
+            .map(|(&d, &(lo, hi))| {
+                anvil_core::shape::dim_add(d, lo)
+                    .and_then(|n| anvil_core::shape::dim_add(n, hi))
+                    .ok()
+            })
             .collect::<Option<Vec<_>>>()
             .ok_or_else(|| {
                 Error::invalid(

@@ -62,6 +62,7 @@ pub fn jvp_graph(
     primals: &[Var],
     tangents: &[Option<Var>],
 ) -> Result<(Vec<Var>, Vec<Option<Var>>)> {
+    anvil_core::stats::count_transform();
     anvil_core::function::check_arity("jvp", Some(graph.inputs().len()), primals.len())?;
     anvil_core::function::check_arity("jvp tangents", Some(primals.len()), tangents.len())?;
     let mut env = bound_inputs(graph, primals);
@@ -143,6 +144,7 @@ pub fn transpose_graph(
     known: &[Option<Var>],
     cts: &[Option<Var>],
 ) -> Result<Transposed> {
+    anvil_core::stats::count_transform();
     let n = graph.inputs().len();
     anvil_core::function::check_arity("transpose", Some(n), linear.len())?;
     anvil_core::function::check_arity("transpose", Some(n), known.len())?;

@@ -24,6 +24,7 @@ use crate::ad::{jvp_graph, vjp_graph_wrt};
 use crate::vmap::{finish_chunks, looped_chunks, vmap_graph, vmap_graph_by_chunks};
 use anvil_core::function::{Apply, Args, ToVar};
 use anvil_core::replay::inline_graph;
+use anvil_core::shape::{dim_numel, fmt_dim, is_symbolic};
 use anvil_core::tree::Flatten;
 use anvil_core::tree::Nth;
 use anvil_core::{
@@ -705,7 +706,7 @@ impl<F, S, K> Jacobian<F, S, K> {
         let mut jac: Vec<Vec<Var>> = vec![Vec::new(); ny];
         for &a in chosen {
             let tangent_fn = jvp_direction(graph, types, a)?;
-            let size = types[a].numel();
+            let size = dim_numel(types[a].shape())?;
             let outs = over_basis(&tangent_fn, all, &types[a], false, self.chunk_size)?;
             for (k, o) in outs.iter().take(ny).enumerate() {
                 jac[k].push(jacobian_block(o, size, types[a].shape(), true));
@@ -734,7 +735,7 @@ impl<F, S, K> Jacobian<F, S, K> {
                 ));
             }
             let ct_fn = vjp_direction(graph, types, k, chosen)?;
-            let size = out.numel();
+            let size = dim_numel(out.shape())?;
             let outs = over_basis(&ct_fn, all, out, true, self.chunk_size)?;
             for o in &outs {
                 jac[k].push(jacobian_block(o, size, out.shape(), false));
@@ -869,8 +870,15 @@ fn over_basis(
     front: bool,
     chunk: Option<usize>,
 ) -> Result<Vec<Batched>> {
-    let size = ty.numel();
+    let size = dim_numel(ty.shape())?;
     let seed_axis = if front { 0 } else { ty.rank() };
+    if is_symbolic(size) && chunk.is_some() {
+        return Err(Error::invalid(
+            "jacobian",
+            "chunk_size",
+            format!("chunks of a basis of symbolic size {}", fmt_dim(size)),
+        ));
+    }
     let like = args.first().ok_or_else(|| Error::invalid("jacobian", "arguments", "none given"))?;
     let with_seed = |start: usize, len: usize| -> Result<Vec<Batched>> {
         let seed = Batched::new(basis(like, ty, start, len, front), Some(seed_axis));

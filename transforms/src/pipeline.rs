@@ -25,6 +25,7 @@ use std::time::Instant;
 /// # Errors
 /// An invalid graph; a rewrite rule's error.
 pub fn optimize(graph: &Graph, eval: &dyn Evaluator) -> Result<Graph> {
+    anvil_core::stats::count_optimization();
     let g = map_bodies(graph, &|body| optimize(body, eval))?;
     let g = dce(&cse(&rewrite_top(&g)?)?)?;
     let folded = fold_constants(&g, eval)?;
@@ -72,6 +73,7 @@ pub fn compile<F: Function + ?Sized, B: Backend>(
     let graph = optimize(&traced.graph, backend)?;
     let optimized_at = Instant::now();
     let plan = backend.plan(&graph)?;
+    anvil_core::stats::count_plan();
     log::debug!(
         "compiled `{}` ({} nodes traced, {} after optimisation, {} captured tensors as inputs): \
          trace and transforms {:?}, optimise {:?}, plan {:?}",

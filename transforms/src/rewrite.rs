@@ -85,6 +85,15 @@ fn round(g: &Graph) -> Result<(Graph, Vec<String>)> {
             let types: Vec<TensorType> = node.results().map(|v| g.ty(v).clone()).collect();
             let op = node.op.as_ref();
             let mut outs = None;
+            // Rules reason about sizes (counts, products, size-1 axes); on
+            // symbolic shapes the node stays as traced.
+            let symbolic = types.iter().any(TensorType::is_symbolic)
+                || ins.iter().any(|v| v.ty().is_symbolic());
+            if symbolic {
+                let refs: Vec<&Var> = ins.iter().collect();
+                bind(&mut env, node, Var::apply_op_n(op.boxed(), &refs, types.len()));
+                continue;
+            }
             if let Some(rule) = rewrite_rules().lookup(op)? {
                 outs = rule.apply(op, &ins, &types)?.filter(|vals| same_types(vals, &types));
                 if outs.is_some() {

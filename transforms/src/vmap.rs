@@ -30,6 +30,7 @@ use anvil_ops::{concatenate, VarExt};
 /// # Errors
 /// An op without a batching rule; a rule's error.
 pub fn vmap_graph(graph: &Graph, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+    anvil_core::stats::count_transform();
     vmap_graph_sharing(graph, args, size, &mut vec![None; graph.num_values()])
 }
 
@@ -106,6 +107,11 @@ pub fn vmap_graph_chunked(
 ) -> Result<Vec<Batched>> {
     match chunk {
         Some(0) => Err(Error::invalid("vmap", "chunk_size", "must be at least 1")),
+        Some(_) if anvil_core::shape::is_symbolic(size) => Err(Error::invalid(
+            "vmap",
+            "chunk_size",
+            format!("chunks of a symbolic batch {}", anvil_core::shape::fmt_dim(size)),
+        )),
         Some(k) if k < size => vmap_chunked(graph, args, size, k),
         _ => vmap_graph(graph, args, size),
     }

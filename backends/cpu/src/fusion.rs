@@ -118,23 +118,43 @@ struct Layout {
 impl Fused {
     /// A fused program over leaves of types `leaves`, with result `out`.
     pub fn new(program: Vec<Instr>, leaves: &[TensorType], out: TensorType) -> Fused {
+        let layout = Layout::new(&program, leaves, &out);
+        Fused { inputs: leaves.len(), program: Arc::new(program), out, layout: Arc::new(layout) }
+    }
+
+    /// The same program laid out for other types of the same ranks (a
+    /// program of symbolic shapes, run with one binding's sizes).
+    fn for_types(&self, leaves: &[TensorType], out: &TensorType) -> Fused {
+        Fused {
+            inputs: self.inputs,
+            program: self.program.clone(),
+            out: out.clone(),
+            layout: Arc::new(Layout::new(&self.program, leaves, out)),
+        }
+    }
+}
+
+impl Layout {
+    fn new(program: &[Instr], leaves: &[TensorType], out: &TensorType) -> Layout {
         let mut counts = [0usize; 4];
         let mut slot = |dtype: DType| {
             let k = dtype_index(dtype);
             counts[k] += 1;
             Slot { dtype, index: counts[k] - 1 }
         };
+        // Symbolic shapes have no strides: such a layout only records the
+        // types; every call lays the program out for its sizes.
+        let symbolic = out.is_symbolic() || leaves.iter().any(TensorType::is_symbolic);
         let leaf_slots = leaves
             .iter()
             .map(|t| {
-                (t.shape() != out.shape())
+                (t.shape() != out.shape() && !symbolic)
                     .then(|| (broadcast_strides(t.shape(), out.shape()), slot(t.dtype())))
             })
             .collect();
         let last = program.len().saturating_sub(1);
         let instrs = program[..last].iter().map(|i| slot(i.dtype)).collect();
-        let layout = Layout { leaves: leaf_slots, types: leaves.to_vec(), instrs, counts };
-        Fused { inputs: leaves.len(), program: Arc::new(program), out, layout: Arc::new(layout) }
+        Layout { leaves: leaf_slots, types: leaves.to_vec(), instrs, counts }
     }
 }
 
@@ -491,6 +511,16 @@ fn run_program<T: Pooled + Send>(
             .iter()
             .zip(&f.layout.types)
             .all(|(t, ty)| t.dtype() == ty.dtype() && t.shape() == ty.shape());
+    if !fits && (f.out.is_symbolic() || f.layout.types.iter().any(TensorType::is_symbolic)) {
+        // Laid out for symbolic shapes: lay it out for this call's sizes.
+        let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
+        let bound = f.for_types(&types, out);
+        if types.iter().zip(&f.layout.types).all(|(t, s)| t.rank() == s.rank())
+            && out.rank() == f.out.rank()
+        {
+            return run_program::<T>(&bound, inputs, out, ctx);
+        }
+    }
     if !fits {
         return Err(Error::invalid(
             "fused",

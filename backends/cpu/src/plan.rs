@@ -10,8 +10,9 @@
 
 use crate::buffers::{self, Pool};
 use crate::{kernels, Kernel, KernelFn, KernelManyFn, Parallelism, Prepared};
-use anvil_core::{Error, Graph, NodeId, Parameter, Result, Tensor, TensorType, ValueId};
-use std::sync::Mutex;
+use anvil_core::shape::{Binding, DimTable};
+use anvil_core::{DimSize, Error, Graph, NodeId, Parameter, Result, Tensor, TensorType, ValueId};
+use std::sync::{Arc, Mutex};
 
 /// A graph ready to run on the CPU.
 ///
@@ -28,6 +29,20 @@ pub struct Plan {
     pooled: bool,
     /// The most bytes of values the plan holds at once (arguments not
     /// counted; a kernel's own scratch not counted).
+    peak_bytes: usize,
+    /// The symbolic dimensions of the plan's types (empty for a plan of
+    /// concrete shapes): a call binds them from its arguments' shapes.
+    dims: DimTable,
+    /// The step types of the most recent binding.
+    bound: Mutex<Option<Arc<Bound>>>,
+}
+
+/// A symbolic plan's types under one binding.
+#[derive(Debug)]
+struct Bound {
+    binding: Binding,
+    /// Per step, its result types.
+    outs: Vec<Vec<TensorType>>,
     peak_bytes: usize,
 }
 
@@ -48,6 +63,8 @@ enum StepKernel {
     One(KernelFn),
     Many(KernelManyFn),
     Prepared(Box<dyn Prepared>),
+    /// A dimension's size, from the call's binding.
+    Dim(DimSize),
     /// Results computed once, when the plan was built: the node reads no
     /// argument (see [`precompute`]).
     Known(Vec<Tensor>),
@@ -86,6 +103,9 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
         let outs: Vec<TensorType> = n.results().map(|v| graph.ty(v).clone()).collect();
         let kernel = match n.op.downcast_ref::<Parameter>() {
             Some(p) => StepKernel::Input(p.index),
+            None if n.op.is::<DimSize>() => {
+                StepKernel::Dim(n.op.try_downcast::<DimSize>()?.clone())
+            }
             None => {
                 let hint = " (link the crate that defines the op, or register one with anvil_cpu::register_kernel!)";
                 match kernels().get(n.op.as_ref(), hint)?.kernel {
@@ -116,7 +136,24 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
         .filter_map(|v| ValueId::from_index(v).ok())
         .any(|v| graph.ty(v).bytes().unwrap_or(usize::MAX) >= buffers::MIN_BYTES);
     let peak_bytes = peak_bytes(&graph, &steps);
-    Ok(Plan { graph, steps, pool: Mutex::default(), pooled, peak_bytes })
+    let mut dims: Vec<usize> = (0..graph.num_values())
+        .filter_map(|v| ValueId::from_index(v).ok())
+        .flat_map(|v| graph.ty(v).shape().to_vec())
+        .collect();
+    dims.extend(steps.iter().filter_map(|s| match &s.kernel {
+        StepKernel::Dim(d) => Some(d.dim),
+        _ => None,
+    }));
+    let dims = DimTable::new(dims)?;
+    Ok(Plan {
+        graph,
+        steps,
+        pool: Mutex::default(),
+        pooled,
+        peak_bytes,
+        dims,
+        bound: Mutex::default(),
+    })
 }
 
 /// Evaluates, once, the nodes that read no argument (directly or through
@@ -178,6 +215,30 @@ fn precompute(graph: &Graph, steps: &mut [Step], is_output: &[bool]) {
     }
 }
 
+/// [`peak_bytes`] with the step types of one binding.
+fn bound_peak_bytes(graph: &Graph, steps: &[Step], outs: &[Vec<TensorType>]) -> usize {
+    let mut bytes = vec![0usize; graph.num_values()];
+    for (step, types) in steps.iter().zip(outs) {
+        for (v, t) in graph.node(step.node).results().zip(types) {
+            bytes[v.index()] = t.bytes().unwrap_or(usize::MAX);
+        }
+    }
+    let (mut live, mut peak) = (0usize, 0usize);
+    for step in steps {
+        if !matches!(step.kernel, StepKernel::Input(_)) {
+            let node = graph.node(step.node);
+            live = node.results().fold(live, |l, v| l.saturating_add(bytes[v.index()]));
+            peak = peak.max(live);
+            live = step
+                .free
+                .iter()
+                .filter(|&&v| graph.producer_node(v).op.downcast_ref::<Parameter>().is_none())
+                .fold(live, |l, &v| l.saturating_sub(bytes[v.index()]));
+        }
+    }
+    peak
+}
+
 /// The largest number of bytes the values of `steps` occupy at once, by
 /// their static types (saturating: a graph's values are addressable, their
 /// sum need not be).
@@ -224,6 +285,9 @@ impl Plan {
     /// # Errors
     /// A wrong number of arguments, or an argument of the wrong dtype or shape.
     pub fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {
+        if !self.dims.is_empty() {
+            return self.bind(inputs).map(|_| ());
+        }
         let params = self.graph.inputs();
         if params.len() != inputs.len() {
             return Err(Error::Arity {
@@ -261,28 +325,35 @@ impl Plan {
     /// exceeds the call's memory budget; a kernel's run-time error (an
     /// index out of bounds).
     pub fn run(&self, inputs: &[Tensor], ctx: &Parallelism) -> Result<Vec<Tensor>> {
-        self.check_inputs(inputs)?;
-        if self.peak_bytes > ctx.memory_budget_bytes() {
+        let bound = if self.dims.is_empty() {
+            self.check_inputs(inputs)?;
+            None
+        } else {
+            Some(self.bind(inputs)?)
+        };
+        let peak = bound.as_ref().map_or(self.peak_bytes, |b| b.peak_bytes);
+        if peak > ctx.memory_budget_bytes() {
             return Err(Error::OutOfMemory {
                 what: "plan".into(),
-                bytes: self.peak_bytes,
+                bytes: peak,
                 msg: format!(
                     "its values need {} bytes at their peak, more than the memory budget of {} bytes \
                      (set it with Parallelism::memory_budget)",
-                    self.peak_bytes,
+                    peak,
                     ctx.memory_budget_bytes()
                 ),
             });
         }
+        let bound = bound.as_deref();
         if !self.pooled {
-            return self.run_steps(inputs, ctx).map(|(outputs, _)| outputs);
+            return self.run_steps(inputs, bound, ctx).map(|(outputs, _)| outputs);
         }
         // The lock is never held while kernels run; were it poisoned, the
         // buffers would still be just buffers.
         let mut pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|e| e.into_inner()));
         pool.reclaim_lent();
         let installed = buffers::Installed::new(pool);
-        let result = self.run_steps(inputs, ctx);
+        let result = self.run_steps(inputs, bound, ctx);
         let mut pool = installed.finish();
         if let Ok((outputs, peak_bytes)) = &result {
             // The values' peak plus the kernels' scratch: enough to serve
@@ -298,14 +369,79 @@ impl Plan {
         result.map(|(outputs, _)| outputs)
     }
 
+    /// Whether the plan's shapes have symbolic dimensions, bound by each
+    /// call from its arguments (see [`anvil_core::shape::dim_var`]).
+    pub fn is_symbolic(&self) -> bool {
+        !self.dims.is_empty()
+    }
+
+    /// Binds the plan's symbolic dimensions from the arguments' shapes and
+    /// evaluates every step's types (reusing those of the previous call
+    /// when the binding is the same).
+    ///
+    /// # Errors
+    /// A wrong number of arguments, a wrong dtype, a shape that does not
+    /// fit the plan's symbolic signature, a size outside a variable's range.
+    fn bind(&self, inputs: &[Tensor]) -> Result<Arc<Bound>> {
+        let params = self.graph.inputs();
+        if params.len() != inputs.len() {
+            return Err(Error::Arity {
+                what: "call".into(),
+                kind: "arguments".into(),
+                expected: params.len(),
+                got: inputs.len(),
+            });
+        }
+        let mut specs: Vec<&[usize]> = Vec::with_capacity(inputs.len());
+        for (i, (&p, x)) in params.iter().zip(inputs).enumerate() {
+            let t = self.graph.ty(p);
+            if t.dtype() != x.dtype() {
+                return Err(Error::dtype("call", i.to_string(), x.dtype(), t.dtype().name()));
+            }
+            specs.push(t.shape());
+        }
+        let given: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
+        let binding = self.dims.bind(&specs, &given)?;
+        let mut last = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = last.as_ref().filter(|b| b.binding == binding) {
+            return Ok(b.clone());
+        }
+        drop(last);
+        let values = self.dims.eval(&binding)?;
+        let outs = self
+            .steps
+            .iter()
+            .map(|st| {
+                st.outs
+                    .iter()
+                    .map(|t| Ok(TensorType::new(t.dtype(), self.dims.resolve(&values, t.shape())?)))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for t in outs.iter().flatten() {
+            t.check_size("call")?;
+        }
+        let peak_bytes = bound_peak_bytes(&self.graph, &self.steps, &outs);
+        let b = Arc::new(Bound { binding, outs, peak_bytes });
+        last = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        *last = Some(b.clone());
+        Ok(b)
+    }
+
     /// Runs the steps with the pool installed; returns the outputs and the
     /// largest number of bytes live at once.
-    fn run_steps(&self, inputs: &[Tensor], ctx: &Parallelism) -> Result<(Vec<Tensor>, usize)> {
+    fn run_steps(
+        &self,
+        inputs: &[Tensor],
+        bound: Option<&Bound>,
+        ctx: &Parallelism,
+    ) -> Result<(Vec<Tensor>, usize)> {
         let bytes = |t: &Tensor| t.numel() * t.dtype().size_of();
         let (mut live, mut peak) = (0usize, 0usize);
         let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.num_values()];
-        for step in &self.steps {
-            self.run_step(step, inputs, &mut slots, ctx)?;
+        for (k, step) in self.steps.iter().enumerate() {
+            let outs = bound.map_or(&step.outs[..], |b| &b.outs[k][..]);
+            self.run_step(step, outs, bound, inputs, &mut slots, ctx)?;
             let node = self.graph.node(step.node);
             if self.pooled {
                 live += node
@@ -341,6 +477,8 @@ impl Plan {
     fn run_step(
         &self,
         step: &Step,
+        types: &[TensorType],
+        bound: Option<&Bound>,
         inputs: &[Tensor],
         slots: &mut [Option<Tensor>],
         ctx: &Parallelism,
@@ -364,8 +502,13 @@ impl Plan {
                     slots[node.out().index()] = Some(x.clone());
                     return Ok(());
                 }
+                StepKernel::Dim(d) => {
+                    let t = d.evaluate(bound.map_or(&Binding::new(), |b| &b.binding))?;
+                    slots[node.out().index()] = Some(t);
+                    return Ok(());
+                }
                 StepKernel::One(kernel) => {
-                    let out = &step.outs[0];
+                    let out = &types[0];
                     // Up to three operands on the stack: no allocation per step.
                     let t = match node.inputs.len() {
                         0 => kernel(op, &[], out, ctx),
@@ -378,8 +521,8 @@ impl Plan {
                     slots[node.out().index()] = Some(t);
                     return Ok(());
                 }
-                StepKernel::Many(kernel) => kernel(op, &all_args()?, &step.outs, ctx)?,
-                StepKernel::Prepared(p) => p.run(&all_args()?, &step.outs, ctx)?,
+                StepKernel::Many(kernel) => kernel(op, &all_args()?, types, ctx)?,
+                StepKernel::Prepared(p) => p.run(&all_args()?, types, ctx)?,
                 StepKernel::Known(values) => {
                     for (v, t) in node.results().zip(values) {
                         slots[v.index()] = Some(t.clone());
@@ -389,20 +532,26 @@ impl Plan {
                 StepKernel::Skip => return Ok(()),
             }
         };
-        self.store(step, outs, slots)
+        self.store(step, types, outs, slots)
     }
 
     /// Stores the results of a step of several results.
-    fn store(&self, step: &Step, outs: Vec<Tensor>, slots: &mut [Option<Tensor>]) -> Result<()> {
+    fn store(
+        &self,
+        step: &Step,
+        types: &[TensorType],
+        outs: Vec<Tensor>,
+        slots: &mut [Option<Tensor>],
+    ) -> Result<()> {
         let node = self.graph.node(step.node);
-        if outs.len() != step.outs.len() {
+        if outs.len() != types.len() {
             return Err(Error::invalid(
                 node.op.name(),
                 "CPU kernel",
-                format!("returned {} results; the op has {}", outs.len(), step.outs.len()),
+                format!("returned {} results; the op has {}", outs.len(), types.len()),
             ));
         }
-        for ((v, t), ty) in node.results().zip(outs).zip(&step.outs) {
+        for ((v, t), ty) in node.results().zip(outs).zip(types) {
             check_result(node.op.name(), &t, ty);
             slots[v.index()] = Some(t);
         }

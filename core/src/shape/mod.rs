@@ -11,6 +11,13 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use std::fmt;
 
+mod dim;
+pub use dim::{
+    collect_constraints, dim_add, dim_exact_div, dim_floordiv, dim_mod, dim_mul, dim_numel,
+    dim_sub, dim_var, dim_vars, fmt_dim, fmt_dims, is_symbolic, is_symbolic_shape, is_valid_dim,
+    require_at_least, require_equal, Binding, Constraint, DimTable, SYMBOLIC_BASE,
+};
+
 /// The static type of a graph value: element type and shape.
 ///
 /// The fields are private: ops and plugins read a type through its methods,
@@ -55,14 +62,32 @@ impl TensorType {
     }
 
     /// Number of elements (saturating: a type inside a graph never
-    /// overflows, see [`checked_numel`]).
+    /// overflows, see [`checked_numel`]; `usize::MAX` for a symbolic shape,
+    /// whose count is [`dim_numel`]).
     pub fn numel(&self) -> usize {
         checked_numel(&self.shape).unwrap_or(usize::MAX)
     }
 
-    /// Size of the values of this type in bytes, `None` when it overflows.
+    /// Size of the values of this type in bytes, `None` when it overflows
+    /// or the shape is symbolic.
     pub fn bytes(&self) -> Option<usize> {
         checked_numel(&self.shape)?.checked_mul(self.dtype.size_of())
+    }
+
+    /// Whether a dimension is symbolic (see [`dim_var`]).
+    pub fn is_symbolic(&self) -> bool {
+        is_symbolic_shape(&self.shape)
+    }
+
+    /// The type with every symbolic dimension evaluated under `binding`.
+    ///
+    /// # Errors
+    /// An unbound variable; a dimension that evaluates to a negative size.
+    pub fn bind(&self, binding: &Binding) -> Result<TensorType> {
+        if !self.is_symbolic() {
+            return Ok(self.clone());
+        }
+        Ok(TensorType { dtype: self.dtype, shape: binding.shape(&self.shape)? })
     }
 
     /// The same shape with another dtype.
@@ -81,6 +106,23 @@ impl TensorType {
     /// # Errors
     /// [`Error::Shape`] naming `op` and the shape.
     pub fn check_size(&self, op: &str) -> Result<()> {
+        if self.is_symbolic() {
+            // Sizes are known when a call binds the variables; what can be
+            // checked now is that every dimension is one.
+            return match self.shape.iter().find(|&&d| !is_valid_dim(d)) {
+                None => Ok(()),
+                Some(&d) => Err(Error::shape(
+                    op,
+                    &[&self.shape],
+                    format!(
+                        "the dimension {d} is neither a size (sizes are below 2^62) nor a \
+                         symbolic dimension: a shape rule that made it from a symbolic \
+                         dimension by arithmetic outside anvil_core::shape only understands \
+                         concrete sizes (use shape::dim_add, dim_mul, ...)"
+                    ),
+                )),
+            };
+        }
         match self.bytes() {
             Some(b) if isize::try_from(b).is_ok() => Ok(()),
             _ => Err(Error::shape(
@@ -98,11 +140,15 @@ impl TensorType {
 impl fmt::Display for TensorType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}[", self.dtype)?;
-        for (i, d) in self.shape.iter().enumerate() {
+        for (i, &d) in self.shape.iter().enumerate() {
             if i > 0 {
                 f.write_str(",")?;
             }
-            write!(f, "{d}")?;
+            if is_symbolic(d) {
+                f.write_str(&fmt_dim(d))?;
+            } else {
+                write!(f, "{d}")?;
+            }
         }
         f.write_str("]")
     }
@@ -110,8 +156,12 @@ impl fmt::Display for TensorType {
 
 // ------------------------------------------------------- dimension arithmetic
 
-/// Number of elements of a shape (1 for a scalar), `None` on overflow.
+/// Number of elements of a shape (1 for a scalar), `None` on overflow or
+/// for a symbolic shape (whose count is [`dim_numel`]).
 pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    if is_symbolic_shape(shape) {
+        return None;
+    }
     shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
 }
 
@@ -126,8 +176,13 @@ pub fn numel(shape: &[usize]) -> usize {
 /// # Errors
 /// [`Error::Shape`] on overflow.
 pub fn add_dims(op: &str, a: usize, b: usize, shape: &[usize]) -> Result<usize> {
-    a.checked_add(b)
-        .ok_or_else(|| Error::shape(op, &[shape], format!("the dimension {a} + {b} overflows")))
+    dim_add(a, b).map_err(|_| {
+        Error::shape(
+            op,
+            &[shape],
+            format!("the dimension {} + {} overflows", fmt_dim(a), fmt_dim(b)),
+        )
+    })
 }
 
 /// `a * b` for a dimension of `op`, or an error naming the op and the shape.
@@ -135,8 +190,13 @@ pub fn add_dims(op: &str, a: usize, b: usize, shape: &[usize]) -> Result<usize> 
 /// # Errors
 /// [`Error::Shape`] on overflow.
 pub fn mul_dims(op: &str, a: usize, b: usize, shape: &[usize]) -> Result<usize> {
-    a.checked_mul(b)
-        .ok_or_else(|| Error::shape(op, &[shape], format!("the dimension {a} * {b} overflows")))
+    dim_mul(a, b).map_err(|_| {
+        Error::shape(
+            op,
+            &[shape],
+            format!("the dimension {} * {} overflows", fmt_dim(a), fmt_dim(b)),
+        )
+    })
 }
 
 /// Row-major contiguous strides, in elements.
@@ -203,6 +263,13 @@ pub fn broadcast_shapes(op: &str, lhs: &[usize], rhs: &[usize], arg: &str) -> Re
             (a, b) if a == b => Ok(a),
             (1, b) => Ok(b),
             (a, 1) => Ok(a),
+            // A symbolic dimension never broadcasts as 1: the two must be
+            // equal when the call binds them (a recorded constraint).
+            (a, b)
+                if (is_symbolic(a) || is_symbolic(b)) && require_equal(op, a, b, arg).is_ok() =>
+            {
+                Ok(if is_symbolic(a) { b } else { a })
+            }
             _ => Err(Error::Broadcast {
                 op: op.into(),
                 lhs: lhs.to_vec(),
@@ -224,6 +291,10 @@ pub fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
 /// # Errors
 /// Two `-1`s, a negative size other than `-1`, or a different element count.
 pub fn reshape_target(op: &str, from: &[usize], to: &[i64]) -> Result<Vec<usize>> {
+    let handle = |&d: &i64| d >= 0 && is_symbolic(d as usize) && is_valid_dim(d as usize);
+    if is_symbolic_shape(from) || to.iter().any(handle) {
+        return reshape_target_symbolic(op, from, to).map_err(|_| reshape_error(op, from, to));
+    }
     let n = numel(from);
     let inferred: Vec<usize> =
         to.iter().enumerate().filter(|(_, &d)| d == -1).map(|(i, _)| i).collect();
@@ -251,11 +322,36 @@ pub fn reshape_target(op: &str, from: &[usize], to: &[i64]) -> Result<Vec<usize>
     Ok(out)
 }
 
+/// [`reshape_target`] with symbolic dimensions: the inferred dimension is
+/// the exact quotient of the element counts (`[n, 3] → [-1]` is `3*n`,
+/// `[2*n] → [2, -1]` is `n`); counts that are equal only for some bindings
+/// are a recorded constraint.
+fn reshape_target_symbolic(op: &str, from: &[usize], to: &[i64]) -> Result<Vec<usize>> {
+    let n = dim_numel(from)?;
+    let inferred: Vec<usize> =
+        to.iter().enumerate().filter(|(_, &d)| d == -1).map(|(i, _)| i).collect();
+    if inferred.len() > 1 || to.iter().any(|&d| d < -1) {
+        return Err(reshape_error(op, from, to));
+    }
+    let mut out: Vec<usize> = to.iter().map(|&d| d.max(0) as usize).collect();
+    let known = to.iter().filter(|&&d| d >= 0).try_fold(1usize, |k, &d| dim_mul(k, d as usize))?;
+    if let Some(&i) = inferred.first() {
+        out[i] = dim_exact_div(n, known).ok_or_else(|| reshape_error(op, from, to))?;
+    } else {
+        require_equal(op, n, known, "shape").map_err(|_| reshape_error(op, from, to))?;
+    }
+    Ok(out)
+}
+
 fn reshape_error(op: &str, from: &[usize], to: &[i64]) -> Error {
     Error::shape(
         op,
         &[from],
-        format!("cannot reshape argument 0 of {} elements into {to:?}", numel(from)),
+        format!(
+            "cannot reshape argument 0 of {} elements into {}",
+            dim_numel(from).map_or_else(|_| "?".into(), fmt_dim),
+            fmt_dims(&to.iter().map(|&d| d as usize).collect::<Vec<_>>())
+        ),
     )
 }
 
@@ -326,6 +422,9 @@ impl SliceSpec {
 
     /// Resolves to `(first index, step, length)` for a dimension of size `dim`.
     pub fn resolve(&self, op: &str, dim: usize) -> Result<(i64, i64, usize)> {
+        if is_symbolic(dim) {
+            return self.resolve_symbolic(op, dim);
+        }
         let n = dim as i64;
         let step = self.step;
         if step == 0 {
@@ -350,6 +449,42 @@ impl SliceSpec {
         };
         let len = if span > 0 { (i128::from(span) - 1) / stride + 1 } else { 0 };
         Ok((start, step, len as usize))
+    }
+}
+
+impl SliceSpec {
+    /// [`SliceSpec::resolve`] on a symbolic dimension `n`: a positive step
+    /// from a start counted from the front, to a stop counted from either
+    /// end; the bounds must lie in `0..=n` (a recorded constraint: no
+    /// clamping on a symbolic axis).
+    fn resolve_symbolic(&self, op: &str, n: usize) -> Result<(i64, i64, usize)> {
+        let unsupported = || {
+            Error::invalid(
+                op,
+                "slice",
+                format!(
+                    "{self} on the symbolic dimension {}: only a positive step from a start \
+                     counted from the front is supported on a symbolic axis",
+                    fmt_dim(n)
+                ),
+            )
+        };
+        let step = self.step;
+        if step <= 0 || self.start.is_some_and(|s| s < 0) {
+            return Err(unsupported());
+        }
+        let start = self.start.unwrap_or(0);
+        let from = start as usize;
+        let stop = match self.stop {
+            None => n,
+            Some(v) if v >= 0 => v as usize,
+            Some(v) => dim_sub(n, v.unsigned_abs() as usize).map_err(|_| unsupported())?,
+        };
+        require_at_least(op, n, stop, "slice")?;
+        require_at_least(op, stop, from, "slice")?;
+        let span = dim_sub(stop, from)?;
+        let len = dim_floordiv(dim_add(span, (step - 1) as usize)?, step as usize)?;
+        Ok((start, step, len))
     }
 }
 
@@ -380,7 +515,7 @@ pub fn matmul_shape(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     }
     let k_a = a[a.len() - 1];
     let k_b = if b.len() == 1 { b[0] } else { b[b.len() - 2] };
-    if k_a != k_b {
+    if k_a != k_b && require_equal(op, k_a, k_b, "inner dimensions").is_err() {
         return Err(Error::shape(
             op,
             &[a, b],

@@ -1,0 +1,235 @@
+//! Symbolic dimensions (issue 17): a function traced, transformed and
+//! compiled once at shapes with dimension variables, run for every length
+//! with one plan, agreeing with the concrete-shape path.
+
+use anvil::core::stats;
+use anvil::prelude::*;
+use anvil::{dim, Op, TensorType};
+
+fn vector(len: usize, seed: f64) -> Tensor {
+    Tensor::from_vec((0..len).map(|i| ((i as f64 + seed) * 0.37).sin()).collect(), &[len]).unwrap()
+}
+
+fn matrix(rows: usize, cols: usize, seed: f64) -> Tensor {
+    let v = (0..rows * cols).map(|i| ((i as f64 + seed) * 0.71).cos()).collect();
+    Tensor::from_vec(v, &[rows, cols]).unwrap()
+}
+
+fn f64_of(shape: impl Into<Vec<usize>>) -> TensorType {
+    TensorType::new(DType::F64, shape)
+}
+
+fn close(a: &Tensor, b: &Tensor) {
+    assert_eq!(a.shape(), b.shape());
+    assert!(a.allclose(b, 1e-13, 1e-14), "{a} vs {b}");
+}
+
+/// The constructs of the symbolic-mean document: the sum and the mean of a
+/// vector of symbolic length, and of a matrix with a symbolic axis,
+/// compiled once and run for lengths 4..=8.
+#[test]
+fn sum_and_mean_of_a_symbolic_length() {
+    let n = dim("n", 4..=8).unwrap();
+    let sum = jit(|x: &Var| x.sum_all()).symbolic(f64_of([n])).unwrap();
+    let mean = jit(|x: &Var| x.mean()).symbolic(f64_of([n])).unwrap();
+    let by_hand = jit(|x: &Var| x.sum(&[0]) / x.dim_size(0)).symbolic(f64_of([n])).unwrap();
+    for len in 4..=8 {
+        let x = vector(len, 1.0);
+        let v = x.to_vec::<f64>().unwrap();
+        let s: f64 = v.iter().sum();
+        assert!((sum.eval(&x).unwrap().item().unwrap() - s).abs() < 1e-14);
+        assert!((mean.eval(&x).unwrap().item().unwrap() - s / len as f64).abs() < 1e-14);
+        assert!((by_hand.eval(&x).unwrap().item().unwrap() - s / len as f64).abs() < 1e-14);
+    }
+    // A matrix with a symbolic axis: means along it and across it, var, std.
+    let m = jit(|x: &Var| {
+        vec![x.mean_axes(&[0], false), x.mean_axes(&[1], false), x.var(&[0], false), x.std_all()]
+    })
+    .symbolic(f64_of([n, 3]))
+    .unwrap();
+    let concrete = |x: &Var| {
+        vec![x.mean_axes(&[0], false), x.mean_axes(&[1], false), x.var(&[0], false), x.std_all()]
+    };
+    for len in 4..=8 {
+        let x = matrix(len, 3, 0.5);
+        let got = m.eval(&x).unwrap();
+        let want = concrete.eval(&x).unwrap();
+        assert_eq!(got[1].shape(), &[len]);
+        for (g, w) in got.iter().zip(&want) {
+            close(g, w);
+        }
+    }
+}
+
+/// One hundred lengths: traced, transformed, optimised and planned once
+/// (counted), the same plan for every length, equal to the concrete path
+/// (which compiles once per length).
+#[test]
+fn one_hundred_lengths_compile_once() {
+    let n = dim("len", 1..=100).unwrap();
+    let f = |x: &Var| (x.sin() * x).mean_axes(&[0], false).sum_all();
+    let before = stats::snapshot();
+    let g = jit(grad(f)).symbolic(f64_of([n, 2])).unwrap();
+    let built = stats::snapshot().since(&before);
+    assert_eq!((built.traces >= 1, built.optimizations, built.plans), (true, 1, 1), "{built:?}");
+    assert!(built.transforms >= 2, "grad is a jvp and a transpose: {built:?}");
+    assert!(g.plan().is_symbolic());
+    let plan: *const anvil::cpu::Plan = g.plan();
+
+    // The jit's cache keys on the symbolic signature: asking again compiles nothing.
+    let j = jit(grad(f));
+    let (a, b) = (j.symbolic(f64_of([n, 2])).unwrap(), j.symbolic(f64_of([n, 2])).unwrap());
+    assert!(std::ptr::eq(a.plan(), b.plan()) && j.cache_len() == 1);
+
+    let concrete = jit(grad(f));
+    let mut results = Vec::new();
+    let start = stats::snapshot();
+    for len in 1..=100 {
+        results.push(g.eval(matrix(len, 2, len as f64)).unwrap());
+        assert!(std::ptr::eq(g.plan(), plan));
+    }
+    let calls = stats::snapshot().since(&start);
+    assert_eq!(calls, stats::Stats::default(), "100 lengths retraced or recompiled: {calls:?}");
+
+    let start = stats::snapshot();
+    for (len, got) in (1..=100).zip(&results) {
+        let want = concrete.eval(matrix(len, 2, len as f64)).unwrap();
+        close(got, &want);
+    }
+    let concrete_calls = stats::snapshot().since(&start);
+    assert_eq!(concrete_calls.plans, 100);
+    assert_eq!(concrete.cache_len(), 100);
+}
+
+#[test]
+fn transforms_on_symbolic_shapes() {
+    let n = dim("b", 1..).unwrap();
+    // jvp: the tangent of sum(sin(x) * x) along v.
+    let f = |x: &Var| (x.sin() * x).sum_all();
+    let jv = jit(jvp(f)).symbolic((&f64_of([n]), &f64_of([n]))).unwrap();
+    // vmap over a symbolic batch of rows of 3.
+    let row = |x: &Var| (x.exp() * x).sum_all() + x.max_all();
+    let vm = jit(vmap(row)).symbolic(f64_of([n, 3])).unwrap();
+    // vmap of grad: per-example gradients for a batch of any size.
+    let per_example = jit(vmap(grad(row))).symbolic(f64_of([n, 3])).unwrap();
+    for len in [1usize, 2, 5, 17] {
+        let (x, v) = (vector(len, 0.3), vector(len, 2.0));
+        let (p, t) = jv.eval((&x, &v)).unwrap();
+        let (p0, t0) = jvp(f).eval((&x, &v)).unwrap();
+        close(&p, &p0);
+        close(&t, &t0);
+        let xs = matrix(len, 3, 0.1);
+        close(&vm.eval(&xs).unwrap(), &vmap(row).eval(&xs).unwrap());
+        close(&per_example.eval(&xs).unwrap(), &vmap(grad(row)).eval(&xs).unwrap());
+    }
+}
+
+/// Shapes as expressions: `2n` after a concatenation, `3n` after a
+/// reshape, `floordiv(n + 1, 2)` after a strided slice, `n + 2` after a pad.
+#[test]
+fn shapes_are_expressions() {
+    let n = dim("k", 1..=64).unwrap();
+    let f = |x: &Var| {
+        let doubled = concatenate(&[x, &(x * 2.0)], 0); // [2k]
+        let flat = x.broadcast_to(&[3, x.shape()[0]]).reshape(&[-1]); // [3k]
+        let strided = x.slice(&[SliceSpec { start: None, stop: None, step: 2 }]); // [ceil(k/2)]
+        let padded = x.pad(&[(1, 1)], 0.5); // [k + 2]
+        vec![doubled, flat, strided.exp(), padded.cumsum(0, false)]
+    };
+    let s = jit(f).symbolic(f64_of([n])).unwrap();
+    let types = anvil::eval_shape(&f, f64_of([n])).unwrap();
+    let shown: Vec<String> = types.leaves.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, ["f64[2*k]", "f64[3*k]", "f64[floordiv(k + 1, 2)]", "f64[k + 2]"]);
+    for len in [1usize, 2, 7, 10] {
+        let x = vector(len, 0.9);
+        for (g, w) in s.eval(&x).unwrap().iter().zip(&f.eval(&x).unwrap()) {
+            close(g, w);
+        }
+    }
+}
+
+#[test]
+fn binding_errors_name_the_variable_and_the_sizes() {
+    let n = dim("m", 2..=6).unwrap();
+    let f = jit(|x: &Var, y: &Var| (x * y).sum_all()).symbolic((&f64_of([n]), &f64_of([n, 2])));
+    let f = f.unwrap();
+    let e = f.eval((&vector(7, 0.0), &matrix(7, 2, 0.0))).unwrap_err().to_string();
+    assert!(e.contains("`m` = 7") && e.contains("2..=6"), "{e}");
+    let e = f.eval((&vector(3, 0.0), &matrix(4, 2, 0.0))).unwrap_err().to_string();
+    assert!(e.contains("[m, 2]") && e.contains("m = 3") && e.contains("[4, 2]"), "{e}");
+    let e = f.eval((&vector(3, 0.0), &matrix(3, 5, 0.0))).unwrap_err().to_string();
+    assert!(e.contains("[m, 2]") && e.contains("[3, 5]"), "{e}");
+    assert!(f.eval((&vector(3, 0.0).cast(DType::F32), &matrix(3, 2, 0.0))).is_err());
+
+    // An equality the rules could not decide is a constraint, checked when
+    // a call binds the variables: never a silent broadcast.
+    let (p, q) = (dim("p", 1..).unwrap(), dim("q", 1..).unwrap());
+    let add = jit(|x: &Var, y: &Var| x + y).symbolic((&f64_of([p]), &f64_of([q]))).unwrap();
+    assert_eq!(add.constraints().len(), 1);
+    let ok = add.eval((&vector(3, 0.0), &vector(3, 1.0))).unwrap();
+    close(&ok, &(|x: &Var, y: &Var| x + y).eval((&vector(3, 0.0), &vector(3, 1.0))).unwrap());
+    let e = add.eval((&vector(3, 0.0), &vector(1, 1.0))).unwrap_err().to_string();
+    assert!(e.contains("p = 3") && e.contains("q = 1"), "{e}");
+}
+
+/// A plugin op whose shape rule does its own arithmetic on a dimension is
+/// refused on a symbolic input, naming the op.
+#[test]
+fn a_concrete_only_shape_rule_is_an_error_naming_the_op() {
+    #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+    struct Grow;
+    impl Op for Grow {
+        fn name(&self) -> &'static str {
+            "myplugin.grow"
+        }
+        fn infer(&self, inputs: &[TensorType]) -> anvil::Result<TensorType> {
+            Ok(inputs[0].with_shape(vec![inputs[0].shape()[0] + 1]))
+        }
+    }
+    let n = dim("g", 1..).unwrap();
+    let f = |x: &Var| Var::apply_op(Box::new(Grow), &[x]).sum_all();
+    let e = jit(f).symbolic(f64_of([n])).unwrap_err().to_string();
+    assert!(e.contains("myplugin.grow") && e.contains("symbolic"), "{e}");
+}
+
+/// Jacobians of symbolic size `n × n`, Hessians and a matrix product with
+/// a symbolic batch, against the concrete path at several lengths.
+#[test]
+fn jacobians_and_products_of_symbolic_size() {
+    let n = dim("jn", 1..).unwrap();
+    let f = |x: &Var| x.sin() * x.sum_all();
+    let loss = |x: &Var| (x.sin() * x).sum_all() + x.square().mean();
+    let w = matrix(3, 2, 4.0);
+    let product = |x: &Var| x.matmul(&w).tanh();
+    let jf = jit(jacfwd(f)).symbolic(f64_of([n])).unwrap();
+    let jr = jit(jacrev(f)).symbolic(f64_of([n])).unwrap();
+    let h = jit(hessian(loss)).symbolic(f64_of([n])).unwrap();
+    let mm = jit(product).symbolic(f64_of([n, 3])).unwrap();
+    for len in [1usize, 2, 3, 6, 11] {
+        let x = vector(len, 0.2);
+        let j = jf.eval(&x).unwrap();
+        assert_eq!(j.shape(), &[len, len]);
+        close(&j, &jacfwd(f).eval(&x).unwrap());
+        close(&jr.eval(&x).unwrap(), &jacrev(f).eval(&x).unwrap());
+        close(&h.eval(&x).unwrap(), &hessian(loss).eval(&x).unwrap());
+        let xs = matrix(len, 3, 0.3);
+        close(&mm.eval(&xs).unwrap(), &product.eval(&xs).unwrap());
+    }
+}
+
+/// `iota`, `eye` and `full` of a symbolic size.
+#[test]
+fn generators_of_symbolic_size() {
+    let n = dim("e", 1..).unwrap();
+    let f = |x: &Var| {
+        let k = x.shape()[0];
+        vec![x + &iota(&[k], 0), eye(k).matmul(x) * 2.0, full(&[k, 2], 1.5) * x.sum_all()]
+    };
+    let s = jit(f).symbolic(f64_of([n])).unwrap();
+    for len in [1usize, 4, 9] {
+        let x = vector(len, 0.4);
+        for (g, w) in s.eval(&x).unwrap().iter().zip(&f.eval(&x).unwrap()) {
+            close(g, w);
+        }
+    }
+}
