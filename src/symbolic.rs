@@ -33,11 +33,18 @@
 //! is [`VarExt::dim_size`](crate::VarExt::dim_size); `mean`, `var` and
 //! `std` over a symbolic axis use it.
 //!
-//! What is not (yet) symbolic: shape rules that compute sizes outside
+//! Control flow (`cond`, `scan`, `fori_loop`, `while_loop`) works over
+//! symbolic shapes and lengths: the plan specialises a loop's op and bodies
+//! to a binding's sizes and compiles the bodies the first time it meets
+//! that binding (it keeps the last binding's), so the first call at a new
+//! length of a program with loops costs those body compilations — never a
+//! retrace or a recompile of the function.
+//!
+//! What is not symbolic: shape rules that compute sizes outside
 //! [`anvil_core::shape`]'s arithmetic (such an op's node is refused, naming
-//! it), the rewrite rules (they leave nodes of symbolic shapes as traced),
-//! and loops whose bodies need a variable their own operands do not
-//! determine.
+//! it), the rewrite rules (they leave nodes of symbolic shapes as traced,
+//! so a symbolic plan may be less simplified than a concrete one), and
+//! `chunk_size` of a Jacobian or `vmap` over a symbolic size (an error).
 
 use crate::{cpu, transforms, Error, Flatten, Function, IntoFunction, Jit, Result, Tensor};
 use anvil_core::function::{fit_args, Args};

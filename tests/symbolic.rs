@@ -233,3 +233,51 @@ fn generators_of_symbolic_size() {
         }
     }
 }
+
+/// `cond`, `fori_loop`, `while_loop` and `scan` over a symbolic length,
+/// and the gradient of a scan, against the concrete path. (A loop's body
+/// is specialised and compiled once per binding the plan meets; the
+/// function is traced, transformed and planned once.)
+#[test]
+fn control_flow_over_symbolic_shapes() {
+    let n = dim("cf", 1..).unwrap();
+    let branch = |x: &Var| -> anvil::Result<Var> {
+        cond(&x.sum_all().gt(&x.sum_all().zeros_like()), |x: &Var| x.sin(), |x: &Var| x * 2.0, x)
+    };
+    let fl = |x: &Var| -> anvil::Result<Var> {
+        fori_loop(0i64, 3i64, |_i: &Var, c: &Var| c * 0.5 + c.sin(), x)
+    };
+    let wl = |x: &Var| -> anvil::Result<Var> {
+        let big = |c: &Var| c.sum_all().abs().gt(&c.sum_all().full_like(0.1));
+        while_loop(big, |c: &Var| c * 0.5, x)
+    };
+    let running = |x: &Var| -> anvil::Result<(Var, Var)> {
+        scan(|c: &Var, xi: &Var| (c * 0.5 + xi, c * xi), &x.sum_all(), x)
+    };
+    let scan_loss = |x: &Var| running(x).map(|(c, ys)| c + ys.sum_all());
+    let s_branch = jit(branch).symbolic(f64_of([n])).unwrap();
+    let s_fl = jit(fl).symbolic(f64_of([n])).unwrap();
+    let s_wl = jit(wl).symbolic(f64_of([n])).unwrap();
+    let s_scan = jit(running).symbolic(f64_of([n])).unwrap();
+    let s_grad = jit(grad(scan_loss)).symbolic(f64_of([n])).unwrap();
+    let start = stats::snapshot();
+    let mut got = Vec::new();
+    for len in [1usize, 4, 9] {
+        let x = vector(len, 0.4);
+        let (c, ys) = s_scan.eval(&x).unwrap();
+        let outs =
+            [s_branch.eval(&x).unwrap(), s_fl.eval(&x).unwrap(), s_wl.eval(&x).unwrap(), c, ys];
+        let g = s_grad.eval(&x).unwrap();
+        got.push((x, outs, g));
+    }
+    assert_eq!(stats::snapshot().since(&start), stats::Stats::default());
+    for (x, [b, f, w, c, ys], g) in &got {
+        close(b, &branch.eval(x).unwrap());
+        close(f, &fl.eval(x).unwrap());
+        close(w, &wl.eval(x).unwrap());
+        let (c0, ys0) = running.eval(x).unwrap();
+        close(c, &c0);
+        close(ys, &ys0);
+        close(g, &grad(scan_loss).eval(x).unwrap());
+    }
+}

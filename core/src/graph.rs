@@ -219,6 +219,9 @@ impl Op for DimSize {
     fn params(&self) -> String {
         format!("dim={}", crate::shape::fmt_dim(self.dim))
     }
+    fn bind_dims(&self, binding: &crate::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        Ok(Some(Box::new(Constant { value: self.evaluate(binding)? })))
+    }
 }
 
 impl DimSize {
@@ -233,6 +236,22 @@ impl DimSize {
             d => Tensor::scalar(n as f64).cast(d),
         })
     }
+}
+
+/// `op` with its parameters and bodies bound (see [`Graph::bind_dims`]).
+///
+/// # Errors
+/// As [`Graph::bind_dims`].
+pub fn bind_op(op: &dyn Op, binding: &crate::shape::Binding) -> Result<Box<dyn Op>> {
+    let op = op.bind_dims(binding)?.unwrap_or_else(|| op.boxed());
+    let bodies = op.subgraphs();
+    if bodies.is_empty() {
+        return Ok(op);
+    }
+    let bound = bodies.iter().map(|g| g.bind_dims(binding)).collect::<Result<Vec<_>>>()?;
+    op.with_subgraphs(bound).ok_or_else(|| {
+        Error::invalid(op.name(), "bodies", "cannot be specialised for a binding of its dimensions")
+    })
 }
 
 /// A computation: nodes in topological order, the input values and the
@@ -292,6 +311,45 @@ impl Graph {
         let v = self.nodes[node.index()].out();
         self.inputs.push(v);
         Ok(v)
+    }
+
+    /// The graph with every symbolic dimension evaluated under `binding`:
+    /// its types, its ops' parameters ([`Op::bind_dims`]) and its bodies,
+    /// recursively. A backend compiles such a copy of a loop's body for one
+    /// binding.
+    ///
+    /// # Errors
+    /// A dimension the binding does not determine; an op with bodies that
+    /// cannot replace them.
+    pub fn bind_dims(&self, binding: &crate::shape::Binding) -> Result<Graph> {
+        let mut out = Graph::new();
+        let mut map: Vec<Option<ValueId>> = vec![None; self.num_values()];
+        let missing =
+            |node: usize| Error::InvalidGraph { node, msg: "an operand is unmapped".into() };
+        for (id, n) in self.iter() {
+            if n.op.is::<Parameter>() {
+                map[n.out().index()] = Some(out.add_input(self.ty(n.out()).bind(binding)?)?);
+                continue;
+            }
+            let ins = n
+                .inputs
+                .iter()
+                .map(|i| map[i.index()].ok_or_else(|| missing(id.index())))
+                .collect::<Result<Vec<_>>>()?;
+            let types = n.results().map(|v| self.ty(v).bind(binding)).collect::<Result<_>>()?;
+            let new = out.push_node(bind_op(n.op.as_ref(), binding)?, ins, types)?;
+            let results: Vec<ValueId> = out.node(new).results().collect();
+            for (v, r) in n.results().zip(results) {
+                map[v.index()] = Some(r);
+            }
+        }
+        let outputs = self
+            .outputs()
+            .iter()
+            .map(|o| map[o.index()].ok_or_else(|| missing(o.index())))
+            .collect::<Result<Vec<_>>>()?;
+        out.set_outputs(outputs);
+        Ok(out)
     }
 
     /// Appends `op` applied to `inputs`, checking ids and inferring the

@@ -113,6 +113,19 @@ pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
         None
     }
 
+    /// A copy of the op with the symbolic dimensions its parameters hold (a
+    /// reshape's target, a generator's shape, a scan's length) evaluated
+    /// under `binding`; `None` (the default) when its parameters hold none.
+    /// A backend calls it to specialise a loop body for one binding (see
+    /// [`crate::Graph::bind_dims`]); bodies are bound by the caller.
+    ///
+    /// # Errors
+    /// A dimension the binding does not determine.
+    fn bind_dims(&self, binding: &crate::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        let _ = binding;
+        Ok(None)
+    }
+
     // Facts the passes rely on. A plugin op declares them like a built-in
     // one, and every pass treats it the same way.
 

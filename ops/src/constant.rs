@@ -27,6 +27,12 @@ impl Op for Full {
     fn name(&self) -> &'static str {
         "full"
     }
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        if !anvil_core::shape::is_symbolic_shape(&self.shape) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(Full { shape: binding.shape(&self.shape)?, ..self.clone() })))
+    }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 0)?;
         Ok(TensorType::new(self.value.dtype(), self.shape.clone()))
@@ -67,6 +73,12 @@ pub struct Iota {
 impl Op for Iota {
     fn name(&self) -> &'static str {
         "iota"
+    }
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        if !anvil_core::shape::is_symbolic_shape(&self.shape) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(Iota { shape: binding.shape(&self.shape)?, ..self.clone() })))
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 0)?;
@@ -294,6 +306,12 @@ fn div_ceil(a: i128, b: i128) -> i128 {
 impl Op for Basis {
     fn name(&self) -> &'static str {
         "basis"
+    }
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        if !anvil_core::shape::is_symbolic_shape(&self.shape) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(Basis { shape: binding.shape(&self.shape)?, ..self.clone() })))
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         if inputs.len() > 1 {

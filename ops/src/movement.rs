@@ -26,6 +26,12 @@ impl Op for Reshape {
     fn name(&self) -> &'static str {
         "reshape"
     }
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        if !anvil_core::shape::is_symbolic_shape(&self.shape) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(Reshape { shape: binding.shape(&self.shape)? })))
+    }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
         if inputs[0].is_symbolic() || is_symbolic_shape(&self.shape) {
@@ -98,6 +104,12 @@ pub struct BroadcastTo {
 impl Op for BroadcastTo {
     fn name(&self) -> &'static str {
         "broadcast_to"
+    }
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        if !anvil_core::shape::is_symbolic_shape(&self.shape) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(BroadcastTo { shape: binding.shape(&self.shape)? })))
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;

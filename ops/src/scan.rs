@@ -74,6 +74,13 @@ impl Op for Scan {
         "scan"
     }
 
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        if !anvil_core::shape::is_symbolic(self.length) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(Scan { length: binding.eval(self.length)?, ..self.clone() })))
+    }
+
     fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         let want = self.body.input_types();
         anvil_core::op::expect_arity(self, inputs, want.len())?;

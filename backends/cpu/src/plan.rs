@@ -9,7 +9,7 @@
 //! ([`crate::buffers`]), from which later steps and calls take theirs.
 
 use crate::buffers::{self, Pool};
-use crate::{kernels, Kernel, KernelFn, KernelManyFn, Parallelism, Prepared};
+use crate::{kernels, Kernel, KernelFn, KernelManyFn, Parallelism, PrepareFn, Prepared};
 use anvil_core::shape::{Binding, DimTable};
 use anvil_core::{DimSize, Error, Graph, NodeId, Parameter, Result, Tensor, TensorType, ValueId};
 use std::sync::{Arc, Mutex};
@@ -43,7 +43,16 @@ struct Bound {
     binding: Binding,
     /// Per step, its result types.
     outs: Vec<Vec<TensorType>>,
+    /// Per step, its kernel prepared for this binding
+    /// ([`StepKernel::PrepareBound`] steps only).
+    prepared: Vec<Option<Box<dyn Prepared>>>,
     peak_bytes: usize,
+}
+
+/// Whether a graph or one of its bodies has a symbolic shape.
+fn has_symbolic_types(g: &Graph) -> bool {
+    (0..g.num_values()).filter_map(|v| ValueId::from_index(v).ok()).any(|v| g.ty(v).is_symbolic())
+        || g.iter().any(|(_, n)| n.op.subgraphs().iter().any(|b| has_symbolic_types(b)))
 }
 
 #[derive(Debug)]
@@ -65,6 +74,9 @@ enum StepKernel {
     Prepared(Box<dyn Prepared>),
     /// A dimension's size, from the call's binding.
     Dim(DimSize),
+    /// A kernel prepared per binding: a loop over symbolic shapes, whose
+    /// op and bodies are specialised to each binding's sizes.
+    PrepareBound(PrepareFn),
     /// Results computed once, when the plan was built: the node reads no
     /// argument (see [`precompute`]).
     Known(Vec<Tensor>),
@@ -114,7 +126,13 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
                     Kernel::Prepare(f) => {
                         let ins: Vec<TensorType> =
                             n.inputs.iter().map(|&i| graph.ty(i).clone()).collect();
-                        StepKernel::Prepared(f(n.op.as_ref(), &ins, &outs)?)
+                        let symbolic = ins.iter().chain(&outs).any(TensorType::is_symbolic)
+                            || n.op.subgraphs().iter().any(|g| has_symbolic_types(g));
+                        if symbolic {
+                            StepKernel::PrepareBound(f)
+                        } else {
+                            StepKernel::Prepared(f(n.op.as_ref(), &ins, &outs)?)
+                        }
                     }
                 }
             }
@@ -422,7 +440,27 @@ impl Plan {
             t.check_size("call")?;
         }
         let peak_bytes = bound_peak_bytes(&self.graph, &self.steps, &outs);
-        let b = Arc::new(Bound { binding, outs, peak_bytes });
+        // Loops over symbolic shapes: their op and bodies specialised to
+        // these sizes, then prepared (their bodies compiled) once per binding.
+        let prepared = self
+            .steps
+            .iter()
+            .zip(&outs)
+            .map(|(st, types)| match &st.kernel {
+                StepKernel::PrepareBound(f) => {
+                    let node = self.graph.node(st.node);
+                    let ins = node
+                        .inputs
+                        .iter()
+                        .map(|&i| self.graph.ty(i).bind(&binding))
+                        .collect::<Result<Vec<_>>>()?;
+                    let op = anvil_core::graph::bind_op(node.op.as_ref(), &binding)?;
+                    f(op.as_ref(), &ins, types).map(Some)
+                }
+                _ => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let b = Arc::new(Bound { binding, outs, prepared, peak_bytes });
         last = self.bound.lock().unwrap_or_else(|e| e.into_inner());
         *last = Some(b.clone());
         Ok(b)
@@ -441,7 +479,7 @@ impl Plan {
         let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.num_values()];
         for (k, step) in self.steps.iter().enumerate() {
             let outs = bound.map_or(&step.outs[..], |b| &b.outs[k][..]);
-            self.run_step(step, outs, bound, inputs, &mut slots, ctx)?;
+            self.run_step(k, step, outs, bound, inputs, &mut slots, ctx)?;
             let node = self.graph.node(step.node);
             if self.pooled {
                 live += node
@@ -476,6 +514,7 @@ impl Plan {
     /// Runs one step, storing its results in `slots`.
     fn run_step(
         &self,
+        k: usize,
         step: &Step,
         types: &[TensorType],
         bound: Option<&Bound>,
@@ -523,6 +562,14 @@ impl Plan {
                 }
                 StepKernel::Many(kernel) => kernel(op, &all_args()?, types, ctx)?,
                 StepKernel::Prepared(p) => p.run(&all_args()?, types, ctx)?,
+                StepKernel::PrepareBound(_) => {
+                    let p = bound.and_then(|b| b.prepared.get(k)).and_then(Option::as_ref);
+                    let p = p.ok_or_else(|| Error::InvalidGraph {
+                        node: step.node.index(),
+                        msg: "a loop over symbolic shapes run without a binding".into(),
+                    })?;
+                    p.run(&all_args()?, types, ctx)?
+                }
                 StepKernel::Known(values) => {
                     for (v, t) in node.results().zip(values) {
                         slots[v.index()] = Some(t.clone());
