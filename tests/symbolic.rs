@@ -252,7 +252,7 @@ fn control_flow_over_symbolic_shapes() {
         while_loop(big, |c: &Var| c * 0.5, x)
     };
     let running = |x: &Var| -> anvil::Result<(Var, Var)> {
-        scan(|c: &Var, xi: &Var| (c * 0.5 + xi, c * xi), &x.sum_all(), x)
+        scan(|c: &Var, xi: &Var| (c * 0.5 + xi, c * xi), x.sum_all(), x)
     };
     let scan_loss = |x: &Var| running(x).map(|(c, ys)| c + ys.sum_all());
     let s_branch = jit(branch).symbolic(f64_of([n])).unwrap();

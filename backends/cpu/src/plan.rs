@@ -479,7 +479,7 @@ impl Plan {
         let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.num_values()];
         for (k, step) in self.steps.iter().enumerate() {
             let outs = bound.map_or(&step.outs[..], |b| &b.outs[k][..]);
-            self.run_step(k, step, outs, bound, inputs, &mut slots, ctx)?;
+            self.run_step(step, outs, bound.map(|b| (b, k)), inputs, &mut slots, ctx)?;
             let node = self.graph.node(step.node);
             if self.pooled {
                 live += node
@@ -514,10 +514,9 @@ impl Plan {
     /// Runs one step, storing its results in `slots`.
     fn run_step(
         &self,
-        k: usize,
         step: &Step,
         types: &[TensorType],
-        bound: Option<&Bound>,
+        bound: Option<(&Bound, usize)>,
         inputs: &[Tensor],
         slots: &mut [Option<Tensor>],
         ctx: &Parallelism,
@@ -542,7 +541,7 @@ impl Plan {
                     return Ok(());
                 }
                 StepKernel::Dim(d) => {
-                    let t = d.evaluate(bound.map_or(&Binding::new(), |b| &b.binding))?;
+                    let t = d.evaluate(bound.map_or(&Binding::new(), |(b, _)| &b.binding))?;
                     slots[node.out().index()] = Some(t);
                     return Ok(());
                 }
@@ -563,7 +562,7 @@ impl Plan {
                 StepKernel::Many(kernel) => kernel(op, &all_args()?, types, ctx)?,
                 StepKernel::Prepared(p) => p.run(&all_args()?, types, ctx)?,
                 StepKernel::PrepareBound(_) => {
-                    let p = bound.and_then(|b| b.prepared.get(k)).and_then(Option::as_ref);
+                    let p = bound.and_then(|(b, k)| b.prepared.get(k)).and_then(Option::as_ref);
                     let p = p.ok_or_else(|| Error::InvalidGraph {
                         node: step.node.index(),
                         msg: "a loop over symbolic shapes run without a binding".into(),
