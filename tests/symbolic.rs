@@ -170,6 +170,12 @@ fn binding_errors_name_the_variable_and_the_sizes() {
     close(&ok, &(|x: &Var, y: &Var| x + y).eval((&vector(3, 0.0), &vector(3, 1.0))).unwrap());
     let e = add.eval((&vector(3, 0.0), &vector(1, 1.0))).unwrap_err().to_string();
     assert!(e.contains("p = 3") && e.contains("q = 1"), "{e}");
+    // Bound to 1, a symbolic dimension still does not broadcast.
+    let r = dim("r", 1..).unwrap();
+    let add3 = jit(|x: &Var, y: &Var| x + y).symbolic((&f64_of([r]), &f64_of([3]))).unwrap();
+    assert!(add3.eval((&vector(3, 0.0), &vector(3, 1.0))).is_ok());
+    let e = add3.eval((&vector(1, 0.0), &vector(3, 1.0))).unwrap_err().to_string();
+    assert!(e.contains("r = 1"), "{e}");
 }
 
 /// A plugin op whose shape rule does its own arithmetic on a dimension is
