@@ -30,8 +30,10 @@
 //! reshape, `n // 2` after a strided slice, evaluated when a call binds
 //! `n` (see [`anvil_core::shape`]). Transforms work on symbolic shapes
 //! (`grad`, `jvp`, `vmap` over a symbolic batch). A size used as a number
-//! is [`VarExt::dim_size`](crate::VarExt::dim_size); `mean`, `var` and
-//! `std` over a symbolic axis use it.
+//! is [`VarExt::dim_size`](crate::VarExt::dim_size) or
+//! [`ops::dim_value`](crate::ops::dim_value); `mean`, `var` and `std` over
+//! a symbolic axis use it. (`x.shape()[0] as f64` of a symbolic dimension
+//! is the number of its handle, not its size.)
 //!
 //! Control flow (`cond`, `scan`, `fori_loop`, `while_loop`) works over
 //! symbolic shapes and lengths: the plan specialises a loop's op and bodies

@@ -744,6 +744,31 @@ pub fn full_scalar(shape: &[usize], value: Scalar) -> Var {
     Var::apply_op(Box::new(Full { shape: shape.to_vec(), value }), &[])
 }
 
+/// A dimension as a rank-0 `f64` value in the current trace: a constant
+/// for a size, the size bound by the call for a symbolic dimension or an
+/// expression of them (`n * m`, `floordiv(n, 2)`; see
+/// [`anvil_core::shape::dim_var`]). Use it — or [`VarExt::dim_size`] —
+/// wherever a size enters arithmetic: `x.shape()[0] as f64` of a symbolic
+/// dimension is the number of its handle, not its size.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::{dim, ops::dim_value, TensorType};
+/// let n = dim("n", 1..)?;
+/// let f = jit(|x: &Var| x.sum_all() / dim_value(x.shape()[0])).symbolic(TensorType::new(DType::F64, [n]))?;
+/// assert_eq!(f.eval(&Tensor::from_vec(vec![1.0, 2.0, 6.0], &[3])?)?.item()?, 3.0);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn dim_value(d: usize) -> Var {
+    build(&[], || {
+        Ok(if anvil_core::shape::is_symbolic(d) {
+            Box::new(anvil_core::DimSize { dim: d, dtype: DType::F64 })
+        } else {
+            Box::new(Full { shape: vec![], value: Scalar::F64(d as f64) })
+        })
+    })
+}
+
 /// `0, 1, 2, ...` along `axis` of `shape` (`f64`), in the current trace.
 pub fn iota(shape: &[usize], axis: usize) -> Var {
     iota_dtype(shape, axis, DType::F64)

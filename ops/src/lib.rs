@@ -64,7 +64,9 @@ pub mod sparse;
 pub mod subscript;
 pub mod while_loop;
 
-pub use api::{concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt};
+pub use api::{
+    concatenate, dim_value, eye, full, full_scalar, iota, iota_dtype, stack, where_, VarExt,
+};
 pub use eager::TensorExt;
 pub use subscript::{At, IndexExpr, IndexItem, NewAxis};
 
