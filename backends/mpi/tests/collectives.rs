@@ -512,6 +512,10 @@ fn errors_are_errors_not_hangs(g: &Group) -> Check {
     let r = shard_map(|x: &Var| x.square(), "batch").eval(&xs);
     expect_err("indivisible batch", r, &["not divisible", &format!("{} ranks", p)])?;
     still_in_step(g)?;
+    // A Jacobian basis of p + 1 directions does not split either.
+    let r = jacfwd_sharded(|x: &Var| x.sin(), "basis").eval(&xs);
+    expect_err("indivisible basis", r, &["jacfwd_sharded", "not divisible"])?;
+    still_in_step(g)?;
     // Rank-dependent argument shapes: caught on entry, naming each rank's.
     let x = data(g.rank, 15, &[2 + g.rank]);
     let r = spmd(|x: &Var| all_reduce_sum(x, "r"), "r").eval(&x);
