@@ -85,10 +85,9 @@ fn main() -> Res<()> {
     let err = max_rel_diff(&j, &want)?;
     let directions = sharded.local_directions();
     ok &= err <= 1e-12 && directions * p == n;
-    say(format!(
-        "W1 n={n}: jacfwd_sharded on {p} ranks = jacfwd on one (max rel diff {err:.1e}); \
-         each rank pushed {directions} of {n} basis directions"
-    ));
+    say(format!("W1 n={n}: jacfwd_sharded on {p} ranks = jacfwd on one (max rel diff {err:.1e})"));
+    // Every rank reports its own count (the lines may interleave).
+    println!("W1 n={n}: rank {rank} pushed {directions} of {n} basis directions");
     let t_sharded = median_time(reps, || Ok(sharded.eval(&x).map(drop)?))?;
     let t_single = median_time(reps, || Ok(single.eval(&x).map(drop)?))?;
     say(format!(

@@ -10,8 +10,9 @@
 //! error when it is traced, and a name already bound cannot be bound again
 //! inside (no shadowing, so every name means one axis).
 
-use anvil_core::{Error, Result};
+use anvil_core::{Error, Result, Var};
 use std::cell::RefCell;
+use std::rc::Rc;
 
 /// What an axis name stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,6 +38,36 @@ pub struct Axis {
 thread_local! {
     static BOUND: RefCell<Vec<Axis>> = const { RefCell::new(Vec::new()) };
     static RESOLVING: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    static WITNESSES: RefCell<Vec<(String, Var)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `body` (the function of a `vmap_named`, traced per element) with
+/// `zero`, a zero that depends on the batch, as the witness of axis `name`.
+pub(crate) fn with_witness<R>(name: &str, zero: Var, body: impl FnOnce() -> R) -> R {
+    WITNESSES.with(|w| w.borrow_mut().push((name.to_string(), zero)));
+    let _pop = Pop(|| {
+        WITNESSES.with(|w| w.borrow_mut().pop());
+    });
+    body()
+}
+
+/// The witness of the `vmap_named` axis `name`, if `x` is in its trace: a
+/// zero whose batched value varies along the batch, so that `x + zero`
+/// does.
+pub(crate) fn witness(name: &str, x: &Var) -> Option<Var> {
+    WITNESSES.with(|w| {
+        w.borrow()
+            .iter()
+            .rev()
+            .find(|(n, z)| n == name && Rc::ptr_eq(z.tracer(), x.tracer()))
+            .map(|(_, z)| z.clone())
+    })
+}
+
+/// Whether a mesh axis is bound: the trace in progress is inside a sharded
+/// function.
+pub(crate) fn inside_mesh() -> bool {
+    BOUND.with(|b| b.borrow().iter().any(|a| a.kind == AxisKind::Mesh))
 }
 
 /// The innermost binding of `name`, if any.

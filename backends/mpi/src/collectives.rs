@@ -1,27 +1,25 @@
 //! Collectives as ops: each op's struct, shape rule, vmap rule, jvp rule
 //! and transpose rule side by side, then one block registering them.
 //!
-//! **Convention for transposes.** Inside a sharded function every value is
-//! a per-rank value (rank `r` holds `x_r`), and a linear collective is a
-//! linear map on the stacked space `(x_0, ..., x_{p-1})`. Its transpose is
-//! the exact adjoint there, so the dot-product test holds with the inner
-//! products summed over the ranks: the transpose of `all_reduce(sum)` is
-//! `all_reduce(sum)`, of `all_gather` is `reduce_scatter` (and back), of
-//! `broadcast` from a root is the sum onto that root. Values that are the
-//! same on every rank (replicated) appear only at the boundary of a
-//! [`shard_map`](crate::shard_map), which marks them with [`Boundary`] ops:
-//! the cotangent of a replicated input is the sum of the ranks' cotangents,
-//! and a replicated output's cotangent is split evenly between the ranks
-//! (each holds `ct / p`). With these, `grad` of a sharded function equals
-//! the single-process `grad`.
+//! **Convention for transposes.** As written by a program, a collective is
+//! a linear map on the ranks' stacked values (rank `r` holds `x_r`), and
+//! its transpose rule is its exact adjoint there, the inner products summed
+//! over the ranks: `all_reduce_sumᵀ = all_reduce_sum`, `all_gatherᵀ =
+//! reduce_scatter` (and back), `broadcastᵀ` = the sum onto the root. This
+//! is the view of a transform taken *inside* a sharded function.
 //!
-//! JAX's `shard_map` reaches the same results by typing values as
-//! replicated or varying, which lets it transpose a sum over a replicated
-//! value with no communication; anvil does not track that type, so a
-//! replicated output's cotangent passes through one all-reduce on its way
-//! back (for a scalar loss, a one-element message).
+//! A sharded function ([`shard_map`](crate::shard_map), [`spmd`](crate::spmd))
+//! then types its values as replicated or varying over the ranks and
+//! rewrites its collectives into the typed ops below ([`Pvary`],
+//! [`PsumReplicated`], [`GatherReplicated`], [`TakeShard`], [`Replicated`]),
+//! JAX `shard_map`'s convention: a replicated value's cotangent is
+//! replicated, so `all_reduce_sum`'s transpose is the identity (no
+//! communication), a replicated result's cotangent needs no collective, and
+//! the backward pass communicates only where a replicated value met varying
+//! ones. See [`replication`](crate::replication) for the rules; with them,
+//! `grad` of a sharded function is the single-process gradient.
 
-use crate::axis::{is_resolving, Axis, AxisKind};
+use crate::axis::{is_resolving, witness, Axis, AxisKind};
 use crate::comm::Reduce;
 use anvil_core::op::expect_arity;
 use anvil_core::{register_rule, Batched, Error, LinearArg, Op, Result, TensorType, Var};
@@ -373,40 +371,144 @@ fn transpose_sum_to_root(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Ve
     Ok(vec![args[0].is_linear().then(|| apply(op, ct))])
 }
 
-// --------------------------------------------------------------- boundary
+// ------------------------------------------------- replication types
 
-/// Which side of a [`shard_map`](crate::shard_map) a [`Boundary`] marks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Side {
-    /// A replicated value entering: the identity; transposed, the sum over
-    /// the members (the cotangent of a value every rank used).
-    In,
-    /// A replicated value leaving: the identity; transposed, the cotangent
-    /// divided by the number of members (each rank holds its share).
-    Out,
-}
-
-/// Where a replicated value enters or leaves the per-rank world of a
-/// `shard_map` (see the module docs for the convention). The forward op is
-/// the identity; the transposed one sums over the members (`In`) or divides
-/// by their number (`Out`), and transposes back.
+/// A replicated value entering varying work (JAX's `pvary`): the identity,
+/// whose transpose sums the ranks' cotangents ([`PsumReplicated`]). The
+/// [replication rewrite](crate::replication) inserts it where a replicated
+/// value meets varying ones; it is the one place a replicated value's
+/// cotangent costs communication.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Boundary {
+pub struct Pvary {
     /// The mesh axis.
     pub axis: Axis,
-    /// Entering or leaving.
-    pub side: Side,
-    /// The transposed op.
+}
+
+/// The sum over the ranks of a varying value, replicated (JAX's `psum` of
+/// a varying value): the all-reduce of [`AllReduce`], with the transpose
+/// the replication types give it: [`Pvary`], no communication.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PsumReplicated {
+    /// The mesh axis.
+    pub axis: Axis,
+}
+
+/// The ranks' values concatenated along `dim`, replicated (JAX's
+/// `all_gather_invariant`): the all-gather of [`AllGather`], whose
+/// transpose is each rank's own block of the (replicated) cotangent,
+/// [`TakeShard`], no communication.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GatherReplicated {
+    /// The mesh axis.
+    pub axis: Axis,
+    /// The operand's axis along which the values are concatenated.
+    pub dim: usize,
+}
+
+/// This rank's block of a replicated value split along `dim` into one block
+/// per rank (a sharded argument of [`shard_map`](crate::shard_map)): a local
+/// slice, varying, whose transpose gathers the blocks' cotangents
+/// ([`GatherReplicated`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TakeShard {
+    /// The mesh axis.
+    pub axis: Axis,
+    /// The operand's axis that is split.
+    pub dim: usize,
+}
+
+/// A varying value that the program promises is the same on every rank (a
+/// `shard_map` result with `out_axes` `None` that the replication types
+/// cannot prove replicated). Forward, the identity; as a linear map, the
+/// mean over the ranks, so its transpose (`transposed`) divides the
+/// cotangent by the number of ranks, locally.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Replicated {
+    /// The mesh axis.
+    pub axis: Axis,
+    /// The transposed op (the division).
     pub transposed: bool,
 }
 
-impl Op for Boundary {
+impl Op for Pvary {
     fn name(&self) -> &'static str {
-        match (self.side, self.transposed) {
-            (Side::In, false) => "mpi.replicated_in",
-            (Side::In, true) => "mpi.replicated_in_t",
-            (Side::Out, false) => "mpi.replicated_out",
-            (Side::Out, true) => "mpi.replicated_out_t",
+        "mpi.pvary"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        Ok(inputs[0].clone())
+    }
+    fn params(&self) -> String {
+        format!("axis={}", self.axis.name)
+    }
+    fn has_effects(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
+    }
+}
+
+impl Op for PsumReplicated {
+    fn name(&self) -> &'static str {
+        "mpi.psum_replicated"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        one_numeric(self, inputs)
+    }
+    fn params(&self) -> String {
+        format!("axis={}", self.axis.name)
+    }
+    fn has_effects(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
+    }
+}
+
+impl Op for GatherReplicated {
+    fn name(&self) -> &'static str {
+        "mpi.gather_replicated"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        AllGather { axis: self.axis.clone(), dim: self.dim }.infer(inputs)
+    }
+    fn params(&self) -> String {
+        format!("axis={}, dim={}", self.axis.name, self.dim)
+    }
+    fn has_effects(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
+    }
+}
+
+impl Op for TakeShard {
+    fn name(&self) -> &'static str {
+        "mpi.take_shard"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        ReduceScatter { axis: self.axis.clone(), dim: self.dim }.infer(inputs)
+    }
+    fn params(&self) -> String {
+        format!("axis={}, dim={}", self.axis.name, self.dim)
+    }
+    fn has_effects(&self) -> bool {
+        true
+    }
+    fn linear_in(&self, k: usize) -> bool {
+        k == 0
+    }
+}
+
+impl Op for Replicated {
+    fn name(&self) -> &'static str {
+        if self.transposed {
+            "mpi.replicated_t"
+        } else {
+            "mpi.replicated"
         }
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
@@ -427,15 +529,69 @@ impl Op for Boundary {
     }
 }
 
-/// Batching: elementwise over the batch.
-fn vmap_boundary(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+/// Batching of an op acting on each element alike: the same op, the batch
+/// axis kept (these ops act over mesh axes, never over a vmapped one).
+fn vmap_elementwise(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
     Ok(same_op(op.boxed(), &args[0]))
 }
 
-/// The boundary transposed, and back.
-fn transpose_boundary(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
-    let c = op.try_downcast::<Boundary>()?;
-    let op = Boundary { transposed: !c.transposed, ..c.clone() };
+/// Batching of an op along `dim`: the same op along `dim` shifted past the
+/// batch axis.
+fn vmap_gather_replicated(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+    let c = op.try_downcast::<GatherReplicated>()?;
+    let (b, Some(k)) = (&args[0], args[0].axis) else { return Ok(args[0].clone()) };
+    let op = GatherReplicated { axis: c.axis.clone(), dim: physical_axis(c.dim, k) };
+    Ok(Batched::new(apply(op, &b.var), Some(k)))
+}
+
+/// As [`vmap_gather_replicated`].
+fn vmap_take_shard(op: &dyn Op, args: &[Batched], _size: usize) -> Result<Batched> {
+    let c = op.try_downcast::<TakeShard>()?;
+    let (b, Some(k)) = (&args[0], args[0].axis) else { return Ok(args[0].clone()) };
+    let op = TakeShard { axis: c.axis.clone(), dim: physical_axis(c.dim, k) };
+    Ok(Batched::new(apply(op, &b.var), Some(k)))
+}
+
+/// `pvaryᵀ` = the sum over the ranks, replicated.
+fn transpose_pvary(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let c = op.try_downcast::<Pvary>()?;
+    let op = PsumReplicated { axis: c.axis.clone() };
+    Ok(vec![args[0].is_linear().then(|| apply(op, ct))])
+}
+
+/// `psumᵀ = pvary`: the replicated cotangent is every rank's cotangent.
+fn transpose_psum_replicated(
+    op: &dyn Op,
+    ct: &Var,
+    args: &[LinearArg],
+) -> Result<Vec<Option<Var>>> {
+    let c = op.try_downcast::<PsumReplicated>()?;
+    let op = Pvary { axis: c.axis.clone() };
+    Ok(vec![args[0].is_linear().then(|| apply(op, ct))])
+}
+
+/// `gatherᵀ` = this rank's block of the replicated cotangent.
+fn transpose_gather_replicated(
+    op: &dyn Op,
+    ct: &Var,
+    args: &[LinearArg],
+) -> Result<Vec<Option<Var>>> {
+    let c = op.try_downcast::<GatherReplicated>()?;
+    let op = TakeShard { axis: c.axis.clone(), dim: c.dim };
+    Ok(vec![args[0].is_linear().then(|| apply(op, ct))])
+}
+
+/// `take_shardᵀ` = the blocks' cotangents gathered, replicated.
+fn transpose_take_shard(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let c = op.try_downcast::<TakeShard>()?;
+    let op = GatherReplicated { axis: c.axis.clone(), dim: c.dim };
+    Ok(vec![args[0].is_linear().then(|| apply(op, ct))])
+}
+
+/// The promise transposed (the division by the number of ranks), and back.
+fn transpose_replicated(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let c = op.try_downcast::<Replicated>()?;
+    let op = Replicated { transposed: !c.transposed, ..c.clone() };
     Ok(vec![args[0].is_linear().then(|| apply(op, ct))])
 }
 
@@ -454,9 +610,21 @@ register_rule!(TransposeRule, Broadcast, transpose_broadcast);
 register_rule!(VmapRule, SumToRoot, vmap_sum_to_root);
 register_rule!(JvpRule, SumToRoot, anvil_ops::movement::jvp_linear_unary);
 register_rule!(TransposeRule, SumToRoot, transpose_sum_to_root);
-register_rule!(VmapRule, Boundary, vmap_boundary);
-register_rule!(JvpRule, Boundary, anvil_ops::movement::jvp_linear_unary);
-register_rule!(TransposeRule, Boundary, transpose_boundary);
+register_rule!(VmapRule, Pvary, vmap_elementwise);
+register_rule!(JvpRule, Pvary, anvil_ops::movement::jvp_linear_unary);
+register_rule!(TransposeRule, Pvary, transpose_pvary);
+register_rule!(VmapRule, PsumReplicated, vmap_elementwise);
+register_rule!(JvpRule, PsumReplicated, anvil_ops::movement::jvp_linear_unary);
+register_rule!(TransposeRule, PsumReplicated, transpose_psum_replicated);
+register_rule!(VmapRule, GatherReplicated, vmap_gather_replicated);
+register_rule!(JvpRule, GatherReplicated, anvil_ops::movement::jvp_linear_unary);
+register_rule!(TransposeRule, GatherReplicated, transpose_gather_replicated);
+register_rule!(VmapRule, TakeShard, vmap_take_shard);
+register_rule!(JvpRule, TakeShard, anvil_ops::movement::jvp_linear_unary);
+register_rule!(TransposeRule, TakeShard, transpose_take_shard);
+register_rule!(VmapRule, Replicated, vmap_elementwise);
+register_rule!(JvpRule, Replicated, anvil_ops::movement::jvp_linear_unary);
+register_rule!(TransposeRule, Replicated, transpose_replicated);
 
 // ------------------------------------------------------------ user API
 
@@ -464,6 +632,16 @@ register_rule!(TransposeRule, Boundary, transpose_boundary);
 /// error (an unbound name) in the trace.
 fn collective(x: &Var, what: &str, axis_name: &str, make: impl FnOnce(Axis) -> Box<dyn Op>) -> Var {
     match crate::axis::bound(what, axis_name) {
+        Ok(axis) if axis.kind == AxisKind::Vmap => {
+            // An operand that does not depend on the batch is made to (a
+            // zero that does added), so that the batching rule resolves the
+            // collective: psum(c) = c * size, as in JAX.
+            let x = match witness(&axis.name, x) {
+                Some(zero) => x + &zero.cast(x.dtype()),
+                None => x.clone(),
+            };
+            Var::apply_op(make(axis), &[&x])
+        }
         Ok(axis) => Var::apply_op(make(axis), &[x]),
         Err(e) => {
             x.tracer().record(e);
@@ -541,13 +719,19 @@ fn with_dim(x: &Var, what: &str, dim: i64, f: impl FnOnce(usize) -> Var) -> Var 
 /// supported), is an error recorded in the trace.
 pub fn axis_index(like: &Var, axis_name: &str) -> Var {
     match crate::axis::bound("mpi.axis_index", axis_name) {
-        Ok(Axis { kind: AxisKind::Mesh, .. }) => match crate::comm::rank_size("mpi.axis_index") {
-            Ok((rank, _)) => like.tracer().constant(anvil_core::Tensor::scalar(rank as i64)),
-            Err(e) => {
-                like.tracer().record(e);
-                like.tracer().poisoned()
+        Ok(axis @ Axis { kind: AxisKind::Mesh, .. }) => {
+            match crate::comm::rank_size("mpi.axis_index") {
+                Ok((rank, _)) => {
+                    // Typed varying: the constant differs between the ranks.
+                    let r = like.tracer().constant(anvil_core::Tensor::scalar(rank as i64));
+                    Var::apply_op(Box::new(Pvary { axis }), &[&r])
+                }
+                Err(e) => {
+                    like.tracer().record(e);
+                    like.tracer().poisoned()
+                }
             }
-        },
+        }
         Ok(axis) => {
             let e = Error::invalid(
                 "mpi.axis_index",

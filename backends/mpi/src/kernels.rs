@@ -5,7 +5,8 @@
 
 use crate::axis::{Axis, AxisKind};
 use crate::collectives::{
-    AllGather, AllReduce, Boundary, Broadcast, ReduceScatter, Side, SumToRoot,
+    AllGather, AllReduce, Broadcast, GatherReplicated, PsumReplicated, Pvary, ReduceScatter,
+    Replicated, SumToRoot, TakeShard,
 };
 use crate::comm::{self, Reduce, Wire, HEADER};
 use anvil_core::{DType, Element, Error, Op, Result, Storage, Tensor, TensorType};
@@ -23,7 +24,6 @@ pub(crate) enum Kind {
     ReduceScatter = 4,
     Broadcast = 5,
     SumToRoot = 6,
-    ReplicatedSum = 7,
     /// The agreement at the start of a `shard_map` or sharded Jacobian.
     Enter = 8,
 }
@@ -37,7 +37,6 @@ impl Kind {
             4 => "reduce_scatter",
             5 => "broadcast",
             6 => "sum_to_root",
-            7 => "the replicated-input sum",
             8 => "the start of a sharded function",
             _ => "an unknown message",
         }
@@ -115,8 +114,6 @@ pub(crate) fn agree(what: &str, mine: [i64; HEADER]) -> Result<()> {
     ))
 }
 
-/// Checks that the op's axis is this process group, of the size it was
-/// traced for.
 /// The one operand of a collective kernel over `axis`, after the checks
 /// every collective makes (arity, the axis is the mesh); `None` for a group
 /// of one member, where every collective is the identity (the caller
@@ -127,6 +124,8 @@ fn operand<'a>(op: &dyn Op, inputs: &[&'a Tensor], axis: &Axis) -> Result<Option
     Ok((axis.size != 1).then(|| inputs[0]))
 }
 
+/// Checks that the op's axis is this process group, of the size it was
+/// traced for.
 fn check_mesh(op: &dyn Op, axis: &Axis) -> Result<()> {
     if axis.kind == AxisKind::Vmap {
         return Err(Error::invalid(
@@ -206,13 +205,34 @@ fn all_reduce_kernel(
     _: &Parallelism,
 ) -> Result<Tensor> {
     let c = op.try_downcast::<AllReduce>()?;
-    let Some(x) = operand(op, inputs, &c.axis)? else {
+    reduce(op, inputs, out, &c.axis, c.reduce)
+}
+
+/// The all-reduce of [`AllReduce`] and [`PsumReplicated`].
+fn reduce(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    axis: &Axis,
+    how: Reduce,
+) -> Result<Tensor> {
+    let Some(x) = operand(op, inputs, axis)? else {
         return Ok(inputs[0].clone());
     };
-    let kind = if c.reduce == Reduce::Sum { Kind::AllReduceSum } else { Kind::AllReduceMax };
+    let kind = if how == Reduce::Sum { Kind::AllReduceSum } else { Kind::AllReduceMax };
     agree(op.name(), header(kind, x.dtype(), 0, x.shape()))?;
-    let s = typed!(op, x, |v| comm::all_reduce(op.name(), v, c.reduce)?);
+    let s = typed!(op, x, |v| comm::all_reduce(op.name(), v, how)?);
     Tensor::from_storage(s, out.shape())
+}
+
+fn psum_replicated_kernel(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _: &Parallelism,
+) -> Result<Tensor> {
+    let c = op.try_downcast::<PsumReplicated>()?;
+    reduce(op, inputs, out, &c.axis, Reduce::Sum)
 }
 
 fn all_gather_kernel(
@@ -222,12 +242,33 @@ fn all_gather_kernel(
     _: &Parallelism,
 ) -> Result<Tensor> {
     let c = op.try_downcast::<AllGather>()?;
-    let Some(x) = operand(op, inputs, &c.axis)? else {
+    gather(op, inputs, out, &c.axis, c.dim)
+}
+
+fn gather_replicated_kernel(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _: &Parallelism,
+) -> Result<Tensor> {
+    let c = op.try_downcast::<GatherReplicated>()?;
+    gather(op, inputs, out, &c.axis, c.dim)
+}
+
+/// The all-gather of [`AllGather`] and [`GatherReplicated`].
+fn gather(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    axis: &Axis,
+    dim: usize,
+) -> Result<Tensor> {
+    let Some(x) = operand(op, inputs, axis)? else {
         return Ok(inputs[0].clone());
     };
-    agree(op.name(), header(Kind::AllGather, x.dtype(), c.dim as i64, x.shape()))?;
-    let p = c.axis.size;
-    let (outer, block) = split(out.shape(), c.dim, p);
+    agree(op.name(), header(Kind::AllGather, x.dtype(), dim as i64, x.shape()))?;
+    let p = axis.size;
+    let (outer, block) = split(out.shape(), dim, p);
     let s = typed!(op, x, |v| {
         let gathered = comm::all_gather(op.name(), v)?;
         regroup(gathered, outer, p, block, false)
@@ -292,35 +333,64 @@ fn sum_to_root_kernel(
     Tensor::from_storage(s, out.shape())
 }
 
-/// The boundary ops: the identity (no copy), the sum over the ranks, or
-/// the division by their number.
-fn boundary_kernel(
+/// `Pvary`: the identity (no copy).
+fn pvary_kernel(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    _: &TensorType,
+    _: &Parallelism,
+) -> Result<Tensor> {
+    let c = op.try_downcast::<Pvary>()?;
+    operand(op, inputs, &c.axis)?;
+    Ok(inputs[0].clone())
+}
+
+/// `TakeShard`: this rank's block along `dim`, a local copy.
+fn take_shard_kernel(
     op: &dyn Op,
     inputs: &[&Tensor],
     out: &TensorType,
     _: &Parallelism,
 ) -> Result<Tensor> {
-    let c = op.try_downcast::<Boundary>()?;
+    let c = op.try_downcast::<TakeShard>()?;
     let Some(x) = operand(op, inputs, &c.axis)? else {
         return Ok(inputs[0].clone());
     };
-    match (c.side, c.transposed) {
-        (_, false) => Ok(x.clone()),
-        (Side::In, true) => {
-            agree(op.name(), header(Kind::ReplicatedSum, x.dtype(), 0, x.shape()))?;
-            let s = typed!(op, x, |v| comm::all_reduce(op.name(), v, Reduce::Sum)?);
-            Tensor::from_storage(s, out.shape())
+    let (rank, p) = comm::rank_size(op.name())?;
+    let (outer, block) = split(x.shape(), c.dim, p);
+    let s = typed!(op, x, |v| {
+        let mut mine = Vec::with_capacity(outer * block);
+        for o in 0..outer {
+            let at = (o * p + rank) * block;
+            mine.extend_from_slice(&v[at..at + block]);
         }
-        (Side::Out, true) => {
-            let p = c.axis.size;
-            let s = match x.storage() {
-                Storage::F64(v) => f64::into_storage(v.iter().map(|e| e / p as f64).collect()),
-                Storage::F32(v) => f32::into_storage(v.iter().map(|e| e / p as f32).collect()),
-                _ => return Err(Error::dtype(op.name(), "0", x.dtype(), "a float type")),
-            };
-            Tensor::from_storage(s, out.shape())
-        }
+        mine
+    });
+    Tensor::from_storage(s, out.shape())
+}
+
+/// `Replicated`: the identity (no copy), or transposed the division by the
+/// number of ranks.
+fn replicated_kernel(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _: &Parallelism,
+) -> Result<Tensor> {
+    let c = op.try_downcast::<Replicated>()?;
+    let Some(x) = operand(op, inputs, &c.axis)? else {
+        return Ok(inputs[0].clone());
+    };
+    if !c.transposed {
+        return Ok(x.clone());
     }
+    let p = c.axis.size;
+    let s = match x.storage() {
+        Storage::F64(v) => f64::into_storage(v.iter().map(|e| e / p as f64).collect()),
+        Storage::F32(v) => f32::into_storage(v.iter().map(|e| e / p as f32).collect()),
+        _ => return Err(Error::dtype(op.name(), "0", x.dtype(), "a float type")),
+    };
+    Tensor::from_storage(s, out.shape())
 }
 
 register_kernel!(AllReduce, all_reduce_kernel);
@@ -328,7 +398,11 @@ register_kernel!(AllGather, all_gather_kernel);
 register_kernel!(ReduceScatter, reduce_scatter_kernel);
 register_kernel!(Broadcast, broadcast_kernel);
 register_kernel!(SumToRoot, sum_to_root_kernel);
-register_kernel!(Boundary, boundary_kernel);
+register_kernel!(Pvary, pvary_kernel);
+register_kernel!(PsumReplicated, psum_replicated_kernel);
+register_kernel!(GatherReplicated, gather_replicated_kernel);
+register_kernel!(TakeShard, take_shard_kernel);
+register_kernel!(Replicated, replicated_kernel);
 
 #[cfg(test)]
 mod tests {

@@ -41,15 +41,19 @@
 //!   `all_reduce_sum(x, "i")` sums the batch. Names cannot be shadowed; a
 //!   name that nothing binds is an error when the collective is traced.
 //!   See [`axis`].
-//! - **Replicated values and cotangents.** Inside a sharded function every
-//!   value is per rank, and each collective's transpose is its exact
-//!   adjoint over the ranks: `all_reduce_sumᵀ = all_reduce_sum`,
-//!   `all_gatherᵀ = reduce_scatter`, `broadcastᵀ` = sum to the root.
-//!   Replicated values occur only at a `shard_map`'s boundary: a
-//!   replicated input's cotangent is the sum of the ranks' cotangents, a
-//!   replicated output's cotangent is split evenly between the ranks. So
-//!   `grad` of a sharded function is the single-process gradient. See
-//!   [`collectives`] for the statement and how it differs from JAX.
+//! - **Replicated values and cotangents.** A sharded function types each
+//!   of its values as *replicated* (the same on every rank: a replicated
+//!   argument, a constant, a sum over the ranks) or *varying*, as JAX's
+//!   `shard_map` does, and the transposes follow the types: a replicated
+//!   value's cotangent is replicated, so the transpose of
+//!   `all_reduce_sum` is the identity, the cotangent of a replicated
+//!   result needs no collective, and `psum` of a replicated value is `x *
+//!   p`, locally. The backward pass communicates only where a replicated
+//!   value met per-rank ones (`w` with each rank's examples: one all-reduce
+//!   of `w`'s gradient) and where sharded arguments' cotangents are
+//!   gathered. `grad` of a sharded function is the single-process
+//!   gradient. See [`replication`] for the rules and the one case that
+//!   differs from JAX (a `grad` taken inside the sharded function).
 //! - **Collective ordering.** Every rank must issue the same collectives
 //!   in the same order: no branch on the rank around a collective. The
 //!   plan runs its ops in one fixed order on every rank (the graphs are
@@ -75,14 +79,17 @@ pub mod axis;
 pub mod collectives;
 pub mod comm;
 mod kernels;
+pub mod replication;
 pub mod shard;
 
 pub use axis::{Axis, AxisKind};
 pub use collectives::{
     all_gather, all_reduce_max, all_reduce_sum, axis_index, broadcast, reduce_scatter, AllGather,
-    AllReduce, Boundary, Broadcast, ReduceScatter, Side, SumToRoot,
+    AllReduce, Broadcast, GatherReplicated, PsumReplicated, Pvary, ReduceScatter, Replicated,
+    SumToRoot, TakeShard,
 };
 pub use comm::{init, Reduce, Session};
+pub use replication::Rep;
 pub use shard::{
     data_parallel, jacfwd_sharded, jacrev_sharded, shard_map, spmd, vmap_named, ShardMap,
     ShardedJacobian, Spmd, SumOverRanks, VmapNamed,

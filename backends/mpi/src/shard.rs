@@ -6,8 +6,9 @@
 //!
 //! Each is an anvil function (it implements `Function`), so it composes
 //! with `grad`, `vmap`, `jit` and the rest like any other: what it adds to
-//! the trace are slices, [`Boundary`] marks and collectives, whose rules do
-//! the rest.
+//! the trace are its function's graph, typed and rewritten by the
+//! [replication](crate::replication) rules, and collectives, whose rules
+//! do the rest.
 //!
 //! Every sharded function starts by an agreement between the ranks while
 //! it is traced (one small all-gather): the ranks' argument shapes must
@@ -15,10 +16,11 @@
 //! (pad it to a multiple of the number of ranks first). Both are `Err`s
 //! on every rank, never a hang.
 
-use crate::axis::{resolving, with_axis, Axis, AxisKind};
-use crate::collectives::{AllGather, AllReduce, Boundary, Side};
+use crate::axis::{inside_mesh, resolving, with_axis, with_witness, Axis, AxisKind};
+use crate::collectives::{AllReduce, GatherReplicated, Pvary, Replicated, TakeShard};
 use crate::comm::{self, Reduce, HEADER};
 use crate::kernels::{header, Kind};
+use crate::replication::{rewrite, tile, Rep};
 use anvil_core::function::{trace_fn, trace_with};
 use anvil_core::replay::inline_graph;
 use anvil_core::shape::normalize_axis;
@@ -32,8 +34,8 @@ use anvil_transforms::{jvp_graph, vjp_graph, vmap_graph, InAxes};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-fn mark(x: &Var, axis: &Axis, side: Side) -> Var {
-    Var::apply_op(Box::new(Boundary { axis: axis.clone(), side, transposed: false }), &[x])
+fn pvary(x: &Var, axis: &Axis) -> Var {
+    Var::apply_op(Box::new(Pvary { axis: axis.clone() }), &[x])
 }
 
 /// The agreement at the start of a sharded function: every rank's argument
@@ -128,6 +130,15 @@ impl<F> std::fmt::Debug for ShardMap<F> {
 /// must be the same on every rank (after an `all_reduce`, say) and is
 /// returned as it is.
 ///
+/// The values inside are typed replicated or varying (see
+/// [`replication`](crate::replication)): replicated arguments, tensors `f`
+/// captures and constants are replicated, so they must be the same on
+/// every rank (per-rank data enters as a sharded argument, or through
+/// [`axis_index`](crate::axis_index)). The cotangent of a replicated result
+/// then costs no communication; a sharded argument's cotangent is gathered
+/// from the ranks (one all-gather), and a replicated argument used with
+/// per-rank values has its cotangent summed over the ranks (one all-reduce).
+///
 /// ```
 /// use anvil::prelude::*;
 /// let _mpi = anvil_mpi::init()?;
@@ -172,7 +183,7 @@ impl<F: Function> Function for ShardMap<F> {
 
     fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         let what = "shard_map";
-        let (rank, p) = comm::rank_size(what)?;
+        let (_, p) = comm::rank_size(what)?;
         // Errors in the axes wait for the agreement: ranks whose arguments
         // differ must all learn it there, not leave the others waiting.
         let dims: Result<Vec<Option<usize>>> =
@@ -195,36 +206,57 @@ impl<F: Function> Function for ShardMap<F> {
         agree_on_entry(what, def, args, &lens)?;
         let dims = dims?;
         let mesh = Axis { name: self.name.clone(), size: p, kind: AxisKind::Mesh };
+        // Replicated arguments and captures are the same on every rank, unless
+        // this shard_map is inside another sharded function, whose values
+        // may be per rank: then they are typed varying here, and the
+        // enclosing function's rewrite types them again, knowing.
+        let outer = if inside_mesh() { Rep::Varying } else { Rep::Replicated };
         let mut local = Vec::with_capacity(args.len());
+        let mut reps = Vec::with_capacity(args.len());
         for (i, (a, d)) in args.iter().zip(&dims).enumerate() {
-            let r = mark(a, &mesh, Side::In);
-            local.push(match *d {
+            match *d {
                 Some(d) => {
-                    let m = check_divisible(what, &format!("argument {i}"), a.shape()[d], p)?;
-                    let start = (rank * m) as i64;
-                    r.slice_axis(d as i64, Some(start), Some(start + m as i64), 1)
+                    check_divisible(what, &format!("argument {i}"), a.shape()[d], p)?;
+                    let op = TakeShard { axis: mesh.clone(), dim: d };
+                    local.push(Var::apply_op(Box::new(op), &[a]));
+                    reps.push(Rep::Varying);
                 }
-                None => r,
-            });
+                None => {
+                    local.push(a.clone());
+                    reps.push(outer);
+                }
+            }
         }
         let types: Vec<TensorType> = local.iter().map(|v| v.ty().clone()).collect();
         let t = with_axis(what, mesh.clone(), || trace_fn(&self.f, def, &types))?;
-        local.extend(t.captures.iter().map(|c| mark(c, &mesh, Side::In)));
-        let outs = inline_graph(&t.graph, &local)?;
+        reps.extend(t.captures.iter().map(|_| outer));
+        let (graph, out_reps) = rewrite(&t.graph, &mesh, &reps, Rep::Replicated)?;
+        local.extend(t.captures.iter().cloned());
+        let outs = inline_graph(&graph, &local)?;
         let out_axes = self.out_axes.broadcast("shard_map out_axes", &t.output)?;
         let leaves = outs
             .iter()
             .zip(out_axes)
+            .zip(out_reps)
             .enumerate()
-            .map(|(i, (o, ax))| {
-                let whole = match ax {
-                    Some(d) => {
+            .map(|(i, ((o, ax), rep))| {
+                Ok(match (ax, rep) {
+                    (Some(d), rep) => {
                         let dim = normalize_axis(what, d, o.shape(), &format!("output {i}"))?;
-                        Var::apply_op(Box::new(AllGather { axis: mesh.clone(), dim }), &[o])
+                        match rep {
+                            Rep::Varying => {
+                                let op = GatherReplicated { axis: mesh.clone(), dim };
+                                Var::apply_op(Box::new(op), &[o])
+                            }
+                            Rep::Replicated => tile(o, dim, p),
+                        }
                     }
-                    None => o.clone(),
-                };
-                Ok(mark(&whole, &mesh, Side::Out))
+                    (None, Rep::Replicated) => o.clone(),
+                    (None, Rep::Varying) => {
+                        let op = Replicated { axis: mesh.clone(), transposed: false };
+                        Var::apply_op(Box::new(op), &[o])
+                    }
+                })
             })
             .collect::<Result<_>>()?;
         Ok(Dyn { def: t.output, leaves })
@@ -281,7 +313,14 @@ impl<F: Function> Function for Spmd<F> {
         let (_, p) = comm::rank_size("spmd")?;
         agree_on_entry("spmd", def, args, &[])?;
         let mesh = Axis { name: self.name.clone(), size: p, kind: AxisKind::Mesh };
-        with_axis("spmd", mesh, || self.f.inline(def, args))
+        let types: Vec<TensorType> = args.iter().map(|v| v.ty().clone()).collect();
+        let t = with_axis("spmd", mesh.clone(), || trace_fn(&self.f, def, &types))?;
+        // Every value of its own is per rank; only collectives replicate.
+        let reps = vec![Rep::Varying; args.len() + t.captures.len()];
+        let (graph, _) = rewrite(&t.graph, &mesh, &reps, Rep::Varying)?;
+        let mut inputs = args.to_vec();
+        inputs.extend(t.captures.iter().cloned());
+        Ok(Dyn { def: t.output, leaves: inline_graph(&graph, &inputs)? })
     }
 
     fn cache(&self) -> Option<&PlanCache> {
@@ -311,17 +350,34 @@ impl<F> std::fmt::Debug for VmapNamed<F> {
 }
 
 /// `f` traced with no name being resolved, so that a `vmap` inside it
-/// never resolves a collective of the named `vmap` around it.
-struct Barrier<F>(F);
+/// never resolves a collective of the named `vmap` around it; and with a
+/// zero that depends on the batch (from a mapped argument) as the axis's
+/// witness, so that a collective of an operand that does not is resolved
+/// too (see [`vmap_named`]).
+struct Barrier<F> {
+    f: F,
+    name: String,
+    in_axes: InAxes,
+}
 
 impl<F: Function> Function for Barrier<F> {
     type Args = F::Args;
     type Output = F::Output;
     fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
-        resolving("", || self.0.inline(def, args))
+        let axes = self.in_axes.broadcast("vmap_named in_axes", def)?;
+        let mapped = args.iter().zip(&axes).find(|(_, ax)| ax.is_some()).map(|(a, _)| a);
+        let body = || resolving("", || self.f.inline(def, args));
+        match mapped {
+            Some(a) => {
+                // The sum of no elements of a mapped argument: exactly 0.
+                let zero = a.reshape(&[-1]).slice_axis(0, Some(0), Some(0), 1).cast(DType::F64);
+                with_witness(&self.name, zero.sum(&[0]), body)
+            }
+            None => body(),
+        }
     }
     fn name(&self) -> String {
-        self.0.name()
+        self.f.name()
     }
 }
 
@@ -330,9 +386,12 @@ impl<F: Function> Function for Barrier<F> {
 /// the batch (`all_reduce_sum` sums the batch elements), while one naming
 /// a `shard_map`'s axis acts over the ranks for every batch element.
 ///
-/// A collective over the named axis needs an operand that varies along
-/// the batch; one whose operand does not (a constant) is an `Err` when
-/// run (JAX gives `psum(c) = c * size` there).
+/// A collective over the named axis of an operand that does not vary along
+/// the batch (a constant, an unmapped argument) acts on it as on a batch of
+/// equal elements, as in JAX: `all_reduce_sum(c, "i")` is `c * size`,
+/// `all_gather` gives `size` copies, `reduce_scatter` gives element `i`
+/// block `i` of `c * size`. (Inside a control-flow body of `f`, such a
+/// collective is an `Err` when run: make its operand depend on the batch.)
 ///
 /// ```
 /// use anvil::prelude::*;
@@ -347,7 +406,11 @@ impl<F: Function> Function for Barrier<F> {
 /// ```
 pub fn vmap_named<M, F: IntoFunction<M>>(f: F, axis_name: &str) -> VmapNamed<F::Func> {
     VmapNamed {
-        f: Barrier(f.into_function()),
+        f: Barrier {
+            f: f.into_function(),
+            name: axis_name.to_string(),
+            in_axes: InAxes::all(Some(0)),
+        },
         name: axis_name.to_string(),
         in_axes: InAxes::all(Some(0)),
         out_axes: InAxes::all(Some(0)),
@@ -359,6 +422,7 @@ impl<F> VmapNamed<F> {
     /// As `Vmap::in_axes`.
     pub fn in_axes(mut self, axes: impl Into<InAxes>) -> Self {
         self.in_axes = axes.into();
+        self.f.in_axes = self.in_axes.clone();
         self
     }
 
@@ -400,7 +464,7 @@ impl<F: Function> Function for VmapNamed<F> {
     }
 
     fn name(&self) -> String {
-        format!("vmap_named({})", self.f.name())
+        format!("vmap_named({})", self.f.f.name())
     }
 }
 
@@ -557,12 +621,14 @@ impl<F: Function> Function for ShardedJacobian<F> {
         let m = check_divisible(what, "the basis", n, p)?;
         self.directions.store(m, Ordering::SeqCst);
         let mesh = Axis { name: self.name.clone(), size: p, kind: AxisKind::Mesh };
-        let mut prim = vec![mark(x, &mesh, Side::In)];
-        prim.extend(t.captures.iter().map(|c| mark(c, &mesh, Side::In)));
+        // Every value below is per rank (each rank its block of directions):
+        // the argument and captures enter through Pvary, the seed is varying.
+        let mut prim = vec![pvary(x, &mesh)];
+        prim.extend(t.captures.iter().map(|c| pvary(c, &mesh)));
         let dir = self.direction_graph(&t.graph, &prim, &basis_ty)?;
         let seed_axis = if self.forward { basis_ty.rank() } else { 0 };
         let op = Basis::seed(&basis_ty, rank * m, m, !self.forward);
-        let seed = x.tracer().apply(Box::new(op), &[]);
+        let seed = pvary(&x.tracer().apply(Box::new(op), &[]), &mesh);
         let mut batched: Vec<Batched> =
             prim.iter().map(|v| Batched::new(v.clone(), None)).collect();
         batched.push(Batched::new(seed, Some(seed_axis)));
@@ -570,8 +636,8 @@ impl<F: Function> Function for ShardedJacobian<F> {
             Error::invalid(what, "direction", "the derivative graph has no output")
         })?;
         let block = at_front(&out, m);
-        let all = Var::apply_op(Box::new(AllGather { axis: mesh.clone(), dim: 0 }), &[&block]);
-        let whole = mark(&all, &mesh, Side::Out);
+        let op = GatherReplicated { axis: mesh.clone(), dim: 0 };
+        let whole = Var::apply_op(Box::new(op), &[&block]);
         let oriented = if self.forward { move_axis(&whole, 0, whole.rank() - 1) } else { whole };
         let shape: Vec<i64> = y_ty.shape().iter().chain(x.shape()).map(|&d| d as i64).collect();
         Ok(Dyn { def: t.output, leaves: vec![oriented.reshape(&shape)] })

@@ -252,6 +252,194 @@ fn data_parallel_grad_equals_full_batch_grad(g: &Group) -> Check {
     close("data-parallel loss", &vals(&value), &vals(&full), 1e-12)
 }
 
+/// The collectives the plan of `f` at `args` issues (after the passes that
+/// drop dead work), by name: every op that communicates.
+fn communication<M, F: IntoFunction<M>>(f: &F, args: impl anvil::Flatten<Tensor>) -> Vec<String> {
+    const TALK: &[&str] = &[
+        "mpi.all_reduce_sum",
+        "mpi.all_reduce_max",
+        "mpi.psum_replicated",
+        "mpi.all_gather",
+        "mpi.gather_replicated",
+        "mpi.reduce_scatter",
+        "mpi.broadcast",
+        "mpi.sum_to_root",
+    ];
+    match anvil::lower(f, args) {
+        Ok(g) => g
+            .iter()
+            .filter(|(_, n)| TALK.contains(&n.op.name()))
+            .map(|(_, n)| format!("{}{:?}", n.op.name(), g.ty(n.out()).shape()))
+            .collect(),
+        Err(e) => vec![format!("error: {e}")],
+    }
+}
+
+fn expect_talk(what: &str, got: Vec<String>, want: &[&str]) -> Check {
+    if got.iter().map(String::as_str).eq(want.iter().copied()) {
+        return Ok(());
+    }
+    Err(format!("{what}: the plan communicates {got:?}, expected {want:?}"))
+}
+
+/// shard_map's convention for replicated values: their cotangents are
+/// replicated, so the transpose of a sum over the ranks, and the cotangent
+/// of a replicated result, need no communication; the plans are counted.
+fn replicated_cotangents_need_no_communication(g: &Group) -> Check {
+    let p = g.size;
+    // The data-parallel gradient: the one all-reduce is w's gradient (the
+    // loss's cotangent reaches every rank's examples as it is).
+    let loss = |w: &Var, x: &Var| (x.matmul(w).tanh() - 0.25).square().sum(&[0]);
+    let w = data(0, 20, &[3]);
+    let xs = data(0, 21, &[2 * p, 3]);
+    let dp = grad(data_parallel(loss, "batch"));
+    expect_talk("grad(data_parallel)", communication(&dp, (&w, &xs)), &["mpi.psum_replicated[3]"])?;
+    close(
+        "dp grad",
+        &vals(&ok("dp", dp.eval((&w, &xs)))?),
+        &vals(&ok("g", grad(loss).eval((&w, &xs)))?),
+        1e-12,
+    )?;
+    // psum of a replicated value is x * p, with no communication either way.
+    let f = shard_map(|w: &Var| all_reduce_sum(w, "b"), "b").in_axes(None).out_axes(None);
+    expect_talk("psum of a replicated value", communication(&f, &w), &[])?;
+    let want: Vec<f64> = vals(&w).iter().map(|v| v * p as f64).collect();
+    close("psum of a replicated value", &vals(&ok("psum(w)", f.eval(&w))?), &want, 1e-15)?;
+    let sum_f = |w: &Var| {
+        shard_map(|w: &Var| all_reduce_sum(w, "b"), "b")
+            .in_axes(None)
+            .out_axes(None)
+            .invoke(w)
+            .sum_all()
+    };
+    expect_talk("its gradient", communication(&grad(sum_f), &w), &[])?;
+    close(
+        "its gradient",
+        &vals(&ok("grad psum(w)", grad(sum_f).eval(&w))?),
+        &[p as f64; 3],
+        1e-15,
+    )?;
+    // A replicated result of sharded work: its cotangent goes back to every
+    // rank's block as it is; the blocks' cotangents are gathered (the one
+    // collective, all-gathering the sharded argument's gradient).
+    let sq = |x: &Var| {
+        shard_map(|x: &Var| all_reduce_sum(&x.square().sum_all(), "b"), "b")
+            .out_axes(None)
+            .invoke(x)
+    };
+    let x = data(0, 22, &[2 * p]);
+    let gx = grad(sq);
+    let shape = format!("mpi.gather_replicated[{}]", 2 * p);
+    expect_talk("grad of a replicated result", communication(&gx, &x), &[&shape])?;
+    let want: Vec<f64> = vals(&x).iter().map(|v| 2.0 * v).collect();
+    close("grad of a replicated result", &vals(&ok("grad sq", gx.eval(&x))?), &want, 1e-14)?;
+    // A gathered result: its cotangent's block is taken locally.
+    let twice = |x: &Var| {
+        (shard_map(|x: &Var| x * 2.0, "b").invoke(x) * x.tracer().constant(data(0, 23, &[2 * p])))
+            .sum_all()
+    };
+    expect_talk("grad of a gathered result", communication(&grad(twice), &x), &[&shape])?;
+    let u = vals(&data(0, 23, &[2 * p]));
+    let want: Vec<f64> = u.iter().map(|v| 2.0 * v).collect();
+    close(
+        "grad of a gathered result",
+        &vals(&ok("grad twice", grad(twice).eval(&x))?),
+        &want,
+        1e-14,
+    )
+}
+
+/// The dot-product test of sharded functions, whose arguments and results
+/// are replicated (counted once): `<u, L x> = <Lᵀ u, x>` with `Lᵀ u` from
+/// `grad`, each `L` through replicated, sharded and gathered values.
+fn typed_transposes_pass_the_dot_product_test(g: &Group) -> Check {
+    let p = g.size;
+    let xs = data(0, 31, &[2 * p, 3]);
+    let w = data(0, 32, &[3]);
+    let (xc, wc) = (xs.clone(), w.clone());
+    // Sharded in, summed over the ranks, replicated out.
+    let l = |x: &Var| {
+        shard_map(|x: &Var| all_reduce_sum(&x.sum(&[0]), "b"), "b").out_axes(None).invoke(x)
+    };
+    typed_dot("sharded -> psum", l, &xs)?;
+    // Replicated in (w), with each rank's rows, summed: linear in w.
+    let l = move |w: &Var| {
+        let x = w.tracer().constant(xc.clone());
+        shard_map(|w: &Var, x: &Var| all_reduce_sum(&x.matmul(w), "b"), "b")
+            .in_axes((None, Some(0)))
+            .out_axes(None)
+            .invoke((w, &x))
+    };
+    typed_dot("replicated -> pvary -> psum", l, &w)?;
+    // Sharded in, gathered out, mixed with a replicated w.
+    let l = move |x: &Var| {
+        let w = x.tracer().constant(wc.clone());
+        shard_map(|x: &Var, w: &Var| x * w, "b").in_axes((Some(0), None)).invoke((x, &w))
+    };
+    typed_dot("sharded -> gathered", l, &xs)?;
+    // Replicated in, gathered (p copies) out.
+    let l = |w: &Var| {
+        shard_map(|w: &Var| all_gather(&(w * 3.0), "b", 0), "b")
+            .in_axes(None)
+            .out_axes(None)
+            .invoke(w)
+    };
+    typed_dot("replicated -> gathered", l, &w)
+}
+
+/// `<u, L x>` against `<Lᵀ u, x>` (`Lᵀ u` from `grad`), both replicated.
+fn typed_dot<L: Fn(&Var) -> Var + Clone + 'static>(what: &str, l: L, x: &Tensor) -> Check {
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let y = ok(what, l.clone().eval(x))?;
+    let u = data(0, 30, y.shape());
+    let uu = u.clone();
+    let lt_u =
+        ok(what, grad(move |x: &Var| (l(x) * x.tracer().constant(uu.clone())).sum_all()).eval(x))?;
+    let (a, b) = (dot(&vals(&u), &vals(&y)), dot(&vals(&lt_u), &vals(x)));
+    close(&format!("{what}: <u, Lx> vs <Ltu, x>"), &[a], &[b], 1e-12)
+}
+
+/// Under `vmap_named`, a collective of an operand that does not vary along
+/// the batch acts on a batch of equal elements (JAX: `psum(c) = c * size`).
+fn vmap_named_unbatched_operands(_: &Group) -> Check {
+    let x = data(0, 40, &[3, 2]);
+    let c = data(0, 41, &[2]);
+    let cv = vals(&c);
+    let cc = c.clone();
+    let f =
+        vmap_named(move |r: &Var| r + all_reduce_sum(&r.tracer().constant(cc.clone()), "i"), "i");
+    let want: Vec<f64> = vals(&x).iter().enumerate().map(|(i, v)| v + 3.0 * cv[i % 2]).collect();
+    close("psum of a constant", &vals(&ok("psum c", f.eval(&x))?), &want, 1e-15)?;
+    // An unmapped argument: gathered, summed, scattered, maximised, broadcast.
+    let both = |h: fn(&Var) -> Var| {
+        vmap_named(move |_r: &Var, c: &Var| h(c), "i").in_axes((Some(0), None))
+    };
+    let gathered = ok("gather c", both(|c| all_gather(c, "i", 0)).eval((&x, &c)))?;
+    let want: Vec<f64> = (0..3).flat_map(|_| (0..3).flat_map(|_| cv.clone())).collect();
+    close("all_gather of an unmapped argument", &vals(&gathered), &want, 0.0)?;
+    let c6 = data(0, 42, &[6]);
+    let c6v = vals(&c6);
+    let scattered = ok("scatter c", both(|c| reduce_scatter(c, "i", 0)).eval((&x, &c6)))?;
+    let want: Vec<f64> = c6v.iter().map(|v| 3.0 * v).collect();
+    close("reduce_scatter of an unmapped argument", &vals(&scattered), &want, 1e-15)?;
+    let mx = ok("max c", both(|c| all_reduce_max(c, "i")).eval((&x, &c)))?;
+    let want: Vec<f64> = (0..3).flat_map(|_| cv.clone()).collect();
+    close("all_reduce_max of an unmapped argument", &vals(&mx), &want, 0.0)?;
+    let bc = ok("broadcast c", both(|c| broadcast(c, "i", 2)).eval((&x, &c)))?;
+    close("broadcast of an unmapped argument", &vals(&bc), &want, 0.0)?;
+    // Its gradient: d/dc sum_i psum(c) * x_i = 3 * sum_i x_i.
+    let h = |c: &Var, x: &Var| {
+        vmap_named(|r: &Var, c: &Var| all_reduce_sum(c, "i") * r, "i")
+            .in_axes((Some(0), None))
+            .invoke((x, c))
+            .sum_all()
+    };
+    let gc = ok("grad c", grad(h).eval((&c, &x)))?;
+    let xv = vals(&x);
+    let want: Vec<f64> = (0..2).map(|j| 3.0 * (0..3).map(|i| xv[i * 2 + j]).sum::<f64>()).collect();
+    close("grad through psum of an unmapped argument", &vals(&gc), &want, 1e-14)
+}
+
 /// The conformance kit's vmap, jvp and vmap-of-jvp checks on every
 /// collective over the processes (each rank holds the same sample, so the
 /// checks' per-rank comparisons hold; the transposes are checked across
@@ -259,7 +447,8 @@ fn data_parallel_grad_equals_full_batch_grad(g: &Group) -> Check {
 /// `tests/conformance.rs`).
 fn conformance_kit_on_the_mesh(g: &Group) -> Check {
     use anvil_mpi::{
-        AllGather, AllReduce, Axis, AxisKind, Broadcast, Reduce, ReduceScatter, SumToRoot,
+        AllGather, AllReduce, Axis, AxisKind, Broadcast, GatherReplicated, PsumReplicated, Pvary,
+        Reduce, ReduceScatter, Replicated, SumToRoot, TakeShard,
     };
     use anvil_testing::{check_op_jvp, check_op_vmap, check_op_vmap_of_jvp, InputKind, OpSample};
     let axis = Axis { name: "batch".into(), size: g.size, kind: AxisKind::Mesh };
@@ -276,6 +465,11 @@ fn conformance_kit_on_the_mesh(g: &Group) -> Check {
         sample(Box::new(ReduceScatter { axis: axis.clone(), dim: 0 }), &[p, 3]),
         sample(Box::new(Broadcast { axis: axis.clone(), root: p - 1 }), &[2, 3]),
         sample(Box::new(SumToRoot { axis: axis.clone(), root: 0 }), &[2, 3]),
+        sample(Box::new(Pvary { axis: axis.clone() }), &[2, 3]),
+        sample(Box::new(PsumReplicated { axis: axis.clone() }), &[2, 3]),
+        sample(Box::new(GatherReplicated { axis: axis.clone(), dim: 1 }), &[2, 3]),
+        sample(Box::new(TakeShard { axis: axis.clone(), dim: 0 }), &[2 * p, 3]),
+        sample(Box::new(Replicated { axis: axis.clone(), transposed: true }), &[2, 3]),
     ];
     for s in &samples {
         check_op_vmap(s).map_err(|e| format!("vmap of {}: {e}", s.describe()))?;
@@ -317,6 +511,10 @@ fn errors_are_errors_not_hangs(g: &Group) -> Check {
     let xs = data(0, 14, &[p + 1]);
     let r = shard_map(|x: &Var| x.square(), "batch").eval(&xs);
     expect_err("indivisible batch", r, &["not divisible", &format!("{} ranks", p)])?;
+    still_in_step(g)?;
+    // A Jacobian basis of p + 1 directions does not split either.
+    let r = jacfwd_sharded(|x: &Var| x.sin(), "basis").eval(&xs);
+    expect_err("indivisible basis", r, &["jacfwd_sharded", "not divisible"])?;
     still_in_step(g)?;
     // Rank-dependent argument shapes: caught on entry, naming each rank's.
     let x = data(g.rank, 15, &[2 + g.rank]);
@@ -361,6 +559,12 @@ fn main() {
         ("sharded_jacobians_equal_single_process", sharded_jacobians_equal_single_process),
         ("data_parallel_grad_equals_full_batch_grad", data_parallel_grad_equals_full_batch_grad),
         ("conformance_kit_on_the_mesh", conformance_kit_on_the_mesh),
+        (
+            "replicated_cotangents_need_no_communication",
+            replicated_cotangents_need_no_communication,
+        ),
+        ("typed_transposes_pass_the_dot_product_test", typed_transposes_pass_the_dot_product_test),
+        ("vmap_named_unbatched_operands", vmap_named_unbatched_operands),
         ("errors_are_errors_not_hangs", errors_are_errors_not_hangs),
     ];
     let mut failed = 0;

@@ -8,8 +8,8 @@
 #![cfg(not(feature = "mpi"))]
 
 use anvil_mpi::{
-    AllGather, AllReduce, Axis, AxisKind, Boundary, Broadcast, Reduce, ReduceScatter, Side,
-    SumToRoot,
+    AllGather, AllReduce, Axis, AxisKind, Broadcast, GatherReplicated, PsumReplicated, Pvary,
+    Reduce, ReduceScatter, Replicated, SumToRoot, TakeShard,
 };
 use anvil_testing::{check_op, InputKind, OpSample};
 use std::sync::OnceLock;
@@ -31,7 +31,6 @@ fn sample(op: impl anvil::Op) -> OpSample {
 
 fn samples() -> Vec<OpSample> {
     let axis = mesh();
-    let boundary = |side, transposed| Boundary { axis: axis.clone(), side, transposed };
     vec![
         sample(AllReduce { axis: axis.clone(), reduce: Reduce::Sum }),
         sample(AllReduce { axis: axis.clone(), reduce: Reduce::Max }),
@@ -40,10 +39,12 @@ fn samples() -> Vec<OpSample> {
         sample(ReduceScatter { axis: axis.clone(), dim: 1 }),
         sample(Broadcast { axis: axis.clone(), root: 0 }),
         sample(SumToRoot { axis: axis.clone(), root: 0 }),
-        sample(boundary(Side::In, false)),
-        sample(boundary(Side::In, true)),
-        sample(boundary(Side::Out, false)),
-        sample(boundary(Side::Out, true)),
+        sample(Pvary { axis: axis.clone() }),
+        sample(PsumReplicated { axis: axis.clone() }),
+        sample(GatherReplicated { axis: axis.clone(), dim: 1 }),
+        sample(TakeShard { axis: axis.clone(), dim: 0 }),
+        sample(Replicated { axis: axis.clone(), transposed: false }),
+        sample(Replicated { axis: axis.clone(), transposed: true }),
     ]
 }
 
