@@ -2,8 +2,8 @@
 //!
 //! - A warm loop allocates nothing per step: the cached call of a `scan`,
 //!   of its gradient (a forward scan and a reverse one) and of a
-//!   `while_loop` costs the same number of heap allocations whether the
-//!   loop runs 10 or 1,000 steps. Counted on the calling thread by a
+//!   `while_loop` costs no more heap allocations at 1,000 steps than at
+//!   10. Counted on the calling thread by a
 //!   counting allocator (this binary only).
 //! - The loop passes of the compile pipeline: the gradient of a scan runs
 //!   one forward loop (the primal scan and the scan storing the residuals
@@ -12,7 +12,6 @@
 //!   with the same function unrolled.
 
 use anvil::prelude::*;
-use anvil::Jit;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -101,11 +100,14 @@ fn warm_calls(short: impl Fn() -> usize, long: impl Fn() -> usize) -> (usize, us
 fn a_warm_scan_allocates_nothing_per_step() {
     let (a, b, x) = inputs();
     let (f10, f1000) = (jit(ode_at(10)), jit(ode_at(1000)));
-    let call = |f: &Jit<_>| f.eval((&a, &b, &x)).unwrap().item().unwrap();
-    assert!(call(&f10).is_finite() && call(&f1000).is_finite());
-    let (short, long) = warm_calls(|| call(&f10) as usize, || call(&f1000) as usize);
+    let c10 = || f10.eval((&a, &b, &x)).unwrap().item().unwrap();
+    let c1000 = || f1000.eval((&a, &b, &x)).unwrap().item().unwrap();
+    assert!(c10().is_finite() && c1000().is_finite());
+    let (short, long) = warm_calls(|| c10() as usize, || c1000() as usize);
     assert!(short > 0, "the counter does not count");
-    assert_eq!(short, long, "990 more steps cost {} more allocations", long as i64 - short as i64);
+    // No more at 1,000 steps than at 10 (a few fewer can happen: the
+    // longer loop's stacked results are large enough to come from the pool).
+    assert!(long <= short, "990 more steps cost {} more allocations", long as i64 - short as i64);
 }
 
 #[test]
@@ -113,14 +115,21 @@ fn a_warm_scan_gradient_allocates_nothing_per_step() {
     let (a, b, x) = inputs();
     let g10 = jit(value_and_grad(ode_at(10)).argnums(&[0, 1]));
     let g1000 = jit(value_and_grad(ode_at(1000)).argnums(&[0, 1]));
-    let call = |g: &Jit<_>| {
-        let (v, d) = g.eval((&a, &b, &x)).unwrap();
+    let c10 = || {
+        let (v, d) = g10.eval((&a, &b, &x)).unwrap();
         assert!(d[0].to_f64_vec().iter().all(|v| v.is_finite()));
         v.item().unwrap()
     };
-    let (short, long) = warm_calls(|| call(&g10) as usize, || call(&g1000) as usize);
+    let c1000 = || {
+        let (v, d) = g1000.eval((&a, &b, &x)).unwrap();
+        assert!(d[0].to_f64_vec().iter().all(|v| v.is_finite()));
+        v.item().unwrap()
+    };
+    let (short, long) = warm_calls(|| c10() as usize, || c1000() as usize);
     assert!(short > 0, "the counter does not count");
-    assert_eq!(short, long, "990 more steps cost {} more allocations", long as i64 - short as i64);
+    // No more at 1,000 steps than at 10 (a few fewer can happen: the
+    // longer loop's stacked results are large enough to come from the pool).
+    assert!(long <= short, "990 more steps cost {} more allocations", long as i64 - short as i64);
 }
 
 #[test]
@@ -145,11 +154,14 @@ fn a_warm_while_loop_allocates_nothing_per_step() {
     let (f10, f1000) = (jit(vmap(newton(10.0))), jit(vmap(newton(1000.0))));
     let a = Tensor::from_vec(vec![1.0, 1.5, 2.0, 0.5], &[4]).unwrap();
     let b = Tensor::from_vec(vec![3.0, -1.0, 0.5, 2.0], &[4]).unwrap();
-    let call = |f: &Jit<_>| f.eval((&a, &b)).unwrap().to_f64_vec()[0];
-    assert!(call(&f10) != call(&f1000), "the loops ran the same number of steps");
-    let (short, long) = warm_calls(|| call(&f10) as usize, || call(&f1000) as usize);
+    let c10 = || f10.eval((&a, &b)).unwrap().to_f64_vec()[0];
+    let c1000 = || f1000.eval((&a, &b)).unwrap().to_f64_vec()[0];
+    assert!(c10() != c1000(), "the loops ran the same number of steps");
+    let (short, long) = warm_calls(|| c10() as usize, || c1000() as usize);
     assert!(short > 0, "the counter does not count");
-    assert_eq!(short, long, "990 more steps cost {} more allocations", long as i64 - short as i64);
+    // No more at 1,000 steps than at 10 (a few fewer can happen: the
+    // longer loop's stacked results are large enough to come from the pool).
+    assert!(long <= short, "990 more steps cost {} more allocations", long as i64 - short as i64);
 }
 
 /// [`ode`] with a Rust loop instead of a scan (an unrolled graph).
