@@ -15,11 +15,16 @@
 //! - **jvp**: one scan of the body's jvp, carrying tangents only where a
 //!   fixpoint over the body says they can be non-zero.
 //! - **transpose**: a scan forward over the known part storing each step's
-//!   known carries (loop-invariant values are `consts`, saved once, never
-//!   per step), then a scan in the other direction over the body's
-//!   transpose, carrying the cotangents of the linear carries and
+//!   residuals (the known values the linear part reads that change from
+//!   step to step; loop-invariant values are `consts`, saved once, never
+//!   per step), then a scan in the other direction over the transpose of
+//!   the body's linear part on those residuals (nothing of the known part
+//!   is recomputed), carrying the cotangents of the linear carries and
 //!   accumulating those of the linear consts (a closed-over parameter's
-//!   gradient is a sum over steps in the reverse carry).
+//!   gradient is a sum over steps in the reverse carry; when that sum is of
+//!   outer products, the compile pipeline's loop passes turn it into one
+//!   matrix product after the loop). With `checkpoint`, only every k-th
+//!   step's carries are stored and the rest recomputed.
 //! - **sparsity**: the carries' sets are a fixpoint over the steps (what
 //!   the body's new carries depend on, given the carries so far and any
 //!   step's slices, until nothing grows or `length` steps are covered);
@@ -33,7 +38,7 @@ use anvil_core::replay::{replay, value};
 use anvil_core::sparsity::{BodyPattern, Builder, Detector, IndexSets, SparsityArg, Union};
 use anvil_core::{
     register_rule, trace_with, Batched, Error, Graph, LinearArg, Op, Result, SubGraph, TensorType,
-    Var,
+    ValueId, Var,
 };
 use std::sync::Arc;
 
@@ -339,39 +344,74 @@ pub(crate) fn known(args: &[LinearArg], i: usize) -> Result<Var> {
         .ok_or_else(|| Error::invalid("scan", "transpose", format!("operand {i} must be known")))
 }
 
-/// A forward scan over the known part of `s`'s body: its known carries'
-/// values at the start of every step, stacked (`[length, ...]`, indexed
-/// like the xs).
-fn known_carries(s: &Scan, split: &Split, args: &[LinearArg]) -> Result<Vec<Var>> {
-    let known_k = marked(&split.lin_k.iter().map(|l| !l).collect::<Vec<_>>());
-    if known_k.is_empty() {
+/// The residuals of a scan's transpose: the values of the body that do not
+/// depend on a linear input but change from step to step (they read a
+/// known carry or a known x) and that a linear node reads. A forward scan
+/// over the known part stores them per step ([`residual_scan`]); the body's
+/// transpose reads them instead of recomputing the known part. Known values
+/// that depend on consts only are loop-invariant: the transposed body
+/// computes them from the consts (once per loop, on the CPU).
+struct Residuals {
+    /// Per body value: linear (depends on a linear input).
+    linear: Vec<bool>,
+    /// Per body value: known and per-step.
+    per_step: Vec<bool>,
+    /// The residual values, in body order.
+    values: Vec<ValueId>,
+}
+
+impl Residuals {
+    fn of(s: &Scan, split: &Split) -> Residuals {
+        let body = s.body.graph();
+        let body_linear = split.body_linear();
+        let linear = crate::control::varying_values(body, &body_linear);
+        let stepping: Vec<bool> =
+            body_linear.iter().enumerate().map(|(i, &l)| !l && i >= s.consts).collect();
+        let varies = crate::control::varying_values(body, &stepping);
+        let per_step: Vec<bool> = linear.iter().zip(&varies).map(|(&l, &v)| !l && v).collect();
+        let mut values = Vec::new();
+        for (_, node) in body.iter() {
+            if node.op.is::<anvil_core::Parameter>() || !node.results().any(|v| linear[v.index()]) {
+                continue;
+            }
+            for &i in &node.inputs {
+                if per_step[i.index()] && !values.contains(&i) {
+                    values.push(i);
+                }
+            }
+        }
+        Residuals { linear, per_step, values }
+    }
+}
+
+/// A forward scan over the known part of `s`'s body, returning each step's
+/// residuals stacked (`[length, ...]`, indexed like the xs).
+fn residual_scan(s: &Scan, split: &Split, res: &Residuals, args: &[LinearArg]) -> Result<Vec<Var>> {
+    if res.values.is_empty() {
         return Ok(Vec::new());
     }
+    let known_k = marked(&split.lin_k.iter().map(|l| !l).collect::<Vec<_>>());
     let body_linear = split.body_linear();
     let known_in = marked(&body_linear.iter().map(|l| !l).collect::<Vec<_>>());
     let body = s.body.graph();
-    let linear_values = crate::control::varying_values(body, &body_linear);
     let types: Vec<TensorType> = known_in.iter().map(|&i| body.input_types()[i].clone()).collect();
-    // (known consts, known carries, known xs) -> (known carries', known carries).
-    let residual_body = trace_with(&types, |vars| {
+    // (known consts, known carries, known xs) -> (known carries', residuals).
+    let known_body = trace_with(&types, |vars| {
         let mut env: Vec<Option<Var>> = vec![None; body.num_values()];
         for (v, &i) in vars.iter().zip(&known_in) {
             env[body.inputs()[i].index()] = Some(v.clone());
         }
-        replay(body, &mut env, |id| !body.node(id).results().any(|v| linear_values[v.index()]))?;
+        replay(body, &mut env, |id| !body.node(id).results().any(|v| res.linear[v.index()]))?;
         let mut outs: Vec<Var> =
             known_k.iter().map(|&k| value(&env, body.outputs()[k])).collect::<Result<_>>()?;
-        for &k in &known_k {
-            let at = known_in.iter().position(|&i| i == s.consts + k).ok_or_else(|| {
-                Error::invalid("scan", "transpose", "a known carry is not a known input")
-            })?;
-            outs.push(vars[at].clone());
+        for &r in &res.values {
+            outs.push(value(&env, r)?);
         }
         Ok(outs)
     })?;
     let operands: Vec<Var> = known_in.iter().map(|&i| known(args, i)).collect::<Result<_>>()?;
     let scan = Scan {
-        body: residual_body.into(),
+        body: known_body.into(),
         consts: split.lin_c.iter().filter(|&&l| !l).count(),
         carries: known_k.len(),
         length: s.length,
@@ -379,6 +419,52 @@ fn known_carries(s: &Scan, split: &Split, args: &[LinearArg]) -> Result<Vec<Var>
         checkpoint: None,
     };
     Ok(emit_scan(scan, &operands).split_off(known_k.len()))
+}
+
+/// The linear part of `s`'s body on its residuals: `(known consts,
+/// residuals, linear inputs) -> (the outputs marked in ct_for)`, with the
+/// known values that depend on consts only recomputed inside. An output
+/// marked that is not linear (a carry linear only by its initial value)
+/// is zeros: its cotangent goes nowhere.
+fn linear_body(s: &Scan, split: &Split, res: &Residuals, ct_for: &[bool]) -> Result<Graph> {
+    let body = s.body.graph();
+    let body_linear = split.body_linear();
+    let body_in = body.input_types();
+    let known_c: Vec<usize> = (0..s.consts).filter(|&i| !body_linear[i]).collect();
+    let lin_in = marked(&body_linear);
+    let mut types: Vec<TensorType> = known_c.iter().map(|&i| body_in[i].clone()).collect();
+    types.extend(res.values.iter().map(|&r| body.ty(r).clone()));
+    types.extend(lin_in.iter().map(|&i| body_in[i].clone()));
+    trace_with(&types, |vars| {
+        let mut env: Vec<Option<Var>> = vec![None; body.num_values()];
+        let (kc, nr) = (known_c.len(), res.values.len());
+        for (k, &i) in known_c.iter().enumerate() {
+            env[body.inputs()[i].index()] = Some(vars[k].clone());
+        }
+        for (k, &r) in res.values.iter().enumerate() {
+            env[r.index()] = Some(vars[kc + k].clone());
+        }
+        for (k, &i) in lin_in.iter().enumerate() {
+            env[body.inputs()[i].index()] = Some(vars[kc + nr + k].clone());
+        }
+        replay(body, &mut env, |id| !body.node(id).results().any(|v| res.per_step[v.index()]))?;
+        let outs = body.outputs();
+        let body_out = body.output_types();
+        (0..outs.len())
+            .filter(|&k| ct_for[k])
+            .map(|k| {
+                if res.linear[outs[k].index()] {
+                    value(&env, outs[k])
+                } else {
+                    let ty = &body_out[k];
+                    Ok(crate::full_scalar(
+                        ty.shape(),
+                        anvil_core::Scalar::F64(0.0).cast(ty.dtype()),
+                    ))
+                }
+            })
+            .collect()
+    })
 }
 
 /// The transpose of a scan linear in some operands: see the module
@@ -393,32 +479,35 @@ fn transpose_scan(
     if let Some(k) = s.checkpoint.filter(|&k| k > 0 && k < s.length) {
         return crate::checkpoint::transpose_scan_checkpointed(s, &split, k, cts, args);
     }
-    let residuals = known_carries(s, &split, args)?;
-    let body_linear = split.body_linear();
+    let res = Residuals::of(s, &split);
+    let residuals = residual_scan(s, &split, &res, args)?;
     let ct_for: Vec<bool> = split.lin_k.iter().chain(&split.lin_y).copied().collect();
-    // The body's transpose: (known c, known k, known x, ct k', ct y) -> (ct c, ct k, ct x).
-    let tb = transpose_body(&s.body, &body_linear, &ct_for)?;
+    let lin = linear_body(s, &split, &res, &ct_for)?;
     let count = |m: &[bool], lin: bool| m.iter().filter(|&&l| l == lin).count();
-    let (kc, kk, kx) =
-        (count(&split.lin_c, false), count(&split.lin_k, false), count(&split.lin_x, false));
+    let kc = count(&split.lin_c, false);
+    let nr = res.values.len();
     let (lc, lk) = (count(&split.lin_c, true), count(&split.lin_k, true));
-    // As a reverse scan: consts (known c), carries (ct k, acc c), xs (known
-    // k per step, known x, ct y) -> carries (ct k, acc c + ct c), ys (ct x).
+    let lin_mask: Vec<bool> = (0..lin.inputs().len()).map(|i| i >= kc + nr).collect();
+    let n_ct = lin.outputs().len();
+    // The body's transpose: (known c, residuals, ct k', ct y) -> (ct c, ct k, ct x).
+    let tb = transpose_body(&lin, &lin_mask, &vec![true; n_ct])?;
+    // As a reverse scan: consts (known c), carries (ct k, acc c), xs
+    // (residuals per step, ct y) -> carries (ct k, acc c + ct c), ys (ct x).
     let body_types = tb.input_types();
     let tb_out = tb.output_types();
     let mut types: Vec<TensorType> = body_types[..kc].to_vec();
-    types.extend(body_types[kc + kk + kx..kc + kk + kx + lk].iter().cloned());
+    types.extend(body_types[kc + nr..kc + nr + lk].iter().cloned());
     types.extend(tb_out[..lc].iter().cloned());
-    types.extend(body_types[kc..kc + kk + kx].iter().cloned());
-    types.extend(body_types[kc + kk + kx + lk..].iter().cloned());
+    types.extend(body_types[kc..kc + nr].iter().cloned());
+    types.extend(body_types[kc + nr + lk..].iter().cloned());
     let body = trace_with(&types, |v| {
         let consts = &v[..kc];
         let ct_k = &v[kc..kc + lk];
         let acc = &v[kc + lk..kc + lk + lc];
-        let known_kx = &v[kc + lk + lc..kc + lk + lc + kk + kx];
-        let ct_y = &v[kc + lk + lc + kk + kx..];
+        let step_res = &v[kc + lk + lc..kc + lk + lc + nr];
+        let ct_y = &v[kc + lk + lc + nr..];
         let mut ins: Vec<Var> = consts.to_vec();
-        ins.extend(known_kx.iter().cloned());
+        ins.extend(step_res.iter().cloned());
         ins.extend(ct_k.iter().cloned());
         ins.extend(ct_y.iter().cloned());
         let outs = anvil_core::replay::inline_graph(&tb, &ins)?;
@@ -456,11 +545,6 @@ fn transpose_scan(
         }
     }
     operands.extend(residuals.iter().cloned());
-    for i in g[2].clone() {
-        if !split.lin_x[i - g[2].start] {
-            operands.push(known(args, i)?);
-        }
-    }
     for (j, &l) in split.lin_y.iter().enumerate() {
         if l {
             let k = s.carries + j;

@@ -20,6 +20,7 @@ pub mod captures;
 pub mod control_flow;
 pub mod custom;
 pub mod diff;
+pub mod loops;
 pub mod map;
 pub mod passes;
 pub mod pipeline;

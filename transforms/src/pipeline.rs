@@ -19,7 +19,8 @@ use anvil_core::{Backend, Evaluator, Function, Graph, Result, Tensor, TensorType
 use std::time::Instant;
 
 /// The graph a call runs: `graph` rewritten to a fixpoint (see
-/// [`rewrite`](crate::rewrite::rewrite)), constants folded with `eval`, rewritten again, common
+/// [`rewrite`](crate::rewrite::rewrite)), the loop passes applied (see
+/// [`loops`](crate::loops)), constants folded with `eval`, rewritten again, common
 /// subexpressions merged and dead nodes dropped — in bodies too.
 ///
 /// # Errors
@@ -28,6 +29,12 @@ pub fn optimize(graph: &Graph, eval: &dyn Evaluator) -> Result<Graph> {
     anvil_core::stats::count_optimization();
     let g = map_bodies(graph, &|body| optimize(body, eval))?;
     let g = dce(&cse(&rewrite_top(&g)?)?)?;
+    // Loop passes (sibling scans merged, accumulated outer products taken
+    // out of loops); their new bodies are optimised like the others.
+    let g = match crate::loops::optimize_loops(&g)? {
+        Some(l) => dce(&cse(&rewrite_top(&map_bodies(&l, &|b| optimize(b, eval))?)?)?)?,
+        None => g,
+    };
     let folded = fold_constants(&g, eval)?;
     let g = if folded.len() == g.len() && folded.same_structure(&g) {
         g

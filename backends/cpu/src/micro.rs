@@ -254,10 +254,57 @@ enum Fold {
     All,
 }
 
+/// The `f64` arithmetic a micro program runs without the block-math
+/// dispatch: a loop over slices per instruction (the bulk of a loop body's
+/// instructions on small vectors, where the dispatch cost more than the
+/// arithmetic).
+#[derive(Clone, Copy, Debug)]
+enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Neg,
+}
+
+impl Arith {
+    fn of(op: &dyn Op, arity: usize) -> Option<Arith> {
+        use anvil_ops::elementwise::{Add, Div, Mul, Neg, Sub};
+        Some(match arity {
+            2 if op.is::<Add>() => Arith::Add,
+            2 if op.is::<Sub>() => Arith::Sub,
+            2 if op.is::<Mul>() => Arith::Mul,
+            2 if op.is::<Div>() => Arith::Div,
+            1 if op.is::<Neg>() => Arith::Neg,
+            _ => return None,
+        })
+    }
+
+    /// `out = a op b` (`b` ignored by the unary ones).
+    #[inline]
+    fn run(self, a: &[f64], b: &[f64], out: &mut [f64]) {
+        fn zip2(a: &[f64], b: &[f64], out: &mut [f64], f: impl Fn(f64, f64) -> f64) {
+            for ((d, &p), &q) in out.iter_mut().zip(a).zip(b) {
+                *d = f(p, q);
+            }
+        }
+        match self {
+            Arith::Add => zip2(a, b, out, |p, q| p + q),
+            Arith::Sub => zip2(a, b, out, |p, q| p - q),
+            Arith::Mul => zip2(a, b, out, |p, q| p * q),
+            Arith::Div => zip2(a, b, out, |p, q| p / q),
+            Arith::Neg => out.iter_mut().zip(a).for_each(|(d, &p)| *d = -p),
+        }
+    }
+}
+
 #[derive(Debug)]
 enum Code {
     /// Block math over whole values of one shape.
     Elementwise { instr: Instr, args: Vec<usize>, out: usize, shape: Vec<usize> },
+    /// `f64` arithmetic over whole values of one shape (`b == a` for the
+    /// unary ones).
+    Arith { f: Arith, a: usize, b: usize, out: usize },
     /// `out[i] = src[map[i]]`.
     Gather { src: usize, map: Vec<u32>, out: usize },
     /// `out[i] = srcs[map[i].0][map[i].1]`, or the fill where `None`.
@@ -282,6 +329,7 @@ impl Code {
     fn outs(&self) -> Vec<usize> {
         match self {
             Code::Elementwise { out, .. }
+            | Code::Arith { out, .. }
             | Code::Gather { out, .. }
             | Code::Assemble { out, .. }
             | Code::Const { out, .. }
@@ -558,6 +606,16 @@ impl Builder {
             self.code.push(Code::Gather { src: a, map, out: tmp });
             ready.push(tmp);
         }
+        let all_f64 = ready.iter().chain([&out]).all(|&s| self.types[s].dtype() == DType::F64);
+        if let (Some(f), true) = (Arith::of(op, ready.len()), all_f64) {
+            // An operand that is also the result (never made by the builder,
+            // which gives every value its own slot) would alias.
+            if ready.iter().all(|&a| a != out) {
+                let (a, b) = (ready[0], *ready.last().unwrap_or(&ready[0]));
+                self.code.push(Code::Arith { f, a, b, out });
+                return Ok(());
+            }
+        }
         let instr = Instr::new(op.boxed(), (0..ready.len()).collect(), self.types[out].dtype());
         self.code.push(Code::Elementwise { instr, args: ready, out, shape });
         Ok(())
@@ -616,6 +674,7 @@ impl Builder {
 fn reads_writes(c: &Code) -> (Vec<usize>, Vec<usize>) {
     match c {
         Code::Elementwise { args, out, .. } => (args.clone(), vec![*out]),
+        Code::Arith { a, b, out, .. } => (vec![*a, *b], vec![*out]),
         Code::Gather { src, out, .. } => (vec![*src], vec![*out]),
         Code::Assemble { srcs, out, .. } => (srcs.clone(), vec![*out]),
         Code::Const { out, .. } => (vec![], vec![*out]),
@@ -833,6 +892,14 @@ fn step(c: &Code, bufs: &mut [Buf], types: &[TensorType], ctx: &Parallelism) -> 
             bufs[*out] = o;
             r
         }
+        Code::Arith { f, a, b, out } => {
+            let mut o = std::mem::take(&mut bufs[*out]);
+            if let (Buf::F64(x), Buf::F64(y), Buf::F64(z)) = (&bufs[*a], &bufs[*b], &mut o) {
+                f.run(x, y, z);
+            }
+            bufs[*out] = o;
+            Ok(())
+        }
         Code::Gather { src, map, out } => {
             let mut o = std::mem::take(&mut bufs[*out]);
             gather(&bufs[*src], map, &mut o);
@@ -850,12 +917,8 @@ fn step(c: &Code, bufs: &mut [Buf], types: &[TensorType], ctx: &Parallelism) -> 
         Code::Matmul { a, b, out, mm } => {
             let mut o = std::mem::take(&mut bufs[*out]);
             match (&bufs[*a], &bufs[*b], &mut o) {
-                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if mm.m * mm.k * mm.n >= GEMM_FLOPS => {
-                    gemm(x, y, z, mm)
-                }
-                (Buf::F32(x), Buf::F32(y), Buf::F32(z)) if mm.m * mm.k * mm.n >= GEMM_FLOPS => {
-                    gemm(x, y, z, mm)
-                }
+                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct(mm) => gemm(x, y, z, mm),
+                (Buf::F32(x), Buf::F32(y), Buf::F32(z)) if !direct(mm) => gemm(x, y, z, mm),
                 (Buf::F64(x), Buf::F64(y), Buf::F64(z)) => matmul(x, y, z, mm),
                 (Buf::F32(x), Buf::F32(y), Buf::F32(z)) => matmul(x, y, z, mm),
                 _ => {}
@@ -940,6 +1003,23 @@ fn matmul<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output =
     let (brs, bcs) = mm.b_strides;
     let k = mm.k;
     let mut o = 0;
+    if mm.m == 1 && bcs == 1 && !(acs == 1 && brs == 1) {
+        // A row vector times a row-major matrix: the rows of b scaled and
+        // summed into the result (contiguous runs, vectorised).
+        for &(ao, bo) in &mm.batches {
+            let row = &mut out[o..o + mm.n];
+            row.iter_mut().for_each(|d| *d = T::default());
+            for p in 0..k {
+                let s = a[ao + p * acs];
+                let br = &b[bo + p * brs..bo + p * brs + mm.n];
+                for (d, &v) in row.iter_mut().zip(br) {
+                    *d = *d + s * v;
+                }
+            }
+            o += mm.n;
+        }
+        return;
+    }
     for &(ao, bo) in &mm.batches {
         for i in 0..mm.m {
             for j in 0..mm.n {
@@ -962,9 +1042,14 @@ fn matmul<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output =
 }
 
 /// Products at least this large (`m k n`) go to faer's kernels, whose
-/// vectorised, blocked loops beat the direct ones beyond a few thousand
-/// multiply-adds.
+/// vectorised (runtime-dispatched SIMD), blocked loops beat the direct ones
+/// beyond a few thousand multiply-adds, matrix-vector products included.
 const GEMM_FLOPS: usize = 2048;
+
+/// Whether the direct loops run this product.
+fn direct(mm: &MatmulShape) -> bool {
+    mm.m * mm.k * mm.n < GEMM_FLOPS
+}
 
 /// The products through faer, one matrix per batch, on this thread.
 fn gemm<T: faer::traits::ComplexField + Copy + num_one::One>(
@@ -1004,20 +1089,20 @@ mod num_one {
     }
 }
 
-/// `Σ x[i] y[i]` in four interleaved partial sums (they vectorise).
+/// `Σ x[i] y[i]` in eight interleaved partial sums (they vectorise).
 fn dot<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
     x: &[T],
     y: &[T],
 ) -> T {
-    let mut acc = [T::default(); 4];
-    let (xc, yc) = (x.chunks_exact(4), y.chunks_exact(4));
+    let mut acc = [T::default(); 8];
+    let (xc, yc) = (x.chunks_exact(8), y.chunks_exact(8));
     let (xr, yr) = (xc.remainder(), yc.remainder());
     for (a, b) in xc.zip(yc) {
-        for l in 0..4 {
+        for l in 0..8 {
             acc[l] = acc[l] + a[l] * b[l];
         }
     }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    let mut s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (a, b) in xr.iter().zip(yr) {
         s = s + *a * *b;
     }

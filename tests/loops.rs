@@ -1,0 +1,210 @@
+//! Loops as the CPU runs them.
+//!
+//! - A warm loop allocates nothing per step: the cached call of a `scan`,
+//!   of its gradient (a forward scan and a reverse one) and of a
+//!   `while_loop` costs no more heap allocations at 1,000 steps than at
+//!   10. Counted on the calling thread by a
+//!   counting allocator (this binary only).
+//! - The loop passes of the compile pipeline: the gradient of a scan runs
+//!   one forward loop (the primal scan and the scan storing the residuals
+//!   merged) and one reverse loop whose steps handle vectors only (the
+//!   matrix's cotangent one product after the loop), and its values agree
+//!   with the same function unrolled.
+
+use anvil::prelude::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: the thread-local may already be gone while a thread exits.
+    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged; counting touches only a const-initialised thread-local `Cell`,
+// which does not allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: forwarded as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: forwarded as is.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: forwarded as is.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as is.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn allocations_of(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.with(Cell::get);
+    f();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+/// An RK2 step of `dx/dt = tanh(A x + b) - x / 2` (W9's ODE, smaller).
+fn ode(a: &Var, b: &Var, x0: &Var, steps: usize) -> anvil::Result<Var> {
+    let rhs = |x: &Var| (a.matmul(x) + b).tanh() - x * 0.5;
+    let step = |x: &Var, _: &()| {
+        let k1 = rhs(x);
+        let k2 = rhs(&(x + &(&k1 * 0.05)));
+        (x + &((k1 + k2) * 0.05), x.sum_all())
+    };
+    let (x, ys) = scan_n(step, x0, steps)?;
+    Ok(x.square().sum_all() + ys.sum_all())
+}
+
+/// [`ode`] at a number of steps (one closure type for every length).
+fn ode_at(steps: usize) -> impl Fn(&Var, &Var, &Var) -> anvil::Result<Var> + Clone {
+    move |a: &Var, b: &Var, x: &Var| ode(a, b, x, steps)
+}
+
+fn inputs() -> (Tensor, Tensor, Tensor) {
+    let d = 6;
+    let a = (0..d * d).map(|k| ((k as f64) * 0.37).sin() / 3.0).collect();
+    let b = (0..d).map(|i| 0.2 * (i as f64).cos()).collect();
+    let x = (0..d).map(|i| (0.7 * (i as f64 + 1.0)).sin()).collect();
+    (
+        Tensor::from_vec(a, &[d, d]).unwrap(),
+        Tensor::from_vec(b, &[d]).unwrap(),
+        Tensor::from_vec(x, &[d]).unwrap(),
+    )
+}
+
+/// The allocations of a warm call of `short` and of `long`.
+fn warm_calls(short: impl Fn() -> usize, long: impl Fn() -> usize) -> (usize, usize) {
+    short();
+    long();
+    (
+        allocations_of(|| {
+            short();
+        }),
+        allocations_of(|| {
+            long();
+        }),
+    )
+}
+
+#[test]
+fn a_warm_scan_allocates_nothing_per_step() {
+    let (a, b, x) = inputs();
+    let (f10, f1000) = (jit(ode_at(10)), jit(ode_at(1000)));
+    let c10 = || f10.eval((&a, &b, &x)).unwrap().item().unwrap();
+    let c1000 = || f1000.eval((&a, &b, &x)).unwrap().item().unwrap();
+    assert!(c10().is_finite() && c1000().is_finite());
+    let (short, long) = warm_calls(|| c10() as usize, || c1000() as usize);
+    assert!(short > 0, "the counter does not count");
+    // No more at 1,000 steps than at 10 (a few fewer can happen: the
+    // longer loop's stacked results are large enough to come from the pool).
+    assert!(long <= short, "990 more steps cost {} more allocations", long as i64 - short as i64);
+}
+
+#[test]
+fn a_warm_scan_gradient_allocates_nothing_per_step() {
+    let (a, b, x) = inputs();
+    let g10 = jit(value_and_grad(ode_at(10)).argnums(&[0, 1]));
+    let g1000 = jit(value_and_grad(ode_at(1000)).argnums(&[0, 1]));
+    let c10 = || {
+        let (v, d) = g10.eval((&a, &b, &x)).unwrap();
+        assert!(d[0].to_f64_vec().iter().all(|v| v.is_finite()));
+        v.item().unwrap()
+    };
+    let c1000 = || {
+        let (v, d) = g1000.eval((&a, &b, &x)).unwrap();
+        assert!(d[0].to_f64_vec().iter().all(|v| v.is_finite()));
+        v.item().unwrap()
+    };
+    let (short, long) = warm_calls(|| c10() as usize, || c1000() as usize);
+    assert!(short > 0, "the counter does not count");
+    // No more at 1,000 steps than at 10 (a few fewer can happen: the
+    // longer loop's stacked results are large enough to come from the pool).
+    assert!(long <= short, "990 more steps cost {} more allocations", long as i64 - short as i64);
+}
+
+#[test]
+fn a_warm_while_loop_allocates_nothing_per_step() {
+    // Newton for x^3 + a x = b on a small batch under vmap (a batched
+    // predicate: the masked loop), stopped after `n` steps at most.
+    let newton = |n: f64| {
+        move |a: &Var, b: &Var| {
+            let f = |x: &Var| x * x * x + a * x - b;
+            let (x, _) = while_loop(
+                |(x, it): &(Var, Var)| {
+                    let go = f(x).abs().ge(&x.full_like(0.0));
+                    go.select(&it.lt(&it.full_like(n)), &go)
+                },
+                |(x, it): &(Var, Var)| (x - &(f(x) / (x * x * 3.0 + a) * 0.01), it + 1.0),
+                (&a.zeros_like(), &a.zeros_like()),
+            )
+            .unwrap();
+            x
+        }
+    };
+    let (f10, f1000) = (jit(vmap(newton(10.0))), jit(vmap(newton(1000.0))));
+    let a = Tensor::from_vec(vec![1.0, 1.5, 2.0, 0.5], &[4]).unwrap();
+    let b = Tensor::from_vec(vec![3.0, -1.0, 0.5, 2.0], &[4]).unwrap();
+    let c10 = || f10.eval((&a, &b)).unwrap().to_f64_vec()[0];
+    let c1000 = || f1000.eval((&a, &b)).unwrap().to_f64_vec()[0];
+    assert!(c10() != c1000(), "the loops ran the same number of steps");
+    let (short, long) = warm_calls(|| c10() as usize, || c1000() as usize);
+    assert!(short > 0, "the counter does not count");
+    // No more at 1,000 steps than at 10 (a few fewer can happen: the
+    // longer loop's stacked results are large enough to come from the pool).
+    assert!(long <= short, "990 more steps cost {} more allocations", long as i64 - short as i64);
+}
+
+/// [`ode`] with a Rust loop instead of a scan (an unrolled graph).
+fn ode_unrolled(a: &Var, b: &Var, x0: &Var, steps: usize) -> Var {
+    let rhs = |x: &Var| (a.matmul(x) + b).tanh() - x * 0.5;
+    let (mut x, mut total) = (x0.clone(), x0.sum_all() * 0.0);
+    for _ in 0..steps {
+        let k1 = rhs(&x);
+        let k2 = rhs(&(&x + &(&k1 * 0.05)));
+        total = total + x.sum_all();
+        x = &x + &((k1 + k2) * 0.05);
+    }
+    x.square().sum_all() + total
+}
+
+#[test]
+fn a_scan_gradient_runs_one_forward_loop_and_a_reverse_loop_of_vectors() {
+    let (a, b, x) = inputs();
+    let grad_fn = value_and_grad(ode_at(30)).argnums(&[0, 1]);
+    let g = anvil::lower(&grad_fn, (&a, &b, &x)).unwrap();
+    let scans: Vec<String> =
+        g.iter().filter(|(_, n)| n.op.name() == "scan").map(|(_, n)| n.op.params()).collect();
+    assert_eq!(scans.len(), 2, "one forward scan, one reverse scan:\n{g}");
+    assert!(scans.iter().any(|p| p.contains("reverse")), "{scans:?}");
+    // No carry of the matrix's shape: its cotangent is one product after the loop.
+    for (_, n) in g.iter().filter(|(_, n)| n.op.name() == "scan") {
+        for v in n.results() {
+            assert!(g.ty(v).shape() != [6, 6], "a [6, 6] carry in\n{g}");
+        }
+    }
+    assert!(g.iter().any(|(_, n)| n.op.name().starts_with("matmul")), "{g}");
+    let (v, d) = jit(grad_fn).eval((&a, &b, &x)).unwrap();
+    let unrolled = |a: &Var, b: &Var, x: &Var| ode_unrolled(a, b, x, 30);
+    let (v0, d0) = jit(value_and_grad(unrolled).argnums(&[0, 1])).eval((&a, &b, &x)).unwrap();
+    assert!(v.allclose(&v0, 1e-13, 1e-13), "{v} vs {v0}");
+    for (k, (got, want)) in d.leaves.iter().zip(&d0.leaves).enumerate() {
+        assert!(got.allclose(want, 1e-12, 1e-12), "gradient {k}: {got} vs {want}");
+    }
+}

@@ -1,0 +1,345 @@
+//! Loop passes: rewrites of [`Scan`] nodes that the per-node rewrite rules
+//! cannot express, since they look at a scan's siblings or at the shape of
+//! its body's carried updates.
+//!
+//! - **Sibling scans merge.** Two scans over the same operands, with the
+//!   same length, direction and carries, whose bodies compute the same new
+//!   carries (found by common-subexpression elimination over the two bodies
+//!   side by side), become one scan returning both sets of stacked results.
+//!   Reverse mode creates such pairs: `value_and_grad` through a scan runs
+//!   the primal scan (for the value) and the scan that stores each step's
+//!   carries for the reverse pass; merged, the forward loop runs once.
+//! - **Outer products accumulated in a carry become one product.** A carry
+//!   whose only use in the body is `carry + Σ_r u_r v_rᵀ` (vectors `u_r`,
+//!   `v_r`; the shape the transpose of a matrix-vector product gives a
+//!   loop-invariant matrix's cotangent) is dropped from the loop: the body
+//!   returns its `u_r` and `v_r` as stacked results instead, and after the
+//!   loop the carry is `init + Uᵀ V` over all steps at once, one matrix
+//!   product (`jax#3186`'s "one product over stacked residuals"). Each step
+//!   then handles vectors only (no `n × m` update per step), and the sum
+//!   over steps is the matrix product's, not a running one: values agree
+//!   to rounding, not bit for bit.
+
+use crate::passes::{cse, dce};
+use anvil_core::replay::{bind, bound_inputs, inline_graph, outputs, replay, value};
+use anvil_core::{trace_with, Graph, NodeId, Result, TensorType, ValueId, Var};
+use anvil_ops::elementwise::{Add, Mul};
+use anvil_ops::matmul::Matmul;
+use anvil_ops::scan::{emit_scan, Scan};
+use anvil_ops::{concatenate, VarExt};
+use std::collections::HashMap;
+
+/// Applies the loop passes to `g`'s own scans (not to scans inside
+/// bodies, which the caller's recursion reaches); `None` when nothing
+/// changed.
+///
+/// # Errors
+/// An invalid graph.
+pub fn optimize_loops(g: &Graph) -> Result<Option<Graph>> {
+    if !g.nodes().iter().any(|n| n.op.is::<Scan>()) {
+        return Ok(None);
+    }
+    let merges = sibling_merges(g)?;
+    let mut changed = !merges.is_empty();
+    let out = trace_with(&g.input_types(), |vars| {
+        let mut env = bound_inputs(g, vars);
+        let mut later: HashMap<NodeId, Vec<Var>> = HashMap::new();
+        for (id, node) in g.iter() {
+            if node.op.is::<anvil_core::Parameter>() {
+                continue;
+            }
+            if let Some(results) = later.remove(&id) {
+                bind(&mut env, node, results);
+                continue;
+            }
+            let ins: Vec<Var> =
+                node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
+            let results = match (node.op.downcast_ref::<Scan>(), merges.get(&id)) {
+                (Some(s), Some(m)) => {
+                    let (first, second) = run_merged(s, m, &ins);
+                    later.insert(m.other, second);
+                    first
+                }
+                (Some(s), None) => match outer_product_carries(s, &ins)? {
+                    Some(r) => {
+                        changed = true;
+                        r
+                    }
+                    None => emit(node, &ins),
+                },
+                _ => emit(node, &ins),
+            };
+            bind(&mut env, node, results);
+        }
+        outputs(g, &env)
+    })?;
+    Ok(changed.then_some(out))
+}
+
+fn emit(node: &anvil_core::Node, ins: &[Var]) -> Vec<Var> {
+    let refs: Vec<&Var> = ins.iter().collect();
+    Var::apply_op_n(node.op.boxed(), &refs, node.num_results())
+}
+
+// ---------------------------------------------------------- sibling scans
+
+/// A pair of scans to run as one.
+struct Merge {
+    /// The later scan of the pair.
+    other: NodeId,
+    /// `(operands) -> (carries, first's ys, other's ys)`.
+    body: Graph,
+    /// The number of ys of the first scan.
+    first_ys: usize,
+}
+
+/// The pairs of scans over the same operands whose bodies compute the same
+/// carries, keyed by the first of each pair (a scan joins one pair at most).
+fn sibling_merges(g: &Graph) -> Result<HashMap<NodeId, Merge>> {
+    let scans: Vec<(NodeId, &Scan, &[ValueId])> = g
+        .iter()
+        .filter_map(|(id, n)| n.op.downcast_ref::<Scan>().map(|s| (id, s, n.inputs.as_slice())))
+        .collect();
+    let mut merges = HashMap::new();
+    let mut taken = vec![false; scans.len()];
+    for i in 0..scans.len() {
+        for j in i + 1..scans.len() {
+            if taken[i] || taken[j] {
+                continue;
+            }
+            let ((a, sa, ia), (b, sb, ib)) = (scans[i], scans[j]);
+            let alike = ia == ib
+                && sa.length == sb.length
+                && sa.reverse == sb.reverse
+                && sa.consts == sb.consts
+                && sa.carries == sb.carries
+                && sa.checkpoint == sb.checkpoint
+                && sa.body.input_types() == sb.body.input_types();
+            if !alike {
+                continue;
+            }
+            if let Some(body) = merged_body(sa, sb)? {
+                merges.insert(a, Merge { other: b, body, first_ys: sa.ys() });
+                taken[i] = true;
+                taken[j] = true;
+            }
+        }
+    }
+    Ok(merges)
+}
+
+/// The two bodies side by side on the same inputs, common subexpressions
+/// merged: `(carries, a's ys, b's ys)` when both compute the same carries.
+fn merged_body(a: &Scan, b: &Scan) -> Result<Option<Graph>> {
+    let nk = a.carries;
+    let both = trace_with(&a.body.input_types(), |v| {
+        let mut outs = inline_graph(a.body.graph(), v)?;
+        outs.extend(inline_graph(b.body.graph(), v)?);
+        Ok(outs)
+    })?;
+    let both = cse(&both)?;
+    let outs = both.outputs();
+    let na = a.body.outputs().len();
+    if (0..nk).any(|k| outs[k] != outs[na + k]) {
+        return Ok(None);
+    }
+    let keep: Vec<usize> = (0..na).chain(na + nk..outs.len()).collect();
+    let body = trace_with(&both.input_types(), |v| {
+        let all = inline_graph(&both, v)?;
+        Ok(keep.iter().map(|&k| all[k].clone()).collect())
+    })?;
+    Ok(Some(dce(&cse(&body)?)?))
+}
+
+/// Emits the merged scan; returns the results of the first scan and of the
+/// other.
+fn run_merged(s: &Scan, m: &Merge, ins: &[Var]) -> (Vec<Var>, Vec<Var>) {
+    let merged = Scan { body: m.body.clone().into(), ..s.clone() };
+    let results = emit_scan(merged, ins);
+    let nk = s.carries;
+    let first: Vec<Var> = results[..nk + m.first_ys].to_vec();
+    let mut second: Vec<Var> = results[..nk].to_vec();
+    second.extend(results[nk + m.first_ys..].iter().cloned());
+    (first, second)
+}
+
+// ------------------------------------------------- outer-product carries
+
+/// A carry updated as `carry + Σ_r u_r v_rᵀ`: per term, the values of
+/// shape `[n, 1]` and `[1, m]` whose product it is.
+struct OuterCarry {
+    k: usize,
+    terms: Vec<(ValueId, ValueId)>,
+}
+
+/// The carries of `s` that [`OuterCarry`] describes.
+fn outer_carries(s: &Scan) -> Vec<OuterCarry> {
+    let body = s.body.graph();
+    let mut uses = vec![0usize; body.num_values()];
+    for (_, n) in body.iter() {
+        for i in &n.inputs {
+            uses[i.index()] += 1;
+        }
+    }
+    for o in body.outputs() {
+        uses[o.index()] += 1;
+    }
+    let mut found = Vec::new();
+    for k in 0..s.carries {
+        let param = body.inputs()[s.consts + k];
+        let out = body.outputs()[k];
+        let ty = body.ty(param);
+        if ty.rank() != 2 || !ty.dtype().is_float() || uses[param.index()] != 1 {
+            continue;
+        }
+        if uses[out.index()] != 1 || body.inputs().contains(&out) {
+            continue;
+        }
+        let node = body.producer_node(out);
+        if !node.op.is::<Add>() || node.inputs.len() != 2 {
+            continue;
+        }
+        let rest = match (node.inputs[0] == param, node.inputs[1] == param) {
+            (true, false) => node.inputs[1],
+            (false, true) => node.inputs[0],
+            _ => continue,
+        };
+        if let Some(terms) = outer_terms(body, rest, ty) {
+            found.push(OuterCarry { k, terms });
+        }
+    }
+    found
+}
+
+/// `v` as a sum of outer products of the type `ty` (`[n, m]`): each term's
+/// column (`[n, 1]`) and row (`[1, m]`); `None` for anything else.
+fn outer_terms(body: &Graph, v: ValueId, ty: &TensorType) -> Option<Vec<(ValueId, ValueId)>> {
+    let (n, m) = (ty.shape()[0], ty.shape()[1]);
+    let mut terms = Vec::new();
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        if body.ty(v) != ty || body.inputs().contains(&v) {
+            return None;
+        }
+        let node = body.producer_node(v);
+        let shapes: Vec<&[usize]> = node.inputs.iter().map(|&i| body.ty(i).shape()).collect();
+        if node.op.is::<Add>() && shapes.iter().all(|s| *s == [n, m]) {
+            stack.extend(node.inputs.iter().copied());
+        } else if node.op.is::<Mul>() || node.op.is::<Matmul>() {
+            let ok_dtype = node.inputs.iter().all(|&i| body.ty(i).dtype() == ty.dtype());
+            match shapes[..] {
+                [a, b] if ok_dtype && a == [n, 1] && b == [1, m] => {
+                    terms.push((node.inputs[0], node.inputs[1]));
+                }
+                [a, b] if ok_dtype && node.op.is::<Mul>() && a == [1, m] && b == [n, 1] => {
+                    terms.push((node.inputs[1], node.inputs[0]));
+                }
+                _ => return None,
+            }
+        } else {
+            return None;
+        }
+    }
+    (!terms.is_empty()).then_some(terms)
+}
+
+/// `s` on `ins` with its outer-product carries taken out of the loop (see
+/// the module documentation); `None` when it has none.
+fn outer_product_carries(s: &Scan, ins: &[Var]) -> Result<Option<Vec<Var>>> {
+    let found = outer_carries(s);
+    if found.is_empty() || s.length == 0 {
+        return Ok(None);
+    }
+    let body = s.body.graph();
+    let (nc, nk) = (s.consts, s.carries);
+    let dropped: Vec<bool> = (0..nk).map(|k| found.iter().any(|f| f.k == k)).collect();
+    let kept_input: Vec<usize> =
+        (0..body.inputs().len()).filter(|&i| i < nc || i >= nc + nk || !dropped[i - nc]).collect();
+    let types: Vec<TensorType> =
+        kept_input.iter().map(|&i| body.ty(body.inputs()[i]).clone()).collect();
+    let new_body = trace_with(&types, |v| {
+        let mut env: Vec<Option<Var>> = vec![None; body.num_values()];
+        for (x, &i) in v.iter().zip(&kept_input) {
+            env[body.inputs()[i].index()] = Some(x.clone());
+        }
+        // The dropped carries are read by their update only, which is not
+        // emitted: every value the other outputs and the terms need is.
+        let needs_dropped = reads_dropped(body, nc, &dropped);
+        replay(body, &mut env, |id| !needs_dropped[id.index()])?;
+        let mut outs: Vec<Var> = Vec::new();
+        for (k, &d) in dropped.iter().enumerate() {
+            if !d {
+                outs.push(value(&env, body.outputs()[k])?);
+            }
+        }
+        for &o in &body.outputs()[nk..] {
+            outs.push(value(&env, o)?);
+        }
+        for f in &found {
+            for &(col, row) in &f.terms {
+                let col = value(&env, col)?;
+                let row = value(&env, row)?;
+                outs.push(col.reshape(&[col.shape()[0] as i64]));
+                outs.push(row.reshape(&[row.shape()[1] as i64]));
+            }
+        }
+        Ok(outs)
+    })?;
+    let new_body = dce(&cse(&new_body)?)?;
+    let operands: Vec<Var> = kept_input.iter().map(|&i| ins[i].clone()).collect();
+    let kept_carries = dropped.iter().filter(|&&d| !d).count();
+    let scan = Scan { body: new_body.into(), carries: kept_carries, ..s.clone() };
+    let results = emit_scan(scan, &operands);
+    let ny = s.ys();
+    let mut extra = results[kept_carries + ny..].iter();
+    let mut finals: HashMap<usize, Var> = HashMap::new();
+    for f in &found {
+        let (mut cols, mut rows) = (Vec::new(), Vec::new());
+        for _ in &f.terms {
+            cols.push(extra.next().cloned().ok_or_else(missing)?);
+            rows.push(extra.next().cloned().ok_or_else(missing)?);
+        }
+        let stack = |vs: &[Var]| {
+            if vs.len() == 1 {
+                vs[0].clone()
+            } else {
+                concatenate(&vs.iter().collect::<Vec<_>>(), 0)
+            }
+        };
+        // Σ_t Σ_r u v^T = U^T V over the stacked [steps·terms, n] and [.., m].
+        let sum = stack(&cols).transpose().matmul(&stack(&rows));
+        finals.insert(f.k, &ins[nc + f.k] + &sum);
+    }
+    let mut kept = results[..kept_carries].iter();
+    let mut out = Vec::with_capacity(nk + ny);
+    for k in 0..nk {
+        out.push(match finals.remove(&k) {
+            Some(v) => v,
+            None => kept.next().cloned().ok_or_else(missing)?,
+        });
+    }
+    out.extend(results[kept_carries..kept_carries + ny].iter().cloned());
+    Ok(Some(out))
+}
+
+fn missing() -> anvil_core::Error {
+    anvil_core::Error::invalid("scan", "loop pass", "the rewritten scan returned too few results")
+}
+
+/// Per node of `body`: whether it reads a dropped carry, directly or not.
+fn reads_dropped(body: &Graph, nc: usize, dropped: &[bool]) -> Vec<bool> {
+    let mut bad = vec![false; body.num_values()];
+    for (k, &d) in dropped.iter().enumerate() {
+        bad[body.inputs()[nc + k].index()] = d;
+    }
+    let mut nodes = vec![false; body.len()];
+    for (id, n) in body.iter() {
+        if n.inputs.iter().any(|i| bad[i.index()]) {
+            nodes[id.index()] = true;
+            for r in n.results() {
+                bad[r.index()] = true;
+            }
+        }
+    }
+    nodes
+}
