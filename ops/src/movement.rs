@@ -530,9 +530,26 @@ fn rewrite_reshape(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<
     Ok(Some(if inner.ty() == out { inner.clone() } else { inner.reshape(&as_i64(out.shape())) }))
 }
 
+/// Whether `perm` keeps the axes of `shape` longer than 1 in their order,
+/// moving only size-1 axes: then the row-major elements are in the same
+/// order before and after, and the permute is a reshape (no copy).
+///
+/// ```
+/// use anvil_ops::movement::moves_only_unit_axes;
+/// assert!(moves_only_unit_axes(&[0, 2, 1], &[5, 3, 1])); // [5, 3, 1] -> [5, 1, 3]
+/// assert!(!moves_only_unit_axes(&[0, 2, 1], &[5, 3, 2])); // a transpose
+/// ```
+pub fn moves_only_unit_axes(perm: &[usize], shape: &[usize]) -> bool {
+    let long: Vec<usize> =
+        perm.iter().copied().filter(|&a| shape.get(a).is_some_and(|&d| d != 1)).collect();
+    long.windows(2).all(|w| w[0] < w[1])
+}
+
 /// The identity permute is nothing; a permute of a permute is one permute;
-/// a permute of a seed that keeps its space's axes in order is a seed.
-/// Each removes a node.
+/// a permute of a seed that keeps its space's axes in order is a seed; a
+/// permute that moves only size-1 axes is a reshape (`[B, k, 1] -> [B, 1,
+/// k]`, as `vmap(grad)` makes of a batched vector's transpose: the
+/// per-example transposes are free). Each removes a node or a copy.
 fn rewrite_permute(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
     let p = op.try_downcast::<Permute>()?;
     if p.perm.iter().enumerate().all(|(i, &a)| i == a) {
@@ -543,6 +560,9 @@ fn rewrite_permute(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option
     }
     if let Some(c) = as_color_seed(&args[0]) {
         return Ok(color_seed(c.permuted(&p.perm), out));
+    }
+    if moves_only_unit_axes(&p.perm, args[0].shape()) {
+        return Ok(Some(args[0].reshape(&as_i64(out.shape()))).filter(|v| v.ty() == out));
     }
     let Some(q) = args[0].producer() else { return Ok(None) };
     let Some(inner) = q.op_as::<Permute>() else { return Ok(None) };

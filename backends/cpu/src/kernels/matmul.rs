@@ -7,7 +7,10 @@
 //! MLP — a single call into faer. Otherwise each broadcast batch pair is one
 //! GEMM, the batch split across threads when the products are small — except
 //! a shared matrix against a stack of column vectors, which is again one
-//! GEMM (`V @ Aᵀ`, on a transposed view of `A`).
+//! GEMM (`V @ Aᵀ`, on a transposed view of `A`), and batched outer
+//! products and matrix-vector products, which run as one loop of
+//! multiplies, dot products or row updates over the batch, never a GEMM
+//! call per example.
 
 use super::{arity, unsupported};
 use crate::strided::broadcast_strides;
@@ -112,6 +115,35 @@ macro_rules! typed_matmul {
                 }
                 return out;
             }
+            if m == 1 || n == 1 {
+                // Batched matrix-vector products, both operands batched (a
+                // per-example vector against a per-example matrix, as
+                // `vmap(grad)` makes them): one pass over each matrix with
+                // dot products or row updates the compiler vectorises, not
+                // a GEMM call per example.
+                let matvec = |(i, c): (usize, &mut [$t])| {
+                    let (oa, ob) = offsets(i);
+                    let (a, b) = (&a[oa..][..m * k], &b[ob..][..k * n]);
+                    if n == 1 {
+                        for (d, row) in c.iter_mut().zip(a.chunks_exact(k)) {
+                            *d = dot(row, b);
+                        }
+                    } else {
+                        c.fill(0.0 as $t);
+                        for (&x, row) in a.iter().zip(b.chunks_exact(n)) {
+                            for (d, &y) in c.iter_mut().zip(row) {
+                                *d += x * y;
+                            }
+                        }
+                    }
+                };
+                if ctx.parallel(nb * m * k * n) {
+                    out.par_chunks_mut(m * n).enumerate().for_each(matvec);
+                } else {
+                    out.chunks_mut(m * n).enumerate().for_each(matvec);
+                }
+                return out;
+            }
             let flops = m * k * n;
             let per_batch = |(i, c): (usize, &mut [$t])| {
                 let (oa, ob) = offsets(i);
@@ -130,6 +162,26 @@ macro_rules! typed_matmul {
             out
         }
     };
+}
+
+/// `Σ x_i y_i` in eight interleaved partial sums (so the loop vectorises;
+/// the order is fixed, so the result is the same on every call).
+fn dot<T>(x: &[T], y: &[T]) -> T
+where
+    T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>,
+{
+    const LANES: usize = 8;
+    let mut acc = [T::default(); LANES];
+    let (xs, ys) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    let tail =
+        xs.remainder().iter().zip(ys.remainder()).fold(T::default(), |s, (&a, &b)| s + a * b);
+    for (a, b) in xs.zip(ys) {
+        for l in 0..LANES {
+            acc[l] = acc[l] + a[l] * b[l];
+        }
+    }
+    let a = acc;
+    ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])) + tail
 }
 
 typed_matmul!(matmul_f64, f64);

@@ -69,7 +69,8 @@ fn transpose_last2<T: crate::buffers::Pooled>(
 }
 
 /// `permute`: a gather through permuted strides; a swap of the last two
-/// axes (a transpose, possibly batched) is a tiled copy.
+/// axes (a transpose, possibly batched) is a tiled copy; a permute that
+/// moves only size-1 axes shares the buffer, as a reshape does.
 pub fn permute(
     op: &dyn Op,
     inputs: &[&Tensor],
@@ -78,6 +79,10 @@ pub fn permute(
 ) -> Result<Tensor> {
     arity(op, inputs, 1)?;
     let p = op.try_downcast::<Permute>()?;
+    if moves_only_unit_axes(&p.perm, inputs[0].shape()) {
+        // The elements keep their row-major order: the buffer is shared.
+        return Tensor::from_storage(inputs[0].storage().clone(), out.shape());
+    }
     let rank = p.perm.len();
     let swaps_last_two = rank >= 2
         && p.perm[..rank - 2].iter().enumerate().all(|(i, &a)| i == a)
