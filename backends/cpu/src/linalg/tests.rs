@@ -402,6 +402,22 @@ fn lu_never_fails_on_singular_matrices() {
     for (m, n) in SHAPES {
         check_lu::<f64>(m, n, &vec![0.0; m * n], 1);
     }
+    // A zero column makes an exact zero pivot at its step: in the middle,
+    // first and last column (of a square, tall and wide matrix), where faer's
+    // factor goes NaN and the unblocked loop must take over (found from
+    // `U`'s diagonal).
+    for (m, n, zero_col) in [(40, 40, 20), (40, 40, 0), (50, 40, 39), (40, 40, 39), (30, 45, 29)] {
+        let mut a: Vec<f64> = Rng(11).vec(m * n);
+        for i in 0..m {
+            a[i * n + zero_col] = 0.0;
+        }
+        check_lu::<f64>(m, n, &a, 1);
+        let k = m.min(n);
+        let (mut f, mut piv, mut perm) = (vec![0.0; m * n], vec![0; k], vec![0; m]);
+        lu(&a, &mut f, &mut piv, &mut perm, 1, m, n, Par::Seq).unwrap();
+        assert!(f.iter().all(|x| x.is_finite()), "{m}x{n}, zero column {zero_col}");
+        assert_eq!(f[zero_col * n + zero_col], 0.0, "{m}x{n}, zero column {zero_col}");
+    }
 }
 
 #[test]

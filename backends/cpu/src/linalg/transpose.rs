@@ -2,13 +2,16 @@
 
 use super::Real;
 
-/// Tile edge of the full transpose (LU's and QR's copies): 32 × 32 f64 is
-/// 8 KiB. Measured on LU (noisy machine): at n = 1024, 32 and 16 cost about
-/// 40 % over faer alone and 8 about 90 %; at n = 256 the other way round
-/// (32: 110 %, 8: 40 %), where 32 rows of a 2 KiB stride fall into two
-/// cache sets. The transposes are most of LU's overhead over faer; a
-/// register-blocked transpose is the known next step.
-const TILE: usize = 32;
+/// Columns of the source (rows of the destination) per pass of the full
+/// transpose (LU's and QR's copies).
+const TILE: usize = 64;
+
+/// Source rows per strip of the full transpose: 8 f64 fill one 64-byte cache
+/// line of a destination row, so each destination line is written whole in
+/// one go and none has to stay cached between strips (with 4-row strips and
+/// a power-of-two row length, e.g. n = 1024, the half-written lines of a
+/// tile fell into one cache set and evicted each other).
+const STRIP: usize = 8;
 
 /// Tile edge of the triangle moves around Cholesky. Small on purpose: with
 /// a power-of-two row length (n = 1024 f64 is 8 KiB) the rows of a tile map
@@ -20,34 +23,31 @@ const TRI_TILE: usize = 8;
 /// `dst = srcᵀ`: `src` is `rows × cols` row-major, `dst` gets `cols × rows`
 /// row-major (equivalently, `src` in column-major order).
 pub(crate) fn transpose<T: Real>(src: &[T], rows: usize, cols: usize, dst: &mut [T]) {
-    // Within each tile, 4 × 4 blocks: four source rows are sliced once per
-    // block row, so the inner copies need no per-element index arithmetic
-    // or bounds checks (the element-wise loop cost about 20 instructions
-    // per element, as much as the rest of a 200 × 200 LU's bookkeeping).
-    const B: usize = 4;
+    // Strips of 8 source rows zipped together, so that the reads need no
+    // bounds checks; one checked 8-element write per destination row. About
+    // 3.6 instructions per element at 200 × 200 (callgrind), against 5.9 for
+    // the 4 × 4 blocks within 32 × 32 tiles this replaced.
     assert!(src.len() >= rows * cols && dst.len() >= rows * cols, "transpose: buffers too short");
-    for i0 in (0..rows).step_by(TILE) {
-        let i1 = (i0 + TILE).min(rows);
-        for j0 in (0..cols).step_by(TILE) {
-            let j1 = (j0 + TILE).min(cols);
-            let mut i = i0;
-            while i + B <= i1 {
-                let r: [&[T]; B] =
-                    std::array::from_fn(|k| &src[(i + k) * cols + j0..(i + k) * cols + j1]);
-                for (jj, j) in (j0..j1).enumerate() {
-                    let d = &mut dst[j * rows + i..j * rows + i + B];
-                    d[0] = r[0][jj];
-                    d[1] = r[1][jj];
-                    d[2] = r[2][jj];
-                    d[3] = r[3][jj];
-                }
-                i += B;
+    if rows == 0 {
+        return;
+    }
+    for j0 in (0..cols).step_by(TILE) {
+        let j1 = (j0 + TILE).min(cols);
+        let tile = &mut dst[j0 * rows..j1 * rows];
+        let row = |i: usize| &src[i * cols + j0..i * cols + j1];
+        let mut i = 0;
+        while i + STRIP <= rows {
+            let strip = row(i).iter().zip(row(i + 1)).zip(row(i + 2)).zip(row(i + 3));
+            let strip = strip.zip(row(i + 4)).zip(row(i + 5)).zip(row(i + 6)).zip(row(i + 7));
+            for (d, (((((((a, b), c), e), f), g), h), k)) in tile.chunks_exact_mut(rows).zip(strip)
+            {
+                d[i..i + STRIP].copy_from_slice(&[*a, *b, *c, *e, *f, *g, *h, *k]);
             }
-            for i in i..i1 {
-                let row = &src[i * cols + j0..i * cols + j1];
-                for (j, &x) in (j0..j1).zip(row) {
-                    dst[j * rows + i] = x;
-                }
+            i += STRIP;
+        }
+        for i in i..rows {
+            for (d, &x) in tile.chunks_exact_mut(rows).zip(row(i)) {
+                d[i] = x;
             }
         }
     }
@@ -88,9 +88,20 @@ pub(crate) fn upper_to_lower_in_place<T: Real>(buf: &mut [T], n: usize) {
 mod tests {
     #[test]
     fn blocked_transpose_matches_the_definition_at_every_edge_shape() {
-        for (rows, cols) in
-            [(0, 3), (3, 0), (1, 1), (1, 7), (7, 1), (4, 4), (5, 9), (33, 70), (70, 37)]
-        {
+        for (rows, cols) in [
+            (0, 3),
+            (3, 0),
+            (1, 1),
+            (1, 7),
+            (7, 1),
+            (4, 4),
+            (5, 9),
+            (8, 8),
+            (9, 130),
+            (33, 70),
+            (70, 37),
+            (200, 200),
+        ] {
             let src: Vec<f64> = (0..rows * cols).map(|k| k as f64).collect();
             let mut dst = vec![f64::NAN; rows * cols];
             super::transpose(&src, rows, cols, &mut dst);
