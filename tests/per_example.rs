@@ -3,7 +3,8 @@
 //! permute that moves only size-1 axes is a reshape) and every matrix
 //! product is one GEMM over the batch or a batched outer or
 //! matrix-vector product, which the CPU kernel runs as one loop over the
-//! batch, never a GEMM call per example. Values match a loop of `grad` over
+//! batch (large per-example matrix-vector products as one faer call per
+//! example, each at memory speed), never a GEMM call per tiny product. Values match a loop of `grad` over
 //! the examples.
 
 use anvil::prelude::*;
@@ -34,7 +35,8 @@ fn stack(ts: &[Tensor]) -> Tensor {
 /// right operand without batch axes folds the batch into one GEMM's rows; a
 /// shared matrix against stacked vectors is one GEMM; otherwise outer
 /// products (inner size 1) and matrix-vector products (one side a vector)
-/// are one loop. `None`: a GEMM per batch element.
+/// are one loop (or a faer call per example when large). `None`: a GEMM
+/// per batch element.
 fn matmul_kind(a: &[usize], b: &[usize]) -> Option<&'static str> {
     let m = if a.len() == 1 { 1 } else { a[a.len() - 2] };
     let k = a[a.len() - 1];
