@@ -35,10 +35,10 @@ impl Stats {
     /// The counts between `earlier` and `self`.
     pub fn since(&self, earlier: &Stats) -> Stats {
         Stats {
-            traces: self.traces - earlier.traces,
-            transforms: self.transforms - earlier.transforms,
-            optimizations: self.optimizations - earlier.optimizations,
-            plans: self.plans - earlier.plans,
+            traces: self.traces.saturating_sub(earlier.traces),
+            transforms: self.transforms.saturating_sub(earlier.transforms),
+            optimizations: self.optimizations.saturating_sub(earlier.optimizations),
+            plans: self.plans.saturating_sub(earlier.plans),
         }
     }
 }

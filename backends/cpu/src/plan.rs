@@ -306,20 +306,9 @@ impl Plan {
         if !self.dims.is_empty() {
             return self.bind(inputs).map(|_| ());
         }
-        let params = self.graph.inputs();
-        if params.len() != inputs.len() {
-            return Err(Error::Arity {
-                what: "call".into(),
-                kind: "arguments".into(),
-                expected: params.len(),
-                got: inputs.len(),
-            });
-        }
-        for (i, (&p, x)) in params.iter().zip(inputs).enumerate() {
+        self.check_arity_and_dtypes(inputs)?;
+        for (i, (&p, x)) in self.graph.inputs().iter().zip(inputs).enumerate() {
             let t = self.graph.ty(p);
-            if t.dtype() != x.dtype() {
-                return Err(Error::dtype("call", i.to_string(), x.dtype(), t.dtype().name()));
-            }
             if t.shape() != x.shape() {
                 return Err(Error::shape(
                     "call",
@@ -393,14 +382,8 @@ impl Plan {
         !self.dims.is_empty()
     }
 
-    /// Binds the plan's symbolic dimensions from the arguments' shapes and
-    /// evaluates every step's types (reusing those of the previous call
-    /// when the binding is the same).
-    ///
-    /// # Errors
-    /// A wrong number of arguments, a wrong dtype, a shape that does not
-    /// fit the plan's symbolic signature, a size outside a variable's range.
-    fn bind(&self, inputs: &[Tensor]) -> Result<Arc<Bound>> {
+    /// The number of arguments and their dtypes against the signature.
+    fn check_arity_and_dtypes(&self, inputs: &[Tensor]) -> Result<()> {
         let params = self.graph.inputs();
         if params.len() != inputs.len() {
             return Err(Error::Arity {
@@ -410,14 +393,26 @@ impl Plan {
                 got: inputs.len(),
             });
         }
-        let mut specs: Vec<&[usize]> = Vec::with_capacity(inputs.len());
         for (i, (&p, x)) in params.iter().zip(inputs).enumerate() {
             let t = self.graph.ty(p);
             if t.dtype() != x.dtype() {
                 return Err(Error::dtype("call", i.to_string(), x.dtype(), t.dtype().name()));
             }
-            specs.push(t.shape());
         }
+        Ok(())
+    }
+
+    /// Binds the plan's symbolic dimensions from the arguments' shapes and
+    /// evaluates every step's types (reusing those of the previous call
+    /// when the binding is the same).
+    ///
+    /// # Errors
+    /// A wrong number of arguments, a wrong dtype, a shape that does not
+    /// fit the plan's symbolic signature, a size outside a variable's range.
+    fn bind(&self, inputs: &[Tensor]) -> Result<Arc<Bound>> {
+        self.check_arity_and_dtypes(inputs)?;
+        let specs: Vec<&[usize]> =
+            self.graph.inputs().iter().map(|&p| self.graph.ty(p).shape()).collect();
         let given: Vec<&[usize]> = inputs.iter().map(Tensor::shape).collect();
         let binding = self.dims.bind(&specs, &given)?;
         let mut last = self.bound.lock().unwrap_or_else(|e| e.into_inner());
