@@ -287,3 +287,76 @@ fn control_flow_over_symbolic_shapes() {
         close(g, &grad(scan_loss).eval(x).unwrap());
     }
 }
+
+/// Slices, pads and concatenations on a symbolic axis under `grad`: NumPy's
+/// negative starts and steps (`x[-3:]`, `x[::-1]`, `x[::-2]`), and the
+/// transposes (a pad, an interleave) built from sizes that are dimensions,
+/// equal to the concrete path at every length.
+#[test]
+fn slices_pads_and_concatenations_differentiate_on_a_symbolic_axis() {
+    let n = dim("n", 3..=12).unwrap();
+    let f = |x: &Var| {
+        let tail = x.i(ix![-3..]).square().sum_all();
+        let rev = (x.i(ix![..; -1]) * x).sum_all();
+        let every_other = x.i(ix![..; -2]).sin().sum_all();
+        let from_front = x.i(ix![1..; 3]).exp().sum_all();
+        let shifted = (x.i(ix![1..]) * x.i(ix![..-1])).sum_all();
+        let padded = x.pad(&[(1, 2)], 0.0).cumsum(0, false).sum_all();
+        let joined = concatenate(&[x, &x.sin(), &x.i(ix![..2])], 0).square().sum_all();
+        tail + rev + every_other + from_front + shifted + padded + joined
+    };
+    let value = jit(f).symbolic(f64_of([n])).unwrap();
+    let g = jit(grad(f)).symbolic(f64_of([n])).unwrap();
+    for len in 3..=12 {
+        let x = vector(len, 0.4);
+        close(&value.eval(&x).unwrap(), &jit(f).eval(&x).unwrap());
+        close(&g.eval(&x).unwrap(), &jit(grad(f)).eval(&x).unwrap());
+    }
+    // No clamping on a symbolic axis: `x[-3:]` needs n >= 3, checked at the call.
+    let short =
+        jit(|x: &Var| x.i(ix![-3..]).sum_all()).symbolic(f64_of([dim("m", 1..=8).unwrap()]));
+    let e = short.unwrap().eval(vector(2, 0.0)).unwrap_err().to_string();
+    assert!(e.contains("m = 2"), "{e}");
+}
+
+/// `reshape(-1, 2)` of a symbolic length: `floordiv(n, 2)` rows, with
+/// `n mod 2 == 0` checked when a call binds `n`.
+#[test]
+fn an_inferred_axis_of_an_inexact_quotient_is_a_constraint() {
+    let n = dim("n", 1..=20).unwrap();
+    let s = jit(|x: &Var| x.reshape(&[-1, 2]).sum(&[1])).symbolic(f64_of([n])).unwrap();
+    let x = vector(6, 0.0);
+    close(&s.eval(&x).unwrap(), &jit(|x: &Var| x.reshape(&[-1, 2]).sum(&[1])).eval(&x).unwrap());
+    let e = s.eval(vector(5, 0.0)).unwrap_err().to_string();
+    assert!(e.contains("mod(n, 2)") && e.contains("n = 5"), "{e}");
+    // The message of a bad concrete reshape shows -1 as written.
+    let e = jit(|x: &Var| x.reshape(&[-1, 4])).eval(vector(6, 0.0)).unwrap_err().to_string();
+    assert!(e.contains("[-1, 4]"), "{e}");
+}
+
+/// Square factorisations of a symbolic size differentiate (LU, QR, the
+/// diagonal); sizes whose order is unknown (`m × n` with independent
+/// variables) are refused with an error naming the op, never a wrong shape.
+#[test]
+fn factorisations_of_a_symbolic_size() {
+    let n = dim("n", 2..=6).unwrap();
+    let f = |a: &Var| {
+        let (p, l, u) = anvil::linalg::lu(a);
+        let (q, r) = anvil::linalg::qr(a, anvil::linalg::QrMode::Reduced);
+        let d = anvil::linalg::diagonal(&a.matmul(&a.transpose()), 0)
+            + anvil::linalg::diagonal(a, -1).sum_all();
+        (p.matmul(&l).matmul(&u) - a).square().sum_all()
+            + l.sin().sum_all()
+            + u.sum_all()
+            + (q.matmul(&r).sum_all() * r.abs().sum_all())
+            + d.sqrt().sum_all()
+    };
+    let g = jit(grad(f)).symbolic(f64_of([n, n])).unwrap();
+    for len in [2, 4, 6] {
+        let a = matrix(len, len, 0.3);
+        close(&g.eval(&a).unwrap(), &jit(grad(f)).eval(&a).unwrap());
+    }
+    let m = dim("m", 2..=6).unwrap();
+    let e = jit(|a: &Var| anvil::linalg::svdvals(a)).symbolic(f64_of([m, n])).err().unwrap();
+    assert!(e.to_string().contains("svd") && e.to_string().contains("min(m, n)"), "{e}");
+}

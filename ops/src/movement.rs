@@ -11,7 +11,8 @@
 //! two ops that do the same thing compare equal.
 
 use anvil_core::shape::{
-    add_dims, broadcasts_to, dim_numel, fmt_dims, is_symbolic_shape, numel, require_equal,
+    add_dims, broadcasts_to, dim_numel, fmt_dim, fmt_dims, is_symbolic, is_symbolic_shape, numel,
+    require_equal,
 };
 use anvil_core::{op::expect_arity, Error, Op, Result, Scalar, SliceSpec, TensorType};
 
@@ -150,6 +151,18 @@ impl Op for Pad {
     fn name(&self) -> &'static str {
         "pad"
     }
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        let symbolic = |&(lo, hi): &(usize, usize)| is_symbolic(lo) || is_symbolic(hi);
+        if !self.widths.iter().any(symbolic) {
+            return Ok(None);
+        }
+        let widths = self
+            .widths
+            .iter()
+            .map(|&(lo, hi)| Ok((binding.eval(lo)?, binding.eval(hi)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(Box::new(Pad { widths, value: self.value })))
+    }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
         let s = inputs[0].shape();
@@ -176,13 +189,18 @@ impl Op for Pad {
                 Error::invalid(
                     "pad",
                     "widths",
-                    format!("{:?} overflow argument 0 of shape {s:?}", self.widths),
+                    format!("{} overflow argument 0 of shape {}", self.params(), fmt_dims(s)),
                 )
             })?;
         Ok(inputs[0].with_shape(shape))
     }
     fn params(&self) -> String {
-        format!("widths={:?}, value={}", self.widths, self.value)
+        let widths: Vec<String> = self
+            .widths
+            .iter()
+            .map(|&(lo, hi)| format!("({}, {})", fmt_dim(lo), fmt_dim(hi)))
+            .collect();
+        format!("widths=[{}], value={}", widths.join(", "), self.value)
     }
     fn linear_in(&self, k: usize) -> bool {
         k == 0 && self.value.to_f64() == 0.0
@@ -209,6 +227,13 @@ impl Slice {
 impl Op for Slice {
     fn name(&self) -> &'static str {
         "slice"
+    }
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        if !self.specs.iter().any(SliceSpec::is_symbolic) {
+            return Ok(None);
+        }
+        let specs = self.specs.iter().map(|s| s.bind(binding)).collect::<Result<Vec<_>>>()?;
+        Ok(Some(Box::new(Slice { specs })))
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 1)?;
@@ -411,15 +436,16 @@ fn jvp_pad(op: &dyn Op, _: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<
 
 fn transpose_pad(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
     let p = op.try_downcast::<Pad>()?;
-    Ok(unary_ct(args, |s| {
-        let specs: Vec<SliceSpec> = p
-            .widths
-            .iter()
-            .zip(s)
-            .map(|(&(lo, _), &d)| SliceSpec::range(lo as i64, (lo + d) as i64))
-            .collect();
-        Var::apply_op(Box::new(Slice { specs }), &[ct])
-    }))
+    if !args[0].is_linear() {
+        return Ok(vec![None]);
+    }
+    let specs = p
+        .widths
+        .iter()
+        .zip(args[0].shape())
+        .map(|(&(lo, _), &d)| Ok(SliceSpec::at_dim(lo, anvil_core::shape::dim_add(lo, d)?)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(vec![Some(Var::apply_op(Box::new(Slice { specs }), &[ct]))])
 }
 
 /// The transpose of a strided slice, one axis at a time: a unit-step slice
@@ -432,6 +458,10 @@ fn transpose_slice(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Opti
     let mut out = ct.clone();
     for (axis, (&(first, step, len), &d)) in resolved.iter().zip(&shape).enumerate() {
         if len == d && step == 1 {
+            continue;
+        }
+        if is_symbolic(d) || is_symbolic(len) {
+            out = undo_symbolic_slice(&out, axis, (first, step, len), d)?;
             continue;
         }
         out = if step == 1 {
@@ -449,6 +479,49 @@ fn transpose_slice(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Opti
     Ok(vec![args[0].is_linear().then_some(out)])
 }
 
+/// The transpose of one axis of a strided slice on a symbolic axis of size
+/// `d`, from movement ops whose sizes are dimensions (no scatter, whose
+/// positions would need the sizes): a negative step is a flip and a
+/// positive one from the last position taken; step `s` interleaves `s - 1`
+/// zeros after each element (a pad of a new axis and a reshape), and a pad
+/// puts the result at its place on the axis.
+fn undo_symbolic_slice(
+    ct: &Var,
+    axis: usize,
+    (first, step, len): (i64, i64, usize),
+    d: usize,
+) -> Result<Var> {
+    use anvil_core::shape::{dim_mul, dim_sub};
+    let stride = step.unsigned_abs() as usize;
+    let first = usize::try_from(first).map_err(|_| {
+        Error::invalid("slice", "transpose", format!("a first index {first} below 0"))
+    })?;
+    // The lowest position taken, and the values in increasing position.
+    let (lowest, ct) = if step > 0 {
+        (first, ct.clone())
+    } else {
+        (dim_sub(first, dim_mul(dim_sub(len, 1)?, stride)?)?, ct.flip(&[axis as i64]))
+    };
+    // Each value followed by `stride - 1` zeros, the trailing zeros cut.
+    let spread = if stride == 1 {
+        ct
+    } else {
+        let r = ct.rank();
+        let mut widths = vec![(0, 0); r + 1];
+        widths[axis + 1] = (0, stride - 1);
+        let mut shape: Vec<i64> = ct.shape().iter().map(|&x| x as i64).collect();
+        shape[axis] = dim_mul(len, stride)? as i64;
+        let long = ct.unsqueeze(axis as i64 + 1).pad(&widths, 0.0).reshape(&shape);
+        let mut specs = vec![SliceSpec::FULL; r];
+        specs[axis] = SliceSpec::at_dim(0, dim_sub(dim_mul(len, stride)?, stride - 1)?);
+        Var::apply_op(Box::new(Slice { specs }), &[&long])
+    };
+    let covered = spread.shape()[axis];
+    let mut widths = vec![(0, 0); spread.rank()];
+    widths[axis] = (lowest, dim_sub(dim_sub(d, lowest)?, covered)?);
+    Ok(spread.pad(&widths, 0.0))
+}
+
 /// Missing tangents of some operands are zeros of their shape.
 fn jvp_concatenate(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
     if t.iter().all(Option::is_none) {
@@ -463,17 +536,18 @@ fn jvp_concatenate(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result
 fn transpose_concatenate(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
     let c = op.try_downcast::<Concatenate>()?;
     let mut start = 0;
-    Ok(args
-        .iter()
-        .map(|a| {
-            let n = a.shape()[c.axis];
-            let piece = a.is_linear().then(|| {
-                ct.slice_axis(c.axis as i64, Some(start as i64), Some((start + n) as i64), 1)
-            });
-            start += n;
-            piece
-        })
-        .collect())
+    let mut pieces = Vec::with_capacity(args.len());
+    for a in args {
+        // Sizes may be symbolic: the bounds are dimensions.
+        let stop = anvil_core::shape::dim_add(start, a.shape()[c.axis])?;
+        pieces.push(a.is_linear().then(|| {
+            let mut specs = vec![SliceSpec::FULL; ct.rank()];
+            specs[c.axis] = SliceSpec::at_dim(start, stop);
+            Var::apply_op(Box::new(Slice { specs }), &[ct])
+        }));
+        start = stop;
+    }
+    Ok(pieces)
 }
 
 register_rule!(JvpRule, Reshape, jvp_linear_unary);
@@ -584,6 +658,10 @@ fn rewrite_broadcast_to(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Op
 /// colors, a colored seed). Each removes a node.
 fn rewrite_slice(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
     let s = op.try_downcast::<Slice>()?;
+    if args[0].ty().is_symbolic() || s.specs.iter().any(SliceSpec::is_symbolic) {
+        // Seeds are sliced by concrete offsets only.
+        return Ok(None);
+    }
     let resolved = s.resolve(args[0].shape())?;
     let whole = resolved
         .iter()

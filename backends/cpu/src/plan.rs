@@ -11,7 +11,9 @@
 use crate::buffers::{self, Pool};
 use crate::{kernels, Kernel, KernelFn, KernelManyFn, Parallelism, PrepareFn, Prepared};
 use anvil_core::shape::{Binding, DimTable};
-use anvil_core::{DimSize, Error, Graph, NodeId, Parameter, Result, Tensor, TensorType, ValueId};
+use anvil_core::{
+    DimSize, Error, Graph, NodeId, Op, Parameter, Result, Tensor, TensorType, ValueId,
+};
 use std::sync::{Arc, Mutex};
 
 /// A graph ready to run on the CPU.
@@ -46,6 +48,10 @@ struct Bound {
     /// Per step, its kernel prepared for this binding
     /// ([`StepKernel::PrepareBound`] steps only).
     prepared: Vec<Option<Box<dyn Prepared>>>,
+    /// Per step, its op with symbolic parameters bound to these sizes
+    /// ([`Op::bind_dims`]: a reshape's target, a pad's widths, a slice's
+    /// bounds), for the kernel; `None` where the parameters are concrete.
+    ops: Vec<Option<Box<dyn Op>>>,
     peak_bytes: usize,
 }
 
@@ -455,7 +461,17 @@ impl Plan {
                 _ => Ok(None),
             })
             .collect::<Result<Vec<_>>>()?;
-        let b = Arc::new(Bound { binding, outs, prepared, peak_bytes });
+        let ops = self
+            .steps
+            .iter()
+            .map(|st| match &st.kernel {
+                StepKernel::One(_) | StepKernel::Many(_) => {
+                    self.graph.node(st.node).op.bind_dims(&binding)
+                }
+                _ => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let b = Arc::new(Bound { binding, outs, prepared, ops, peak_bytes });
         last = self.bound.lock().unwrap_or_else(|e| e.into_inner());
         *last = Some(b.clone());
         Ok(b)
@@ -517,7 +533,10 @@ impl Plan {
         ctx: &Parallelism,
     ) -> Result<()> {
         let node = self.graph.node(step.node);
-        let op = node.op.as_ref();
+        let op = bound
+            .and_then(|(b, k)| b.ops.get(k))
+            .and_then(Option::as_deref)
+            .unwrap_or(node.op.as_ref());
         let outs = {
             let arg = |k: usize| {
                 slots[node.inputs[k].index()].as_ref().ok_or_else(|| Error::InvalidGraph {

@@ -660,24 +660,51 @@ pub fn require_equal(op: &str, a: usize, b: usize, what: &str) -> Result<()> {
 /// # Errors
 /// A violated or (with recording off) undecidable inequality.
 pub fn require_at_least(op: &str, a: usize, b: usize, what: &str) -> Result<()> {
-    if !is_symbolic(a) && !is_symbolic(b) {
-        if a >= b {
-            return Ok(());
-        }
-    } else {
-        // Decided when a - b is a constant, or its lower bound from the ranges.
-        if let (Some(pa), Some(pb)) = (poly_of(a), poly_of(b)) {
-            if let Ok(diff) = pa.add(&pb, -1) {
-                if diff.as_constant().is_some_and(|c| c >= 0) || lower_bound(&diff) >= Some(0) {
-                    return Ok(());
-                }
-            }
-        }
-        if record(Constraint { op: op.into(), lhs: a, rhs: b, at_least: true }) {
-            return Ok(());
-        }
+    if dim_provably_at_least(a, b)
+        || ((is_symbolic(a) || is_symbolic(b))
+            && record(Constraint { op: op.into(), lhs: a, rhs: b, at_least: true }))
+    {
+        return Ok(());
     }
     Err(Error::invalid(op, what, format!("needs {} >= {}", fmt_dim(a), fmt_dim(b))))
+}
+
+/// Whether `a >= b` for every binding of the variables: decided for sizes,
+/// and for dimensions whose difference is a constant or has a lower bound
+/// from the variables' ranges (`n + 2 >= n`, `n >= 1` for `n` in `1..`).
+pub fn dim_provably_at_least(a: usize, b: usize) -> bool {
+    if !is_symbolic(a) && !is_symbolic(b) {
+        return a >= b;
+    }
+    let (Some(pa), Some(pb)) = (poly_of(a), poly_of(b)) else { return false };
+    pa.add(&pb, -1).is_ok_and(|diff| {
+        diff.as_constant().is_some_and(|c| c >= 0) || lower_bound(&diff) >= Some(0)
+    })
+}
+
+/// `min(a, b)` when it is decided for every binding (see
+/// [`dim_provably_at_least`]).
+///
+/// # Errors
+/// Two dimensions whose order depends on the binding (`n` and `m`, `n`
+/// and `3` for `n` in `1..=8`), naming `op`.
+pub fn dim_min(op: &str, a: usize, b: usize) -> Result<usize> {
+    if dim_provably_at_least(b, a) {
+        Ok(a)
+    } else if dim_provably_at_least(a, b) {
+        Ok(b)
+    } else {
+        Err(Error::invalid(
+            op,
+            "shape",
+            format!(
+                "min({}, {}) depends on the sizes bound at the call: a symbolic dimension's \
+                 order against the other is not known",
+                fmt_dim(a),
+                fmt_dim(b)
+            ),
+        ))
+    }
 }
 
 /// A lower bound of a polynomial from its variables' ranges, when every

@@ -13,9 +13,10 @@ use std::fmt;
 
 mod dim;
 pub use dim::{
-    collect_constraints, dim_add, dim_exact_div, dim_floordiv, dim_mod, dim_mul, dim_numel,
-    dim_sub, dim_var, dim_vars, fmt_dim, fmt_dims, is_symbolic, is_symbolic_shape, is_valid_dim,
-    require_at_least, require_equal, Binding, Constraint, DimTable, SYMBOLIC_BASE,
+    collect_constraints, dim_add, dim_exact_div, dim_floordiv, dim_min, dim_mod, dim_mul,
+    dim_numel, dim_provably_at_least, dim_sub, dim_var, dim_vars, fmt_dim, fmt_dims, is_symbolic,
+    is_symbolic_shape, is_valid_dim, require_at_least, require_equal, Binding, Constraint,
+    DimTable, SYMBOLIC_BASE,
 };
 
 /// The static type of a graph value: element type and shape.
@@ -336,7 +337,17 @@ fn reshape_target_symbolic(op: &str, from: &[usize], to: &[i64]) -> Result<Vec<u
     let mut out: Vec<usize> = to.iter().map(|&d| d.max(0) as usize).collect();
     let known = to.iter().filter(|&&d| d >= 0).try_fold(1usize, |k, &d| dim_mul(k, d as usize))?;
     if let Some(&i) = inferred.first() {
-        out[i] = dim_exact_div(n, known).ok_or_else(|| reshape_error(op, from, to))?;
+        out[i] = match dim_exact_div(n, known) {
+            Some(q) => q,
+            // `n` into `[-1, 2]`: `floordiv(n, 2)`, with `n mod 2 == 0`
+            // checked when a call binds `n` (an error outside a recording scope).
+            None if is_symbolic(n) && known > 0 && !is_symbolic(known) => {
+                let rem = dim_mod(n, known)?;
+                require_equal(op, rem, 0, "shape").map_err(|_| reshape_error(op, from, to))?;
+                dim_floordiv(n, known)?
+            }
+            None => return Err(reshape_error(op, from, to)),
+        };
     } else {
         require_equal(op, n, known, "shape").map_err(|_| reshape_error(op, from, to))?;
     }
@@ -350,7 +361,13 @@ fn reshape_error(op: &str, from: &[usize], to: &[i64]) -> Error {
         format!(
             "cannot reshape argument 0 of {} elements into {}",
             dim_numel(from).map_or_else(|_| "?".into(), fmt_dim),
-            fmt_dims(&to.iter().map(|&d| d as usize).collect::<Vec<_>>())
+            {
+                let dims: Vec<String> = to
+                    .iter()
+                    .map(|&d| usize::try_from(d).map_or_else(|_| d.to_string(), fmt_dim))
+                    .collect();
+                format!("[{}]", dims.join(", "))
+            }
         ),
     )
 }
@@ -425,6 +442,13 @@ impl SliceSpec {
         if is_symbolic(dim) {
             return self.resolve_symbolic(op, dim);
         }
+        if self.is_symbolic() {
+            return Err(Error::invalid(
+                op,
+                "slice",
+                format!("{self} has a symbolic bound on an axis of size {dim}: bind it first"),
+            ));
+        }
         let n = dim as i64;
         let step = self.step;
         if step == 0 {
@@ -453,49 +477,96 @@ impl SliceSpec {
 }
 
 impl SliceSpec {
-    /// [`SliceSpec::resolve`] on a symbolic dimension `n`: a positive step
-    /// from a start counted from the front, to a stop counted from either
-    /// end; the bounds must lie in `0..=n` (a recorded constraint: no
-    /// clamping on a symbolic axis).
+    /// A bound that is a symbolic dimension (an index counted from the
+    /// front), stored in a spec as its handle: see [`SliceSpec::at_dim`].
+    fn symbolic_bound(v: Option<i64>) -> Option<usize> {
+        v.and_then(|v| usize::try_from(v).ok()).filter(|&d| is_symbolic(d))
+    }
+
+    /// Whether a bound of this spec is a symbolic dimension.
+    pub fn is_symbolic(&self) -> bool {
+        Self::symbolic_bound(self.start).is_some() || Self::symbolic_bound(self.stop).is_some()
+    }
+
+    /// `start..stop` with step 1, where either bound may be a dimension
+    /// (a size, or a symbolic dimension counted from the front, as rules
+    /// that undo a pad build it).
+    pub fn at_dim(start: usize, stop: usize) -> Self {
+        let bound = |d: usize| i64::try_from(d).unwrap_or(i64::MAX);
+        SliceSpec { start: Some(bound(start)), stop: Some(bound(stop)), step: 1 }
+    }
+
+    /// The spec with its symbolic bounds evaluated under `binding`.
+    ///
+    /// # Errors
+    /// A bound that does not evaluate (an unbound variable).
+    pub fn bind(&self, binding: &Binding) -> Result<SliceSpec> {
+        let bind = |v: Option<i64>| -> Result<Option<i64>> {
+            match Self::symbolic_bound(v) {
+                Some(d) => Ok(Some(binding.eval(d)? as i64)),
+                None => Ok(v),
+            }
+        };
+        Ok(SliceSpec { start: bind(self.start)?, stop: bind(self.stop)?, step: self.step })
+    }
+
+    /// [`SliceSpec::resolve`] on a symbolic dimension `n`, with NumPy's
+    /// meaning of negative bounds and steps but no clamping: every bound
+    /// must lie on the axis (a recorded constraint, checked when a call
+    /// binds `n`). The first index may be symbolic (`x[-3:]` starts at
+    /// `n - 3`, `x[::-1]` at `n - 1`); it is returned as its handle.
     fn resolve_symbolic(&self, op: &str, n: usize) -> Result<(i64, i64, usize)> {
-        let unsupported = || {
-            Error::invalid(
-                op,
-                "slice",
-                format!(
-                    "{self} on the symbolic dimension {}: only a positive step from a start \
-                     counted from the front is supported on a symbolic axis",
-                    fmt_dim(n)
-                ),
-            )
-        };
         let step = self.step;
-        if step <= 0 || self.start.is_some_and(|s| s < 0) {
-            return Err(unsupported());
+        if step == 0 {
+            return Err(Error::invalid(op, "step", "slice step cannot be zero"));
         }
-        let start = self.start.unwrap_or(0);
-        let from = start as usize;
-        let stop = match self.stop {
-            None => n,
-            Some(v) if v >= 0 => v as usize,
-            Some(v) => dim_sub(n, v.unsigned_abs() as usize).map_err(|_| unsupported())?,
+        // An index counted from the front, as a dimension.
+        let index = |v: i64| -> Result<usize> {
+            if v >= 0 {
+                return Ok(v as usize);
+            }
+            let back = v.unsigned_abs() as usize;
+            require_at_least(op, n, back, "slice")?;
+            dim_sub(n, back)
         };
-        require_at_least(op, n, stop, "slice")?;
-        require_at_least(op, stop, from, "slice")?;
-        let span = dim_sub(stop, from)?;
-        let len = dim_floordiv(dim_add(span, (step - 1) as usize)?, step as usize)?;
-        Ok((start, step, len))
+        let stride = step.unsigned_abs() as usize;
+        let (from, span) = if step > 0 {
+            let from = self.start.map_or(Ok(0), index)?;
+            let stop = self.stop.map_or(Ok(n), index)?;
+            require_at_least(op, n, stop, "slice")?;
+            require_at_least(op, stop, from, "slice")?;
+            (from, dim_sub(stop, from)?)
+        } else {
+            require_at_least(op, n, 1, "slice")?;
+            let from = self.start.map_or_else(|| dim_sub(n, 1), index)?;
+            require_at_least(op, dim_sub(n, 1)?, from, "slice")?;
+            let span = match self.stop {
+                None => dim_add(from, 1)?,
+                Some(v) => {
+                    let stop = index(v)?;
+                    require_at_least(op, from, stop, "slice")?;
+                    dim_sub(from, stop)?
+                }
+            };
+            (from, span)
+        };
+        let len = dim_floordiv(dim_add(span, stride - 1)?, stride)?;
+        Ok((i64::try_from(from).unwrap_or(i64::MAX), step, len))
     }
 }
 
 impl fmt::Display for SliceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bound = |v: i64| match Self::symbolic_bound(Some(v)) {
+            Some(d) => fmt_dim(d),
+            None => v.to_string(),
+        };
         if let Some(s) = self.start {
-            write!(f, "{s}")?;
+            f.write_str(&bound(s))?;
         }
         f.write_str(":")?;
         if let Some(s) = self.stop {
-            write!(f, "{s}")?;
+            f.write_str(&bound(s))?;
         }
         if self.step != 1 {
             write!(f, ":{}", self.step)?;

@@ -264,6 +264,15 @@ fn scan_level(combine: &Combine<'_>, elems: &[Var], axis: usize) -> Vec<Var> {
     let Some(n) = elems.first().and_then(|e| e.shape().get(axis).copied()) else {
         return elems.to_vec();
     };
+    if anvil_core::shape::is_symbolic(n) {
+        // The recursion's depth and the odd/even split follow the size.
+        let msg = format!(
+            "the axis {axis} has the symbolic size {}: the parallel scan's recursion needs a \
+             concrete size",
+            anvil_core::shape::fmt_dim(n)
+        );
+        return poisoned(elems, Error::invalid("associative_scan", "axis", msg));
+    }
     if n < 2 {
         return elems.to_vec();
     }

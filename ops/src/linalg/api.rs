@@ -15,6 +15,7 @@ use super::triangle::{Diagonal, Triangle};
 use super::triangular::TriangularSolve;
 use super::OnFailure;
 use crate::api::VarExt;
+use anvil_core::shape::is_symbolic;
 use anvil_core::{DType, Var};
 
 /// The results of an op with `n` results.
@@ -181,7 +182,14 @@ pub fn lu(a: &Var) -> (Var, Var, Var) {
         let bad = a.apply(Triangle::lower(0), &[]);
         return (bad.clone(), bad.clone(), bad);
     };
-    let k = m.min(n);
+    let k = match anvil_core::shape::dim_min("lu", m, n) {
+        Ok(k) => k,
+        Err(e) => {
+            a.tracer().record(e);
+            let bad = a.tracer().poisoned();
+            return (bad.clone(), bad.clone(), bad);
+        }
+    };
     let l = packed.slice_axis(-1, Some(0), Some(k as i64), 1).apply(Triangle::lower(-1), &[]);
     let l = &l + &eye_of(m, a).slice_axis(-1, Some(0), Some(k as i64), 1);
     let u = packed.slice_axis(-2, Some(0), Some(k as i64), 1).apply(Triangle::upper(0), &[]);
@@ -385,6 +393,11 @@ pub fn svdvals(a: &Var) -> Var {
 /// [`lstsq`]: `factor · max(m, n) · ε · s_max`, per matrix `[..., 1]`.
 fn cutoff(s: &Var, m: usize, n: usize, factor: f64) -> Var {
     let eps = if s.dtype() == DType::F32 { f64::from(f32::EPSILON) } else { f64::EPSILON };
+    if is_symbolic(m) || is_symbolic(n) {
+        // The larger size as a value, from the call's binding.
+        let size = crate::api::dim_value(m).maximum(&crate::api::dim_value(n)).cast(s.dtype());
+        return s.max(&[-1], true) * size * (factor * eps);
+    }
     s.max(&[-1], true) * (factor * m.max(n) as f64 * eps)
 }
 

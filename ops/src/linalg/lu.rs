@@ -79,7 +79,7 @@ impl Op for Lu {
             s.push(last);
             TensorType::new(DType::I64, s)
         };
-        Ok(vec![a.clone(), with(m.min(n)), with(m)])
+        Ok(vec![a.clone(), with(anvil_core::shape::dim_min("lu", m, n)?), with(m)])
     }
 }
 
@@ -111,10 +111,12 @@ fn jvp_lu(_: &dyn Op, p: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Vec<
     let [.., m, n] = *p[0].shape() else {
         return Err(Error::invalid("lu", "jvp", "matrices were expected"));
     };
-    let k = m.min(n);
+    // Symbolic sizes: `min` must be decided (a square `n × n`, or ranges
+    // that order `m` and `n`).
+    let k = anvil_core::shape::dim_min("lu", m, n)?;
     let x = permute_rows(da, perm);
-    let l = unit_lower_square(lu, m, k);
-    let u = upper_square(lu, n, k);
+    let l = unit_lower_square(lu, m, k)?;
+    let u = upper_square(lu, n, k)?;
     let la = l.apply(solve_opts(true, true, false, true), &[&x]);
     let lau = u.apply(solve_opts(false, false, false, false), &[&la]);
     let l_dot = l.matmul(&lau.apply(Triangle::lower(-1), &[]));
@@ -128,28 +130,30 @@ fn solve_opts(left_side: bool, lower: bool, transpose_a: bool, unit: bool) -> Tr
 
 /// `L` as an `m × m` unit lower triangular matrix: the multipliers of the
 /// first `k` columns, padded with zero columns, plus the identity.
-fn unit_lower_square(lu: &Var, m: usize, k: usize) -> Var {
+fn unit_lower_square(lu: &Var, m: usize, k: usize) -> Result<Var> {
     let cols = lu.slice_axis(-1, Some(0), Some(k as i64), 1).apply(Triangle::lower(-1), &[]);
     let r = cols.rank();
     let mut widths = vec![(0, 0); r];
-    widths[r - 1] = (0, m - k);
-    let l = if m > k { cols.pad(&widths, 0.0) } else { cols };
-    l + super::eye_like(lu, m)
+    let rest = anvil_core::shape::dim_sub(m, k)?;
+    widths[r - 1] = (0, rest);
+    let l = if rest != 0 { cols.pad(&widths, 0.0) } else { cols };
+    Ok(l + super::eye_like(lu, m))
 }
 
 /// `U` as an `n × n` upper triangular matrix: its first `k` rows, padded
 /// with rows of the identity.
-fn upper_square(lu: &Var, n: usize, k: usize) -> Var {
+fn upper_square(lu: &Var, n: usize, k: usize) -> Result<Var> {
     let rows = lu.slice_axis(-2, Some(0), Some(k as i64), 1).apply(Triangle::upper(0), &[]);
     if n == k {
-        return rows;
+        return Ok(rows);
     }
+    let rest = anvil_core::shape::dim_sub(n, k)?;
     let r = rows.rank();
     let mut widths = vec![(0, 0); r];
-    widths[r - 2] = (0, n - k);
+    widths[r - 2] = (0, rest);
     // The identity's last n - k diagonal entries.
-    let ones = super::full_like_shape(lu, &[n - k], 1.0).pad(&[(k, 0)], 0.0);
-    rows.pad(&widths, 0.0) + diag_embed(&ones, n, n, 0)
+    let ones = super::full_like_shape(lu, &[rest], 1.0).pad(&[(k, 0)], 0.0);
+    Ok(rows.pad(&widths, 0.0) + diag_embed(&ones, n, n, 0))
 }
 
 register_rule!(VmapRule, Lu, many: vmap_lu);

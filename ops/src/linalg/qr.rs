@@ -43,7 +43,7 @@ impl Op for Qr {
         let a = &inputs[0];
         let (m, n) = matrix("qr", a, 0)?;
         let c = match self.mode {
-            QrMode::Reduced => m.min(n),
+            QrMode::Reduced => anvil_core::shape::dim_min("qr", m, n)?,
             QrMode::Complete => m,
         };
         let batch = super::batch_of(a);
@@ -88,14 +88,29 @@ fn jvp_qr(op: &dyn Op, p: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Vec
         return Err(Error::invalid("qr", "jvp", "matrices were expected"));
     };
     let (q, r) = (&outs[0], &outs[1]);
-    if qr.mode == QrMode::Complete && m > n {
+    // Tall or square, or wide: decided for symbolic sizes by their ranges.
+    use anvil_core::shape::{dim_add, dim_provably_at_least, fmt_dim};
+    let tall = dim_provably_at_least(m, n);
+    if !tall && !dim_provably_at_least(n, dim_add(m, 1)?) {
+        return Err(Error::invalid(
+            "qr",
+            "jvp",
+            format!(
+                "whether the {} × {} matrices are tall or wide depends on the sizes bound at \
+                 the call",
+                fmt_dim(m),
+                fmt_dim(n)
+            ),
+        ));
+    }
+    if qr.mode == QrMode::Complete && tall && m != n {
         return Err(Error::invalid(
             "qr",
             "mode",
             format!("the derivative of the complete QR of a tall {m} × {n} matrix is not defined (JAX raises too); use the reduced mode"),
         ));
     }
-    if m >= n {
+    if tall {
         let (dq, dr) = tall_tangents(q, r, da);
         return Ok(vec![Some(dq), Some(dr)]);
     }

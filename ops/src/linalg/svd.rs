@@ -45,7 +45,7 @@ impl Op for Svd {
         expect_arity(self, inputs, 1)?;
         let a = &inputs[0];
         let (m, n) = matrix("svd", a, 0)?;
-        let k = m.min(n);
+        let k = anvil_core::shape::dim_min("svd", m, n)?;
         let batch = super::batch_of(a);
         let with = |dims: &[usize]| {
             let mut s = batch.to_vec();

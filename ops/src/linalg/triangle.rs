@@ -210,6 +210,35 @@ impl Diagonal {
         len.max(0) as usize
     }
 
+    /// [`Diagonal::len`] for dimensions that may be symbolic: `min(m, n -
+    /// offset)` (or `min(n, m + offset)` below the main diagonal) when the
+    /// order is decided for every binding.
+    ///
+    /// # Errors
+    /// A length whose value depends on how the sizes compare at the call.
+    pub fn symbolic_len(&self, m: usize, n: usize) -> Result<usize> {
+        use anvil_core::shape::{dim_min, dim_provably_at_least, dim_sub, is_symbolic};
+        if !is_symbolic(m) && !is_symbolic(n) {
+            return Ok(self.len(m, n));
+        }
+        let (keep, cut) = if self.offset >= 0 { (m, n) } else { (n, m) };
+        let shift = self.offset.unsigned_abs() as usize;
+        if !dim_provably_at_least(cut, shift) {
+            return Err(Error::invalid(
+                "diagonal",
+                "offset",
+                format!(
+                    "offset {} of a [{}, {}] matrix: whether the diagonal is empty depends \
+                     on the sizes bound at the call",
+                    self.offset,
+                    anvil_core::shape::fmt_dim(m),
+                    anvil_core::shape::fmt_dim(n)
+                ),
+            ));
+        }
+        dim_min("diagonal", keep, dim_sub(cut, shift)?)
+    }
+
     /// The first element `(row, column)` of the diagonal.
     pub fn start(&self) -> (usize, usize) {
         if self.offset >= 0 {
@@ -235,7 +264,7 @@ impl Op for Diagonal {
             ));
         };
         let mut shape = batch.to_vec();
-        shape.push(self.len(*m, *n));
+        shape.push(self.symbolic_len(*m, *n)?);
         Ok(t.with_shape(shape))
     }
     fn params(&self) -> String {
@@ -261,8 +290,11 @@ pub fn diag_embed(v: &Var, m: usize, n: usize, offset: i64) -> Var {
     let r = v.rank();
     let mut widths = vec![(0, 0); r];
     let (axis, room, shift) = if offset >= 0 { (0, m, offset) } else { (1, n, -offset) };
-    widths[r - 1] = (0, room.saturating_sub(len));
-    let padded = if room > len { v.pad(&widths, 0.0) } else { v.clone() };
+    // The room left after the diagonal (sizes may be symbolic: `len` is
+    // `min(room, ...)`, so `room - len` is a dimension, never negative).
+    let rest = anvil_core::shape::dim_sub(room, len).unwrap_or(0);
+    widths[r - 1] = (0, rest);
+    let padded = if rest != 0 { v.pad(&widths, 0.0) } else { v.clone() };
     let values = if axis == 0 { padded.unsqueeze(-1) } else { padded.unsqueeze(-2) };
     let seed = Basis { shape: vec![m, n], axis, offset: shift, dtype: v.dtype() };
     values * v.tracer().apply(Box::new(seed), &[])
