@@ -19,19 +19,7 @@ use std::collections::HashMap;
 /// # Errors
 /// An invalid input graph.
 pub fn dce(g: &Graph) -> Result<Graph> {
-    let mut live = vec![false; g.num_values()];
-    for o in g.outputs() {
-        live[o.index()] = true;
-    }
-    let mut keep = vec![false; g.len()];
-    for (id, n) in g.iter().rev() {
-        if n.results().any(|v| live[v.index()]) {
-            keep[id.index()] = true;
-            for i in &n.inputs {
-                live[i.index()] = true;
-            }
-        }
-    }
+    let keep = anvil_core::replay::live_nodes(g);
     g.rebuild(|_, _, id, _, _| Ok(if keep[id.index()] { Rebuilt::Copy } else { Rebuilt::Drop }))
 }
 
