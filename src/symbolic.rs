@@ -32,8 +32,11 @@
 //! (`grad`, `jvp`, `vmap` over a symbolic batch). A size used as a number
 //! is [`VarExt::dim_size`](crate::VarExt::dim_size) or
 //! [`ops::dim_value`](crate::ops::dim_value); `mean`, `var` and `std` over
-//! a symbolic axis use it. (`x.shape()[0] as f64` of a symbolic dimension
-//! is the number of its handle, not its size.)
+//! a symbolic axis use it. `x.shape()[0] as f64` of a symbolic dimension
+//! is the number of its handle, not its size: used as a scalar in the
+//! traced function (`x.sum_all() / x.shape()[0] as f64`), it is an error
+//! that says so. (The handle's number used in Rust code outside the trace
+//! cannot be seen.)
 //!
 //! Control flow (`cond`, `scan`, `fori_loop`, `while_loop`) works over
 //! symbolic shapes and lengths: the plan specialises a loop's op and bodies

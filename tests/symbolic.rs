@@ -360,3 +360,24 @@ fn factorisations_of_a_symbolic_size() {
     let e = jit(|a: &Var| anvil::linalg::svdvals(a)).symbolic(f64_of([m, n])).err().unwrap();
     assert!(e.to_string().contains("svd") && e.to_string().contains("min(m, n)"), "{e}");
 }
+
+/// A symbolic size converted to a number with `as` and used as a scalar in
+/// the trace is an error that says what to use instead, not the handle's
+/// value standing in for the size.
+#[test]
+fn a_symbolic_size_used_as_a_number_is_an_error() {
+    let n = dim("n", 1..=8).unwrap();
+    let by_as = |x: &Var| x.sum_all() / (x.shape()[0] as f64);
+    let Err(e) = jit(by_as).symbolic(f64_of([n])) else { panic!("the handle's number was used") };
+    let e = e.to_string();
+    assert!(e.contains("symbolic dimension n") && e.contains("dim_size"), "{e}");
+    let as_int = |x: &Var| x.sum_all() * (x.shape()[0] as i64);
+    assert!(jit(as_int).symbolic(f64_of([n])).is_err());
+    // Concrete shapes: the same function is fine.
+    let x = vector(4, 0.0);
+    let want = x.to_vec::<f64>().unwrap().iter().sum::<f64>() / 4.0;
+    assert!((jit(by_as).eval(&x).unwrap().item().unwrap() - want).abs() < 1e-15);
+    // Large ordinary numbers are not mistaken for dimensions.
+    let big = jit(|x: &Var| x.sum_all() * 4.7e18 + 1e19).symbolic(f64_of([n])).unwrap();
+    assert!(big.eval(&x).unwrap().item().unwrap().is_finite());
+}

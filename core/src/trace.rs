@@ -490,7 +490,26 @@ impl Var {
 
     /// A rank-0 constant of `self`'s dtype with the value `v` (cast as by `as`).
     pub fn scalar_like(&self, v: f64) -> Var {
+        self.refuse_dim_as_number(v);
         self.constant_like(Tensor::scalar(v).cast(self.dtype()))
+    }
+
+    /// Records an error when a number in the trace is a symbolic dimension
+    /// converted with `as`: the handle's value would silently stand in for
+    /// the size.
+    fn refuse_dim_as_number(&self, v: f64) {
+        if let Some(d) = crate::shape::dim_of_number(v) {
+            self.tracer.record(Error::invalid(
+                "scalar",
+                "value",
+                format!(
+                    "{v:e} is the symbolic dimension {} converted to a number with `as`, not \
+                     a size: use `x.dim_size(axis)` (or `ops::dim_value`) for a dimension's \
+                     value in a traced function",
+                    crate::shape::fmt_dim(d)
+                ),
+            ));
+        }
     }
 
     /// `self` and a rank-0 constant `v` promoted together as JAX promotes an
@@ -501,6 +520,7 @@ impl Var {
     /// `bool` value gives `i64`; with a float value the scalar is cast to
     /// the float dtype. See the promotion table in [`crate::dtype`].
     pub fn with_weak_scalar(&self, v: Scalar) -> (Var, Var) {
+        self.refuse_dim_as_number(v.to_f64());
         let target = weak_promotion(self.dtype(), v.dtype());
         let this = if target == self.dtype() { self.clone() } else { cast(self, target) };
         let c = this.constant_like(Tensor::from_scalar(v.cast(target)));

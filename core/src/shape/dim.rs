@@ -388,6 +388,19 @@ fn poly_of(d: usize) -> Option<Poly> {
     t.exprs.get(id).cloned()
 }
 
+/// The symbolic dimension that the number `v` is, converted with `as`
+/// (`x.shape()[0] as f64` of a symbolic axis gives the handle's value, not a
+/// size): `v` rounds the handle of an expression in the table. `None` for
+/// every other number (anything below 2^62, which no size reaches).
+pub fn dim_of_number(v: f64) -> Option<usize> {
+    if !(v >= SYMBOLIC_BASE as f64 && v < (2.0 * SYMBOLIC_BASE as f64)) {
+        return None;
+    }
+    let id = ((v as usize) & (SYMBOLIC_BASE - 1)) >> CHECK_BITS;
+    let h = handle_of(id);
+    (h as f64 == v && poly_of(h).is_some()).then_some(h)
+}
+
 /// Whether `d` is a size or a valid handle.
 pub fn is_valid_dim(d: usize) -> bool {
     !is_symbolic(d) || poly_of(d).is_some()

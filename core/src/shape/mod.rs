@@ -14,9 +14,9 @@ use std::fmt;
 mod dim;
 pub use dim::{
     collect_constraints, dim_add, dim_exact_div, dim_floordiv, dim_min, dim_mod, dim_mul,
-    dim_numel, dim_provably_at_least, dim_sub, dim_var, dim_vars, fmt_dim, fmt_dims, is_symbolic,
-    is_symbolic_shape, is_valid_dim, require_at_least, require_equal, Binding, Constraint,
-    DimTable, SYMBOLIC_BASE,
+    dim_numel, dim_of_number, dim_provably_at_least, dim_sub, dim_var, dim_vars, fmt_dim, fmt_dims,
+    is_symbolic, is_symbolic_shape, is_valid_dim, require_at_least, require_equal, Binding,
+    Constraint, DimTable, SYMBOLIC_BASE,
 };
 
 /// The static type of a graph value: element type and shape.
