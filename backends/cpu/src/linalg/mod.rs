@@ -12,6 +12,7 @@
 //! | function | computes |
 //! | --- | --- |
 //! | [`cholesky()`] | `A = L·Lᵀ`, lower `L`, reads the lower triangle of `A` |
+//! | [`cholesky_tangent`], [`cholesky_cotangent`] | its derivative `L̇` and the adjoint of that |
 //! | [`triangular_solve`] | `op(A)·X = B` or `X·op(A) = B`, all of `jax.lax.linalg.triangular_solve`'s options |
 //! | [`lu()`], [`lu_unpack`] | `A[perm] = L·U` with partial pivoting; never fails |
 //! | [`lu_solve`] | `A·X = B` or `Aᵀ·X = B` from a factorisation |
@@ -55,7 +56,8 @@
 //! [`INNER_PARALLEL_DIM`] with more than one thread.
 //!
 //! Matrices with at most [`SMALL_DIM`] rows and columns take a path of
-//! unblocked kernels on stack arrays (Cholesky, LU, triangular solves, and
+//! unblocked kernels on stack arrays (Cholesky, its tangent and cotangent
+//! (up to 32 rows: no allocation at all), LU, triangular solves, and
 //! for `eigh` a tridiagonal QR eigensolver that runs 8 matrices at once in
 //! SIMD lanes) with no heap allocation per matrix;
 //! QR and SVD always use faer, with scratch allocated once per chunk of the
@@ -102,6 +104,7 @@
 
 mod batch;
 mod cholesky;
+mod cholesky_ad;
 mod eigh;
 mod error;
 mod lu;
@@ -117,6 +120,7 @@ mod triangular;
 mod tests;
 
 pub use cholesky::cholesky;
+pub use cholesky_ad::{cholesky_cotangent, cholesky_tangent};
 pub use eigh::{eigh, eigvalsh};
 pub use error::{FailMode, LinalgError};
 pub use lu::{det, det_from_lu, inv, lu, lu_solve, lu_unpack, slogdet, slogdet_from_lu};
