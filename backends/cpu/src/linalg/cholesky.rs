@@ -30,8 +30,9 @@ const BLOCK: usize = 128;
 /// in-place loop; larger ones faer's blocked factorisation on the output
 /// buffer read column-major (see the module documentation on layout),
 /// except a single matrix of at least 512 rows: its blocked
-/// factorisation runs its updates (GEMMs) on every thread `par` allows,
-/// which may change the last bits with the thread count.
+/// factorisation runs its updates (GEMMs) on every thread `par` allows.
+/// Results are identical from call to call; see the module documentation
+/// on thread counts.
 ///
 /// # Errors
 ///

@@ -52,8 +52,18 @@
 //! two-core machine faer with two threads was slower than with one up to
 //! `n ≈ 1024` for Cholesky. A matrix is therefore computed by the same
 //! sequence of operations whether it is alone or in a batch and whatever the
-//! number of threads: results are bit-identical, except above
-//! [`INNER_PARALLEL_DIM`] with more than one thread.
+//! number of threads. Results are identical from call to call, always.
+//! They are also identical between thread counts, with two exceptions where
+//! one matrix uses several threads: a batch of matrices of at least
+//! [`INNER_PARALLEL_DIM`] (faer's parallel factorisations may change the
+//! last bits), and a single Cholesky of `n ≥ 512`, which takes a blocked
+//! path whose panel solves and trailing GEMMs run on every allowed thread.
+//! faer splits those over output blocks, never over a sum, and the blocked
+//! path gave bit-identical factors on one and two threads (n = 600 and
+//! 1100, `cholesky_blocked_path_thread_count_and_repeat`); being faer's
+//! implementation detail, that is checked, not promised. Such a matrix
+//! alone and the same matrix inside a batch are computed by different
+//! algorithms and agree to rounding only.
 //!
 //! Matrices with at most [`SMALL_DIM`] rows and columns take a path of
 //! unblocked kernels on stack arrays (Cholesky, its tangent and cotangent
