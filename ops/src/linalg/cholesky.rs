@@ -11,16 +11,15 @@
 //! The jvp is JAX's (Murray 2016): `L̇ = L·Φ(L⁻¹ Ȧ L⁻ᵀ)`, Φ the lower
 //! triangle with the diagonal halved. Written with `matmul` and triangular
 //! solves, its transpose would cost a GEMM and two `n × n` triangular
-//! solves (about six Cholesky factorisations' worth of multiply-adds, JAX's
-//! cost). As one op whose transpose is another op, each runs two triangular
-//! solves, one of which has a triangular result (or only a triangle of it
-//! is needed) and is done in blocks that solve with the leading block of
-//! `L` only (`n³/2 + n³/6`), and one triangle-times-triangle product
-//! (`n³/6`): about 2.5 factorisations' worth (`n³/3` each), and no
-//! intermediate leaves the kernel. Measured at `n = 1024`, one thread, on
-//! a loaded machine: the cotangent took about 4× the time of the
-//! factorisation (faer's triangular solves run at a lower rate than its
-//! Cholesky). Both are
+//! solves (JAX's cost). As one op whose transpose is another op, each
+//! kernel runs Murray's blocked algorithm in place instead (the
+//! factorisation's recursion forwards for the tangent, backwards for the
+//! cotangent: `n³/3` multiply-adds, twice the factorisation's, nearly all
+//! of it in GEMMs; see `anvil_cpu::linalg::cholesky_cotangent`), and no
+//! intermediate leaves the kernel. Measured at `n = 1024` on two threads
+//! (quiet machine): the cotangent took 1.2–1.5× the factorisation's time
+//! (the closed form with faer's triangular solves: 3.3×); at `n = 256`,
+//! 1.5× (3.5×). Both are
 //! linear in their second operand and adjoint to each other; their own
 //! derivatives in `L` (for `hessian`) are written with triangular solves
 //! and products.

@@ -170,11 +170,26 @@ fn transpose_triangle(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<O
     Ok(vec![args[0].is_linear().then(|| Var::apply_op(op.boxed(), &[ct]))])
 }
 
+/// Whether `p` always gives matrices whose strict upper triangle is zero:
+/// a Cholesky factor (with [`super::OnFailure::Error`]: a failed element
+/// in NaN mode is NaN throughout) and its tangent and cotangent.
+fn lower_triangular_result(p: &anvil_core::Producer) -> bool {
+    use super::{Cholesky, CholeskyCotangent, CholeskyTangent, OnFailure};
+    p.op_as::<Cholesky>().is_some_and(|c| c.on_failure == OnFailure::Error)
+        || p.op_as::<CholeskyTangent>().is_some()
+        || p.op_as::<CholeskyCotangent>().is_some()
+}
+
 /// A mask of a mask of the same kind, triangle and diagonal is the outer
-/// mask alone (tril(tril(x)) = tril(x)); it saves a pass.
+/// mask alone (tril(tril(x)) = tril(x)); it saves a pass. So is the lower
+/// triangle (`offset ≥ 0`) of a result that is lower triangular anyway
+/// (the jvp of `cho_solve` takes `tril` of its factor).
 fn rewrite_triangle(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
     let t = op.try_downcast::<Triangle>()?;
     let Some(p) = args[0].producer() else { return Ok(None) };
+    if t.lower && t.offset >= 0 && !t.halve_diagonal && lower_triangular_result(&p) {
+        return Ok(Some(args[0].clone()).filter(|v| v.ty() == out));
+    }
     let inner = p.op_as::<Triangle>().filter(|u| u.lower == t.lower && u.offset == t.offset);
     Ok(inner
         .filter(|u| !u.halve_diagonal || !t.halve_diagonal)

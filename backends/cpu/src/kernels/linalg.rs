@@ -1,8 +1,7 @@
 //! The kernels of the linear-algebra ops (`anvil_ops::linalg`): thin
 //! adapters from tensors to the batched functions of [`crate::linalg`]
 //! (faer underneath, the batch split across rayon's threads), plus the few
-//! ops made of several of them (`cho_solve`, Cholesky's tangent and
-//! cotangent, the adjugate).
+//! ops made of several of them (`cho_solve`, the adjugate).
 //!
 //! Tensors are contiguous row-major, which is the layout [`crate::linalg`]
 //! takes, so operands are read in place. The kernels map
@@ -18,11 +17,7 @@ use anvil_ops::linalg::{
     LuAdjugate, LuPivotsToPermutation, LuSolve, OnFailure, Qr, QrMode, Slogdet, Solve, Svd,
     TriangularSolve,
 };
-use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
-use faer::linalg::triangular_solve::{
-    solve_lower_triangular_in_place, solve_upper_triangular_in_place,
-};
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::Par;
 use rayon::prelude::*;
 
 /// faer's parallelism for the batched functions: they split the batch
@@ -266,178 +261,32 @@ pub fn cho_solve(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) 
 
 // ------------------------------------------------- Cholesky's tangent pair
 
-/// `Φ` in place on `n × n` matrices: the strict upper triangle zeroed, the
-/// diagonal halved.
-fn phi_in_place<T: Real>(x: &mut [T], n: usize) {
-    let half = T::ONE / (T::ONE + T::ONE);
-    for m in x.chunks_mut((n * n).max(1)) {
-        for i in 0..n {
-            m[i * n + i] *= half;
-            m[i * n + i + 1..(i + 1) * n].fill(T::ZERO);
-        }
-    }
-}
+/// The batched tangent and cotangent functions of [`crate::linalg`].
+type CholeskyPairFn<T> =
+    fn(&[T], &[T], &mut [T], usize, usize, Par) -> std::result::Result<(), LinalgError>;
 
-/// Runs `f(out, a, b, par)` on each of the `batch` matrices of `n × n`
-/// elements of `out`, `a` and `b`: in parallel over the batch when there
-/// are several, else with faer's parallelism for one matrix of `flops`
-/// multiply-adds.
-fn per_matrix<T: Real>(
-    out: &mut [T],
-    a: &[T],
-    b: &[T],
-    n: usize,
-    flops: usize,
+/// Runs the batched tangent (or cotangent) function `f` of
+/// [`crate::linalg`] on a factor and a tangent of one shape.
+fn cholesky_pair_k<T: Real + Element>(
+    x: &[&Tensor],
     ctx: &Parallelism,
-    f: impl Fn(&mut [T], &[T], &[T], Par) + Sync,
-) {
-    let nn = n * n;
-    if nn == 0 {
-        return;
-    }
-    let batch = out.len() / nn;
-    let work = out.chunks_mut(nn).zip(a.chunks(nn).zip(b.chunks(nn)));
-    if batch == 1 {
-        work.for_each(|(o, (a, b))| f(o, a, b, ctx.gemm_par(flops)));
-    } else if ctx.thread_count() > 1 && batch * flops >= 1 << 16 {
-        work.par_bridge().for_each(|(o, (a, b))| f(o, a, b, Par::Seq));
-    } else {
-        work.for_each(|(o, (a, b))| f(o, a, b, Par::Seq));
-    }
-}
-
-/// The column block of the triangular solves whose result is triangular
-/// (each block solves with the leading block of the factor it needs).
-const BLOCK: usize = 128;
-
-fn rm<T: Real>(x: &[T], n: usize) -> MatRef<'_, T> {
-    MatRef::from_row_major_slice(x, n, n)
-}
-
-fn rm_mut<T: Real>(x: &mut [T], n: usize) -> MatMut<'_, T> {
-    MatMut::from_row_major_slice_mut(x, n, n)
-}
-
-fn cm_mut<T: Real>(x: &mut [T], n: usize) -> MatMut<'_, T> {
-    MatMut::from_column_major_slice_mut(x, n, n)
-}
-
-/// `T(L, S) = L·Φ(L⁻¹ R(S) L⁻ᵀ)` for one matrix, `R(S)` the symmetric
-/// matrix of `S`'s lower triangle: two triangular solves (`n³/2` and, as
-/// only a triangle of the second is needed, `n³/6`) and a
-/// triangle-times-triangle product (`n³/6`), on views of row-major
-/// buffers (a row-major buffer seen column-major is the transpose), no
-/// copies but the symmetrised `S`.
-fn cholesky_tangent_one<T: Real>(out: &mut [T], l: &[T], s: &[T], n: usize, par: Par) {
-    let mut r = s.to_vec();
-    for i in 0..n {
-        for j in 0..i {
-            r[j * n + i] = r[i * n + j];
-        }
-    }
-    // R is symmetric, so its buffer seen column-major is R too: L X = R
-    // leaves X column-major, which is Xᵀ row-major.
-    solve_lower_triangular_in_place(rm(l, n), cm_mut(&mut r, n), par);
-    // Z = L⁻¹ R L⁻ᵀ = L⁻¹ Xᵀ is symmetric and only Φ(Z) is needed: its
-    // upper triangle, column block [c0, c1) of it from the leading c1 × c1
-    // block of L (n³/6 multiply-adds, not n³/2), then mirrored.
-    for c0 in (0..n).step_by(BLOCK) {
-        let c1 = (c0 + BLOCK).min(n);
-        let lb = rm(l, n).submatrix(0, 0, c1, c1);
-        solve_lower_triangular_in_place(
-            lb,
-            rm_mut(&mut r, n).submatrix_mut(0, c0, c1, c1 - c0),
-            par,
-        );
-    }
-    for i in 0..n {
-        for j in 0..i {
-            r[i * n + j] = r[j * n + i];
-        }
-    }
-    phi_in_place(&mut r, n);
-    let lower = BlockStructure::TriangularLower;
-    tri_matmul(
-        rm_mut(out, n),
-        lower,
-        Accum::Replace,
-        rm(l, n),
-        lower,
-        rm(&r, n),
-        lower,
-        T::ONE,
-        par,
-    );
-}
-
-/// `C(L, L̄) = Φ(Z + Zᵀ)`, `Z = L⁻ᵀ Φ(Lᵀ tril(L̄)) L⁻¹`, for one matrix:
-/// a triangle-times-triangle product (`n³/6`), a triangular solve with a
-/// triangular result (`n³/6`) and one with a full one (`n³/2`): about 2.5
-/// Cholesky factorisations' worth of multiply-adds.
-fn cholesky_cotangent_one<T: Real>(out: &mut [T], l: &[T], lbar: &[T], n: usize, par: Par) {
-    let mut p = buffers::scratch(n * n);
-    p.fill(T::ZERO);
-    let (lower, upper) = (BlockStructure::TriangularLower, BlockStructure::TriangularUpper);
-    // Lᵀ is upper triangular; only the lower triangle of the product is
-    // kept (Φ).
-    tri_matmul(
-        rm_mut(&mut p, n),
-        lower,
-        Accum::Replace,
-        rm(l, n).transpose(),
-        upper,
-        rm(lbar, n),
-        lower,
-        T::ONE,
-        par,
-    );
-    phi_in_place(&mut p, n);
-    // W = P L⁻¹ is lower triangular: on the column-major view, Lᵀ Wᵀ = Pᵀ
-    // with Wᵀ upper triangular, so a block of columns [c0, c1) only
-    // involves the leading c1 × c1 block of Lᵀ (n³/6 multiply-adds in
-    // all, not n³/2).
-    for c0 in (0..n).step_by(BLOCK) {
-        let c1 = (c0 + BLOCK).min(n);
-        let lt = rm(l, n).transpose().submatrix(0, 0, c1, c1);
-        solve_upper_triangular_in_place(
-            lt,
-            cm_mut(&mut p, n).submatrix_mut(0, c0, c1, c1 - c0),
-            par,
-        );
-    }
-    // Z = L⁻ᵀ W on the row-major view.
-    solve_upper_triangular_in_place(rm(l, n).transpose(), rm_mut(&mut p, n), par);
-    const TILE: usize = 32;
-    for ib in (0..n).step_by(TILE) {
-        for jb in (0..=ib).step_by(TILE) {
-            for i in ib..(ib + TILE).min(n) {
-                for j in jb..(jb + TILE).min(i + 1) {
-                    out[i * n + j] = p[i * n + j] + p[j * n + i];
-                }
-            }
-        }
-    }
-    phi_in_place(out, n);
+    f: CholeskyPairFn<T>,
+    name: &str,
+) -> Result<Tensor> {
+    let (bs, batch, n, _) = dims(&x[0].ty());
+    let (l, s) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
+    // Every element is written (the strict upper triangles zeroed).
+    let mut out = buffers::take(s.len());
+    f(l, s, &mut out, batch, n, par(ctx)).map_err(|e| linalg_error(name, e, &bs))?;
+    tensor(out, x[1].shape())
 }
 
 fn cholesky_tangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
-    let (_, _, n, _) = dims(&x[0].ty());
-    let (l, s) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
-    let mut out = zeros(s.len());
-    per_matrix(&mut out, l, s, n, 5 * n * n * n / 6, ctx, |o, l, s, par| {
-        cholesky_tangent_one(o, l, s, n, par)
-    });
-    tensor(out, x[1].shape())
+    cholesky_pair_k(x, ctx, la::cholesky_tangent::<T>, "cholesky_tangent")
 }
 
 fn cholesky_cotangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
-    let (_, _, n, _) = dims(&x[0].ty());
-    let (l, lbar) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
-    let mut out = zeros(lbar.len());
-    per_matrix(&mut out, l, lbar, n, 5 * n * n * n / 6, ctx, |o, l, lb, par| {
-        cholesky_cotangent_one(o, l, lb, n, par)
-    });
-    tensor(out, x[1].shape())
+    cholesky_pair_k(x, ctx, la::cholesky_cotangent::<T>, "cholesky_cotangent")
 }
 
 /// The kernel of [`CholeskyTangent`].

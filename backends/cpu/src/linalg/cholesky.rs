@@ -6,7 +6,18 @@ use super::transpose::{lower_to_upper_transposed, upper_to_lower_in_place};
 use super::{small, FailMode, LinalgError, Real, SMALL_DIM};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
-use faer::{MatMut, Par};
+use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
+use faer::linalg::triangular_solve::solve_lower_triangular_in_place;
+use faer::prelude::{Reborrow, ReborrowMut};
+use faer::{Accum, MatMut, Par};
+
+/// A matrix of at least this size, alone in its batch, is factored by
+/// [`cholesky_blocked`] (whose updates are GEMMs on all the threads
+/// allowed) rather than by faer's factorisation on one thread.
+const BLOCKED_DIM: usize = 512;
+
+/// The column block of [`cholesky_blocked`].
+const BLOCK: usize = 128;
 
 /// Cholesky factors of a batch of symmetric positive definite matrices:
 /// `A = L·Lᵀ` with `L` lower triangular with a positive diagonal.
@@ -17,7 +28,11 @@ use faer::{MatMut, Par};
 ///
 /// Matrices with `n ≤` [`SMALL_DIM`] use an unblocked
 /// in-place loop; larger ones faer's blocked factorisation on the output
-/// buffer read column-major (see the module documentation on layout).
+/// buffer read column-major (see the module documentation on layout),
+/// except a single matrix of at least 512 rows: its blocked
+/// factorisation runs its updates (GEMMs) on every thread `par` allows.
+/// Results are identical from call to call; see the module documentation
+/// on thread counts.
 ///
 /// # Errors
 ///
@@ -52,9 +67,12 @@ pub fn cholesky<T: Real>(
     let per = check_len("a", a.len(), &[batch, n, n])?;
     check_len("out", out.len(), &[batch, n, n])?;
     let plan = plan(par, batch, n, (n * n * n) as f64 / 3.0);
+    let blocked = batch == 1 && n >= BLOCKED_DIM;
     let scratch = || {
         let req = if n <= SMALL_DIM {
             faer::dyn_stack::StackReq::EMPTY
+        } else if blocked {
+            cholesky_in_place_scratch::<T>(BLOCK, Par::Seq, Default::default())
         } else {
             cholesky_in_place_scratch::<T>(n, plan.inner, Default::default())
         };
@@ -65,6 +83,8 @@ pub fn cholesky<T: Real>(
         let result = if n <= SMALL_DIM {
             o.copy_from_slice(ai);
             small::cholesky_in_place(o, n)
+        } else if blocked {
+            cholesky_blocked(ai, o, n, par, mem)
         } else {
             cholesky_faer(ai, o, n, plan.inner, mem)
         };
@@ -110,4 +130,55 @@ fn cholesky_faer<T: Real>(
             Err(index)
         }
     }
+}
+
+/// One large matrix, right-looking with blocks of [`BLOCK`] columns, in
+/// place on the row-major output: each diagonal block through faer (one
+/// thread, small), the panel below it by a triangular solve, the trailing
+/// lower triangle updated by a GEMM (`n³/6` multiply-adds in all, at
+/// GEMM rate on `par`'s threads; faer's factorisation on two threads was
+/// slower than on one at these sizes).
+fn cholesky_blocked<T: Real>(
+    a: &[T],
+    o: &mut [T],
+    n: usize,
+    par: Par,
+    mem: &mut MemBuffer,
+) -> Result<(), usize> {
+    use super::cholesky_ad::{par_for, view_mut};
+    for i in 0..n {
+        o[i * n..i * n + i + 1].copy_from_slice(&a[i * n..i * n + i + 1]);
+    }
+    let (lower, rect) = (BlockStructure::TriangularLower, BlockStructure::Rectangular);
+    for j in (0..n).step_by(BLOCK) {
+        let k = (j + BLOCK).min(n);
+        let m = k - j;
+        let block = view_mut(&mut o[j * n + j..], n, m);
+        let stack = MemStack::new(mem);
+        if let Err(e) =
+            cholesky_in_place(block, Default::default(), Par::Seq, stack, Default::default())
+        {
+            let faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot { index } = e;
+            return Err(j + index);
+        }
+        if k == n {
+            break;
+        }
+        let (top, bottom) = view_mut(o, n, n).split_at_row_mut(k);
+        let d = top.rb().submatrix(j, j, m, m);
+        let (_, rest) = bottom.split_at_col_mut(j);
+        let (mut c, trailing) = rest.split_at_col_mut(m);
+        let trailing = trailing.submatrix_mut(0, 0, n - k, n - k);
+        solve_lower_triangular_in_place(
+            d,
+            c.rb_mut().transpose_mut(),
+            par_for(par, (n - k) * m * m),
+        );
+        let p = par_for(par, (n - k) * (n - k) * m / 2);
+        tri_matmul(trailing, lower, Accum::Add, c.rb(), rect, c.rb().transpose(), rect, -T::ONE, p);
+    }
+    for i in 0..n {
+        o[i * n + i + 1..(i + 1) * n].fill(T::ZERO);
+    }
+    Ok(())
 }

@@ -12,6 +12,7 @@
 //! | function | computes |
 //! | --- | --- |
 //! | [`cholesky()`] | `A = L·Lᵀ`, lower `L`, reads the lower triangle of `A` |
+//! | [`cholesky_tangent`], [`cholesky_cotangent`] | its derivative `L̇` and the adjoint of that |
 //! | [`triangular_solve`] | `op(A)·X = B` or `X·op(A) = B`, all of `jax.lax.linalg.triangular_solve`'s options |
 //! | [`lu()`], [`lu_unpack`] | `A[perm] = L·U` with partial pivoting; never fails |
 //! | [`lu_solve`] | `A·X = B` or `Aᵀ·X = B` from a factorisation |
@@ -51,11 +52,22 @@
 //! two-core machine faer with two threads was slower than with one up to
 //! `n ≈ 1024` for Cholesky. A matrix is therefore computed by the same
 //! sequence of operations whether it is alone or in a batch and whatever the
-//! number of threads: results are bit-identical, except above
-//! [`INNER_PARALLEL_DIM`] with more than one thread.
+//! number of threads. Results are identical from call to call, always.
+//! They are also identical between thread counts, with two exceptions where
+//! one matrix uses several threads: a batch of matrices of at least
+//! [`INNER_PARALLEL_DIM`] (faer's parallel factorisations may change the
+//! last bits), and a single Cholesky of `n ≥ 512`, which takes a blocked
+//! path whose panel solves and trailing GEMMs run on every allowed thread.
+//! faer splits those over output blocks, never over a sum, and the blocked
+//! path gave bit-identical factors on one and two threads (n = 600 and
+//! 1100, `cholesky_blocked_path_thread_count_and_repeat`); being faer's
+//! implementation detail, that is checked, not promised. Such a matrix
+//! alone and the same matrix inside a batch are computed by different
+//! algorithms and agree to rounding only.
 //!
 //! Matrices with at most [`SMALL_DIM`] rows and columns take a path of
-//! unblocked kernels on stack arrays (Cholesky, LU, triangular solves, and
+//! unblocked kernels on stack arrays (Cholesky, its tangent and cotangent
+//! (up to 32 rows: no allocation at all), LU, triangular solves, and
 //! for `eigh` a tridiagonal QR eigensolver that runs 8 matrices at once in
 //! SIMD lanes) with no heap allocation per matrix;
 //! QR and SVD always use faer, with scratch allocated once per chunk of the
@@ -102,6 +114,7 @@
 
 mod batch;
 mod cholesky;
+mod cholesky_ad;
 mod eigh;
 mod error;
 mod lu;
@@ -117,6 +130,7 @@ mod triangular;
 mod tests;
 
 pub use cholesky::cholesky;
+pub use cholesky_ad::{cholesky_cotangent, cholesky_tangent};
 pub use eigh::{eigh, eigvalsh};
 pub use error::{FailMode, LinalgError};
 pub use lu::{det, det_from_lu, inv, lu, lu_solve, lu_unpack, slogdet, slogdet_from_lu};

@@ -133,6 +133,38 @@ fn cholesky_reconstructs() {
 }
 
 #[test]
+fn cholesky_blocked_path_large_single_matrix() {
+    // A single matrix of n ≥ 512 takes the blocked right-looking path:
+    // it reconstructs, matches faer, reads the lower triangle only, and
+    // reports the failing pivot of a matrix that is not positive definite.
+    let n = 600;
+    check_cholesky::<f64>(n, 1);
+    let a: Vec<f64> = Rng(11).spd(1, n);
+    let mut garbage = a.clone();
+    for i in 0..n {
+        garbage[i * n + i + 1..(i + 1) * n].fill(f64::NAN);
+    }
+    let (mut l, mut l2) = (vec![0.0; n * n], vec![0.0; n * n]);
+    cholesky(&a, &mut l, 1, n, FailMode::Error, Par::Seq).unwrap();
+    cholesky(&garbage, &mut l2, 1, n, FailMode::Error, Par::rayon(2)).unwrap();
+    assert_close("one thread vs two", &l, &l2, tol::<f64>(n, 1.0));
+    let m = Mat::from_fn(n, n, |i, j| a[i * n + j]);
+    let fl = m.llt(faer::Side::Lower).unwrap().L().to_owned();
+    let fl: Vec<f64> = (0..n * n).map(|k| fl[(k / n, k % n)]).collect();
+    assert_close("blocked cholesky vs faer", &l, &fl, tol::<f64>(n, 1.0));
+    let mut bad = a.clone();
+    for j in 0..n {
+        bad[450 * n + j] = 0.0;
+        bad[j * n + 450] = 0.0;
+    }
+    bad[450 * n + 450] = -1.0;
+    let err = cholesky(&bad, &mut l, 1, n, FailMode::Error, Par::Seq).unwrap_err();
+    assert_eq!(err, LinalgError::NotPositiveDefinite { batch_index: 0, pivot: 450 });
+    cholesky(&bad, &mut l, 1, n, FailMode::Nan, Par::Seq).unwrap();
+    assert!(l.iter().all(|x| x.is_nan()));
+}
+
+#[test]
 fn cholesky_matches_faer() {
     for n in [8, 17, 64] {
         let a: Vec<f64> = Rng(7).spd(1, n);
@@ -972,8 +1004,8 @@ fn transposes() {
 
 #[test]
 fn simd_dispatch_matches_the_baseline_path_bitwise() {
-    // `eigh` runs the small path compiled for AVX2 where the CPU has it
-    // (the `unsafe` call in eigh.rs); calling the generic instance directly
+    // `eigh` runs the small path compiled for AVX-512F or AVX2 where the
+    // CPU has it (the `unsafe` calls in eigh.rs); calling the generic instance directly
     // runs the baseline (SSE2) code. Without FMA both round identically.
     for n in [1, 3, 8, 16] {
         let batch = 8;
@@ -989,4 +1021,173 @@ fn simd_dispatch_matches_the_baseline_path_bitwise() {
         super::eigh::small_sizes::<f32, false>(&a32, n, batch, &mut w2, &mut []);
         assert_eq!(w1, w2);
     }
+}
+
+// ------------------------------------------------ Cholesky's derivatives
+
+/// Sizes of the derivative tests: the unblocked loops (≤ 32), one level of
+/// 32-column blocks with a short last block, and 128-column blocks whose
+/// diagonal blocks are blocked again (> 256).
+const AD_SIZES: [usize; 8] = [1, 2, 5, 16, 32, 33, 70, 261];
+
+/// `L⁻¹ X` for lower triangular `L` and `n × k` `X`, by substitution.
+fn lower_solve(l: &[f64], x: &[f64], n: usize, k: usize) -> Vec<f64> {
+    let mut y = x.to_vec();
+    for i in 0..n {
+        for p in 0..i {
+            for c in 0..k {
+                y[i * k + c] -= l[i * n + p] * y[p * k + c];
+            }
+        }
+        for c in 0..k {
+            y[i * k + c] /= l[i * n + i];
+        }
+    }
+    y
+}
+
+/// The lower triangle of `x` with the diagonal halved.
+fn phi(x: &[f64], n: usize) -> Vec<f64> {
+    let mut p = x.to_vec();
+    for i in 0..n {
+        p[i * n + i] *= 0.5;
+        p[i * n + i + 1..(i + 1) * n].fill(0.0);
+    }
+    p
+}
+
+/// A factor, a symmetric tangent and a cotangent, in f64, with junk above
+/// the diagonals of `S` and `L̄` (the kernels must not read it).
+fn ad_case(n: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let mut rng = Rng(3 * n as u64 + 7);
+    let a: Vec<f64> = rng.spd(1, n);
+    let mut l = vec![0.0; n * n];
+    cholesky(&a, &mut l, 1, n, FailMode::Error, Par::Seq).unwrap();
+    let mut s: Vec<f64> = rng.vec(n * n);
+    let mut lbar: Vec<f64> = rng.vec(n * n);
+    for i in 0..n {
+        for j in i + 1..n {
+            s[i * n + j] = 1e3;
+            lbar[i * n + j] = -1e3;
+        }
+    }
+    (l, s, lbar)
+}
+
+/// `L·Φ(L⁻¹ R(S) L⁻ᵀ)`, `R(S)` the symmetric matrix of `S`'s lower triangle.
+fn tangent_reference(l: &[f64], s: &[f64], n: usize) -> Vec<f64> {
+    let mut r = s.to_vec();
+    for i in 0..n {
+        for j in i + 1..n {
+            r[i * n + j] = r[j * n + i];
+        }
+    }
+    let x = lower_solve(l, &r, n, n); // L⁻¹ R; (L⁻¹ R)ᵀ = R L⁻ᵀ
+    let g = lower_solve(l, &transpose(&x, n, n), n, n);
+    matmul(l, &phi(&g, n), n, n, n)
+}
+
+#[test]
+fn cholesky_tangent_matches_the_closed_form() {
+    for n in AD_SIZES {
+        let (l, s, _) = ad_case(n);
+        let mut out = vec![f64::NAN; n * n];
+        cholesky_tangent(&l, &s, &mut out, 1, n, Par::Seq).unwrap();
+        let want = tangent_reference(&l, &s, n);
+        assert_close(&format!("L̇, n = {n}"), &out, &want, 1e-11 * max_abs(&want).max(1.0));
+        for i in 0..n {
+            assert!(out[i * n + i + 1..(i + 1) * n].iter().all(|&x| x == 0.0), "upper zeroed");
+        }
+    }
+}
+
+#[test]
+fn cholesky_cotangent_is_the_adjoint_of_the_tangent() {
+    // ⟨L̄, T(S)⟩ = ⟨C(L̄), S⟩, both over lower triangles.
+    let lower_dot = |a: &[f64], b: &[f64], n: usize| {
+        (0..n)
+            .flat_map(|i| (0..=i).map(move |j| (i, j)))
+            .map(|(i, j)| a[i * n + j] * b[i * n + j])
+            .sum::<f64>()
+    };
+    for n in AD_SIZES {
+        let (l, s, lbar) = ad_case(n);
+        let (mut t, mut c) = (vec![f64::NAN; n * n], vec![f64::NAN; n * n]);
+        cholesky_tangent(&l, &s, &mut t, 1, n, Par::Seq).unwrap();
+        cholesky_cotangent(&l, &lbar, &mut c, 1, n, Par::Seq).unwrap();
+        let (lhs, rhs) = (lower_dot(&lbar, &t, n), lower_dot(&c, &s, n));
+        let scale = lower_dot(&lbar, &lbar, n).sqrt() * lower_dot(&t, &t, n).sqrt();
+        assert!((lhs - rhs).abs() <= 1e-12 * n as f64 * scale, "n = {n}: {lhs} vs {rhs}");
+        for i in 0..n {
+            assert!(c[i * n + i + 1..(i + 1) * n].iter().all(|&x| x == 0.0), "upper zeroed");
+        }
+    }
+}
+
+/// [`cholesky_tangent`] (`reverse`: [`cholesky_cotangent`]) of `T`.
+fn cholesky_ad<T: Real>(
+    reverse: bool,
+    l: &[f64],
+    x: &[f64],
+    b: usize,
+    n: usize,
+    p: Par,
+) -> Vec<f64> {
+    let (l, x): (Vec<T>, Vec<T>) = (
+        l.iter().map(|&v| T::from_f64_(v)).collect(),
+        x.iter().map(|&v| T::from_f64_(v)).collect(),
+    );
+    let mut o = vec![T::NAN; x.len()];
+    let f = if reverse { cholesky_cotangent::<T> } else { cholesky_tangent::<T> };
+    f(&l, &x, &mut o, b, n, p).unwrap();
+    f64s(&o)
+}
+
+#[test]
+fn cholesky_derivatives_in_f32_batches_and_threads() {
+    let (batch, n) = (3, 40);
+    let (mut l, mut s, mut lbar) = (Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let (lb, sb, cb) = ad_case(n + b);
+        // The leading n × n blocks (a factor's leading block is a factor).
+        for i in 0..n {
+            l.extend_from_slice(&lb[i * (n + b)..i * (n + b) + n]);
+            s.extend_from_slice(&sb[i * (n + b)..i * (n + b) + n]);
+            lbar.extend_from_slice(&cb[i * (n + b)..i * (n + b) + n]);
+        }
+    }
+    let per = n * n;
+    for (reverse, x) in [(false, &s), (true, &lbar)] {
+        let whole = cholesky_ad::<f64>(reverse, &l, x, batch, n, Par::Seq);
+        let threads = cholesky_ad::<f64>(reverse, &l, x, batch, n, Par::rayon(2));
+        assert_eq!(whole, threads, "thread count changes bits");
+        for i in 0..batch {
+            let r = i * per..(i + 1) * per;
+            let one = cholesky_ad::<f64>(reverse, &l[r.clone()], &x[r.clone()], 1, n, Par::Seq);
+            assert_eq!(whole[r], one[..], "batching changes bits");
+        }
+        let single = cholesky_ad::<f32>(reverse, &l, x, batch, n, Par::Seq);
+        assert_close("f32", &single, &whole, tol::<f32>(n, max_abs(&whole)) * 10.0);
+    }
+}
+
+#[test]
+fn cholesky_blocked_path_thread_count_and_repeat() {
+    // The blocked path (one matrix, n ≥ 512) runs its panel solves and
+    // trailing updates on the threads `par` allows. faer splits those over
+    // output blocks, never over a sum, so the results are identical from
+    // call to call and between one and two threads (also checked by hand at
+    // n = 1100; this test stays at 600 to stay fast in debug builds).
+    let n = 600;
+    let a: Vec<f64> = Rng(5).spd(1, n);
+    let runs: Vec<Vec<f64>> = [Par::Seq, Par::Seq, Par::rayon(2)]
+        .into_iter()
+        .map(|par| {
+            let mut l = vec![0.0; n * n];
+            cholesky(&a, &mut l, 1, n, FailMode::Error, par).unwrap();
+            l
+        })
+        .collect();
+    assert!(runs[0] == runs[1], "two sequential calls differ");
+    assert!(runs[0] == runs[2], "one thread and two threads differ");
 }
