@@ -156,3 +156,69 @@ fn repeated_factorisations_take_no_fresh_large_buffers() {
         assert_eq!(n, 0, "{n} fresh large buffers per cached {name} call");
     }
 }
+
+/// Minor page faults of the calling thread so far (`minflt`, field 10 of
+/// `/proc/thread-self/stat`), or `None` where that file does not exist.
+fn thread_minor_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(7)?.parse().ok()
+}
+
+#[test]
+fn dropped_results_come_back_without_page_faults() {
+    // Per-example gradients (`vmap(grad)`, W5's shape): the result is a
+    // large fresh array on every call unless the buffers of results the
+    // caller dropped are reused. On one thread, so every page the call
+    // touches is faulted (or not) by this thread.
+    let Some(_) = thread_minor_faults() else { return };
+    let (batch, din, hidden) = (64, 32, 128);
+    let loss = |w: &Var, x: &Var, y: &Var| (w.matmul(x).tanh().sum_all() - y).square();
+    let f = jit(vmap(grad(loss)).in_axes([None, Some(0), Some(0)]));
+    let w = Tensor::from_vec(
+        (0..hidden * din).map(|i| (i as f64 * 0.3).sin()).collect(),
+        &[hidden, din],
+    );
+    let x =
+        Tensor::from_vec((0..batch * din).map(|i| (i as f64 * 0.7).cos()).collect(), &[batch, din]);
+    let (w, x, y) = (w.unwrap(), x.unwrap(), Tensor::zeros(&[batch]).unwrap());
+    let one = anvil::Parallelism::default().threads(1);
+    let call = || f.eval_with((&w, &x, &y), &one).unwrap();
+    let pages = (batch * hidden * din * 8 / 4096) as u64; // 512 pages
+    let first = call();
+    assert_eq!(first.shape(), [batch, hidden, din]);
+    drop(first);
+    call();
+    // Results dropped after each call: their buffers come back.
+    let before = thread_minor_faults().unwrap();
+    for _ in 0..10 {
+        let r = call();
+        drop(r);
+    }
+    let reused = thread_minor_faults().unwrap() - before;
+    assert!(reused < pages, "{reused} minor faults in 10 calls (a fresh result: {pages} each)");
+    // The control: results kept alive cannot be reused, so each call maps
+    // a fresh result (this is what the test above would see without the pool).
+    let before = thread_minor_faults().unwrap();
+    let kept: Vec<Tensor> = (0..10).map(|_| call()).collect();
+    let fresh = thread_minor_faults().unwrap() - before;
+    assert!(
+        fresh >= 10 * pages * 9 / 10,
+        "{fresh} minor faults for 10 kept results of {pages} pages"
+    );
+    drop(kept);
+    // Once the kept results are dropped, calls reuse buffers again. (That
+    // the pool then keeps no more than the plan's largest live set, not
+    // the 10 results that came back, is `the_pool_keeps_at_most_the_largest_live_set`
+    // in backends/cpu/src/plan.rs.)
+    for _ in 0..3 {
+        drop(call());
+    }
+    let before = thread_minor_faults().unwrap();
+    for _ in 0..10 {
+        drop(call());
+    }
+    let after = thread_minor_faults().unwrap() - before;
+    assert!(after < pages, "{after} minor faults in 10 calls after the kept results were dropped");
+}

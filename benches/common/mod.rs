@@ -12,6 +12,7 @@
 pub mod npy_random;
 
 use anvil::prelude::*;
+use anvil::Parallelism;
 use npy_random::NpRng;
 
 /// A result of one call: every output leaf, in JAX's order.
@@ -131,6 +132,19 @@ fn mlp_fn(a: &[Var]) -> Vec<Var> {
 }
 
 fn mlp(name: &'static str, forward: bool, n: usize) -> Workload {
+    let args = mlp_args(n);
+    let size = format!("n={n}");
+    if forward {
+        let f = jit(jacfwd(mlp_fn));
+        Workload::new(name, size, move || f.eval(&args))
+    } else {
+        let f = jit(jacrev(mlp_fn));
+        Workload::new(name, size, move || f.eval(&args))
+    }
+}
+
+/// W1's and W2's arguments at width `n`.
+fn mlp_args(n: usize) -> Vec<Tensor> {
     // Draw order: W1, b1, W2, b2, W3, b3, x.
     let mut rng = NpRng::new(0);
     let s = 1.0 / (n as f64).sqrt();
@@ -141,15 +155,7 @@ fn mlp(name: &'static str, forward: bool, n: usize) -> Workload {
     let w3 = scaled(&mut rng, &[n, n], s);
     let b3 = scaled(&mut rng, &[n], 0.1);
     let x = scaled(&mut rng, &[n], 1.0);
-    let args = vec![x, w1, b1, w2, b2, w3, b3];
-    let size = format!("n={n}");
-    if forward {
-        let f = jit(jacfwd(mlp_fn));
-        Workload::new(name, size, move || f.eval(&args))
-    } else {
-        let f = jit(jacrev(mlp_fn));
-        Workload::new(name, size, move || f.eval(&args))
-    }
+    vec![x, w1, b1, w2, b2, w3, b3]
 }
 
 // ------------------------------------------------------------------ W3
@@ -191,6 +197,18 @@ fn w5_loss([w1, b1, w2, b2]: &[Var; 4], x: &Var, y: &Var) -> Var {
 }
 
 fn w5(batch: usize, din: usize, hidden: usize, dout: usize) -> Workload {
+    let (params, xs, ys) = w5_args(batch, din, hidden, dout);
+    // vmap(grad(loss), in_axes=(None, 0, 0)) with params = (W1, b1, W2, b2).
+    let f = jit(vmap(grad(w5_loss)).in_axes([None, Some(0), Some(0)]));
+    Workload::new(
+        "W5_per_example_grads",
+        format!("batch={batch},in={din},hidden={hidden},out={dout}"),
+        move || Ok(f.eval((&params, &xs, &ys))?.to_vec()),
+    )
+}
+
+/// W5's parameters, inputs and targets.
+fn w5_args(batch: usize, din: usize, hidden: usize, dout: usize) -> ([Tensor; 4], Tensor, Tensor) {
     // Draw order: W1, b1, W2, b2, X, Y.
     let mut rng = NpRng::new(0);
     let w1 = scaled(&mut rng, &[hidden, din], 1.0 / (din as f64).sqrt());
@@ -199,14 +217,7 @@ fn w5(batch: usize, din: usize, hidden: usize, dout: usize) -> Workload {
     let b2 = scaled(&mut rng, &[dout], 0.1);
     let xs = scaled(&mut rng, &[batch, din], 1.0);
     let ys = scaled(&mut rng, &[batch, dout], 1.0);
-    let params = [w1, b1, w2, b2];
-    // vmap(grad(loss), in_axes=(None, 0, 0)) with params = (W1, b1, W2, b2).
-    let f = jit(vmap(grad(w5_loss)).in_axes([None, Some(0), Some(0)]));
-    Workload::new(
-        "W5_per_example_grads",
-        format!("batch={batch},in={din},hidden={hidden},out={dout}"),
-        move || Ok(f.eval((&params, &xs, &ys))?.to_vec()),
-    )
+    ([w1, b1, w2, b2], xs, ys)
 }
 
 // ------------------------------------------------------------------ W6
@@ -475,4 +486,58 @@ pub fn shapes(outs: &[Tensor]) -> String {
         })
         .collect::<Vec<_>>()
         .join("+")
+}
+
+// ------------------------------------------------------------------ scaling
+
+/// A workload at a size of the caller's choice, called with an explicit
+/// [`Parallelism`] (`benches/scaling.rs`): W1, W2, W3 and W5 with the same
+/// functions and inputs as above.
+pub struct Sized {
+    /// `W1_mlp_jacfwd`, ...
+    pub name: &'static str,
+    /// `n=1024`, ...
+    pub size: String,
+    call: SizedCall,
+}
+
+/// A [`Sized`] workload's call.
+type SizedCall = Box<dyn FnMut(&Parallelism) -> anvil::Result<Outs>>;
+
+impl Sized {
+    /// One cached call with `par`.
+    pub fn call(&mut self, par: &Parallelism) -> anvil::Result<Outs> {
+        (self.call)(par)
+    }
+}
+
+/// W1 (`forward`) or W2 at width `n`.
+pub fn sized_mlp(forward: bool, n: usize) -> Sized {
+    let args = mlp_args(n);
+    let size = format!("n={n}");
+    if forward {
+        let f = jit(jacfwd(mlp_fn));
+        let call = Box::new(move |p: &Parallelism| f.eval_with(&args, p));
+        Sized { name: "W1_mlp_jacfwd", size, call }
+    } else {
+        let f = jit(jacrev(mlp_fn));
+        let call = Box::new(move |p: &Parallelism| f.eval_with(&args, p));
+        Sized { name: "W2_mlp_jacrev", size, call }
+    }
+}
+
+/// W3 at length `n` (its Jacobian is `n × n`).
+pub fn sized_w3(n: usize) -> Sized {
+    let x = scaled(&mut NpRng::new(0), &[n], 1.0);
+    let f = jit(jacfwd(elementwise_f));
+    let call = Box::new(move |p: &Parallelism| Ok(vec![f.eval_with(&x, p)?]));
+    Sized { name: "W3_elementwise_jacfwd", size: format!("n={n}"), call }
+}
+
+/// W5 at batch `batch` (in 64, hidden 256, out 1).
+pub fn sized_w5(batch: usize) -> Sized {
+    let (params, xs, ys) = w5_args(batch, 64, 256, 1);
+    let f = jit(vmap(grad(w5_loss)).in_axes([None, Some(0), Some(0)]));
+    let call = Box::new(move |p: &Parallelism| Ok(f.eval_with((&params, &xs, &ys), p)?.to_vec()));
+    Sized { name: "W5_per_example_grads", size: format!("batch={batch}"), call }
 }

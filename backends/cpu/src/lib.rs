@@ -22,7 +22,11 @@
 //! elementwise and reduction loops are split across rayon's pool, small ones
 //! run on the calling thread (thread overhead dominates tiny tensors), and
 //! faer's GEMM gets `Par::Seq` below about 200³ multiply-adds, where the
-//! second core costs more than it brings on this class of machine.
+//! second core costs more than it brings on this class of machine. Above
+//! those sizes, a plan's fused loops and matrix products choose between one
+//! thread and several by measured cost ([`Parallelism::adaptive`]), so that
+//! a busy machine, where work split across cores waits for a descheduled
+//! thread, does not make the parallel path slower than the serial one.
 
 // Doctests are compiled with warnings as errors: an example that warns is a bad example.
 #![doc(test(attr(deny(warnings))))]
@@ -35,6 +39,7 @@ pub mod linalg;
 pub mod micro;
 mod plan;
 pub mod strided;
+mod threads;
 pub mod vmath;
 
 pub use plan::{compile, Plan};
@@ -48,6 +53,10 @@ use anvil_core::{Op, Result, Tensor, TensorType};
 /// Settings are validated: the thread count is at least 1 and at most the
 /// threads of rayon's pool (a larger request would oversubscribe or hang),
 /// and the thresholds are at least 1.
+///
+/// A plan's large fused loops and matrix products choose between one
+/// thread and several by measured cost unless told otherwise
+/// ([`Parallelism::adaptive`]).
 ///
 /// The memory budget bounds a plan's [peak](crate::Plan::peak_bytes),
 /// known from its types when it is built: a call over budget is an
@@ -69,6 +78,7 @@ pub struct Parallelism {
     min_parallel_elems: usize,
     min_parallel_flops: usize,
     memory_budget: usize,
+    adaptive: bool,
 }
 
 impl Default for Parallelism {
@@ -78,6 +88,7 @@ impl Default for Parallelism {
             min_parallel_elems: 1 << 15,
             min_parallel_flops: 200 * 200 * 200,
             memory_budget: physical_memory(),
+            adaptive: true,
         }
     }
 }
@@ -131,6 +142,58 @@ impl Parallelism {
         self
     }
 
+    /// Whether a plan's large steps that can use several threads choose
+    /// between one thread and several by measured cost (`true`, the
+    /// default) or always follow the fixed rule: every thread for loops of
+    /// at least [`parallel_elems`](Parallelism::parallel_elems) elements
+    /// and products of at least
+    /// [`min_parallel_flops`](Parallelism::min_parallel_flops) multiply-adds
+    /// (`false`).
+    ///
+    /// With `true`, a plan's fused elementwise steps and matrix products
+    /// (of at least `parallel_elems` elements in all) run all on one thread
+    /// or all with these settings, as a call chooses: the plan keeps the
+    /// recent call times of each path and a call takes the faster one; the
+    /// other is tried again now and then (at most every 64 calls once
+    /// settled). On
+    /// an idle machine that is the parallel path but for about one call in
+    /// 64; when other processes hold the cores, where work split evenly
+    /// across threads waits for a descheduled one, it becomes the serial
+    /// path within a few calls, and goes back when the machine is idle
+    /// again. The times are measurements kept by the plan, not settings:
+    /// only steps whose results are the same bits on any number of threads
+    /// are eligible, so the choice never changes a result.
+    ///
+    /// ```
+    /// use anvil_cpu::Parallelism;
+    /// assert!(Parallelism::default().is_adaptive());
+    /// assert!(!Parallelism::default().adaptive(false).is_adaptive());
+    /// ```
+    pub fn adaptive(mut self, on: bool) -> Parallelism {
+        self.adaptive = on;
+        self
+    }
+
+    /// Whether matrix products choose their thread count by measured cost
+    /// (see [`Parallelism::adaptive`]).
+    pub fn is_adaptive(&self) -> bool {
+        self.adaptive
+    }
+
+    /// How many plan calls the adaptive choice (see
+    /// [`Parallelism::adaptive`]) has run on one thread and on several, in
+    /// this process so far: `[one, several]`. A diagnostic.
+    ///
+    /// ```
+    /// use anvil_cpu::Parallelism;
+    /// let [one, several] = Parallelism::adaptive_counts();
+    /// assert!(Parallelism::adaptive_counts()[0] >= one);
+    /// # let _ = several;
+    /// ```
+    pub fn adaptive_counts() -> [u64; 2] {
+        threads::counts()
+    }
+
     /// The memory budget in bytes.
     pub fn memory_budget_bytes(&self) -> usize {
         self.memory_budget
@@ -151,7 +214,8 @@ impl Parallelism {
         self.threads > 1 && n >= self.min_parallel_elems
     }
 
-    /// faer's parallelism for a GEMM of `flops` multiply-adds.
+    /// faer's parallelism for a GEMM of `flops` multiply-adds, by the fixed
+    /// rule (every thread from [`Parallelism::min_parallel_flops`] on).
     pub fn gemm_par(&self, flops: usize) -> faer::Par {
         if self.threads > 1 && flops >= self.min_parallel_flops {
             faer::Par::rayon(self.threads)

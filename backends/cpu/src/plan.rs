@@ -37,6 +37,10 @@ pub struct Plan {
     dims: DimTable,
     /// The step types of the most recent binding.
     bound: Mutex<Option<Arc<Bound>>>,
+    /// When some steps may choose their thread count: the recent times of
+    /// whole calls with those steps on one thread and on several (the
+    /// choice is made per call, see [`Parallelism::adaptive`]).
+    adaptive: Option<Box<crate::threads::Slot>>,
 }
 
 /// A symbolic plan's types under one binding.
@@ -69,6 +73,11 @@ struct Step {
     outs: Vec<TensorType>,
     /// Values whose last use is this step.
     free: Vec<ValueId>,
+    /// Whether this is a large step whose results do not depend on the
+    /// thread count (a fused elementwise program, a matrix product), which
+    /// runs on one thread or several as the plan chooses
+    /// ([`Parallelism::adaptive`]).
+    adaptive: bool,
 }
 
 #[derive(Debug)]
@@ -143,7 +152,8 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
                 }
             }
         };
-        steps.push(Step { node: id, kernel, outs, free: vec![] });
+        let adaptive = adaptive_eligible(&graph, id);
+        steps.push(Step { node: id, kernel, outs, free: vec![], adaptive });
     }
     // A value dies after its last reader; an unread value (a result nobody
     // uses) right after its own step.
@@ -169,6 +179,7 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
         _ => None,
     }));
     let dims = DimTable::new(dims)?;
+    let adaptive = steps.iter().any(|s| s.adaptive).then(|| Box::new(crate::threads::Slot::new()));
     Ok(Plan {
         graph,
         steps,
@@ -177,7 +188,30 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
         peak_bytes,
         dims,
         bound: Mutex::default(),
+        adaptive,
     })
+}
+
+/// Whether a node may choose its thread count by measured cost: a fused
+/// elementwise program or a matrix product (kernels whose results are the
+/// same bits on any number of threads), of concrete types, whose operands
+/// and results hold at least [`Parallelism::parallel_elems`] elements in
+/// all by default (smaller ones run on one thread anyway).
+fn adaptive_eligible(graph: &Graph, id: NodeId) -> bool {
+    use anvil_ops::matmul::{Matmul, MatmulT};
+    let n = graph.node(id);
+    if !(n.op.is::<crate::fusion::Fused>() || n.op.is::<Matmul>() || n.op.is::<MatmulT>()) {
+        return false;
+    }
+    let types = n.inputs.iter().copied().chain(n.results()).map(|v| graph.ty(v));
+    let mut elems = 0usize;
+    for t in types {
+        if t.is_symbolic() {
+            return false;
+        }
+        elems = elems.saturating_add(t.numel());
+    }
+    elems >= Parallelism::default().parallel_elems()
 }
 
 /// Evaluates, once, the nodes that read no argument (directly or through
@@ -464,19 +498,40 @@ impl Plan {
     }
 
     /// Runs the steps with the pool installed; returns the outputs and the
-    /// largest number of bytes live at once.
+    /// largest number of bytes live at once. The adaptive steps run with
+    /// `ctx` or on one thread, as the plan's recent call times say.
     fn run_steps(
         &self,
         inputs: &[Tensor],
         bound: Option<&Bound>,
         ctx: &Parallelism,
     ) -> Result<(Vec<Tensor>, usize)> {
+        match &self.adaptive {
+            Some(slot) if ctx.is_adaptive() && ctx.thread_count() > 1 => {
+                let one = ctx.threads(1);
+                slot.run(|parallel| {
+                    self.run_steps_with(inputs, bound, ctx, if parallel { ctx } else { &one })
+                })
+            }
+            _ => self.run_steps_with(inputs, bound, ctx, ctx),
+        }
+    }
+
+    /// [`Plan::run_steps`] with `eligible` for the adaptive steps.
+    fn run_steps_with(
+        &self,
+        inputs: &[Tensor],
+        bound: Option<&Bound>,
+        ctx: &Parallelism,
+        eligible: &Parallelism,
+    ) -> Result<(Vec<Tensor>, usize)> {
         let bytes = |t: &Tensor| t.numel() * t.dtype().size_of();
         let (mut live, mut peak) = (0usize, 0usize);
         let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.num_values()];
         for (k, step) in self.steps.iter().enumerate() {
             let outs = bound.map_or(&step.outs[..], |b| &b.outs[k][..]);
-            self.run_step(step, outs, bound.map(|b| (b, k)), inputs, &mut slots, ctx)?;
+            let step_ctx = if step.adaptive { eligible } else { ctx };
+            self.run_step(step, outs, bound.map(|b| (b, k)), inputs, &mut slots, step_ctx)?;
             let node = self.graph.node(step.node);
             if self.pooled {
                 live += node
@@ -776,6 +831,49 @@ mod tests {
                 assert!((g - want).abs() <= 1e-14 * want, "{got:?}");
             }
             assert!(out[1].to_vec::<f64>().unwrap().iter().all(|&v| v == 1.0));
+        }
+    }
+    #[test]
+    fn adaptive_steps_take_both_paths_and_give_the_same_bits() {
+        // Matrix products and fused chains large enough to be adaptive:
+        // whichever path each step takes, the results are the same bits,
+        // call after call and against one thread and the fixed rule.
+        let n = 200;
+        let f = |a: &Var, b: &Var| {
+            let h = a.matmul(b).tanh() * 0.5 + a; // matmul, fused chain
+            h.matmul(&b.transpose()).exp() // matmul_t, fused chain
+        };
+        let a = Tensor::from_vec(
+            (0..n * n).map(|i| ((i % 97) as f64 * 0.013).sin()).collect(),
+            &[n, n],
+        );
+        let b = Tensor::from_vec(
+            (0..n * n).map(|i| ((i % 89) as f64 * 0.021).cos()).collect(),
+            &[n, n],
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let traced =
+            anvil_core::trace_with(&[a.ty(), b.ty()], |v: &[Var]| Ok(vec![f(&v[0], &v[1])]))
+                .unwrap();
+        let plan = compile(&traced).unwrap();
+        let adaptive = plan.steps.iter().filter(|s| s.adaptive).count();
+        assert!(adaptive >= 3, "{adaptive} adaptive steps\n{}", plan.graph());
+        let args = [a, b];
+        let bits = |ctx: &Parallelism| -> Vec<u64> {
+            let out = plan.run(&args, ctx).unwrap().remove(0);
+            out.to_vec::<f64>().unwrap().iter().map(|x| x.to_bits()).collect()
+        };
+        let one = bits(&Parallelism::sequential());
+        let two = Parallelism::default().threads(2).min_parallel_flops(1).min_parallel_elems(1);
+        assert!(
+            bits(&two.adaptive(false)) == one,
+            "the fixed rule's bits differ from one thread's"
+        );
+        for _ in 0..12 {
+            assert!(bits(&two) == one, "an adaptive call's bits differ from one thread's");
+        }
+        if two.thread_count() > 1 {
+            assert!(plan.adaptive.as_ref().unwrap().tried_both(), "never tried both paths");
         }
     }
 }
