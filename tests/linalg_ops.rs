@@ -462,3 +462,57 @@ fn derivatives_of_empty_decompositions() {
         assert!(l.is_ok(), "{shape:?}: {l:?}");
     }
 }
+
+/// Every function of the table in f32: the values and the gradient of a
+/// sign-invariant scalar of all of them agree with f64 to f32 precision,
+/// and the results stay f32.
+#[test]
+fn every_function_in_single_precision() {
+    let f = |a: &Var, b: &Var| -> Var {
+        let l = linalg::cholesky(a);
+        let opts = linalg::TriangularSolve { left_side: true, lower: true, ..Default::default() };
+        let ts = linalg::triangular_solve(&l, b, opts);
+        let st = linalg::solve_triangular(&l, b, true, true, false);
+        let cs = linalg::cho_solve(&l, b);
+        let (p, lo, up) = linalg::lu(a);
+        let (lu, piv) = linalg::lu_factor(a);
+        let ls = linalg::lu_solve(&lu, &piv, b, true);
+        let (q, r) = linalg::qr(a, QrMode::Reduced);
+        let (w, v) = linalg::eigh(a);
+        let (u, s, vt) = linalg::svd(a, false);
+        let (sign, logabs) = linalg::slogdet(a);
+        let (x, _, _, sv) = linalg::lstsq(a, b);
+        (ts.square().sum_all()
+            + st.square().sum_all()
+            + cs.square().sum_all()
+            + p.matmul(&lo).matmul(&up).square().sum_all()
+            + ls.square().sum_all()
+            + linalg::solve(a, b).square().sum_all()
+            + q.matmul(&r).square().sum_all()
+            + (&v * &v).matmul(&w.unsqueeze(-1)).sum_all()
+            + (&u.square().sum(&[-1]) * &s).sum_all()
+            + vt.square().sum_all()
+            + linalg::svdvals(a).sum_all()
+            + linalg::eigvalsh(a).sum_all()
+            + linalg::det(a)
+            + sign * logabs
+            + linalg::inv(a).sum_all()
+            + linalg::pinv(a).sum_all()
+            + x.square().sum_all()
+            + sv.sum_all()
+            + linalg::trace(a, 0)
+            + linalg::diagonal(a, 1).sum_all()
+            + linalg::tril(a, 0).sum_all()
+            + linalg::triu(a, 1).sum_all()
+            + linalg::matrix_norm(a, MatrixNorm::Fro, false)
+            + linalg::vector_norm(b, 2.0, &[], false))
+        .sum_all()
+    };
+    let (a, b) = (spd(&[2, 4, 4], 80), rand(&[2, 4, 2], 81));
+    let (a32, b32) = (a.cast(DType::F32), b.cast(DType::F32));
+    let (v64, g64) = jit(value_and_grad(f)).eval((&a, &b)).unwrap();
+    let (v32, g32) = jit(value_and_grad(f)).eval((&a32, &b32)).unwrap();
+    assert_eq!((v32.dtype(), g32.dtype()), (DType::F32, DType::F32));
+    v32.cast(DType::F64).assert_allclose(&v64, 1e-4, 1e-4);
+    g32.cast(DType::F64).assert_allclose(&g64, 1e-3, 1e-3);
+}

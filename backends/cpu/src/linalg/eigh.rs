@@ -219,27 +219,11 @@ fn eigh_small<T: Real, const V: bool>(
 }
 
 /// [`eigh_group`] for the runtime size `n ≤ SMALL_DIM`, compiled for
-/// AVX-512F or AVX2 when the CPU has it (the crate is built for baseline
-/// x86-64, SSE2: AVX2 runs the 8 lanes in half the instructions, AVX-512
-/// in a quarter). Without FMA, all give bit-identical results.
+/// AVX2 when the CPU has it (the crate is built for baseline x86-64, SSE2:
+/// AVX2 runs the 8 lanes in half the instructions). Without FMA, both give
+/// bit-identical results. An AVX-512F instance was tried and removed: it
+/// was never measured faster than AVX2.
 fn small_dyn<T: Real, const V: bool>(a: &[T], n: usize, count: usize, w: &mut [T], v: &mut [T]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        macro_rules! sizes {
-            ($($k:literal)*) => {
-                match n {
-                    // SAFETY: the only requirement of calling a function
-                    // compiled with `target_feature(enable = "avx512f")`
-                    // is that the CPU supports AVX-512F, detected just
-                    // above.
-                    $($k => unsafe { group_avx512::<T, $k, V>(a, count, w, v) },)*
-                    _ => {}
-                }
-            };
-        }
-        sizes!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
-        return;
-    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         macro_rules! sizes {
@@ -268,22 +252,6 @@ fn small_dyn<T: Real, const V: bool>(a: &[T], n: usize, count: usize, w: &mut [T
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn group_avx2<T: Real, const N: usize, const V: bool>(
-    a: &[T],
-    count: usize,
-    w: &mut [T],
-    v: &mut [T],
-) {
-    eigh_group::<T, N, V>(a, count, w, v);
-}
-
-/// [`eigh_group`] compiled with AVX-512F: the 8 f64 lanes in one register.
-///
-/// # Safety
-///
-/// The CPU must support AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn group_avx512<T: Real, const N: usize, const V: bool>(
     a: &[T],
     count: usize,
     w: &mut [T],

@@ -1004,7 +1004,7 @@ fn transposes() {
 
 #[test]
 fn simd_dispatch_matches_the_baseline_path_bitwise() {
-    // `eigh` runs the small path compiled for AVX-512F or AVX2 where the
+    // `eigh` runs the small path compiled for AVX2 where the
     // CPU has it (the `unsafe` calls in eigh.rs); calling the generic instance directly
     // runs the baseline (SSE2) code. Without FMA both round identically.
     for n in [1, 3, 8, 16] {
