@@ -120,7 +120,7 @@ fn main() -> Res<()> {
         per_example.apply(((v(&w.0), v(&w.1), v(&w.2), v(&w.3)), x, y))
     };
     let sharded = shard_map(body, "batch").in_axes((None, Some(0), Some(0)));
-    let single = jit(per_example);
+    let single = jit(per_example.clone());
     let g = sharded.eval((&params, &xs, &ys))?;
     let want = single.eval((&params, &xs, &ys))?;
     let err = [
