@@ -442,9 +442,28 @@ pub fn trace_fn<F: Function + ?Sized>(
     def: &TreeDef,
     types: &[TensorType],
 ) -> Result<TracedFn> {
+    trace_fn_for(f, def, types, &[])
+}
+
+/// [`trace_fn`] whose inputs stand for the values `outer` (the arguments a
+/// transform was called with, see [`Tracer::stand_for`]), so that facts
+/// known about them while tracing carry into the function (a sharded
+/// function's replication types).
+///
+/// # Errors
+/// As [`trace_fn`].
+pub fn trace_fn_for<F: Function + ?Sized>(
+    f: &F,
+    def: &TreeDef,
+    types: &[TensorType],
+    outer: &[Var],
+) -> Result<TracedFn> {
     crate::stats::count_trace();
     let mut output = TreeDef::Leaf;
     let (graph, captures) = trace_capturing(types, |vars| {
+        if let Some(v) = vars.first() {
+            v.tracer().stand_for(vars, outer);
+        }
         let out = f.inline(def, vars)?;
         output = out.def;
         Ok(out.leaves)

@@ -46,8 +46,8 @@ pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
 pub use eval::{Backend, Evaluator};
 pub use function::{
-    trace, trace_capturing, trace_fn, trace_lifted, trace_types, trace_with, Apply, Args, Function,
-    IntoFunction, IntoOutput, LiftedTrace, PlanCache, ToVar, TracedFn,
+    trace, trace_capturing, trace_fn, trace_fn_for, trace_lifted, trace_types, trace_with, Apply,
+    Args, Function, IntoFunction, IntoOutput, LiftedTrace, PlanCache, ToVar, TracedFn,
 };
 pub use graph::{
     Constant, DimSize, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId,

@@ -62,7 +62,17 @@ pub struct Tracer {
     /// Whether large captured tensors become inputs ([`Tracer::lifting`]).
     lifts: bool,
     lifted: RefCell<Vec<(Tensor, ValueId)>>,
+    /// Outer values the declared inputs stand for ([`Tracer::stand_for`]).
+    sources: RefCell<Vec<(ValueId, Var)>>,
 }
+
+/// A hook that applies ops in place of [`Tracer::try_apply`] while it is
+/// installed ([`with_apply_hook`]): how a crate that types values at trace
+/// time (the replication types of a sharded function, as JAX's
+/// `shard_map` binds each primitive with its operands' types) sees and
+/// adjusts every op as it is traced. It applies the op itself with
+/// [`Tracer::try_apply_unhooked`] (ops it applies are not hooked again).
+pub type ApplyHook = Rc<dyn Fn(&Rc<Tracer>, Box<dyn Op>, &[&Var]) -> Result<Vec<Var>>>;
 
 /// Captured tensors with at least this many elements become implicit
 /// parameters of a compiled call rather than constants (see the module
@@ -73,6 +83,38 @@ thread_local! {
     static ACTIVE: RefCell<Vec<Rc<Tracer>>> = const { RefCell::new(Vec::new()) };
     /// The user-facing function being built, outermost first (see [`as_op`]).
     static USER_OP: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
+    /// The installed apply hooks, innermost last, and whether one runs.
+    static HOOKS: RefCell<(Vec<ApplyHook>, bool)> = const { RefCell::new((Vec::new(), false)) };
+}
+
+/// Runs `body` with `hook` applying every op traced on this thread (see
+/// [`ApplyHook`]); the innermost hook wins. While the hook runs, the ops
+/// it applies go straight to the trace.
+///
+/// ```
+/// use anvil_core::trace::{with_apply_hook, Tracer};
+/// use std::cell::Cell;
+/// use std::rc::Rc;
+/// let seen = Rc::new(Cell::new(0));
+/// let s = seen.clone();
+/// let hook: anvil_core::trace::ApplyHook = Rc::new(move |t, op, args| {
+///     s.set(s.get() + 1);
+///     t.try_apply_unhooked(op, args)
+/// });
+/// let t = Tracer::new();
+/// with_apply_hook(hook, || t.constant(anvil_core::Tensor::scalar(1.0)));
+/// assert_eq!(seen.get(), 1);
+/// ```
+pub fn with_apply_hook<R>(hook: ApplyHook, body: impl FnOnce() -> R) -> R {
+    struct Pop;
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            HOOKS.with(|h| h.borrow_mut().0.pop());
+        }
+    }
+    HOOKS.with(|h| h.borrow_mut().0.push(hook));
+    let _pop = Pop;
+    body()
 }
 
 /// Runs `build` — the primitives a composite function is made of — so that
@@ -181,8 +223,9 @@ impl Tracer {
         self.captures.borrow().iter().map(|(v, _)| v.clone()).collect()
     }
 
-    /// Whether `other` is a trace around this one.
-    fn is_inside(&self, other: &Rc<Tracer>) -> bool {
+    /// Whether `other` is a trace around this one (this trace was opened
+    /// inside it, directly or not).
+    pub fn is_inside(&self, other: &Rc<Tracer>) -> bool {
         let mut t = self.parent.as_ref();
         while let Some(p) = t {
             if Rc::ptr_eq(p, other) {
@@ -227,6 +270,28 @@ impl Tracer {
         Ok(inner)
     }
 
+    /// Declares that this trace's inputs, in order, stand for `outer`
+    /// (values of traces around it, or of the same meaning: the element of
+    /// a batched value under `vmap`), so that what is known about an outer
+    /// value can be known about its input ([`Tracer::outer`]). Inputs past
+    /// `outer`'s length stand for nothing.
+    pub fn stand_for(&self, inputs: &[Var], outer: &[Var]) {
+        let mut s = self.sources.borrow_mut();
+        for (i, o) in inputs.iter().zip(outer) {
+            if let Some(id) = i.id {
+                s.push((id, o.clone()));
+            }
+        }
+    }
+
+    /// The outer value an input of this trace stands for: the captured
+    /// value of a trace around it, or the value declared with
+    /// [`Tracer::stand_for`]; `None` for another value.
+    pub fn outer(&self, id: ValueId) -> Option<Var> {
+        let c = self.captures.borrow().iter().find(|(_, i)| *i == id).map(|(v, _)| v.clone());
+        c.or_else(|| self.sources.borrow().iter().find(|(i, _)| *i == id).map(|(_, v)| v.clone()))
+    }
+
     /// The innermost trace active on this thread, if any.
     pub fn current() -> Option<Rc<Tracer>> {
         ACTIVE.with(|a| a.borrow().last().cloned())
@@ -268,6 +333,33 @@ impl Tracer {
     /// The op's shape rule failing, an argument from another trace, a
     /// poisoned argument (the error recorded earlier).
     pub fn try_apply(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var]) -> Result<Vec<Var>> {
+        let hook = HOOKS.with(|h| {
+            let mut h = h.borrow_mut();
+            match (h.0.last().cloned(), h.1) {
+                (Some(hook), false) => {
+                    h.1 = true;
+                    Some(hook)
+                }
+                _ => None,
+            }
+        });
+        let Some(hook) = hook else { return self.try_apply_unhooked(op, args) };
+        struct Done;
+        impl Drop for Done {
+            fn drop(&mut self) {
+                HOOKS.with(|h| h.borrow_mut().1 = false);
+            }
+        }
+        let _done = Done;
+        hook(self, op, args)
+    }
+
+    /// [`Tracer::try_apply`] without the installed hook (see
+    /// [`ApplyHook`]).
+    ///
+    /// # Errors
+    /// As [`Tracer::try_apply`].
+    pub fn try_apply_unhooked(self: &Rc<Self>, op: Box<dyn Op>, args: &[&Var]) -> Result<Vec<Var>> {
         let ids: Vec<ValueId> = args
             .iter()
             .enumerate()

@@ -28,7 +28,7 @@ use anvil_core::shape::{dim_numel, fmt_dim, is_symbolic};
 use anvil_core::tree::Flatten;
 use anvil_core::tree::Nth;
 use anvil_core::{
-    trace_fn, trace_with, Batched, DType, Dyn, Error, Function, Graph, IntoFunction, PlanCache,
+    trace_fn_for, trace_with, Batched, DType, Dyn, Error, Function, Graph, IntoFunction, PlanCache,
     Result, TensorType, Traced, TreeDef, Var,
 };
 use anvil_ops::ad::dense;
@@ -418,7 +418,7 @@ impl<F: Function> Function for Jvp<F> {
             // An integer primal has no tangent: one given (of its type) is ignored.
             ts.push(t.filter(|_| p.dtype().is_float()));
         }
-        let t = trace_fn(&self.f, pdef, &types_of(primals))?;
+        let t = trace_fn_for(&self.f, pdef, &types_of(primals), primals)?;
         ts.extend(t.captures.iter().map(|_| None));
         let (outs, touts) = jvp_graph(&t.graph, &with_captures(primals, &t.captures), &ts)?;
         let touts: Vec<Var> = touts.iter().zip(&outs).map(|(t, o)| dense(t, o)).collect();
@@ -560,7 +560,7 @@ where
     fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         let what = if K::VALUE { "value_and_grad" } else { "grad" };
         let sel = select(what, self.sel.indices(), self.sel.single(), def, args)?;
-        let t = trace_fn(&self.f, def, &types_of(args))?;
+        let t = trace_fn_for(&self.f, def, &types_of(args), args)?;
         let (_, ny, aux) = split_aux(what, &t.output, K::AUX)?;
         let types = t.graph.output_types();
         let out = scalar_output(what, &types[..ny])?;
@@ -667,7 +667,7 @@ where
     fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         let what = if self.forward { "jacfwd" } else { "jacrev" };
         let sel = select(what, self.sel.indices(), self.sel.single(), def, args)?;
-        let t = trace_fn(&self.f, def, &types_of(args))?;
+        let t = trace_fn_for(&self.f, def, &types_of(args), args)?;
         let (y_def, ny, aux) = split_aux(what, &t.output, K::AUX)?;
         let all = with_captures(args, &t.captures);
         let types = types_of(&all);

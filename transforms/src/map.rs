@@ -17,7 +17,7 @@
 use crate::axes::InAxes;
 use crate::vmap::{batch_args, vmap_graph};
 use anvil_core::{
-    trace_fn, Batched, Dyn, Error, Function, Graph, IntoFunction, Op, PlanCache, Result,
+    trace_fn_for, Batched, Dyn, Error, Function, Graph, IntoFunction, Op, PlanCache, Result,
     TensorType, TreeDef, Var,
 };
 use anvil_ops::batching::at_front;
@@ -140,7 +140,7 @@ impl<F: Function> Function for MapFn<F> {
         let (batched, size) = batch_args("map", def, args, &axes, None)?;
         let mut front = batch_in_front(&batched, size);
         let elem_types: Vec<TensorType> = front.iter().map(Batched::logical_type).collect();
-        let t = trace_fn(&self.f, def, &elem_types)?;
+        let t = trace_fn_for(&self.f, def, &elem_types, args)?;
         front.extend(t.captures.iter().map(|c| Batched::new(c.clone(), None)));
         let leaves = match self.batch_size {
             Some(0) => Err(Error::invalid("map", "batch_size", "must be at least 1")),

@@ -17,8 +17,8 @@ use anvil_core::function::check_arity;
 use anvil_core::replay::{bind, bound_inputs, outputs, value};
 use anvil_core::shape::normalize_axis;
 use anvil_core::{
-    trace_fn, vmap_rules, Batched, Dyn, Error, Function, Graph, IntoFunction, Parameter, PlanCache,
-    Result, TensorType, TreeDef, Var,
+    trace_fn_for, vmap_rules, Batched, Dyn, Error, Function, Graph, IntoFunction, Parameter,
+    PlanCache, Result, TensorType, TreeDef, Var,
 };
 use anvil_ops::batching::{at_front, move_axis};
 use anvil_ops::{concatenate, VarExt};
@@ -485,7 +485,7 @@ impl<F: Function> Function for Vmap<F> {
         let axes = self.in_axes.broadcast("vmap in_axes", def)?;
         let (mut batched, size) = batch_args("vmap", def, args, &axes, self.axis_size)?;
         let elem_types: Vec<TensorType> = batched.iter().map(Batched::logical_type).collect();
-        let t = trace_fn(&self.f, def, &elem_types)?;
+        let t = trace_fn_for(&self.f, def, &elem_types, args)?;
         batched.extend(t.captures.iter().map(|c| Batched::new(c.clone(), None)));
         let outs = vmap_graph_chunked(&t.graph, &batched, size, self.chunk_size)?;
         let out_axes = self.out_axes.one_for_all().broadcast("vmap out_axes", &t.output)?;

@@ -20,7 +20,7 @@
 //! call over `reps` calls (default 5); the program exits non-zero when a
 //! check fails.
 use anvil::prelude::*;
-use anvil_mpi::{data_parallel, jacfwd_sharded, shard_map};
+use anvil_mpi::{data_parallel, jacfwd_sharded, pvary, shard_map};
 use std::time::Instant;
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -111,8 +111,16 @@ fn main() -> Res<()> {
         (w.2.matmul(&h) + &w.3 - y).square().mean()
     };
     let per_example = vmap(grad(loss)).in_axes((None, Some(0), Some(0)));
-    let sharded = shard_map(per_example.clone(), "batch").in_axes((None, Some(0), Some(0)));
-    let single = jit(per_example);
+    // The parameters are replicated; each rank keeps its own examples'
+    // gradients only when they are marked varying first (JAX's `pvary`):
+    // otherwise the gradient of a replicated value is summed over the
+    // ranks, as in JAX's shard_map.
+    let body = |w: &(Var, Var, Var, Var), x: &Var, y: &Var| {
+        let v = |t: &Var| pvary(t, "batch");
+        per_example.apply(((v(&w.0), v(&w.1), v(&w.2), v(&w.3)), x, y))
+    };
+    let sharded = shard_map(body, "batch").in_axes((None, Some(0), Some(0)));
+    let single = jit(per_example.clone());
     let g = sharded.eval((&params, &xs, &ys))?;
     let want = single.eval((&params, &xs, &ys))?;
     let err = [

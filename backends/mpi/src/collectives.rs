@@ -6,11 +6,12 @@
 //! its transpose rule is its exact adjoint there, the inner products summed
 //! over the ranks: `all_reduce_sumᵀ = all_reduce_sum`, `all_gatherᵀ =
 //! reduce_scatter` (and back), `broadcastᵀ` = the sum onto the root. This
-//! is the view of a transform taken *inside* a sharded function.
+//! is the view of `spmd`-style code with no types, and of a collective
+//! traced outside any typing.
 //!
 //! A sharded function ([`shard_map`](crate::shard_map), [`spmd`](crate::spmd))
-//! then types its values as replicated or varying over the ranks and
-//! rewrites its collectives into the typed ops below ([`Pvary`],
+//! types its values as replicated or varying over the ranks while they are
+//! traced, and traces its collectives as the typed ops below ([`Pvary`],
 //! [`PsumReplicated`], [`GatherReplicated`], [`TakeShard`], [`Replicated`]),
 //! JAX `shard_map`'s convention: a replicated value's cotangent is
 //! replicated, so `all_reduce_sum`'s transpose is the identity (no
@@ -643,6 +644,41 @@ fn collective(x: &Var, what: &str, axis_name: &str, make: impl FnOnce(Axis) -> B
             Var::apply_op(make(axis), &[&x])
         }
         Ok(axis) => Var::apply_op(make(axis), &[x]),
+        Err(e) => {
+            x.tracer().record(e);
+            x.tracer().poisoned()
+        }
+    }
+}
+
+/// `x`, a value the same on every rank, marked as varying over the ranks
+/// of the mesh axis `axis_name` (JAX's `pvary`): the identity, whose
+/// transpose sums the ranks' cotangents. Inside a sharded function a
+/// replicated value used with per-rank ones is marked so by itself; call
+/// `pvary` where each rank must keep *its own* cotangent of a replicated
+/// value: per-example gradients with respect to replicated parameters,
+/// which JAX's convention (and anvil's) otherwise sums over the ranks.
+/// Over a `vmap_named` axis it is the identity.
+///
+/// ```
+/// use anvil::prelude::*;
+/// let mpi = anvil_mpi::init()?;
+/// let w = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// let xs = Tensor::from_vec((0..4 * mpi.size()).map(|i| i as f64).collect(), &[2 * mpi.size(), 2])?;
+/// let loss = |w: &Var, x: &Var| x.matmul(w).square().sum_all();
+/// // Each rank's gradient of its own examples' loss, gathered: [p, 2].
+/// let own = anvil_mpi::shard_map(
+///     |w: &Var, x: &Var| grad(loss).invoke((&anvil_mpi::pvary(w, "b"), x)).unsqueeze(0),
+///     "b",
+/// )
+/// .in_axes((None, Some(0)));
+/// assert_eq!(own.eval((&w, &xs))?.shape(), &[mpi.size(), 2]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn pvary(x: &Var, axis_name: &str) -> Var {
+    match crate::axis::bound("mpi.pvary", axis_name) {
+        Ok(axis) if axis.kind == AxisKind::Mesh => Var::apply_op(Box::new(Pvary { axis }), &[x]),
+        Ok(_) => x.clone(),
         Err(e) => {
             x.tracer().record(e);
             x.tracer().poisoned()

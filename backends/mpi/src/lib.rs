@@ -52,8 +52,16 @@
 //!   value met per-rank ones (`w` with each rank's examples: one all-reduce
 //!   of `w`'s gradient) and where sharded arguments' cotangents are
 //!   gathered. `grad` of a sharded function is the single-process
-//!   gradient. See [`replication`] for the rules and the one case that
-//!   differs from JAX (a `grad` taken inside the sharded function).
+//!   gradient. The values are typed while the body is traced, so a `grad`
+//!   taken *inside* the body has JAX's answer too (the gradient of
+//!   `psum(loss)` with respect to a replicated parameter is the sum of the
+//!   ranks' gradients). See [`replication`] for the rules and the one case
+//!   not typed while traced (control-flow bodies inside the body).
+//! - **Mesh.** The mesh is one-dimensional: a sharded function maps one
+//!   named axis over all the MPI processes. There is no multi-dimensional
+//!   mesh (a 2×2 grid of 4 ranks with named axes, collectives over one of
+//!   them through sub-communicators); a sharded function nested in another
+//!   maps the same processes again under another name.
 //! - **Collective ordering.** Every rank must issue the same collectives
 //!   in the same order: no branch on the rank around a collective. The
 //!   plan runs its ops in one fixed order on every rank (the graphs are
@@ -84,9 +92,9 @@ pub mod shard;
 
 pub use axis::{Axis, AxisKind};
 pub use collectives::{
-    all_gather, all_reduce_max, all_reduce_sum, axis_index, broadcast, reduce_scatter, AllGather,
-    AllReduce, Broadcast, GatherReplicated, PsumReplicated, Pvary, ReduceScatter, Replicated,
-    SumToRoot, TakeShard,
+    all_gather, all_reduce_max, all_reduce_sum, axis_index, broadcast, pvary, reduce_scatter,
+    AllGather, AllReduce, Broadcast, GatherReplicated, PsumReplicated, Pvary, ReduceScatter,
+    Replicated, SumToRoot, TakeShard,
 };
 pub use comm::{init, Reduce, Session};
 pub use replication::Rep;

@@ -44,14 +44,30 @@
 //! the same value ([`Replicated`]): its cotangent is split evenly between
 //! them (a local division).
 //!
-//! The inference runs on the graph of the function a sharded function
-//! traces, so it applies to the transforms taken *of* the sharded function
-//! (`grad(shard_map(f))`, `hessian(data_parallel(loss))`). A transform
-//! taken *inside* it (`grad` within `f`) differentiates before the types
-//! are known and sees every value as per rank: there the collectives'
-//! transposes are their adjoints on the ranks' stacked values
-//! (`all_reduce_sumᵀ = all_reduce_sum`), so `grad` inside `f` of a
-//! replicated result counts each rank's copy, `p` times JAX's.
+//! The types are given **while the function is traced**, as JAX's
+//! `shard_map` binds each primitive with its operands' types: a sharded
+//! function installs a hook ([`anvil_core::trace::with_apply_hook`]) that
+//! applies every op of its body by the rules above (a `psum` of a varying
+//! value is traced as [`PsumReplicated`], a replicated operand of varying
+//! work goes through [`Pvary`]). So a transform taken *inside* the body
+//! (`grad` within `f`) differentiates typed ops and has JAX's answer: the
+//! gradient of `psum(loss)` with respect to a replicated parameter is the
+//! sum of the ranks' gradients on every rank, and with respect to a
+//! sharded argument each rank's own block (`psumᵀ` is the identity). The
+//! traces a transform opens inside the body (`grad`, `vmap`, `jvp`,
+//! `jacfwd`/`jacrev`, `map`) declare which outer values their inputs stand
+//! for (`trace_fn_for`), so their values are typed too. The same rules then
+//! rewrite the traced graph once more ([`rewrite`]; a typed graph is left as
+//! it is) for the transforms taken *of* the sharded function
+//! (`grad(shard_map(f))`, `hessian(data_parallel(loss))`).
+//!
+//! **Not typed while traced:** the bodies of `cond`, `switch`, `scan`,
+//! `while_loop` and `custom_jvp`/`custom_vjp` functions traced inside a
+//! sharded body (their inputs stand for no outer value); a transform taken
+//! inside such a body sees its collectives untyped, and there their
+//! transposes are the adjoints on the ranks' stacked values
+//! (`all_reduce_sumᵀ = all_reduce_sum`), `p` times JAX's for a replicated
+//! result. Transforms of the sharded function itself are not affected.
 //!
 //! [`Pvary`]: crate::collectives::Pvary
 //! [`PsumReplicated`]: crate::collectives::PsumReplicated
@@ -65,11 +81,16 @@ use crate::collectives::{
     SumToRoot, TakeShard,
 };
 use crate::comm::Reduce;
-use anvil_core::function::trace_with;
-use anvil_core::replay::{bind, emit, value};
-use anvil_core::{Constant, Error, Graph, Op, Parameter, Result, Var};
+use anvil_core::function::{trace_fn, trace_with, TracedFn};
+use anvil_core::replay::{bind, value};
+use anvil_core::trace::{with_apply_hook, ApplyHook, Tracer};
+use anvil_core::{
+    Constant, Dyn, Error, Function, Graph, Op, Parameter, Result, TensorType, TreeDef, Var,
+};
 use anvil_ops::concatenate;
 use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
 
 /// Whether a value is the same on every rank of the mesh.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -92,6 +113,91 @@ fn bodies_communicate(op: &dyn Op) -> bool {
 
 fn is_mesh(axis: &Axis) -> bool {
     axis.kind == AxisKind::Mesh
+}
+
+/// One op applied with its operands' types `in_reps` (see the module
+/// docs): its results and their type. `raw` applies the op itself to the
+/// given operands; `pvary` gives operand `k` (replicated) entering varying
+/// work.
+fn apply_typed(
+    op: &dyn Op,
+    ins: &[Var],
+    in_reps: &[Rep],
+    constants: Rep,
+    raw: &dyn Fn(&[&Var]) -> Result<Vec<Var>>,
+    pvary: &mut dyn FnMut(usize) -> Var,
+) -> Result<(Vec<Var>, Rep)> {
+    let all_r = in_reps.iter().all(|&r| r == R);
+    let x = || ins[0].clone();
+    let same = || raw(&ins.iter().collect::<Vec<_>>());
+    let times = |x: &Var, p: usize| x * &x.scalar_like(p as f64);
+    Ok(if op.is::<Constant>() {
+        (same()?, constants)
+    } else if let Some(c) = op.downcast_ref::<AllReduce>().filter(|c| is_mesh(&c.axis)) {
+        match (c.reduce, in_reps[0]) {
+            (Reduce::Sum, R) => (vec![times(&x(), c.axis.size)], R),
+            (Reduce::Sum, V) => {
+                let op = PsumReplicated { axis: c.axis.clone() };
+                (vec![Var::apply_op(Box::new(op), &[&x()])], R)
+            }
+            (Reduce::Max, R) => (vec![x()], R),
+            (Reduce::Max, V) => (same()?, V),
+        }
+    } else if let Some(c) = op.downcast_ref::<PsumReplicated>() {
+        match in_reps[0] {
+            R => (vec![times(&x(), c.axis.size)], R),
+            V => (same()?, R),
+        }
+    } else if let Some(c) = op.downcast_ref::<AllGather>().filter(|c| is_mesh(&c.axis)) {
+        match in_reps[0] {
+            R => (vec![tile(&x(), c.dim, c.axis.size)], R),
+            V => {
+                let op = GatherReplicated { axis: c.axis.clone(), dim: c.dim };
+                (vec![Var::apply_op(Box::new(op), &[&x()])], R)
+            }
+        }
+    } else if let Some(c) = op.downcast_ref::<GatherReplicated>() {
+        match in_reps[0] {
+            R => (vec![tile(&x(), c.dim, c.axis.size)], R),
+            V => (same()?, R),
+        }
+    } else if op.downcast_ref::<Broadcast>().is_some_and(|c| is_mesh(&c.axis)) {
+        match in_reps[0] {
+            R => (vec![x()], R),
+            V => (same()?, V),
+        }
+    } else if op.is::<Pvary>() {
+        match in_reps[0] {
+            R => (same()?, V),
+            V => (vec![x()], V),
+        }
+    } else if op.is::<TakeShard>() {
+        if in_reps[0] == V {
+            return Err(Error::invalid(
+                op.name(),
+                "operand",
+                "takes this rank's block of a replicated value, but the value varies across the \
+                 ranks (a shard_map nested in a sharded function over the same processes?)",
+            ));
+        }
+        (same()?, V)
+    } else if op.downcast_ref::<ReduceScatter>().is_some_and(|c| is_mesh(&c.axis))
+        || op.downcast_ref::<SumToRoot>().is_some_and(|c| is_mesh(&c.axis))
+        || bodies_communicate(op)
+        || !all_r
+    {
+        // Varying work: its replicated operands go through Pvary.
+        let ins: Vec<Var> = (0..ins.len())
+            .map(|k| match in_reps[k] {
+                V => ins[k].clone(),
+                R => pvary(k),
+            })
+            .collect();
+        (raw(&ins.iter().collect::<Vec<_>>())?, V)
+    } else {
+        // Every operand replicated (or none): the same on every rank.
+        (same()?, R)
+    })
 }
 
 /// `graph` typed and rewritten for the mesh `mesh` (see the module docs):
@@ -117,94 +223,24 @@ pub fn rewrite(
             env[id.index()] = Some(a.clone());
             reps[id.index()] = r;
         }
-        let pvary = |x: &Var| Var::apply_op(Box::new(Pvary { axis: mesh.clone() }), &[x]);
-        let p = mesh.size;
         for (_, node) in graph.iter() {
             let op = node.op.as_ref();
             if op.is::<Parameter>() {
                 continue;
             }
             let in_reps: Vec<Rep> = node.inputs.iter().map(|i| reps[i.index()]).collect();
-            let x = || value(&env, node.inputs[0]);
-            let all_r = in_reps.iter().all(|&r| r == R);
-            // Each case: the results and their type.
-            let (outs, rep): (Vec<Var>, Rep) = if op.is::<Constant>() {
-                (emit(node, &env)?, constants)
-            } else if let Some(c) = op.downcast_ref::<AllReduce>().filter(|c| is_mesh(&c.axis)) {
-                match (c.reduce, in_reps[0]) {
-                    (Reduce::Sum, R) => {
-                        let x = x()?;
-                        (vec![&x * &x.scalar_like(p as f64)], R)
-                    }
-                    (Reduce::Sum, V) => {
-                        let op = PsumReplicated { axis: c.axis.clone() };
-                        (vec![Var::apply_op(Box::new(op), &[&x()?])], R)
-                    }
-                    (Reduce::Max, R) => (vec![x()?], R),
-                    (Reduce::Max, V) => (emit(node, &env)?, V),
-                }
-            } else if let Some(c) = op.downcast_ref::<PsumReplicated>() {
-                match in_reps[0] {
-                    R => {
-                        let x = x()?;
-                        (vec![&x * &x.scalar_like(c.axis.size as f64)], R)
-                    }
-                    V => (emit(node, &env)?, R),
-                }
-            } else if let Some(c) = op.downcast_ref::<AllGather>().filter(|c| is_mesh(&c.axis)) {
-                match in_reps[0] {
-                    R => (vec![tile(&x()?, c.dim, p)], R),
-                    V => {
-                        let op = GatherReplicated { axis: c.axis.clone(), dim: c.dim };
-                        (vec![Var::apply_op(Box::new(op), &[&x()?])], R)
-                    }
-                }
-            } else if let Some(c) = op.downcast_ref::<GatherReplicated>() {
-                match in_reps[0] {
-                    R => (vec![tile(&x()?, c.dim, c.axis.size)], R),
-                    V => (emit(node, &env)?, R),
-                }
-            } else if op.downcast_ref::<Broadcast>().is_some_and(|c| is_mesh(&c.axis)) {
-                match in_reps[0] {
-                    R => (vec![x()?], R),
-                    V => (emit(node, &env)?, V),
-                }
-            } else if op.is::<Pvary>() {
-                match in_reps[0] {
-                    R => (emit(node, &env)?, V),
-                    V => (vec![x()?], V),
-                }
-            } else if op.is::<TakeShard>() {
-                if in_reps[0] == V {
-                    return Err(Error::invalid(
-                        op.name(),
-                        "operand",
-                        "takes this rank's block of a replicated value, but the value varies \
-                         across the ranks (a shard_map nested in a sharded function over the same \
-                         processes?)",
-                    ));
-                }
-                (emit(node, &env)?, V)
-            } else if (op.downcast_ref::<ReduceScatter>().is_some_and(|c| is_mesh(&c.axis))
-                || op.downcast_ref::<SumToRoot>().is_some_and(|c| is_mesh(&c.axis))
-                || bodies_communicate(op))
-                || !all_r
-            {
-                // Varying work: its replicated operands go through Pvary.
-                let mut ins = Vec::with_capacity(node.inputs.len());
-                for (&i, &r) in node.inputs.iter().zip(&in_reps) {
-                    let v = value(&env, i)?;
-                    ins.push(match r {
-                        V => v,
-                        R => varied[i.index()].get_or_insert_with(|| pvary(&v)).clone(),
-                    });
-                }
-                let refs: Vec<&Var> = ins.iter().collect();
-                (Var::apply_op_n(op.boxed(), &refs, node.num_results()), V)
-            } else {
-                // Every operand replicated (or none): the same on every rank.
-                (emit(node, &env)?, R)
+            let ins: Vec<Var> =
+                node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
+            let raw = |a: &[&Var]| Ok(Var::apply_op_n(op.boxed(), a, node.num_results()));
+            let mut pvary = |k: usize| {
+                let i = node.inputs[k].index();
+                varied[i]
+                    .get_or_insert_with(|| {
+                        Var::apply_op(Box::new(Pvary { axis: mesh.clone() }), &[&ins[k]])
+                    })
+                    .clone()
             };
+            let (outs, rep) = apply_typed(op, &ins, &in_reps, constants, &raw, &mut pvary)?;
             for v in node.results() {
                 reps[v.index()] = rep;
             }
@@ -214,6 +250,151 @@ pub fn rewrite(
         graph.outputs().iter().map(|&o| value(&env, o)).collect()
     })?;
     Ok((g, out_reps.into_inner()))
+}
+
+// ------------------------------------------------ typing while tracing
+
+/// The types of the values of one sharded function's body while it is
+/// traced, and of the traces opened inside it (a `grad`, a `vmap` within).
+pub(crate) struct Typing {
+    mesh: Axis,
+    /// The type of constants.
+    constants: Rep,
+    /// The type of values of the traces around the body.
+    outer: Rep,
+    /// The body's trace, once its inputs are known.
+    body: RefCell<Option<Rc<Tracer>>>,
+    /// Types by trace (its address, and the trace to tell a reused
+    /// address apart) and value.
+    reps: RefCell<HashMap<usize, TraceReps>>,
+}
+
+/// One trace's value types, and the trace (to tell a reused address apart).
+type TraceReps = (Weak<Tracer>, HashMap<usize, Rep>);
+
+impl Typing {
+    /// The typing of a body over `mesh`.
+    pub(crate) fn new(mesh: Axis, constants: Rep, outer: Rep) -> Rc<Typing> {
+        Rc::new(Typing {
+            mesh,
+            constants,
+            outer,
+            body: RefCell::new(None),
+            reps: RefCell::new(HashMap::new()),
+        })
+    }
+
+    fn set(&self, v: &Var, rep: Rep) {
+        let Some(id) = v.id() else { return };
+        let t = v.tracer();
+        let mut reps = self.reps.borrow_mut();
+        let entry = reps
+            .entry(Rc::as_ptr(t) as usize)
+            .or_insert_with(|| (Rc::downgrade(t), HashMap::new()));
+        if !entry.0.upgrade().is_some_and(|e| Rc::ptr_eq(&e, t)) {
+            *entry = (Rc::downgrade(t), HashMap::new());
+        }
+        entry.1.insert(id.index(), rep);
+    }
+
+    /// Whether `t` is the body's trace or a trace inside it.
+    fn in_body(&self, t: &Rc<Tracer>) -> bool {
+        self.body.borrow().as_ref().is_some_and(|b| Rc::ptr_eq(t, b) || t.is_inside(b))
+    }
+
+    /// The type of `v`, `None` where it is not known: a value of a trace
+    /// that a transform opened on its own (its graphs' inputs stand for
+    /// nothing), or of a trace opened inside the body whose inputs were
+    /// not declared to stand for outer values.
+    fn rep_of(&self, v: &Var) -> Option<Rep> {
+        let id = v.id()?;
+        let t = v.tracer();
+        let known = self.reps.borrow().get(&(Rc::as_ptr(t) as usize)).and_then(|(w, m)| {
+            w.upgrade().filter(|e| Rc::ptr_eq(e, t)).and_then(|_| m.get(&id.index()).copied())
+        });
+        if known.is_some() {
+            return known;
+        }
+        if self.in_body(t) {
+            let p = v.producer()?;
+            if p.op_as::<Parameter>().is_some() {
+                return t.outer(id).and_then(|o| self.rep_of(&o));
+            }
+            return p.op_as::<Constant>().map(|_| self.constants);
+        }
+        let body = self.body.borrow();
+        body.as_ref().filter(|b| b.is_inside(t)).map(|_| self.outer)
+    }
+
+    /// The hook that applies every op traced in the body with its
+    /// operands' types (see [`apply_typed`]).
+    pub(crate) fn hook(self: &Rc<Self>) -> ApplyHook {
+        let typing = self.clone();
+        Rc::new(move |tracer: &Rc<Tracer>, op: Box<dyn Op>, args: &[&Var]| {
+            let reps: Option<Vec<Rep>> = args.iter().map(|a| typing.rep_of(a)).collect();
+            let (Some(reps), true) = (reps, typing.in_body(tracer)) else {
+                return tracer.try_apply_unhooked(op, args);
+            };
+            let ins: Vec<Var> = args.iter().map(|&a| a.clone()).collect();
+            let raw = |a: &[&Var]| tracer.try_apply_unhooked(op.boxed(), a);
+            let mut pvary = |k: usize| {
+                let v = Var::apply_op(Box::new(Pvary { axis: typing.mesh.clone() }), &[&ins[k]]);
+                typing.set(&v, V);
+                v
+            };
+            let (outs, rep) =
+                apply_typed(op.as_ref(), &ins, &reps, typing.constants, &raw, &mut pvary)?;
+            for o in &outs {
+                typing.set(o, rep);
+            }
+            Ok(outs)
+        })
+    }
+}
+
+/// `f` traced as a sharded function's body: its inputs typed `reps` (see
+/// [`Typing`]).
+pub(crate) struct TypedBody<'a, F> {
+    pub(crate) f: &'a F,
+    pub(crate) typing: &'a Rc<Typing>,
+    pub(crate) reps: &'a [Rep],
+}
+
+impl<F: Function> Function for TypedBody<'_, F> {
+    type Args = F::Args;
+    type Output = F::Output;
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
+        *self.typing.body.borrow_mut() = Tracer::current();
+        for (a, &r) in args.iter().zip(self.reps) {
+            self.typing.set(a, r);
+        }
+        self.f.inline(def, args)
+    }
+    fn name(&self) -> String {
+        self.f.name()
+    }
+}
+
+/// Traces `f` as a sharded function's body over `mesh`, its arguments
+/// typed `reps`, values of the traces around it `outer`, constants
+/// `constants`: every op is applied with its operands' types while it is
+/// traced, so transforms taken inside the body (a `grad` within `f`) see
+/// the typed ops (see the module docs).
+///
+/// # Errors
+/// As `trace_fn`; a value the rules cannot type.
+pub(crate) fn trace_typed<F: Function>(
+    f: &F,
+    def: &TreeDef,
+    types: &[TensorType],
+    mesh: &Axis,
+    reps: &[Rep],
+    constants: Rep,
+    outer: Rep,
+) -> Result<TracedFn> {
+    let typing = Typing::new(mesh.clone(), constants, outer);
+    let body = TypedBody { f, typing: &typing, reps };
+    with_apply_hook(typing.hook(), || trace_fn(&body, def, types))
 }
 
 /// `p` copies of `x` side by side along `dim` (an all-gather of a value

@@ -20,7 +20,7 @@ use crate::axis::{inside_mesh, resolving, with_axis, with_witness, Axis, AxisKin
 use crate::collectives::{AllReduce, GatherReplicated, Pvary, Replicated, TakeShard};
 use crate::comm::{self, Reduce, HEADER};
 use crate::kernels::{header, Kind};
-use crate::replication::{rewrite, tile, Rep};
+use crate::replication::{rewrite, tile, trace_typed, Rep};
 use anvil_core::function::{trace_fn, trace_with};
 use anvil_core::replay::inline_graph;
 use anvil_core::shape::normalize_axis;
@@ -228,7 +228,9 @@ impl<F: Function> Function for ShardMap<F> {
             }
         }
         let types: Vec<TensorType> = local.iter().map(|v| v.ty().clone()).collect();
-        let t = with_axis(what, mesh.clone(), || trace_fn(&self.f, def, &types))?;
+        let t = with_axis(what, mesh.clone(), || {
+            trace_typed(&self.f, def, &types, &mesh, &reps, Rep::Replicated, outer)
+        })?;
         reps.extend(t.captures.iter().map(|_| outer));
         let (graph, out_reps) = rewrite(&t.graph, &mesh, &reps, Rep::Replicated)?;
         local.extend(t.captures.iter().cloned());
@@ -314,8 +316,11 @@ impl<F: Function> Function for Spmd<F> {
         agree_on_entry("spmd", def, args, &[])?;
         let mesh = Axis { name: self.name.clone(), size: p, kind: AxisKind::Mesh };
         let types: Vec<TensorType> = args.iter().map(|v| v.ty().clone()).collect();
-        let t = with_axis("spmd", mesh.clone(), || trace_fn(&self.f, def, &types))?;
         // Every value of its own is per rank; only collectives replicate.
+        let reps = vec![Rep::Varying; args.len()];
+        let t = with_axis("spmd", mesh.clone(), || {
+            trace_typed(&self.f, def, &types, &mesh, &reps, Rep::Varying, Rep::Varying)
+        })?;
         let reps = vec![Rep::Varying; args.len() + t.captures.len()];
         let (graph, _) = rewrite(&t.graph, &mesh, &reps, Rep::Varying)?;
         let mut inputs = args.to_vec();

@@ -252,6 +252,59 @@ fn data_parallel_grad_equals_full_batch_grad(g: &Group) -> Check {
     close("data-parallel loss", &vals(&value), &vals(&full), 1e-12)
 }
 
+/// A `grad` (and a Hessian) taken *inside* a sharded function's body has
+/// JAX's answer: the values are typed while they are traced, so `psum`'s
+/// transpose is the identity and a replicated parameter used with each
+/// rank's examples has its cotangent summed over the ranks (pvaryᵀ = psum).
+/// The references are single-process computations over all ranks' data.
+fn grad_inside_the_body_matches_jax(g: &Group) -> Check {
+    fn local(w: &Var, x: &Var) -> Var {
+        (x.matmul(w).tanh() - 0.25).square().sum(&[0])
+    }
+    let p = g.size;
+    let w = data(0, 40, &[3]);
+    let xs = data(0, 41, &[2 * p, 3]);
+    let full_w = ok("grad w", grad(local).eval((&w, &xs)))?;
+    let full_x = ok("grad x", grad(|x: &Var, w: &Var| local(w, x)).eval((&xs, &w)))?;
+    let shard = |f: fn(&Var, &Var) -> Var, out: Option<i64>| {
+        shard_map(f, "b").in_axes((None, Some(0))).out_axes(out)
+    };
+    // grad of psum(loss) w.r.t. the replicated w: the full gradient, on
+    // every rank (p× it, or each rank's own part, before the typing).
+    let f = shard(|w, x| grad(|w: &Var| all_reduce_sum(&local(w, x), "b")).invoke(w), None);
+    close("grad of psum(loss), w", &vals(&ok("f", f.eval((&w, &xs)))?), &vals(&full_w), 1e-12)?;
+    // grad of the rank's own loss w.r.t. the replicated w: w is used with
+    // each rank's examples, so its cotangent is summed over the ranks.
+    let f = shard(|w, x| grad(|w: &Var| local(w, x)).invoke(w), None);
+    close("grad of local loss, w", &vals(&ok("f", f.eval((&w, &xs)))?), &vals(&full_w), 1e-12)?;
+    // grad of psum(loss) w.r.t. the sharded x: each rank's own block
+    // (psumᵀ is the identity), gathered.
+    let f = shard(|w, x| grad(|x: &Var| all_reduce_sum(&local(w, x), "b")).invoke(x), Some(0));
+    close("grad of psum(loss), x", &vals(&ok("f", f.eval((&w, &xs)))?), &vals(&full_x), 1e-12)?;
+    // A replicated parameter's use alone: no communication, no factor p;
+    // psum of a replicated value is p times it, and so is its derivative.
+    let f = shard(|w, _| grad(|w: &Var| (w * w).sum(&[0])).invoke(w), None);
+    let want: Vec<f64> = vals(&w).iter().map(|v| 2.0 * v).collect();
+    close("grad of a replicated use", &vals(&ok("f", f.eval((&w, &xs)))?), &want, 1e-14)?;
+    let f = shard(|w, _| grad(|w: &Var| all_reduce_sum(&(w * w).sum(&[0]), "b")).invoke(w), None);
+    let want: Vec<f64> = vals(&w).iter().map(|v| 2.0 * p as f64 * v).collect();
+    close("grad of psum of a replicated value", &vals(&ok("f", f.eval((&w, &xs)))?), &want, 1e-14)?;
+    // Forward over reverse inside the body: the full Hessian.
+    let f = shard(|w, x| hessian(|w: &Var| all_reduce_sum(&local(w, x), "b")).invoke(w), None);
+    let want = ok("hessian", hessian(local).eval((&w, &xs)))?;
+    close("hessian of psum(loss), w", &vals(&ok("f", f.eval((&w, &xs)))?), &vals(&want), 1e-12)?;
+    // And a grad of the sharded function around the grad inside: the
+    // second derivative along w, as one process computes it.
+    let outer = |w: &Var, x: &Var| {
+        let g = shard(|w, x| grad(|w: &Var| all_reduce_sum(&local(w, x), "b")).invoke(w), None);
+        g.invoke((w, x)).sum(&[0])
+    };
+    let single = |w: &Var, x: &Var| grad(local).invoke((w, x)).sum(&[0]);
+    let got = ok("grad of grad inside", grad(outer).eval((&w, &xs)))?;
+    let want = ok("grad of grad", grad(single).eval((&w, &xs)))?;
+    close("grad of (shard_map of grad)", &vals(&got), &vals(&want), 1e-12)
+}
+
 /// The collectives the plan of `f` at `args` issues (after the passes that
 /// drop dead work), by name: every op that communicates.
 fn communication<M, F: IntoFunction<M>>(f: &F, args: impl anvil::Flatten<Tensor>) -> Vec<String> {
@@ -558,6 +611,7 @@ fn main() {
         ("vmap_named_resolves_each_collective", vmap_named_resolves_each_collective),
         ("sharded_jacobians_equal_single_process", sharded_jacobians_equal_single_process),
         ("data_parallel_grad_equals_full_batch_grad", data_parallel_grad_equals_full_batch_grad),
+        ("grad_inside_the_body_matches_jax", grad_inside_the_body_matches_jax),
         ("conformance_kit_on_the_mesh", conformance_kit_on_the_mesh),
         (
             "replicated_cotangents_need_no_communication",
