@@ -21,15 +21,9 @@ fn f(x: &Var) -> Var {
     x.sin() * x.cumsum(0, false) + x.tanh() * x.square().sum_all()
 }
 
-/// The peak resident set size of this process, in MiB (Linux).
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
+#[path = "common/rss.rs"]
+mod rss;
+use rss::peak_rss_mib;
 
 fn main() -> anvil::Result<()> {
     let args: Vec<String> = std::env::args().collect();

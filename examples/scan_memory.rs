@@ -22,15 +22,9 @@ fn loss(w: &Var, x0: &Var, steps: usize, checkpoint: Option<usize>) -> anvil::Re
     Ok(x.square().sum_all())
 }
 
-/// The peak resident set size of this process, in MiB (Linux).
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
+#[path = "common/rss.rs"]
+mod rss;
+use rss::peak_rss_mib;
 
 fn main() -> anvil::Result<()> {
     let arg = |i: usize| std::env::args().nth(i).and_then(|a| a.parse::<usize>().ok());
