@@ -205,7 +205,13 @@ fn is_elementwise(n: &Node) -> bool {
 pub fn fuse(g: &Graph) -> Result<Graph> {
     let elem: Vec<bool> = g.nodes().iter().map(is_elementwise).collect();
     let absorbed = absorbed(g, &elem);
+    let ends = chain_ends(g, &elem, &absorbed);
+    // The reductions computed with their chain: their result in the new graph.
+    let mut reduced: std::collections::HashMap<usize, ValueId> = Default::default();
     g.rebuild(|out, map, id, n, _| {
+        if let Some(&v) = reduced.get(&id.index()) {
+            return Ok(Rebuilt::Replace(vec![v]));
+        }
         if !elem[id.index()] {
             return Ok(Rebuilt::Copy);
         }
@@ -217,6 +223,29 @@ pub fn fuse(g: &Graph) -> Result<Graph> {
         let ty = g.ty(n.out()).clone();
         let leaf_types: Vec<TensorType> = leaves.iter().map(|&l| g.ty(l).clone()).collect();
         let op = Fused::new(program, &leaf_types, ty.clone());
+        if let Some(end) = &ends[id.index()] {
+            // The chain ends with a reduction: one node computes both (the
+            // reduction is emitted here, before any other reader of the chain).
+            let red_ty = g.ty(g.nodes()[end.reduce].out()).clone();
+            let mut types = vec![red_ty.clone()];
+            if end.keep_chain {
+                types.push(ty);
+            }
+            let fr = FusedReduce {
+                chain: op,
+                fold: end.fold,
+                dims: end.dims,
+                out: red_ty,
+                keep_chain: end.keep_chain,
+            };
+            let node = out.push_node(Box::new(fr), inputs, types)?;
+            let results: Vec<ValueId> = out.node(node).results().collect();
+            reduced.insert(end.reduce, results[0]);
+            return Ok(match results.get(1) {
+                Some(&chain) => Rebuilt::Replace(vec![chain]),
+                None => Rebuilt::Drop,
+            });
+        }
         let node = out.push_node(Box::new(op), inputs, vec![ty])?;
         Ok(Rebuilt::Replace(vec![out.node(node).out()]))
     })
@@ -644,5 +673,332 @@ register_kernel!(Fused, fused);
 /// such ops never appear in a user's or a transform's graph, so they need
 /// no rules and no conformance samples.
 pub fn is_internal(op_type: std::any::TypeId) -> bool {
-    op_type == std::any::TypeId::of::<Fused>()
+    op_type == std::any::TypeId::of::<Fused>() || op_type == std::any::TypeId::of::<FusedReduce>()
 }
+
+/// How a [`FusedReduce`] combines the elements of its chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fold {
+    /// A sum (`sum`).
+    Sum,
+    /// A maximum (`reduce_max`; NaN propagates).
+    Max,
+    /// A minimum (`reduce_min`; NaN propagates).
+    Min,
+}
+
+impl Fold {
+    fn of(op: &dyn Op) -> Option<(Fold, &[usize])> {
+        use anvil_ops::reduce::{ReduceMax, ReduceMin, ReduceSum};
+        if let Some(r) = op.downcast_ref::<ReduceSum>() {
+            Some((Fold::Sum, &r.axes))
+        } else if let Some(r) = op.downcast_ref::<ReduceMax>() {
+            Some((Fold::Max, &r.axes))
+        } else {
+            op.downcast_ref::<ReduceMin>().map(|r| (Fold::Min, r.axes.as_slice()))
+        }
+    }
+}
+
+/// A fused elementwise chain ended by a reduction over consecutive axes,
+/// evaluated in one pass: the chain runs block by block as in [`Fused`] and
+/// each block is folded into the result at once, so the chain's value is
+/// never materialised — unless it is read elsewhere too, and then it is the
+/// second result, written in the same pass.
+///
+/// The elements of each output are folded in the order of the unfused
+/// `sum`/`reduce_max`/`reduce_min` kernels, so results are bit-identical to
+/// the unfused graph's.
+#[derive(Clone, Debug)]
+pub struct FusedReduce {
+    /// The chain (its result is the reduced value, of the operand's shape).
+    pub chain: Fused,
+    /// How the chain's elements are combined.
+    pub fold: Fold,
+    /// The chain's shape as `[outer, reduced, inner]`.
+    pub dims: (usize, usize, usize),
+    /// The type of the reduction's result.
+    pub out: TensorType,
+    /// Whether the chain's value is a second result.
+    pub keep_chain: bool,
+}
+
+impl PartialEq for FusedReduce {
+    fn eq(&self, other: &FusedReduce) -> bool {
+        self.chain == other.chain && self.keep_chain == other.keep_chain
+    }
+}
+impl Eq for FusedReduce {}
+impl Hash for FusedReduce {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.chain.hash(state);
+        self.keep_chain.hash(state);
+    }
+}
+
+impl Op for FusedReduce {
+    fn name(&self) -> &'static str {
+        "fused_reduce"
+    }
+    fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        expect_arity(self, inputs, self.chain.inputs)?;
+        let mut types = vec![self.out.clone()];
+        if self.keep_chain {
+            types.push(self.chain.out.clone());
+        }
+        Ok(types)
+    }
+    fn params(&self) -> String {
+        let (o, r, i) = self.dims;
+        format!(
+            "{:?} over [{o}, {r}, {i}], keep_chain={}; {}",
+            self.fold,
+            self.keep_chain,
+            self.chain.params()
+        )
+    }
+}
+
+/// The reductions that end a fused chain, by the chain's root node: the
+/// reduction node, and its [`FusedReduce`] less the chain.
+struct ChainEnd {
+    reduce: usize,
+    fold: Fold,
+    dims: (usize, usize, usize),
+    keep_chain: bool,
+}
+
+/// Finds every reduction (`sum`, `reduce_max`, `reduce_min` of a float
+/// dtype, over consecutive axes, static shapes) whose operand is the root
+/// of a fused group with operands: that group ends with the reduction.
+fn chain_ends(g: &Graph, elem: &[bool], absorbed: &[bool]) -> Vec<Option<ChainEnd>> {
+    let mut readers = vec![0usize; g.num_values()];
+    for (_, n) in g.iter() {
+        for (k, &i) in n.inputs.iter().enumerate() {
+            if !n.inputs[..k].contains(&i) {
+                readers[i.index()] += 1;
+            }
+        }
+    }
+    for o in g.outputs() {
+        readers[o.index()] += 1;
+    }
+    let mut ends: Vec<Option<ChainEnd>> = (0..g.len()).map(|_| None).collect();
+    for (id, n) in g.iter() {
+        let Some((fold, axes)) = Fold::of(n.op.as_ref()) else { continue };
+        let [v] = n.inputs[..] else { continue };
+        let p = g.producer(v).0.index();
+        let root = g.producer_node(v);
+        let ty = g.ty(v);
+        let ok = elem[p]
+            && !absorbed[p]
+            && !root.inputs.is_empty()
+            && matches!(ty.dtype(), DType::F64 | DType::F32)
+            && !ty.is_symbolic()
+            && !g.ty(n.out()).is_symbolic()
+            && g.ty(n.out()).dtype() == ty.dtype()
+            && ends[p].is_none();
+        if !ok {
+            continue;
+        }
+        let Some(dims) = consecutive(ty.shape(), axes) else { continue };
+        ends[p] =
+            Some(ChainEnd { reduce: id.index(), fold, dims, keep_chain: readers[v.index()] > 1 });
+    }
+    ends
+}
+
+/// `shape` as `[outer, reduced, inner]` when `axes` are consecutive.
+fn consecutive(shape: &[usize], axes: &[usize]) -> Option<(usize, usize, usize)> {
+    let (&first, &last) = (axes.first()?, axes.last()?);
+    let ok = axes.windows(2).all(|w| w[1] == w[0] + 1) && last < shape.len();
+    let p = |s: &[usize]| s.iter().product::<usize>();
+    ok.then(|| (p(&shape[..first]), p(&shape[first..=last]), p(&shape[last + 1..])))
+}
+
+/// The kernel of [`FusedReduce`].
+///
+/// # Errors
+/// Wrong operands (a bug in fusion), or an op's block math rejecting its
+/// dtypes.
+pub fn fused_reduce(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    use anvil_ops::reduce::{ReduceMath, ReduceMax, ReduceMin};
+    let r = op.try_downcast::<FusedReduce>()?;
+    expect_arity(op, inputs, r.chain.inputs)?;
+    let fits = inputs
+        .iter()
+        .zip(&r.chain.layout.types)
+        .all(|(t, ty)| t.dtype() == ty.dtype() && t.shape() == ty.shape());
+    if !fits || r.chain.program.is_empty() || outs.is_empty() {
+        return Err(Error::invalid(
+            "fused_reduce",
+            "inputs",
+            "operands of other types than the program was built for",
+        ));
+    }
+    let max = ReduceMax { axes: vec![], keepdims: false };
+    let min = ReduceMin { axes: vec![], keepdims: false };
+    let (red, chain) = match (r.chain.out.dtype(), r.fold) {
+        (DType::F64, Fold::Sum) => typed_reduce::<f64>(r, inputs, ctx, 0.0, |a, b| a + b)?,
+        (DType::F64, Fold::Max) => typed_reduce::<f64>(r, inputs, ctx, max.f64().0, max.f64().1)?,
+        (DType::F64, Fold::Min) => typed_reduce::<f64>(r, inputs, ctx, min.f64().0, min.f64().1)?,
+        (DType::F32, Fold::Sum) => typed_reduce::<f32>(r, inputs, ctx, 0.0, |a, b| a + b)?,
+        (DType::F32, Fold::Max) => typed_reduce::<f32>(r, inputs, ctx, max.f32().0, max.f32().1)?,
+        (DType::F32, Fold::Min) => typed_reduce::<f32>(r, inputs, ctx, min.f32().0, min.f32().1)?,
+        (d, _) => {
+            return Err(Error::invalid("fused_reduce", "dtype", format!("{d:?} is not a float")))
+        }
+    };
+    let mut results = vec![Tensor::from_storage(red, outs[0].shape())?];
+    if let Some(c) = chain {
+        results.push(Tensor::from_storage(c, r.chain.out.shape())?);
+    }
+    Ok(results)
+}
+
+/// Runs a [`FusedReduce`] of dtype `T`: its reduction and, if kept, the
+/// chain's value.
+fn typed_reduce<T: Pooled + Send + Sync>(
+    r: &FusedReduce,
+    inputs: &[&Tensor],
+    ctx: &Parallelism,
+    id: T,
+    f: impl Fn(T, T) -> T + Copy + Sync,
+) -> Result<(Storage, Option<Storage>)> {
+    let (outer, red, inner) = r.dims;
+    let total = outer * red * inner;
+    let mut out: Vec<T> = crate::buffers::filled(outer * inner, id);
+    let mut chain: Vec<T> = if r.keep_chain { crate::buffers::take(total) } else { Vec::new() };
+    let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
+    // Rows `o0..` of the output (`inner` each) and of the chain (`red * inner`).
+    let task = |o0: usize, out: &mut [T], chain: &mut [T]| {
+        let result = reduce_rows(r, inputs, o0, out, chain, id, f);
+        if let Err(e) = result {
+            if let Ok(mut slot) = error.lock() {
+                slot.get_or_insert(e);
+            }
+        }
+    };
+    let (row_out, row_chain) = (inner.max(1), if r.keep_chain { (red * inner).max(1) } else { 0 });
+    if ctx.parallel(total) && outer > 1 && total > 0 {
+        use rayon::prelude::*;
+        let rows = outer.div_ceil(4 * ctx.thread_count()).max(1);
+        let outs = out.par_chunks_mut(rows * row_out);
+        if r.keep_chain {
+            outs.zip(chain.par_chunks_mut(rows * row_chain))
+                .enumerate()
+                .for_each(|(k, (o, c))| task(k * rows, o, c));
+        } else {
+            outs.enumerate().for_each(|(k, o)| task(k * rows, o, &mut []));
+        }
+    } else if total > 0 {
+        task(0, &mut out, &mut chain);
+    }
+    if let Some(e) = error.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+        return Err(e);
+    }
+    Ok((T::into_storage(out), r.keep_chain.then(|| T::into_storage(chain))))
+}
+
+/// Folds the chain of outer rows `o0..o0 + out.len() / inner` into `out`,
+/// writing the chain's value into `chain` when it is kept (else `chain` is
+/// empty). Each output folds its elements in increasing order of the
+/// reduced index, as the unfused kernels do.
+fn reduce_rows<T: Pooled>(
+    r: &FusedReduce,
+    inputs: &[&Tensor],
+    o0: usize,
+    out: &mut [T],
+    chain: &mut [T],
+    id: T,
+    f: impl Fn(T, T) -> T + Copy,
+) -> Result<()> {
+    let (_, red, inner) = r.dims;
+    let c = &r.chain;
+    let shape = c.out.shape();
+    let keep = r.keep_chain;
+    let width = BLOCK.min(red * inner).max(1);
+    let mut scratch = Scratch::new(c.layout.counts, width);
+    gather_leaves(c, inputs, shape, &mut scratch, 0, width, true);
+    let mut buf: Vec<T> = if keep { Vec::new() } else { vec![id; width] };
+    // Evaluates the chain at flat indices `from..from + len`, into the kept
+    // chain at `at` or into `buf`, and hands the block to `fold`.
+    let mut eval = |scratch: &mut Scratch,
+                    chain: &mut [T],
+                    at: usize,
+                    from: usize,
+                    len: usize,
+                    fold: &mut dyn FnMut(&[T])|
+     -> Result<()> {
+        gather_leaves(c, inputs, shape, scratch, from, len, false);
+        let dst = if keep { &mut chain[at..at + len] } else { &mut buf[..len] };
+        run_block(c, inputs, shape, scratch, from, T::block_mut(dst))?;
+        fold(dst);
+        Ok(())
+    };
+    let row_len = red * inner;
+    for (k, orow) in out.chunks_mut(inner.max(1)).enumerate() {
+        let o = o0 + k;
+        let base = o * row_len;
+        let at0 = k * row_len;
+        if inner == 1 {
+            let mut acc = id;
+            let mut b = 0;
+            while b < red {
+                let len = BLOCK.min(red - b);
+                eval(&mut scratch, chain, at0 + b, base + b, len, &mut |blk| {
+                    for &v in blk {
+                        acc = f(acc, v);
+                    }
+                })?;
+                b += len;
+            }
+            orow[0] = acc;
+        } else if inner < BLOCK {
+            // Blocks of whole reduced rows, folded row by row.
+            let per = (BLOCK / inner).max(1);
+            let mut rr = 0;
+            while rr < red {
+                let rows = per.min(red - rr);
+                eval(
+                    &mut scratch,
+                    chain,
+                    at0 + rr * inner,
+                    base + rr * inner,
+                    rows * inner,
+                    &mut |blk| {
+                        for row in blk.chunks(inner) {
+                            for (d, &v) in orow.iter_mut().zip(row) {
+                                *d = f(*d, v);
+                            }
+                        }
+                    },
+                )?;
+                rr += rows;
+            }
+        } else {
+            // Blocks of columns, each folded over the reduced rows.
+            let mut c0 = 0;
+            while c0 < inner {
+                let w = BLOCK.min(inner - c0);
+                for rr in 0..red {
+                    let off = rr * inner + c0;
+                    eval(&mut scratch, chain, at0 + off, base + off, w, &mut |blk| {
+                        for (d, &v) in orow[c0..c0 + w].iter_mut().zip(blk) {
+                            *d = f(*d, v);
+                        }
+                    })?;
+                }
+                c0 += w;
+            }
+        }
+    }
+    Ok(())
+}
+
+register_kernel!(FusedReduce, many: fused_reduce);
