@@ -187,3 +187,20 @@ fn nan_and_infinities_propagate() {
         assert!(m[0].is_nan() && m[1] == f64::INFINITY && m[2].is_finite(), "{m:?}");
     }
 }
+
+/// Any op that declares its [`anvil::core::ReductionMath`] ends a fused
+/// chain, not only `sum`/`max`/`min`: a product over a chain is one pass,
+/// with the value of the unfused product.
+#[test]
+fn any_declared_reduction_ends_a_chain() {
+    let x = input(&[6, 11], 0.5);
+    let f = |x: &Var| (x * 0.1).exp().prod(&[-1], false);
+    let g = anvil::lower(&f, &x).unwrap();
+    let (p, written, text) = passes(&g, 66);
+    assert_eq!((p, written), (1, 0), "{text}");
+    assert!(text.contains("fused_reduce") && text.contains("prod over"), "{text}");
+    let xv = x.to_vec::<f64>().unwrap();
+    let want: Vec<f64> =
+        xv.chunks(11).map(|r| r.iter().fold(1.0, |a, v| a * (v * 0.1).exp())).collect();
+    close(&f64s(&jit(f).eval(&x).unwrap()), &want, 1e-14, "prod");
+}

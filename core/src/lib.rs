@@ -52,7 +52,7 @@ pub use function::{
 pub use graph::{
     Constant, DimSize, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId,
 };
-pub use op::{Block, BlockAt, BlockMut, ElementwiseMath, Op};
+pub use op::{Block, BlockAt, BlockMut, ElementwiseMath, Op, ReductionMath};
 pub use registry::{Registered, RuleTable};
 pub use rules::{
     jvp_rules, rewrite_rules, transpose_rules, vmap_rules, Batched, JvpFn, JvpManyFn, JvpRule,

@@ -173,6 +173,15 @@ pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
     fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
         None
     }
+
+    /// The op's math when it is a reduction of operand 0 over some axes by
+    /// an associative combining function (`sum`, `reduce_max`, ...). A
+    /// backend fuses such a reduction into the elementwise chain that
+    /// produces its operand, and loop interpreters run it, through this one
+    /// interface; a plugin reduction declaring it is treated the same way.
+    fn reduction_math(&self) -> Option<&dyn ReductionMath> {
+        None
+    }
 }
 
 /// A run of elements of one dtype: an operand's block, already broadcast
@@ -276,6 +285,39 @@ pub trait ElementwiseMath: Send + Sync {
     /// A dtype the op does not handle (its shape rule should have rejected
     /// it: this keeps a bad rule from panicking).
     fn eval_block(&self, args: &[Block<'_>], out: BlockMut<'_>, at: BlockAt<'_>) -> Result<()>;
+}
+
+/// A reduction's identity and combining function for elements of type `T`.
+pub type Combine<T> = (T, fn(T, T) -> T);
+
+/// The math of a reduction (see [`Op::reduction_math`]): the reduced axes of
+/// operand 0 and, per dtype, the combining function with its identity. The
+/// elements of each output are combined in increasing order of the reduced
+/// index, starting from the identity.
+///
+/// ```
+/// use anvil_core::{Op, ReductionMath};
+/// fn is_sum_like(op: &dyn Op) -> bool {
+///     op.reduction_math().is_some_and(|r| r.f64().0 == 0.0)
+/// }
+/// # let _ = is_sum_like;
+/// ```
+pub trait ReductionMath: Send + Sync {
+    /// The reduced axes of operand 0 (sorted, non-negative).
+    fn axes(&self) -> &[usize];
+    /// Whether the reduced axes are kept with size 1.
+    fn keepdims(&self) -> bool;
+    /// Identity and combining function for `f64`.
+    fn f64(&self) -> (f64, fn(f64, f64) -> f64);
+    /// Identity and combining function for `f32`.
+    fn f32(&self) -> (f32, fn(f32, f32) -> f32);
+    /// Identity and combining function for `i64`.
+    fn i64(&self) -> (i64, fn(i64, i64) -> i64);
+    /// Identity and combining function for `bool`, if the reduction takes
+    /// booleans (`reduce_max` is `any`, `reduce_min` is `all`).
+    fn bool(&self) -> Option<Combine<bool>> {
+        None
+    }
 }
 
 dyn_clone::clone_trait_object!(Op);

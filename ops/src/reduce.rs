@@ -38,26 +38,19 @@ pub fn reduce_rule(
     Ok(t.with_shape(reduce_shape(t.shape(), axes, keepdims)))
 }
 
-/// The associative operation of a reduction, per dtype, with its identity.
-pub trait ReduceMath: Op {
-    /// The reduced axes (sorted, non-negative).
-    fn axes(&self) -> &[usize];
-    /// Whether reduced axes are kept with size 1.
-    fn keepdims(&self) -> bool;
+pub use anvil_core::ReductionMath;
+
+/// A reduction op with its math ([`ReductionMath`]: axes, identity and
+/// combining function per dtype), which can be rebuilt over other axes.
+pub trait ReduceMath: Op + ReductionMath {
     /// The same reduction over other axes.
     fn with_axes(&self, axes: Vec<usize>) -> Self
     where
         Self: Sized;
-    /// Identity and combining function for `f64`.
-    fn f64(&self) -> (f64, fn(f64, f64) -> f64);
-    /// Identity and combining function for `f32`.
-    fn f32(&self) -> (f32, fn(f32, f32) -> f32);
-    /// Identity and combining function for `i64`.
-    fn i64(&self) -> (i64, fn(i64, i64) -> i64);
 }
 
 macro_rules! reductions {
-    ($($(#[$doc:meta])* $name:ident = $s:literal, linear: $linear:expr, float: ($fid:expr, $ff:expr), int: ($iid:expr, $if_:expr);)*) => {$(
+    ($($(#[$doc:meta])* $name:ident = $s:literal, linear: $linear:expr, float: ($fid:expr, $ff:expr), int: ($iid:expr, $if_:expr), bool: $bool:expr;)*) => {$(
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, Hash)]
         pub struct $name {
@@ -80,17 +73,23 @@ macro_rules! reductions {
             fn linear_in(&self, k: usize) -> bool {
                 k == 0 && $linear
             }
+            fn reduction_math(&self) -> Option<&dyn ReductionMath> {
+                Some(self)
+            }
         }
 
         impl ReduceMath for $name {
+            fn with_axes(&self, axes: Vec<usize>) -> Self {
+                $name { axes, keepdims: self.keepdims }
+            }
+        }
+
+        impl ReductionMath for $name {
             fn axes(&self) -> &[usize] {
                 &self.axes
             }
             fn keepdims(&self) -> bool {
                 self.keepdims
-            }
-            fn with_axes(&self, axes: Vec<usize>) -> Self {
-                $name { axes, keepdims: self.keepdims }
             }
             fn f64(&self) -> (f64, fn(f64, f64) -> f64) {
                 ($fid, $ff)
@@ -101,19 +100,22 @@ macro_rules! reductions {
             fn i64(&self) -> (i64, fn(i64, i64) -> i64) {
                 ($iid, $if_)
             }
+            fn bool(&self) -> Option<anvil_core::op::Combine<bool>> {
+                $bool
+            }
         }
     )*};
 }
 
 reductions! {
     /// Sum over axes.
-    ReduceSum = "sum", linear: true, float: (0.0, |a, b| a + b), int: (0, |a: i64, b| a.wrapping_add(b));
+    ReduceSum = "sum", linear: true, float: (0.0, |a, b| a + b), int: (0, |a: i64, b| a.wrapping_add(b)), bool: None;
     /// Maximum over axes (NaN propagates; `-inf` for an empty reduction).
-    ReduceMax = "reduce_max", linear: false, float: (-1.0 / 0.0, |a, b| if b > a || b.is_nan() { b } else { a }), int: (i64::MIN, |a: i64, b| a.max(b));
+    ReduceMax = "reduce_max", linear: false, float: (-1.0 / 0.0, |a, b| if b > a || b.is_nan() { b } else { a }), int: (i64::MIN, |a: i64, b| a.max(b)), bool: Some((false, |a, b| a | b));
     /// Minimum over axes (NaN propagates; `+inf` for an empty reduction).
-    ReduceMin = "reduce_min", linear: false, float: (1.0 / 0.0, |a, b| if b < a || b.is_nan() { b } else { a }), int: (i64::MAX, |a: i64, b| a.min(b));
+    ReduceMin = "reduce_min", linear: false, float: (1.0 / 0.0, |a, b| if b < a || b.is_nan() { b } else { a }), int: (i64::MAX, |a: i64, b| a.min(b)), bool: Some((true, |a, b| a & b));
     /// Product over axes.
-    ReduceProd = "prod", linear: false, float: (1.0, |a, b| a * b), int: (1, |a: i64, b| a.wrapping_mul(b));
+    ReduceProd = "prod", linear: false, float: (1.0, |a, b| a * b), int: (1, |a: i64, b| a.wrapping_mul(b)), bool: None;
 }
 
 /// Index of the largest (`ArgMax`) or smallest (`ArgMin`) element along one axis.

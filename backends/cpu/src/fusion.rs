@@ -233,7 +233,7 @@ pub fn fuse(g: &Graph) -> Result<Graph> {
             }
             let fr = FusedReduce {
                 chain: op,
-                fold: end.fold,
+                reduce: end.op.clone(),
                 dims: end.dims,
                 out: red_ty,
                 keep_chain: end.keep_chain,
@@ -676,30 +676,6 @@ pub fn is_internal(op_type: std::any::TypeId) -> bool {
     op_type == std::any::TypeId::of::<Fused>() || op_type == std::any::TypeId::of::<FusedReduce>()
 }
 
-/// How a [`FusedReduce`] combines the elements of its chain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fold {
-    /// A sum (`sum`).
-    Sum,
-    /// A maximum (`reduce_max`; NaN propagates).
-    Max,
-    /// A minimum (`reduce_min`; NaN propagates).
-    Min,
-}
-
-impl Fold {
-    fn of(op: &dyn Op) -> Option<(Fold, &[usize])> {
-        use anvil_ops::reduce::{ReduceMax, ReduceMin, ReduceSum};
-        if let Some(r) = op.downcast_ref::<ReduceSum>() {
-            Some((Fold::Sum, &r.axes))
-        } else if let Some(r) = op.downcast_ref::<ReduceMax>() {
-            Some((Fold::Max, &r.axes))
-        } else {
-            op.downcast_ref::<ReduceMin>().map(|r| (Fold::Min, r.axes.as_slice()))
-        }
-    }
-}
-
 /// A fused elementwise chain ended by a reduction over consecutive axes,
 /// evaluated in one pass: the chain runs block by block as in [`Fused`] and
 /// each block is folded into the result at once, so the chain's value is
@@ -713,8 +689,9 @@ impl Fold {
 pub struct FusedReduce {
     /// The chain (its result is the reduced value, of the operand's shape).
     pub chain: Fused,
-    /// How the chain's elements are combined.
-    pub fold: Fold,
+    /// The reduction that ends the chain: its [`Op::reduction_math`]
+    /// combines the chain's elements.
+    pub reduce: Box<dyn Op>,
     /// The chain's shape as `[outer, reduced, inner]`.
     pub dims: (usize, usize, usize),
     /// The type of the reduction's result.
@@ -725,7 +702,11 @@ pub struct FusedReduce {
 
 impl PartialEq for FusedReduce {
     fn eq(&self, other: &FusedReduce) -> bool {
-        self.chain == other.chain && self.keep_chain == other.keep_chain
+        self.chain == other.chain
+            && self.keep_chain == other.keep_chain
+            && self.dims == other.dims
+            && self.out == other.out
+            && self.reduce.dyn_eq(other.reduce.as_any())
     }
 }
 impl Eq for FusedReduce {}
@@ -733,6 +714,8 @@ impl Hash for FusedReduce {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.chain.hash(state);
         self.keep_chain.hash(state);
+        self.dims.hash(state);
+        self.reduce.dyn_hash(state);
     }
 }
 
@@ -751,8 +734,8 @@ impl Op for FusedReduce {
     fn params(&self) -> String {
         let (o, r, i) = self.dims;
         format!(
-            "{:?} over [{o}, {r}, {i}], keep_chain={}; {}",
-            self.fold,
+            "{} over [{o}, {r}, {i}], keep_chain={}; {}",
+            self.reduce.name(),
             self.keep_chain,
             self.chain.params()
         )
@@ -763,7 +746,7 @@ impl Op for FusedReduce {
 /// reduction node, and its [`FusedReduce`] less the chain.
 struct ChainEnd {
     reduce: usize,
-    fold: Fold,
+    op: Box<dyn Op>,
     dims: (usize, usize, usize),
     keep_chain: bool,
 }
@@ -785,7 +768,7 @@ fn chain_ends(g: &Graph, elem: &[bool], absorbed: &[bool]) -> Vec<Option<ChainEn
     }
     let mut ends: Vec<Option<ChainEnd>> = (0..g.len()).map(|_| None).collect();
     for (id, n) in g.iter() {
-        let Some((fold, axes)) = Fold::of(n.op.as_ref()) else { continue };
+        let Some(math) = n.op.reduction_math() else { continue };
         let [v] = n.inputs[..] else { continue };
         let p = g.producer(v).0.index();
         let root = g.producer_node(v);
@@ -801,9 +784,9 @@ fn chain_ends(g: &Graph, elem: &[bool], absorbed: &[bool]) -> Vec<Option<ChainEn
         if !ok {
             continue;
         }
-        let Some(dims) = consecutive(ty.shape(), axes) else { continue };
-        ends[p] =
-            Some(ChainEnd { reduce: id.index(), fold, dims, keep_chain: readers[v.index()] > 1 });
+        let Some(dims) = consecutive(ty.shape(), math.axes()) else { continue };
+        let keep_chain = readers[v.index()] > 1;
+        ends[p] = Some(ChainEnd { reduce: id.index(), op: n.op.clone(), dims, keep_chain });
     }
     ends
 }
@@ -827,7 +810,7 @@ pub fn fused_reduce(
     outs: &[TensorType],
     ctx: &Parallelism,
 ) -> Result<Vec<Tensor>> {
-    use anvil_ops::reduce::{ReduceMath, ReduceMax, ReduceMin};
+    use anvil_ops::reduce::ReduceSum;
     let r = op.try_downcast::<FusedReduce>()?;
     expect_arity(op, inputs, r.chain.inputs)?;
     let fits = inputs
@@ -841,18 +824,18 @@ pub fn fused_reduce(
             "operands of other types than the program was built for",
         ));
     }
-    let max = ReduceMax { axes: vec![], keepdims: false };
-    let min = ReduceMin { axes: vec![], keepdims: false };
-    let (red, chain) = match (r.chain.out.dtype(), r.fold) {
-        (DType::F64, Fold::Sum) => typed_reduce::<f64>(r, inputs, ctx, 0.0, |a, b| a + b)?,
-        (DType::F64, Fold::Max) => typed_reduce::<f64>(r, inputs, ctx, max.f64().0, max.f64().1)?,
-        (DType::F64, Fold::Min) => typed_reduce::<f64>(r, inputs, ctx, min.f64().0, min.f64().1)?,
-        (DType::F32, Fold::Sum) => typed_reduce::<f32>(r, inputs, ctx, 0.0, |a, b| a + b)?,
-        (DType::F32, Fold::Max) => typed_reduce::<f32>(r, inputs, ctx, max.f32().0, max.f32().1)?,
-        (DType::F32, Fold::Min) => typed_reduce::<f32>(r, inputs, ctx, min.f32().0, min.f32().1)?,
-        (d, _) => {
-            return Err(Error::invalid("fused_reduce", "dtype", format!("{d:?} is not a float")))
-        }
+    let math = r.reduce.reduction_math().ok_or_else(|| {
+        Error::invalid("fused_reduce", "reduce", format!("{} is not a reduction", r.reduce.name()))
+    })?;
+    // A sum's `+` written out, so that the loops inline and vectorise it,
+    // as the unfused sum kernel does; other reductions call their function.
+    let sum = r.reduce.is::<ReduceSum>();
+    let (red, chain) = match r.chain.out.dtype() {
+        DType::F64 if sum => typed_reduce::<f64>(r, inputs, ctx, 0.0, |a, b| a + b)?,
+        DType::F32 if sum => typed_reduce::<f32>(r, inputs, ctx, 0.0, |a, b| a + b)?,
+        DType::F64 => typed_reduce::<f64>(r, inputs, ctx, math.f64().0, math.f64().1)?,
+        DType::F32 => typed_reduce::<f32>(r, inputs, ctx, math.f32().0, math.f32().1)?,
+        d => return Err(Error::invalid("fused_reduce", "dtype", format!("{d:?} is not a float"))),
     };
     let mut results = vec![Tensor::from_storage(red, outs[0].shape())?];
     if let Some(c) = chain {

@@ -32,7 +32,6 @@ use anvil_core::{
 };
 use anvil_ops::matmul::{Matmul, MatmulT};
 use anvil_ops::movement::{Concatenate, Pad};
-use anvil_ops::reduce::{ReduceMath, ReduceMax, ReduceMin, ReduceProd, ReduceSum};
 
 /// The largest value (in elements) a micro program holds: beyond, the
 /// blocked, parallel kernels of a plan are faster.
@@ -250,8 +249,7 @@ enum Fold {
     F64(f64, fn(f64, f64) -> f64),
     F32(f32, fn(f32, f32) -> f32),
     I64(i64, fn(i64, i64) -> i64),
-    Any,
-    All,
+    Bool(bool, fn(bool, bool) -> bool),
 }
 
 /// The `f64` arithmetic a micro program runs without the block-math
@@ -789,15 +787,7 @@ fn matmul_shape(a: &[usize], b: &[usize], ta: bool, tb: bool) -> MatmulShape {
 /// A reduction over some axes of `input` into `out`: the input offsets of
 /// each output element, and how many per element.
 fn reduction(op: &dyn Op, input: &TensorType, out: &TensorType) -> Option<(Vec<u32>, usize)> {
-    let axes: &[usize] = if let Some(r) = op.downcast_ref::<ReduceSum>() {
-        r.axes()
-    } else if let Some(r) = op.downcast_ref::<ReduceMax>() {
-        r.axes()
-    } else if let Some(r) = op.downcast_ref::<ReduceMin>() {
-        r.axes()
-    } else {
-        op.downcast_ref::<ReduceProd>()?.axes()
-    };
+    let axes = op.reduction_math()?.axes();
     let shape = input.shape();
     let per: usize = axes.iter().map(|&a| shape.get(a).copied().unwrap_or(1)).product();
     let n_out = out.numel();
@@ -825,15 +815,7 @@ fn reduction(op: &dyn Op, input: &TensorType, out: &TensorType) -> Option<(Vec<u
 }
 
 fn fold_of(op: &dyn Op, dtype: DType) -> Option<Fold> {
-    let math: &dyn ReduceMathDyn = if let Some(r) = op.downcast_ref::<ReduceSum>() {
-        r
-    } else if let Some(r) = op.downcast_ref::<ReduceMax>() {
-        r
-    } else if let Some(r) = op.downcast_ref::<ReduceMin>() {
-        r
-    } else {
-        op.downcast_ref::<ReduceProd>()?
-    };
+    let math = op.reduction_math()?;
     Some(match dtype {
         DType::F64 => {
             let (id, f) = math.f64();
@@ -847,29 +829,11 @@ fn fold_of(op: &dyn Op, dtype: DType) -> Option<Fold> {
             let (id, f) = math.i64();
             Fold::I64(id, f)
         }
-        DType::Bool if op.is::<ReduceMax>() => Fold::Any,
-        DType::Bool if op.is::<ReduceMin>() => Fold::All,
-        DType::Bool => return None,
+        DType::Bool => {
+            let (id, f) = math.bool()?;
+            Fold::Bool(id, f)
+        }
     })
-}
-
-/// [`ReduceMath`]'s combining functions, object-safe.
-trait ReduceMathDyn {
-    fn f64(&self) -> (f64, fn(f64, f64) -> f64);
-    fn f32(&self) -> (f32, fn(f32, f32) -> f32);
-    fn i64(&self) -> (i64, fn(i64, i64) -> i64);
-}
-
-impl<R: ReduceMath> ReduceMathDyn for R {
-    fn f64(&self) -> (f64, fn(f64, f64) -> f64) {
-        ReduceMath::f64(self)
-    }
-    fn f32(&self) -> (f32, fn(f32, f32) -> f32) {
-        ReduceMath::f32(self)
-    }
-    fn i64(&self) -> (i64, fn(i64, i64) -> i64) {
-        ReduceMath::i64(self)
-    }
 }
 
 /// Runs one instruction.
@@ -1129,8 +1093,7 @@ fn reduce(src: &Buf, groups: &[u32], per: usize, fold: &Fold, out: &mut Buf) {
         (Buf::F64(s), Fold::F64(id, f), Buf::F64(o)) => typed(s, groups, per, *id, f, o),
         (Buf::F32(s), Fold::F32(id, f), Buf::F32(o)) => typed(s, groups, per, *id, f, o),
         (Buf::I64(s), Fold::I64(id, f), Buf::I64(o)) => typed(s, groups, per, *id, f, o),
-        (Buf::Bool(s), Fold::Any, Buf::Bool(o)) => typed(s, groups, per, false, |a, b| a | b, o),
-        (Buf::Bool(s), Fold::All, Buf::Bool(o)) => typed(s, groups, per, true, |a, b| a & b, o),
+        (Buf::Bool(s), Fold::Bool(id, f), Buf::Bool(o)) => typed(s, groups, per, *id, f, o),
         _ => {}
     }
 }

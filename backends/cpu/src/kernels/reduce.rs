@@ -211,13 +211,10 @@ pub fn reduce<O: ReduceMath>(
             Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
         }
         // `any` and `all`.
-        Storage::Bool(v) if op.is::<ReduceMax>() => {
-            Element::into_storage(fold_any(v, shape, axes, ctx, false, |a, b| a | b))
-        }
-        Storage::Bool(v) if op.is::<ReduceMin>() => {
-            Element::into_storage(fold_any(v, shape, axes, ctx, true, |a, b| a & b))
-        }
-        Storage::Bool(_) => return Err(unsupported(op, 0, x.dtype())),
+        Storage::Bool(v) => match o.bool() {
+            Some((id, f)) => Element::into_storage(fold_any(v, shape, axes, ctx, id, f)),
+            None => return Err(unsupported(op, 0, x.dtype())),
+        },
     };
     Tensor::from_storage(storage, out.shape())
 }
