@@ -669,11 +669,14 @@ fn run_block(
 
 register_kernel!(Fused, fused);
 
-/// Whether an op type is one the CPU compiler makes itself ([`Fused`]):
+/// Whether an op type is one the CPU compiler makes itself ([`Fused`],
+/// [`FusedReduce`], [`crate::placement::PlacedScan`]):
 /// such ops never appear in a user's or a transform's graph, so they need
 /// no rules and no conformance samples.
 pub fn is_internal(op_type: std::any::TypeId) -> bool {
-    op_type == std::any::TypeId::of::<Fused>() || op_type == std::any::TypeId::of::<FusedReduce>()
+    op_type == std::any::TypeId::of::<Fused>()
+        || op_type == std::any::TypeId::of::<FusedReduce>()
+        || crate::placement::is_placed_scan(op_type)
 }
 
 /// A fused elementwise chain ended by a reduction over consecutive axes,

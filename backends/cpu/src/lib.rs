@@ -37,6 +37,7 @@ pub mod fusion;
 pub mod kernels;
 pub mod linalg;
 pub mod micro;
+pub mod placement;
 mod plan;
 pub mod strided;
 mod threads;

@@ -81,7 +81,8 @@ impl Buf {
         with_buf!(self, v => v.len())
     }
 
-    fn block(&self) -> Block<'_> {
+    /// The buffer's elements as a block.
+    pub fn block(&self) -> Block<'_> {
         match self {
             Buf::F64(v) => Block::F64(v),
             Buf::F32(v) => Block::F32(v),
@@ -127,26 +128,17 @@ impl Buf {
         Ok(())
     }
 
-    /// Copies a tensor's elements into `dst[at..]` (same dtype).
+    /// Copies a block's elements into `dst[at..]` (same dtype).
     ///
     /// # Errors
     /// Another dtype; too little room.
-    pub fn copy_tensor_into(t: &Tensor, dst: &mut Buf, at: usize) -> Result<()> {
-        let n = t.numel();
+    pub fn copy_block_into(src: Block<'_>, dst: &mut Buf, at: usize) -> Result<()> {
         let bad = || Error::invalid("micro", "copy", "a buffer of another dtype or size");
-        match (t.storage(), dst) {
-            (Storage::F64(s), Buf::F64(d)) => {
-                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
-            }
-            (Storage::F32(s), Buf::F32(d)) => {
-                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
-            }
-            (Storage::I64(s), Buf::I64(d)) => {
-                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
-            }
-            (Storage::Bool(s), Buf::Bool(d)) => {
-                d.get_mut(at..at + n).ok_or_else(bad)?.copy_from_slice(s)
-            }
+        match (src, dst) {
+            (Block::F64(s), Buf::F64(d)) => copy(d.get_mut(at..at + s.len()).ok_or_else(bad)?, s),
+            (Block::F32(s), Buf::F32(d)) => copy(d.get_mut(at..at + s.len()).ok_or_else(bad)?, s),
+            (Block::I64(s), Buf::I64(d)) => copy(d.get_mut(at..at + s.len()).ok_or_else(bad)?, s),
+            (Block::Bool(s), Buf::Bool(d)) => copy(d.get_mut(at..at + s.len()).ok_or_else(bad)?, s),
             _ => return Err(bad()),
         }
         Ok(())

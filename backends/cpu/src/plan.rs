@@ -114,7 +114,8 @@ pub const PRECOMPUTE_BELOW_BYTES: usize = buffers::MIN_BYTES;
 /// a kernel's preparation failing; an invalid graph.
 pub fn compile(graph: &Graph) -> Result<Plan> {
     graph.verify()?;
-    let graph = crate::fusion::fuse(graph)?;
+    let graph = crate::placement::place_scan_results(graph)?;
+    let graph = crate::fusion::fuse(&graph)?;
     let mut last_use: Vec<Option<NodeId>> = vec![None; graph.num_values()];
     for (id, n) in graph.iter() {
         for i in &n.inputs {

@@ -7,8 +7,9 @@
 //! two levels of parallelism never oversubscribe the pool.
 
 use crate::micro::{Body, Buf, Micro, State};
+use crate::placement::{place, Place, PlacedScan};
 use crate::{compile, register_kernel, Parallelism, Plan, Prepared};
-use anvil_core::{Error, Op, Result, Tensor, TensorType};
+use anvil_core::{Block, Error, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::cond::Cond;
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
 use anvil_ops::scan::Scan;
@@ -156,18 +157,97 @@ struct ScanPlan {
     carries: usize,
     length: usize,
     reverse: bool,
+    /// The scan's operands (a [`PlacedScan`] has the partial chunks after).
+    operands: usize,
+    /// Per stacked result, its place in a final array (see
+    /// [`crate::placement`]); empty for a plain scan.
+    places: Vec<Option<Place>>,
 }
 
-fn prepare_scan(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
-    let s = op.try_downcast::<Scan>()?;
+fn scan_plan(s: &Scan, places: Vec<Option<Place>>) -> Result<ScanPlan> {
     let consts: Vec<bool> = (0..s.body.inputs().len()).map(|i| i < s.consts).collect();
-    Ok(Box::new(ScanPlan {
+    Ok(ScanPlan {
         body: Body::compile_invariant(&s.body, &consts)?,
         consts: s.consts,
         carries: s.carries,
         length: s.length,
         reverse: s.reverse,
-    }))
+        operands: s.body.inputs().len(),
+        places,
+    })
+}
+
+fn prepare_scan(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
+    Ok(Box::new(scan_plan(op.try_downcast::<Scan>()?, Vec::new())?))
+}
+
+fn prepare_placed_scan(
+    op: &dyn Op,
+    _: &[TensorType],
+    _: &[TensorType],
+) -> Result<Box<dyn Prepared>> {
+    let p = op.try_downcast::<PlacedScan>()?;
+    Ok(Box::new(scan_plan(&p.scan, p.places.clone())?))
+}
+
+/// Where each stacked result goes: its buffer, with its place if placed.
+struct Sinks<'a> {
+    bufs: Vec<Buf>,
+    places: Vec<Option<&'a Place>>,
+    /// Elements of one step's result.
+    step_len: Vec<usize>,
+    /// The shape of one step's result.
+    step_shape: Vec<Vec<usize>>,
+}
+
+impl<'a> Sinks<'a> {
+    fn new(plan: &'a ScanPlan, outs: &[TensorType], step_types: Vec<TensorType>) -> Sinks<'a> {
+        let ys = &outs[plan.carries..];
+        let places: Vec<Option<&Place>> =
+            (0..ys.len()).map(|j| plan.places.get(j).and_then(Option::as_ref)).collect();
+        Sinks {
+            bufs: ys.iter().map(|t| Buf::stacked(t.dtype(), t.numel())).collect(),
+            places,
+            step_len: step_types.iter().map(TensorType::numel).collect(),
+            step_shape: step_types.iter().map(|t| t.shape().to_vec()).collect(),
+        }
+    }
+
+    /// Writes step `t`'s result `j`.
+    fn write(&mut self, j: usize, t: usize, src: Block<'_>) -> Result<()> {
+        match self.places[j] {
+            Some(p) => {
+                place(src, &self.step_shape[j], &p.strides, &mut self.bufs[j], t * p.per_step)
+            }
+            None => Buf::copy_block_into(src, &mut self.bufs[j], t * self.step_len[j]),
+        }
+    }
+
+    /// The results, the partial chunks copied into their places.
+    fn finish(self, inputs: &[&Tensor], outs: &[TensorType]) -> Result<Vec<Tensor>> {
+        let mut results = Vec::with_capacity(self.bufs.len());
+        for ((mut buf, p), ty) in self.bufs.into_iter().zip(self.places).zip(outs) {
+            for &(k, offset) in p.map_or(&[][..], |p| &p.tails[..]) {
+                let tail = inputs.get(k).ok_or_else(|| {
+                    Error::invalid("placed_scan", "operands", "a partial chunk is missing")
+                })?;
+                let strides = p.map_or(&[][..], |p| &p.strides[..]);
+                place(storage_block(tail.storage()), tail.shape(), strides, &mut buf, offset)?;
+            }
+            results.push(buf.into_tensor(ty.shape())?);
+        }
+        Ok(results)
+    }
+}
+
+/// A tensor's elements as a block.
+fn storage_block(s: &Storage) -> Block<'_> {
+    match s {
+        Storage::F64(v) => Block::F64(v),
+        Storage::F32(v) => Block::F32(v),
+        Storage::I64(v) => Block::I64(v),
+        Storage::Bool(v) => Block::Bool(v),
+    }
 }
 
 impl ScanPlan {
@@ -188,13 +268,13 @@ impl ScanPlan {
         ctx: &Parallelism,
     ) -> Result<Vec<Tensor>> {
         let (nc, nk) = (self.consts, self.carries);
-        let xs = &inputs[nc + nk..];
+        let xs = &inputs[nc + nk..self.operands];
         let mut args: Vec<Tensor> = inputs[..nc + nk].iter().map(|t| (*t).clone()).collect();
         // Each step's ys are copied straight into their slot of the stacked
-        // results: no list of steps, no second copy.
-        let mut ys: Vec<Buf> =
-            outs[nk..].iter().map(|t| Buf::stacked(t.dtype(), t.numel())).collect();
-        let y_len: Vec<usize> = outs[nk..].iter().map(|t| t.numel() / self.length.max(1)).collect();
+        // (or final) results: no list of steps, no second copy.
+        let step_types: Vec<TensorType> =
+            body.graph().outputs()[nk..].iter().map(|&o| body.graph().ty(o).clone()).collect();
+        let mut sinks = Sinks::new(self, outs, step_types);
         for i in 0..self.length {
             let t = self.slice(i);
             args.truncate(nc + nk);
@@ -203,16 +283,14 @@ impl ScanPlan {
             }
             let mut step = body.run(&args, ctx)?;
             for (j, out) in step.drain(nk..).enumerate() {
-                Buf::copy_tensor_into(&out, &mut ys[j], t * y_len[j])?;
+                sinks.write(j, t, storage_block(out.storage()))?;
             }
             for (slot, carry) in args[nc..nc + nk].iter_mut().zip(step) {
                 *slot = carry;
             }
         }
         let mut results: Vec<Tensor> = args.drain(nc..nc + nk).collect();
-        for (y, ty) in ys.into_iter().zip(&outs[nk..]) {
-            results.push(y.into_tensor(ty.shape())?);
-        }
+        results.extend(sinks.finish(inputs, &outs[nk..])?);
         Ok(results)
     }
 
@@ -227,7 +305,7 @@ impl ScanPlan {
         ctx: &Parallelism,
     ) -> Result<Vec<Tensor>> {
         let (nc, nk) = (self.consts, self.carries);
-        let nx = inputs.len() - nc - nk;
+        let nx = self.operands - nc - nk;
         let ny = outs.len() - nk;
         let mut st = m.state();
         for (k, x) in inputs[..nc + nk].iter().enumerate() {
@@ -235,9 +313,8 @@ impl ScanPlan {
         }
         m.run_invariant(&mut st, ctx)?;
         let x_len: Vec<usize> = (0..nx).map(|j| m.ty(m.input(nc + nk + j)).numel()).collect();
-        let y_len: Vec<usize> = (0..ny).map(|j| m.ty(m.output(nk + j)).numel()).collect();
-        let mut ys: Vec<Buf> =
-            (0..ny).map(|j| Buf::stacked(outs[nk + j].dtype(), outs[nk + j].numel())).collect();
+        let step_types = (0..ny).map(|j| m.ty(m.output(nk + j)).clone()).collect();
+        let mut sinks = Sinks::new(self, outs, step_types);
         let swap = m.swappable(0..nk);
         let mut next: Vec<Buf> =
             (0..nk).map(|k| Buf::stacked(outs[k].dtype(), outs[k].numel())).collect();
@@ -247,8 +324,8 @@ impl ScanPlan {
                 m.set_input(&mut st, nc + nk + j, inputs[nc + nk + j], t * x_len[j])?;
             }
             m.run(&mut st, ctx)?;
-            for (j, y) in ys.iter_mut().enumerate() {
-                st.buf(m.output(nk + j)).copy_into(y, t * y_len[j])?;
+            for j in 0..ny {
+                sinks.write(j, t, st.buf(m.output(nk + j)).block())?;
             }
             carry(m, &mut st, nc, &swap, &mut next)?;
         }
@@ -257,9 +334,7 @@ impl ScanPlan {
         for (k, ty) in outs[..nk].iter().enumerate() {
             results.push(st.buf(m.input(nc + k)).to_tensor(ty.shape())?);
         }
-        for (y, ty) in ys.into_iter().zip(&outs[nk..]) {
-            results.push(y.into_tensor(ty.shape())?);
-        }
+        results.extend(sinks.finish(inputs, &outs[nk..])?);
         Ok(results)
     }
 }
@@ -279,6 +354,7 @@ impl Prepared for ScanPlan {
 }
 
 register_kernel!(Scan, prepare: prepare_scan);
+register_kernel!(PlacedScan, prepare: prepare_placed_scan);
 
 /// Moves a step's carried outputs (outputs `0..`) into the carry inputs
 /// (inputs `nc..`): a swap of buffers where `swap` allows, else a copy
