@@ -204,3 +204,33 @@ fn any_declared_reduction_ends_a_chain() {
         xv.chunks(11).map(|r| r.iter().fold(1.0, |a, v| a * (v * 0.1).exp())).collect();
     close(&f64s(&jit(f).eval(&x).unwrap()), &want, 1e-14, "prod");
 }
+
+/// A cheap op over values that are materialised anyway, read by a few
+/// groups, is recomputed in each instead of written out and read back:
+/// `x * y` read by `sin` and `cos` costs two passes (the two results), not
+/// three, and the value of either is unchanged.
+#[test]
+fn a_cheap_shared_op_is_recomputed_not_materialised() {
+    let x = input(&[4, 50], 0.6);
+    let y = input(&[4, 50], 0.7);
+    let f = |x: &Var, y: &Var| {
+        let p = x * y;
+        vec![p.sin(), p.cos()]
+    };
+    let g = anvil::lower(&f, (&x, &y)).unwrap();
+    let (p, written, text) = passes(&g, 200);
+    assert_eq!((p, written), (2, 2), "{text}");
+    let out = jit(f).eval((&x, &y)).unwrap();
+    let (xv, yv) = (x.to_vec::<f64>().unwrap(), y.to_vec::<f64>().unwrap());
+    let prod: Vec<f64> = xv.iter().zip(&yv).map(|(a, b)| a * b).collect();
+    close(&f64s(&out[0]), &prod.iter().map(|v| v.sin()).collect::<Vec<_>>(), 1e-14, "sin");
+    close(&f64s(&out[1]), &prod.iter().map(|v| v.cos()).collect::<Vec<_>>(), 1e-14, "cos");
+    // A transcendental shared op is still written once (recomputing `exp`
+    // costs about what reading it back does).
+    let h = |x: &Var| {
+        let e = x.exp();
+        vec![e.sin(), e.cos()]
+    };
+    let (p, written, text) = passes(&anvil::lower(&h, &x).unwrap(), 200);
+    assert_eq!((p, written), (3, 3), "{text}");
+}

@@ -296,7 +296,7 @@ pub type Combine<T> = (T, fn(T, T) -> T);
 /// index, starting from the identity.
 ///
 /// ```
-/// use anvil_core::{Op, ReductionMath};
+/// use anvil_core::Op;
 /// fn is_sum_like(op: &dyn Op) -> bool {
 ///     op.reduction_math().is_some_and(|r| r.f64().0 == 0.0)
 /// }

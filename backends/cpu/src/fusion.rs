@@ -255,7 +255,8 @@ pub fn fuse(g: &Graph) -> Result<Graph> {
 /// node whose one value has one reader, an elementwise node of its shape,
 /// and is not an output. A generator (an elementwise op without operands:
 /// a seed, an iota) is cheap to recompute, so it is absorbed into every
-/// group that reads it, however many there are.
+/// group that reads it, however many there are; so is a cheap op over
+/// materialised values read by at most [`MAX_RECOMPUTE`] such groups.
 fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
     // The one node reading each value, if exactly one does (an operand read
     // twice by the same node, as in `x * x`, still has one reader).
@@ -275,7 +276,16 @@ fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
     for o in g.outputs() {
         shared[o.index()] = true;
     }
-    g.iter()
+    let mut readers = vec![0usize; g.num_values()];
+    for (_, n) in g.iter() {
+        for (k, &i) in n.inputs.iter().enumerate() {
+            if !n.inputs[..k].contains(&i) {
+                readers[i.index()] += 1;
+            }
+        }
+    }
+    let single: Vec<bool> = g
+        .iter()
         .map(|(id, n)| {
             if !elem[id.index()] {
                 return false;
@@ -287,8 +297,31 @@ fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
                 !shared[v] && consumer[v].is_some_and(|c| elem[c] && same_shape_readers[v])
             }
         })
+        .collect();
+    // A cheap op over values that are materialised anyway (one instruction,
+    // no vectorised transcendental math), read by a few elementwise groups
+    // of its shape, is recomputed in each of them rather than written out
+    // and read back: `p = e / s` read by three groups costs three divisions,
+    // not a pass over memory.
+    g.iter()
+        .map(|(id, n)| {
+            if single[id.index()] {
+                return true;
+            }
+            let v = n.out();
+            elem[id.index()]
+                && !n.inputs.is_empty()
+                && (2..=MAX_RECOMPUTE).contains(&readers[v.index()])
+                && same_shape_readers[v.index()]
+                && !g.outputs().contains(&v)
+                && n.inputs.iter().all(|&i| !single[g.producer(i).0.index()])
+                && !matches!(crate::block_maths().lookup(n.op.as_ref()), Ok(Some(_)))
+        })
         .collect()
 }
+
+/// The most groups a cheap shared op is recomputed in (see [`absorbed`]).
+const MAX_RECOMPUTE: usize = 4;
 
 /// The leaves and the program of the group whose result is `root`'s:
 /// absorbed producers first (post-order, each once), with an explicit
