@@ -234,3 +234,14 @@ fn a_cheap_shared_op_is_recomputed_not_materialised() {
     let (p, written, text) = passes(&anvil::lower(&h, &x).unwrap(), 200);
     assert_eq!((p, written), (3, 3), "{text}");
 }
+
+/// Reductions with too few rows to share among threads (a whole-array sum,
+/// column sums) run the chain in parallel and then the reduction, with the
+/// same values.
+#[test]
+fn large_reductions_with_few_rows_match_the_loops() {
+    for shape in [[1, 300_001], [400, 700]] {
+        let x = input(&shape, 0.8);
+        check_values(&x, 1e-12);
+    }
+}

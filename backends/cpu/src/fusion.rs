@@ -301,17 +301,23 @@ fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
     // A cheap op over values that are materialised anyway (one instruction,
     // no vectorised transcendental math), read by a few elementwise groups
     // of its shape, is recomputed in each of them rather than written out
-    // and read back: `p = e / s` read by three groups costs three divisions,
-    // not a pass over memory.
+    // and read back when that reads and writes less: `p = e / s` read by
+    // three groups costs three divisions, not a pass over memory.
     g.iter()
         .map(|(id, n)| {
             if single[id.index()] {
                 return true;
             }
             let v = n.out();
+            // Written once and read by each group, against each group
+            // reading the operands of the value's size: recompute when the
+            // latter moves fewer bytes.
+            let k = readers[v.index()];
+            let full = n.inputs.iter().filter(|&&i| g.ty(i).shape() == g.ty(v).shape()).count();
             elem[id.index()]
                 && !n.inputs.is_empty()
-                && (2..=MAX_RECOMPUTE).contains(&readers[v.index()])
+                && (2..=MAX_RECOMPUTE).contains(&k)
+                && k * full < 1 + k + full
                 && same_shape_readers[v.index()]
                 && !g.outputs().contains(&v)
                 && n.inputs.iter().all(|&i| !single[g.producer(i).0.index()])
@@ -860,6 +866,14 @@ pub fn fused_reduce(
             "operands of other types than the program was built for",
         ));
     }
+    let (outer, red, inner) = r.dims;
+    if outer < 2 * ctx.thread_count() && ctx.thread_count() > 1 && ctx.parallel(outer * red * inner)
+    {
+        // Too few rows to share among the threads: the chain in parallel,
+        // then the reduction's own kernel, as unfused (same values, same
+        // order of the fold).
+        return unfused(r, inputs, ctx);
+    }
     let math = r.reduce.reduction_math().ok_or_else(|| {
         Error::invalid("fused_reduce", "reduce", format!("{} is not a reduction", r.reduce.name()))
     })?;
@@ -876,6 +890,37 @@ pub fn fused_reduce(
     let mut results = vec![Tensor::from_storage(red, outs[0].shape())?];
     if let Some(c) = chain {
         results.push(Tensor::from_storage(c, r.chain.out.shape())?);
+    }
+    Ok(results)
+}
+
+/// A [`FusedReduce`] run as its two parts: the chain written out (the
+/// [`Fused`] kernel, parallel over blocks), then the reduction's kernel.
+fn unfused(r: &FusedReduce, inputs: &[&Tensor], ctx: &Parallelism) -> Result<Vec<Tensor>> {
+    let chain = fused(&r.chain, inputs, &r.chain.out, ctx)?;
+    let hint = " (the reduction ending a fused chain has no CPU kernel)";
+    let red = match crate::kernels().get(r.reduce.as_ref(), hint)?.kernel {
+        crate::Kernel::One(f) => f(r.reduce.as_ref(), &[&chain], &r.out, ctx)?,
+        crate::Kernel::Many(f) => {
+            let mut v = f(r.reduce.as_ref(), &[&chain], std::slice::from_ref(&r.out), ctx)?;
+            if v.is_empty() {
+                return Err(Error::invalid("fused_reduce", "reduce", "a kernel without result"));
+            }
+            v.swap_remove(0)
+        }
+        crate::Kernel::Prepare(f) => {
+            let ty = [r.chain.out.clone()];
+            let outs = [r.out.clone()];
+            let mut v = f(r.reduce.as_ref(), &ty, &outs)?.run(&[&chain], &outs, ctx)?;
+            if v.is_empty() {
+                return Err(Error::invalid("fused_reduce", "reduce", "a kernel without result"));
+            }
+            v.swap_remove(0)
+        }
+    };
+    let mut results = vec![red];
+    if r.keep_chain {
+        results.push(chain);
     }
     Ok(results)
 }
