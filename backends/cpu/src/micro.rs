@@ -241,7 +241,7 @@ enum Fold {
     F64(f64, fn(f64, f64) -> f64),
     F32(f32, fn(f32, f32) -> f32),
     I64(i64, fn(i64, i64) -> i64),
-    Bool(bool, fn(bool, bool) -> bool),
+    Bool(crate::kernels::reduce::BoolFold),
 }
 
 /// The `f64` arithmetic a micro program runs without the block-math
@@ -821,10 +821,7 @@ fn fold_of(op: &dyn Op, dtype: DType) -> Option<Fold> {
             let (id, f) = math.i64();
             Fold::I64(id, f)
         }
-        DType::Bool => {
-            let (id, f) = math.bool()?;
-            Fold::Bool(id, f)
-        }
+        DType::Bool => Fold::Bool(crate::kernels::reduce::BoolFold::of(math.bool()?)),
     })
 }
 
@@ -1085,7 +1082,14 @@ fn reduce(src: &Buf, groups: &[u32], per: usize, fold: &Fold, out: &mut Buf) {
         (Buf::F64(s), Fold::F64(id, f), Buf::F64(o)) => typed(s, groups, per, *id, f, o),
         (Buf::F32(s), Fold::F32(id, f), Buf::F32(o)) => typed(s, groups, per, *id, f, o),
         (Buf::I64(s), Fold::I64(id, f), Buf::I64(o)) => typed(s, groups, per, *id, f, o),
-        (Buf::Bool(s), Fold::Bool(id, f), Buf::Bool(o)) => typed(s, groups, per, *id, f, o),
+        (Buf::Bool(s), Fold::Bool(b), Buf::Bool(o)) => {
+            use crate::kernels::reduce::BoolFold;
+            match *b {
+                BoolFold::Or => typed(s, groups, per, false, |a, b| a | b, o),
+                BoolFold::And => typed(s, groups, per, true, |a, b| a & b, o),
+                BoolFold::Other(id, f) => typed(s, groups, per, id, f, o),
+            }
+        }
         _ => {}
     }
 }

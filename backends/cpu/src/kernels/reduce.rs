@@ -174,6 +174,29 @@ fn fold_any<T: Pooled>(
     }
 }
 
+/// A boolean fold, told apart by its truth table (which determines a
+/// function of two booleans), so that `or` and `and` inline.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BoolFold {
+    /// `a | b` from `false` (`any`).
+    Or,
+    /// `a & b` from `true` (`all`).
+    And,
+    /// Any other fold, called through its pointer.
+    Other(bool, fn(bool, bool) -> bool),
+}
+
+impl BoolFold {
+    pub(crate) fn of((id, f): anvil_core::op::Combine<bool>) -> BoolFold {
+        let table = [f(false, false), f(false, true), f(true, false), f(true, true)];
+        match (id, table) {
+            (false, [false, true, true, true]) => BoolFold::Or,
+            (true, [false, false, false, true]) => BoolFold::And,
+            _ => BoolFold::Other(id, f),
+        }
+    }
+}
+
 /// The kernel of every [`ReduceMath`] op.
 pub fn reduce<O: ReduceMath>(
     op: &dyn Op,
@@ -210,9 +233,17 @@ pub fn reduce<O: ReduceMath>(
             let (id, f) = o.i64();
             Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
         }
-        // `any` and `all`.
-        Storage::Bool(v) => match o.bool() {
-            Some((id, f)) => Element::into_storage(fold_any(v, shape, axes, ctx, id, f)),
+        // `any` and `all` (and any other boolean fold), inlined.
+        Storage::Bool(v) => match o.bool().map(BoolFold::of) {
+            Some(BoolFold::Or) => {
+                Element::into_storage(fold_any(v, shape, axes, ctx, false, |a, b| a | b))
+            }
+            Some(BoolFold::And) => {
+                Element::into_storage(fold_any(v, shape, axes, ctx, true, |a, b| a & b))
+            }
+            Some(BoolFold::Other(id, f)) => {
+                Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
+            }
             None => return Err(unsupported(op, 0, x.dtype())),
         },
     };
@@ -276,3 +307,17 @@ register_kernel!(ReduceMax, reduce::<ReduceMax>);
 register_kernel!(ReduceMin, reduce::<ReduceMin>);
 register_kernel!(ReduceProd, reduce::<ReduceProd>);
 register_kernel!(ArgReduce, arg_reduce);
+
+#[cfg(test)]
+mod bool_fold_tests {
+    use super::BoolFold;
+
+    #[test]
+    fn boolean_folds_are_told_apart_by_their_truth_table() {
+        assert!(matches!(BoolFold::of((false, |a, b| a | b)), BoolFold::Or));
+        assert!(matches!(BoolFold::of((true, |a, b| a & b)), BoolFold::And));
+        assert!(matches!(BoolFold::of((false, |a, b| a ^ b)), BoolFold::Other(false, _)));
+        // `or` from `true` is not `any`.
+        assert!(matches!(BoolFold::of((true, |a, b| a | b)), BoolFold::Other(true, _)));
+    }
+}
