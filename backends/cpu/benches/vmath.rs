@@ -2,7 +2,9 @@
 //! `libm::erf` for erf, which `std` lacks) on 4096- and 1M-element slices.
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target-helpers cargo bench -p anvil-cpu --bench vmath
+//! cargo bench -p anvil-ad-cpu --bench vmath                  # all: 4096 and 1M elements
+//! cargo bench -p anvil-ad-cpu --bench vmath -- /4096 \
+//!     --warm-up-time 0.5 --measurement-time 2 --sample-size 30  # BENCHMARKS.md's table (issue 22)
 //! ```
 //!
 //! Each group is one function, dtype and length, with a `vmath` and a `scalar`
