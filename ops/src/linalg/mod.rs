@@ -100,7 +100,7 @@ pub mod triangular;
 
 pub use api::*;
 pub use cholesky::{CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent};
-pub use eigh::Eigh;
+pub use eigh::{Eigh, EighCotangent, EighTangent};
 pub use lu::{Caller, Det, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, Slogdet, Solve};
 pub use qr::{Qr, QrMode};
 pub use svd::Svd;
