@@ -5,6 +5,11 @@
 //! eigenvalues are closer than `16·ε·max|w|` their `F` entry is 0 (see the
 //! module documentation of [`super`] for what that means): derivatives
 //! stay finite at repeated eigenvalues.
+//!
+//! The tangent is one op, [`EighTangent`], and its transpose one op,
+//! [`EighCotangent`] (reverse mode): the backend computes each in one pass
+//! per matrix. Their own derivatives (for `hessian`) are written in
+//! batched ops.
 
 use super::{all_front, diag_embed, same_dtype, square, symmetrize, Diagonal, Triangle};
 use crate::api::VarExt;
@@ -389,3 +394,42 @@ fn sparsity_eigh(
 }
 
 register_rule!(SparsityRule, Eigh, many: sparsity_eigh);
+
+/// The tangent pair: every result entry of a matrix depends on all of that
+/// matrix's operands (eigenvalues, eigenvectors, tangents). A bound: `ẇ`
+/// does not depend on `w`, and `ẇ_i` only on column `i` of `V`.
+fn pair_wholes(args: &[SparsityArg<'_>]) -> Vec<Vec<super::sparsity::Index>> {
+    let v = args[1].ty;
+    let batch: usize = v.shape()[..v.rank().saturating_sub(2)].iter().product();
+    (0..batch)
+        .map(|b| {
+            let rows = args.iter().flat_map(|a| {
+                let per = a.ty.numel() / batch.max(1);
+                (b * per..(b + 1) * per).map(move |e| a.sets.row(e))
+            });
+            super::sparsity::union(rows)
+        })
+        .collect()
+}
+
+fn sparsity_eigh_tangent(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    let whole = pair_wholes(args);
+    outs.iter().map(|t| per_matrix(op, &whole, t, cx)).collect()
+}
+
+fn sparsity_eigh_cotangent(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    per_matrix(op, &pair_wholes(args), out, cx)
+}
+
+register_rule!(SparsityRule, EighTangent, many: sparsity_eigh_tangent);
+register_rule!(SparsityRule, EighCotangent, sparsity_eigh_cotangent);
