@@ -516,3 +516,129 @@ fn every_function_in_single_precision() {
     v32.cast(DType::F64).assert_allclose(&v64, 1e-4, 1e-4);
     g32.cast(DType::F64).assert_allclose(&g64, 1e-3, 1e-3);
 }
+
+/// The result types on the graph's lines that run `op`.
+fn types_of(g: &anvil::Graph, op: &str) -> Vec<String> {
+    let text = format!("{g}");
+    let lines =
+        text.lines().filter(|l| l.contains(&format!("= {op} ")) || l.contains(&format!("= {op}[")));
+    lines
+        .flat_map(|l| {
+            let results = l.split(" = ").next().unwrap_or("");
+            results
+                .split(", %")
+                .filter_map(|r| r.split(": ").nth(1))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Asserts that `g` has `factors` runs of the factorisation `factor`, on
+/// an unbatched `[n, n]` matrix, and that every solve in `solves` runs
+/// once per right-hand side block with no batch axis: the vmapped batch
+/// became columns (or rows), the shared matrix was never broadcast.
+fn assert_factored_once(g: &anvil::Graph, factor: Option<&str>, solves: &[&str], n: usize) {
+    if let Some(factor) = factor {
+        let t = types_of(g, factor);
+        assert!(!t.is_empty(), "no {factor} in\n{g}");
+        assert_eq!(t[0], format!("f64[{n},{n}]"), "{factor} of a batch of matrices in\n{g}");
+        let runs = format!("{g}").matches(&format!("= {factor} ")).count();
+        assert_eq!(runs, 1, "{factor} runs {runs} times in\n{g}");
+    }
+    let mut seen = 0;
+    for op in solves {
+        for t in types_of(g, op) {
+            seen += 1;
+            assert_eq!(t.matches(',').count(), 1, "{op} with a batch axis ({t}) in\n{g}");
+        }
+    }
+    assert!(seen > 0, "none of {solves:?} in\n{g}");
+}
+
+/// The rows of `xs` through `f` one at a time, stacked: the loop that
+/// `vmap` stands for.
+fn looped(f: impl Fn(&Tensor) -> Tensor, xs: &Tensor) -> Tensor {
+    let rows: Vec<Tensor> = (0..xs.shape()[0]).map(|i| f(&xs.select_axis(0, i).unwrap())).collect();
+    Tensor::stack(&rows, 0).unwrap()
+}
+
+/// `vmap` of a solve with the matrix shared across the batch (an argument
+/// with `in_axes` `None`, or closed over from the enclosing function)
+/// factors the matrix once and solves the batch as the columns of one
+/// right-hand side; so do the other solves with a shared matrix, and the
+/// Jacobians of `solve` (their basis is a `vmap`). Values against a loop.
+#[test]
+fn vmap_with_a_shared_matrix_factors_it_once() {
+    use linalg::TriangularSolve;
+    let n = 4;
+    let (a, bs, cs) = (spd(&[n, n], 62), rand(&[7, n], 63), rand(&[5, n, 3], 64));
+    let solve1 = |b: &Tensor| jit(|a: &Var, b: &Var| linalg::solve(a, b)).eval((&a, b)).unwrap();
+
+    // An argument with in_axes None, vectors and column blocks.
+    let f = vmap(|a: &Var, b: &Var| linalg::solve(a, b)).in_axes([None, Some(0)]);
+    assert_factored_once(&anvil::lower(&f, (&a, &bs)).unwrap(), Some("lu"), &["lu_solve"], n);
+    close(&f.eval((&a, &bs)).unwrap(), &looped(solve1, &bs), 1e-13);
+    let f = vmap(|a: &Var, c: &Var| linalg::solve(a, c)).in_axes([None, Some(0)]);
+    assert_factored_once(&anvil::lower(&f, (&a, &cs)).unwrap(), Some("lu"), &["lu_solve"], n);
+    close(&f.eval((&a, &cs)).unwrap(), &looped(solve1, &cs), 1e-13);
+    // The batch axis of b last: in_axes 1.
+    let bt = bs.transpose().unwrap();
+    let f = vmap(|a: &Var, b: &Var| linalg::solve(a, b)).in_axes([None, Some(1)]);
+    assert_factored_once(&anvil::lower(&f, (&a, &bt)).unwrap(), Some("lu"), &["lu_solve"], n);
+    close(&f.eval((&a, &bt)).unwrap(), &looped(solve1, &bs), 1e-13);
+
+    // Closed over: the matrix is a traced value of the enclosing function.
+    let f = |a: &Var, bs: &Var| vmap(|b: &Var| linalg::solve(a, b)).invoke([bs]);
+    assert_factored_once(&anvil::lower(&f, (&a, &bs)).unwrap(), Some("lu"), &["lu_solve"], n);
+    close(&jit(f).eval((&a, &bs)).unwrap(), &looped(solve1, &bs), 1e-13);
+
+    // cho_solve and lu_solve on shared factors.
+    let l = jit(linalg::cholesky).eval(&a).unwrap();
+    let f = vmap(|l: &Var, b: &Var| linalg::cho_solve(l, b)).in_axes([None, Some(0)]);
+    assert_factored_once(&anvil::lower(&f, (&l, &bs)).unwrap(), None, &["cho_solve"], n);
+    close(&f.eval((&l, &bs)).unwrap(), &looped(solve1, &bs), 1e-12);
+    let f = |a: &Var, cs: &Var| {
+        let (lu, piv) = linalg::lu_factor(a);
+        vmap(|c: &Var| linalg::lu_solve(&lu, &piv, c, false)).invoke([cs])
+    };
+    assert_factored_once(&anvil::lower(&f, (&a, &cs)).unwrap(), Some("lu"), &["lu_solve"], n);
+    close(&jit(f).eval((&a, &cs)).unwrap(), &looped(solve1, &cs), 1e-13);
+
+    // triangular_solve, both sides: the batch becomes columns of `b` (left)
+    // or its rows (right, `x·a = b`).
+    for left_side in [true, false] {
+        let opts = TriangularSolve { left_side, lower: true, ..Default::default() };
+        let one = move |l: &Var, c: &Var| linalg::triangular_solve(l, c, opts);
+        let cs = if left_side { cs.clone() } else { rand(&[5, 3, n], 65) };
+        let f = vmap(one).in_axes([None, Some(0)]);
+        let g = anvil::lower(&f, (&l, &cs)).unwrap();
+        assert_factored_once(&g, None, &["triangular_solve"], n);
+        let expected = looped(|c| jit(one).eval((&l, c)).unwrap(), &cs);
+        close(&f.eval((&l, &cs)).unwrap(), &expected, 1e-13);
+    }
+
+    // jacfwd and jacrev of solve: one lu for the value and every basis
+    // direction; the Jacobian in b is A⁻¹, and both modes agree.
+    let b = bs.select_axis(0, 0).unwrap();
+    let inv = jit(linalg::inv).eval(&a).unwrap();
+    let mut jacobians = Vec::new();
+    for forward in [true, false] {
+        let f = |a: &Var, b: &Var| linalg::solve(a, b);
+        let g = if forward {
+            anvil::lower(&jacfwd(f).argnums(&[0, 1]), (&a, &b))
+        } else {
+            anvil::lower(&jacrev(f).argnums(&[0, 1]), (&a, &b))
+        };
+        assert_factored_once(&g.unwrap(), Some("lu"), &["lu_solve"], n);
+        let j = if forward {
+            jacfwd(f).argnums(&[0, 1]).eval((&a, &b))
+        } else {
+            jacrev(f).argnums(&[0, 1]).eval((&a, &b))
+        };
+        let j = j.unwrap();
+        close(&j[1], &inv, 1e-13);
+        jacobians.push(j);
+    }
+    close(&jacobians[0][0], &jacobians[1][0], 1e-13);
+}

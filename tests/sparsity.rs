@@ -31,6 +31,8 @@ const INEXACT: &[(&str, &str)] = &[
     ("cumprod", "a zero factor (the samples have one) zeroes the other partials"),
     // Bounds rather than exact patterns.
     ("cholesky_cotangent", "its dependence on L is bounded by L's whole lower triangle"),
+    ("eigh_tangent", "dense within each matrix: a bound (ẇ does not depend on w)"),
+    ("eigh_cotangent", "dense within each matrix: a bound"),
     ("lu_adjugate", "dense within each matrix; cofactors leave some factor entries out"),
 ];
 

@@ -14,9 +14,9 @@
 
 use super::{InputKind, OpSample};
 use anvil::ops::linalg::{
-    CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, Inv, Lu,
-    LuAdjugate, LuPivotsToPermutation, LuSolve, OnFailure, Qr, QrMode, Slogdet, Solve, Svd,
-    Triangle, TriangularSolve,
+    CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, EighCotangent,
+    EighTangent, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, OnFailure, Qr, QrMode,
+    Slogdet, Solve, Svd, Triangle, TriangularSolve,
 };
 use anvil::{DType, Tensor};
 
@@ -168,6 +168,35 @@ fn decomposition_samples(s: &mut Vec<OpSample>) {
     }
     let lower = Eigh { symmetrize_input: false };
     s.push(OpSample::new(lower).input(sep.clone(), &[3, 3]).tol(TOL, TOL));
+    // The tangent pair of eigh: distinct eigenvalues (gaps of at least
+    // 0.1), any eigenvectors and tangents.
+    let w = InputKind::Distinct { offset: 0.0 };
+    for symmetrize_input in [true, false] {
+        let t = EighTangent { symmetrize_input };
+        s.push(
+            OpSample::new(t)
+                .input(w.clone(), &[3])
+                .input(SYM, &[3, 3])
+                .input(SYM, &[3, 3])
+                .tol(TOL, TOL),
+        );
+        let c = EighCotangent { symmetrize_input };
+        s.push(
+            OpSample::new(c)
+                .input(w.clone(), &[2, 4])
+                .input(SYM, &[2, 4, 4])
+                .input(SYM, &[2, 4])
+                .input(SYM, &[2, 4, 4])
+                .tol(TOL, TOL),
+        );
+    }
+    s.push(
+        OpSample::new(EighTangent::default())
+            .input(w.clone(), &[2, 4])
+            .input(SYM, &[2, 4, 4])
+            .input(SYM, &[2, 4, 4])
+            .tol(TOL, TOL),
+    );
     let reduced = Svd { full_matrices: false, compute_uv: true };
     for shape in [&[3, 3][..], &[4, 2], &[2, 4], &[2, 3, 2]] {
         s.push(OpSample::new(reduced).input(SYM, shape).tol(TOL, TOL));

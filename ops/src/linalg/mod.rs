@@ -14,7 +14,7 @@
 //! | [`cholesky`](mod@cholesky) | [`Cholesky`], [`CholSolve`], and the linear pair [`CholeskyTangent`] / [`CholeskyCotangent`] its derivative is made of |
 //! | [`lu`](mod@lu) | [`Lu`], [`LuPivotsToPermutation`], [`LuSolve`], [`Solve`], [`Inv`], [`Det`], [`Slogdet`], [`LuAdjugate`] |
 //! | [`qr`](mod@qr) | [`Qr`] |
-//! | [`eigh`](mod@eigh) | [`Eigh`] |
+//! | [`eigh`](mod@eigh) | [`Eigh`], and the linear pair [`EighTangent`] / [`EighCotangent`] its derivative is made of |
 //! | [`svd`](mod@svd) | [`Svd`] |
 //!
 //! Composites (`trace`, `eigvalsh`, `svdvals`, `pinv`, `lstsq`, norms,
@@ -100,7 +100,7 @@ pub mod triangular;
 
 pub use api::*;
 pub use cholesky::{CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent};
-pub use eigh::Eigh;
+pub use eigh::{Eigh, EighCotangent, EighTangent};
 pub use lu::{Caller, Det, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, Slogdet, Solve};
 pub use qr::{Qr, QrMode};
 pub use svd::Svd;

@@ -11,7 +11,8 @@
 //! Factorisations whose every result entry mixes the whole matrix
 //! (`inv`, `eigh`, `svd`) are dense within each matrix.
 
-use anvil_core::sparsity::{Builder, Detector, Index, IndexSets, SparsityArg};
+pub(crate) use anvil_core::sparsity::Index;
+use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg};
 use anvil_core::{Error, Op, Result, TensorType};
 use std::sync::Arc;
 

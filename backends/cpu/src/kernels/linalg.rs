@@ -17,6 +17,7 @@ use anvil_ops::linalg::{
     LuAdjugate, LuPivotsToPermutation, LuSolve, OnFailure, Qr, QrMode, Slogdet, Solve, Svd,
     TriangularSolve,
 };
+use anvil_ops::linalg::{EighCotangent, EighTangent};
 use faer::Par;
 use rayon::prelude::*;
 
@@ -682,6 +683,61 @@ pub fn eigh(
     by_float!(op, x[0], eigh_k(op, x, outs, ctx))
 }
 
+fn eigh_tangent_k<T: Real + Element>(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    let e = op.try_downcast::<EighTangent>()?;
+    let (bs, batch, n, _) = dims(&x[1].ty());
+    let (w, v, da) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?, x[2].as_slice::<T>()?);
+    // Every element of both results is written.
+    let (mut dw, mut dv) = (buffers::take(w.len()), buffers::take(v.len()));
+    la::eigh_tangent(w, v, da, &mut dw, &mut dv, batch, n, e.symmetrize_input, par(ctx))
+        .map_err(|err| linalg_error("eigh_tangent", err, &bs))?;
+    Ok(vec![tensor(dw, outs[0].shape())?, tensor(dv, outs[1].shape())?])
+}
+
+/// The kernel of [`EighTangent`].
+pub fn eigh_tangent(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    arity(op, x, 3)?;
+    by_float!(op, x[1], eigh_tangent_k(op, x, outs, ctx))
+}
+
+fn eigh_cotangent_k<T: Real + Element>(
+    op: &dyn Op,
+    x: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    let e = op.try_downcast::<EighCotangent>()?;
+    let (bs, batch, n, _) = dims(&x[1].ty());
+    let (w, v) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
+    let (wbar, vbar) = (x[2].as_slice::<T>()?, x[3].as_slice::<T>()?);
+    // Every element is written.
+    let mut a = buffers::take(v.len());
+    la::eigh_cotangent(w, v, wbar, vbar, &mut a, batch, n, e.symmetrize_input, par(ctx))
+        .map_err(|err| linalg_error("eigh_cotangent", err, &bs))?;
+    tensor(a, out.shape())
+}
+
+/// The kernel of [`EighCotangent`].
+pub fn eigh_cotangent(
+    op: &dyn Op,
+    x: &[&Tensor],
+    out: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    arity(op, x, 4)?;
+    by_float!(op, x[1], eigh_cotangent_k(op, x, out, ctx))
+}
+
 fn svd_k<T: Real + Element>(
     op: &dyn Op,
     x: &[&Tensor],
@@ -764,5 +820,7 @@ register_kernel!(Slogdet, many: slogdet);
 register_kernel!(LuAdjugate, adjugate);
 register_kernel!(Qr, many: qr);
 register_kernel!(Eigh, many: eigh);
+register_kernel!(EighTangent, many: eigh_tangent);
+register_kernel!(EighCotangent, eigh_cotangent);
 register_kernel!(Svd, many: svd);
 register_kernel!(Diagonal, diagonal);

@@ -20,6 +20,7 @@
 //! | [`inv`] | `A⁻¹` |
 //! | [`qr()`] | Householder `A = Q·R`, reduced or complete |
 //! | [`eigh()`], [`eigvalsh`] | `A = V·diag(w)·Vᵀ`, reads the lower triangle |
+//! | [`eigh_tangent`], [`eigh_cotangent`] | its derivative `(ẇ, V̇)` and the adjoint of that |
 //! | [`svd()`] | `A = U·diag(s)·Vᵀ` |
 //!
 //! # Conventions
@@ -116,6 +117,7 @@ mod batch;
 mod cholesky;
 mod cholesky_ad;
 mod eigh;
+mod eigh_ad;
 mod error;
 mod lu;
 mod qr;
@@ -132,6 +134,7 @@ mod tests;
 pub use cholesky::cholesky;
 pub use cholesky_ad::{cholesky_cotangent, cholesky_tangent};
 pub use eigh::{eigh, eigvalsh};
+pub use eigh_ad::{eigh_cotangent, eigh_tangent};
 pub use error::{FailMode, LinalgError};
 pub use lu::{det, det_from_lu, inv, lu, lu_solve, lu_unpack, slogdet, slogdet_from_lu};
 pub use qr::{qr, QrMode};

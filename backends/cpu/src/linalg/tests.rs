@@ -1191,3 +1191,80 @@ fn cholesky_blocked_path_thread_count_and_repeat() {
     assert!(runs[0] == runs[1], "two sequential calls differ");
     assert!(runs[0] == runs[2], "one thread and two threads differ");
 }
+
+/// `(ẇ, V̇)` of one matrix by the formula, on full matrices.
+fn eigh_tangent_reference(w: &[f64], v: &[f64], da: &[f64], n: usize, sym: bool) -> Vec<f64> {
+    let s: Vec<f64> = (0..n * n)
+        .map(|k| {
+            let (i, j) = (k / n, k % n);
+            if sym {
+                (da[i * n + j] + da[j * n + i]) / 2.0
+            } else {
+                da[i.max(j) * n + i.min(j)]
+            }
+        })
+        .collect();
+    let x = matmul(&transpose(v, n, n), &matmul(&s, v, n, n, n), n, n, n);
+    let tol = 16.0 * f64::EPSILON * w.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let fx: Vec<f64> = (0..n * n)
+        .map(|k| {
+            let d = w[k % n] - w[k / n];
+            if d.abs() > tol {
+                x[k] / d
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut out: Vec<f64> = (0..n).map(|i| x[i * n + i]).collect();
+    out.extend(matmul(v, &fx, n, n, n));
+    out
+}
+
+#[test]
+fn eigh_tangent_pair_matches_the_formula_and_is_adjoint() {
+    let mut rng = Rng(41);
+    for n in SIZES {
+        let batch = 3;
+        let w: Vec<f64> = (0..batch * n).map(|k| (k % n) as f64 + 0.3 * rng.next()).collect();
+        let (v, da): (Vec<f64>, Vec<f64>) = (rng.vec(batch * n * n), rng.vec(batch * n * n));
+        let (wbar, vbar): (Vec<f64>, Vec<f64>) = (rng.vec(batch * n), rng.vec(batch * n * n));
+        for sym in [true, false] {
+            let (mut dw, mut dv) = (vec![f64::NAN; batch * n], vec![f64::NAN; batch * n * n]);
+            eigh_tangent(&w, &v, &da, &mut dw, &mut dv, batch, n, sym, Par::rayon(2)).unwrap();
+            let mut abar = vec![f64::NAN; batch * n * n];
+            eigh_cotangent(&w, &v, &wbar, &vbar, &mut abar, batch, n, sym, Par::rayon(2)).unwrap();
+            let per = n * n;
+            for b in 0..batch {
+                let (wb, vb) = (&w[b * n..][..n], &v[b * per..][..per]);
+                let want = eigh_tangent_reference(wb, vb, &da[b * per..][..per], n, sym);
+                let got: Vec<f64> =
+                    dw[b * n..][..n].iter().chain(&dv[b * per..][..per]).copied().collect();
+                let tol = 1e-12 * max_abs(&want).max(1.0);
+                assert_close(&format!("n = {n}, sym = {sym}"), &got, &want, tol);
+                // Alone, on one thread: the same bits.
+                let (mut w1, mut v1) = (vec![0.0; n], vec![0.0; per]);
+                let da1 = &da[b * per..][..per];
+                eigh_tangent(wb, vb, da1, &mut w1, &mut v1, 1, n, sym, Par::Seq).unwrap();
+                assert!(w1.iter().chain(&v1).zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()));
+                // ⟨(w̄, V̄), T(Ȧ)⟩ = ⟨C(w̄, V̄), Ȧ⟩.
+                let bar: Vec<f64> =
+                    wbar[b * n..][..n].iter().chain(&vbar[b * per..][..per]).copied().collect();
+                let lhs: f64 = bar.iter().zip(&got).map(|(a, b)| a * b).sum();
+                let rhs: f64 = abar[b * per..][..per].iter().zip(da1).map(|(a, b)| a * b).sum();
+                let scale = max_abs(&bar) * max_abs(&got) * (n * n) as f64;
+                assert!((lhs - rhs).abs() <= 1e-12 * scale.max(1.0), "n = {n}: {lhs} vs {rhs}");
+            }
+        }
+    }
+}
+
+#[test]
+fn eigh_tangent_pair_checks_buffer_lengths() {
+    let (mut dw, mut dv) = ([0.0; 2], [0.0; 4]);
+    let e = eigh_tangent(&[1.0, 2.0], &[0.0; 3], &[0.0; 4], &mut dw, &mut dv, 1, 2, true, Par::Seq);
+    assert!(matches!(e, Err(LinalgError::BufferLength { .. })), "{e:?}");
+    let mut out = [0.0; 4];
+    let e = eigh_cotangent(&[1.0], &[0.0; 4], &[0.0; 2], &[0.0; 4], &mut out, 1, 2, true, Par::Seq);
+    assert!(matches!(e, Err(LinalgError::BufferLength { .. })), "{e:?}");
+}
