@@ -428,6 +428,10 @@ pub struct TracedFn {
     /// Values of the traces around this one that the function used, in
     /// the order of the inputs that stand for them (after the arguments).
     pub captures: Vec<Var>,
+    /// The trace-time types of the outputs (see
+    /// [`TraceTypes`](crate::trace::TraceTypes)), `None` where untyped (as
+    /// every output is when no typing is installed).
+    pub types: Vec<Option<crate::trace::TypeBits>>,
 }
 
 /// Traces `f` on arguments of structure `def` and leaf types `types`, in a
@@ -460,15 +464,17 @@ pub fn trace_fn_for<F: Function + ?Sized>(
 ) -> Result<TracedFn> {
     crate::stats::count_trace();
     let mut output = TreeDef::Leaf;
+    let mut out_types = Vec::new();
     let (graph, captures) = trace_capturing(types, |vars| {
         if let Some(v) = vars.first() {
             v.tracer().stand_for(vars, outer);
         }
         let out = f.inline(def, vars)?;
         output = out.def;
+        out_types = out.leaves.iter().map(crate::trace::type_of).collect();
         Ok(out.leaves)
     })?;
-    Ok(TracedFn { graph, output, captures })
+    Ok(TracedFn { graph, output, captures, types: out_types })
 }
 
 /// Traces `f` on fresh inputs of the given types in a trace inside the

@@ -66,13 +66,68 @@ pub struct Tracer {
     sources: RefCell<Vec<(ValueId, Var)>>,
 }
 
-/// A hook that applies ops in place of [`Tracer::try_apply`] while it is
-/// installed ([`with_apply_hook`]): how a crate that types values at trace
-/// time (the replication types of a sharded function, as JAX's
-/// `shard_map` binds each primitive with its operands' types) sees and
-/// adjusts every op as it is traced. It applies the op itself with
-/// [`Tracer::try_apply_unhooked`] (ops it applies are not hooked again).
-pub type ApplyHook = Rc<dyn Fn(&Rc<Tracer>, Box<dyn Op>, &[&Var]) -> Result<Vec<Var>>>;
+/// What a crate that types values at trace time provides (the
+/// replication types of a sharded function, as JAX's `shard_map` binds
+/// each primitive with its operands' types), installed with
+/// [`with_apply_hook`]: it applies every op in place of
+/// [`Tracer::try_apply`], seeing and adjusting it as it is traced (it
+/// applies the op itself with [`Tracer::try_apply_unhooked`]; ops it
+/// applies are not hooked again), and it answers the transforms that
+/// trace bodies (`cond`, `scan`, loops): where values meet without an op
+/// (a loop's carry on entry and on exit, the results of two branches),
+/// their types are joined.
+///
+/// Types are opaque here: a set of bits ([`TypeBits`]), where a larger
+/// set is more general (JAX's set of mesh axes a value varies over) and
+/// two types join by union; `0` is the most precise.
+pub trait TraceTypes {
+    /// Applies `op` to `args` in `tracer`.
+    ///
+    /// # Errors
+    /// As [`Tracer::try_apply`].
+    fn apply(&self, tracer: &Rc<Tracer>, op: Box<dyn Op>, args: &[&Var]) -> Result<Vec<Var>>;
+
+    /// The type of `v`, `None` where it is not typed.
+    fn type_of(&self, _v: &Var) -> Option<TypeBits> {
+        None
+    }
+
+    /// `v` as a value of the more general type `to` (an identity op that
+    /// retypes it: JAX's `pvary`); `v` itself where it already is.
+    fn raise(&self, v: &Var, _to: TypeBits) -> Var {
+        v.clone()
+    }
+}
+
+/// A trace-time type (see [`TraceTypes`]): a set of bits, joined by union.
+pub type TypeBits = u64;
+
+/// The installed trace-time typing (see [`TraceTypes`]).
+pub type ApplyHook = Rc<dyn TraceTypes>;
+
+impl<F: Fn(&Rc<Tracer>, Box<dyn Op>, &[&Var]) -> Result<Vec<Var>>> TraceTypes for F {
+    fn apply(&self, tracer: &Rc<Tracer>, op: Box<dyn Op>, args: &[&Var]) -> Result<Vec<Var>> {
+        self(tracer, op, args)
+    }
+}
+
+/// The type of `v` by the innermost installed typing (see
+/// [`TraceTypes`]); `None` where none is installed or `v` is untyped.
+pub fn type_of(v: &Var) -> Option<TypeBits> {
+    let hook = HOOKS.with(|h| h.borrow().0.last().cloned())?;
+    hook.type_of(v)
+}
+
+/// `v` raised to the type `to` joined with its own by the innermost
+/// installed typing (see [`TraceTypes::raise`]); `v` itself where none is
+/// installed, `v` is untyped or already that general.
+pub fn raise(v: &Var, to: TypeBits) -> Var {
+    let Some(hook) = HOOKS.with(|h| h.borrow().0.last().cloned()) else { return v.clone() };
+    match hook.type_of(v) {
+        Some(t) if t | to != t => hook.raise(v, t | to),
+        _ => v.clone(),
+    }
+}
 
 /// Captured tensors with at least this many elements become implicit
 /// parameters of a compiled call rather than constants (see the module
@@ -97,10 +152,11 @@ thread_local! {
 /// use std::rc::Rc;
 /// let seen = Rc::new(Cell::new(0));
 /// let s = seen.clone();
-/// let hook: anvil_core::trace::ApplyHook = Rc::new(move |t, op, args| {
-///     s.set(s.get() + 1);
-///     t.try_apply_unhooked(op, args)
-/// });
+/// let hook: anvil_core::trace::ApplyHook =
+///     Rc::new(move |t: &Rc<Tracer>, op: Box<dyn anvil_core::Op>, args: &[&anvil_core::Var]| {
+///         s.set(s.get() + 1);
+///         t.try_apply_unhooked(op, args)
+///     });
 /// let t = Tracer::new();
 /// with_apply_hook(hook, || t.constant(anvil_core::Tensor::scalar(1.0)));
 /// assert_eq!(seen.get(), 1);
@@ -351,7 +407,7 @@ impl Tracer {
             }
         }
         let _done = Done;
-        hook(self, op, args)
+        hook.apply(self, op, args)
     }
 
     /// [`Tracer::try_apply`] without the installed hook (see

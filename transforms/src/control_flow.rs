@@ -27,11 +27,12 @@
 //! # Ok::<(), anvil::Error>(())
 //! ```
 
-use crate::captures::{around_consts, types, union};
+use crate::captures::{around_consts, has_types, joined_types, retyped, types, union};
 use anvil_core::function::{fit_args, Args, ToVar};
+use anvil_core::trace::{raise, type_of};
 use anvil_core::tree::{unflatten_all, Flatten, TreeDef};
 use anvil_core::{
-    trace_fn, DType, Error, Function, IntoFunction, Result, Scalar, Traced, TracedFn, Var,
+    trace_fn_for, DType, Error, Function, IntoFunction, Result, Scalar, Traced, TracedFn, Var,
 };
 use anvil_ops::cond::Cond;
 use anvil_ops::scan::{check_carries, emit_scan, Scan};
@@ -175,8 +176,36 @@ fn branch<A: Args, O: Traced>(
 ) -> Result<O> {
     let def = fit_args("cond", def, A::ARITY)?;
     let ty = types(operands);
-    let traced: Vec<TracedFn> =
-        branches.iter().map(|b| trace_fn(*b, &def, &ty)).collect::<Result<_>>()?;
+    // The branches' inputs stand for the operands (their trace-time types
+    // follow them).
+    let mut traced: Vec<TracedFn> =
+        branches.iter().map(|b| trace_fn_for(*b, &def, &ty, operands)).collect::<Result<_>>()?;
+    // Where trace-time types are given (a sharded function's replicated and
+    // varying values): an index that varies more than an operand or capture
+    // lets every rank take its own branch, so they all enter varying (JAX's
+    // cond rule), raised outside the branches, which are typed again; and
+    // each result is as general as every branch's and as the index, a
+    // branch returning a less general one raising it.
+    let raised;
+    let mut operands = operands;
+    if let Some(t_index) = type_of(index) {
+        let less = |v: &Var| type_of(v).is_some_and(|t| t | t_index != t);
+        if operands.iter().chain(traced.iter().flat_map(|t| &t.captures)).any(less) {
+            raised = operands.iter().map(|v| raise(v, t_index)).collect::<Vec<_>>();
+            operands = &raised[..];
+            for t in traced.iter_mut() {
+                *t = retyped(t, operands, t_index, None)?;
+            }
+        }
+    }
+    let refs: Vec<&TracedFn> = traced.iter().collect();
+    if let Some(want) = joined_types(&refs, type_of(index)) {
+        for t in traced.iter_mut() {
+            if !has_types(t, &want) {
+                *t = retyped(t, operands, 0, Some(&want))?;
+            }
+        }
+    }
     let first = traced.first().ok_or_else(|| Error::invalid("switch", "branches", "none given"))?;
     for (b, t) in traced.iter().enumerate().skip(1) {
         if t.output != first.output {
@@ -286,8 +315,18 @@ where
         slice_types.push(x.ty().with_shape(x.shape()[1..].to_vec()));
     }
     let def = TreeDef::Tuple(vec![init_def.clone(), xs_def]);
-    let t = trace_fn(&f.as_function(), &def, &slice_types)?;
     let (nk, nx) = (carries.len(), scanned.len());
+    // The body's inputs stand for the carries and the scanned values;
+    // a carry more general on exit than on entry (a replicated carry that
+    // the body makes varying) enters as that, and the body is traced again.
+    let mut carries = carries;
+    let t = loop {
+        let outer: Vec<Var> = carries.iter().chain(&scanned).cloned().collect();
+        let t = trace_fn_for(&f.as_function(), &def, &slice_types, &outer)?;
+        if !raise_carries(&mut carries, &t.types, None) {
+            break t;
+        }
+    };
     let y_def = match &t.output {
         TreeDef::Tuple(c) if c.len() == 2 && c[0] == init_def => c[1].clone(),
         d => {
@@ -542,7 +581,20 @@ where
 {
     let def = TreeDef::Tuple(vec![init_def.clone()]);
     let ty = types(carries);
-    let p = trace_fn(&cond_fn.as_function(), &def, &ty)?;
+    // The functions' inputs stand for the carries; a carry more general on
+    // exit than on entry enters as that (and as general as the predicate:
+    // a varying predicate runs each rank its own number of steps), and the
+    // functions are traced again.
+    let mut carries = carries.to_vec();
+    let (p, b) = loop {
+        let p = trace_fn_for(&cond_fn.as_function(), &def, &ty, &carries)?;
+        let b = trace_fn_for(&body_fn.as_function(), &def, &ty, &carries)?;
+        let pred = p.types.first().copied().flatten();
+        if !raise_carries(&mut carries, &b.types, pred) {
+            break (p, b);
+        }
+    };
+    let carries = &carries[..];
     match &p.graph.output_types()[..] {
         [t] if t.dtype() == DType::Bool && t.rank() == 0 => {}
         [t] => {
@@ -554,7 +606,6 @@ where
         }
         _ => return Err(Error::invalid("while_loop", "cond_fn", "must return one bool scalar")),
     }
-    let b = trace_fn(&body_fn.as_function(), &def, &ty)?;
     if b.output != init_def {
         return Err(Error::invalid(
             "while_loop",
@@ -576,4 +627,23 @@ where
     let mut operands = consts;
     operands.extend(carries.iter().cloned());
     unflatten_all(&init_def, emit_while(w, &operands))
+}
+
+/// Raises each carry to its type on exit `exits[k]` joined with `floor`
+/// (see [`anvil_core::trace::raise`]); whether any was raised.
+fn raise_carries(
+    carries: &mut [Var],
+    exits: &[Option<anvil_core::trace::TypeBits>],
+    floor: Option<anvil_core::trace::TypeBits>,
+) -> bool {
+    let mut raised = false;
+    for (c, exit) in carries.iter_mut().zip(exits) {
+        let want = exit.unwrap_or(0) | floor.unwrap_or(0);
+        if let Some(t) = type_of(c).filter(|&t| t | want != t) {
+            *c = raise(c, want);
+            // (A typing that cannot raise leaves the carry as it is.)
+            raised |= type_of(c) != Some(t);
+        }
+    }
+    raised
 }

@@ -21,8 +21,8 @@
 
 use crate::captures::{slots, union, with_inputs};
 use anvil_core::{
-    trace_fn, Dyn, Error, Function, Graph, IntoFunction, PlanCache, Result, TensorType, Traced,
-    TracedFn, TreeDef, Var,
+    trace_fn, trace_fn_for, Dyn, Error, Function, Graph, IntoFunction, PlanCache, Result,
+    TensorType, Traced, TracedFn, TreeDef, Var,
 };
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall};
 use std::marker::PhantomData;
@@ -110,10 +110,13 @@ where
     fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         let types = types_of(args);
         let n = args.len();
-        let primal = trace_fn(&self.f, def, &types)?;
+        // The functions' inputs stand for the arguments (a tangent for its
+        // primal), so their values have the arguments' trace-time types.
+        let primal = trace_fn_for(&self.f, def, &types, args)?;
         let outs = some_output("custom_jvp", &primal.graph)?;
         let pair = TreeDef::Tuple(vec![def.clone(), def.clone()]);
-        let jvp = trace_fn(&self.jvp, &pair, &[types.clone(), types.clone()].concat())?;
+        let both = [types.clone(), types.clone()].concat();
+        let jvp = trace_fn_for(&self.jvp, &pair, &both, &[args, args].concat())?;
         expect_outputs("custom_jvp rule", &jvp.graph, &[outs.clone(), outs.clone()].concat())?;
         let consts = union(&[&primal, &jvp]);
         let mut all_types = types.clone();
@@ -227,9 +230,9 @@ where
     fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
         let types = types_of(args);
         let n = args.len();
-        let primal = trace_fn(&self.f, def, &types)?;
+        let primal = trace_fn_for(&self.f, def, &types, args)?;
         let outs = some_output("custom_vjp", &primal.graph)?;
-        let fwd = trace_fn(&self.fwd, def, &types)?;
+        let fwd = trace_fn_for(&self.fwd, def, &types, args)?;
         let fwd_out = fwd.graph.output_types();
         let res_def = match &fwd.output {
             TreeDef::Tuple(c) if c.len() == 2 && fwd_out.starts_with(&outs) => c[1].clone(),

@@ -55,8 +55,10 @@
 //!   gradient. The values are typed while the body is traced, so a `grad`
 //!   taken *inside* the body has JAX's answer too (the gradient of
 //!   `psum(loss)` with respect to a replicated parameter is the sum of the
-//!   ranks' gradients). See [`replication`] for the rules and the one case
-//!   not typed while traced (control-flow bodies inside the body).
+//!   ranks' gradients), also inside and through the bodies of `cond`,
+//!   `switch`, `scan`, `fori_loop`, `while_loop`, `map` and custom-rule
+//!   functions (a loop's carry has one type on entry and exit, found by a
+//!   fixpoint). See [`replication`] for the rules.
 //! - **Mesh.** The mesh is one-dimensional: a sharded function maps one
 //!   named axis over all the MPI processes. There is no multi-dimensional
 //!   mesh (a 2×2 grid of 4 ranks with named axes, collectives over one of

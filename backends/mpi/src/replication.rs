@@ -33,7 +33,8 @@
 //! | `all_reduce_sum`, `all_gather` (of anything), `all_reduce_max`/`broadcast` of `R` | `R` |
 //! | `all_reduce_max`/`broadcast` of `V`, `reduce_scatter`, `axis_index` | `V` |
 //! | any other op | `R` when all its operands are `R`, else `V` (the `R` operands through `Pvary`) |
-//! | an op whose bodies contain a collective (a `map` or `scan` over `all_reduce_sum`) | `V` (its `R` operands through `Pvary`) |
+//! | `cond`, `scan`, `while`, `map`, custom-rule calls | as their bodies' outputs (see below) |
+//! | another op whose bodies contain a collective | `V` (its `R` operands through `Pvary`) |
 //!
 //! The types are sound by construction (`R` only where every rank computes
 //! the same value from the same replicated inputs), and conservative: a
@@ -61,13 +62,37 @@
 //! it is) for the transforms taken *of* the sharded function
 //! (`grad(shard_map(f))`, `hessian(data_parallel(loss))`).
 //!
-//! **Not typed while traced:** the bodies of `cond`, `switch`, `scan`,
-//! `while_loop` and `custom_jvp`/`custom_vjp` functions traced inside a
-//! sharded body (their inputs stand for no outer value); a transform taken
-//! inside such a body sees its collectives untyped, and there their
-//! transposes are the adjoints on the ranks' stacked values
-//! (`all_reduce_sumᵀ = all_reduce_sum`), `p` times JAX's for a replicated
-//! result. Transforms of the sharded function itself are not affected.
+//! **Bodies of control flow and custom rules are typed too.** The
+//! functions of `cond`, `switch`, `scan` (and `fori_loop`), `while_loop`,
+//! `map` and `custom_jvp`/`custom_vjp` traced inside a sharded body have
+//! inputs that stand for the op's operands, so their values are typed as
+//! they are traced, as JAX's rules for these primitives type them under
+//! `check_vma` (the core side is [`anvil_core::trace::TraceTypes`]):
+//!
+//! - a loop's carry has one type on entry and on exit: a carry that
+//!   enters replicated and leaves varying (a sum of each rank's examples)
+//!   enters varying (through [`Pvary`]), and the body is traced again, to
+//!   the fixpoint (JAX's scan rule with `pvary`); a `while_loop` whose
+//!   predicate varies runs each rank its own number of steps, so all its
+//!   carries vary;
+//! - each result of a `cond`/`switch` is as general as every branch's and
+//!   as the index: a branch whose result is replicated where another's
+//!   varies, or where the index varies, returns it through [`Pvary`];
+//! - the op itself is applied as it is (no [`Pvary`] on its operands: its
+//!   bodies hold the ones they need, so a replicated operand's cotangent
+//!   is summed over the ranks once), its results typed by its bodies'
+//!   outputs;
+//! - the `jvp` rule of a `custom_jvp` is typed with each tangent as its
+//!   primal; a `custom_vjp`'s `bwd` is typed when reverse mode emits it
+//!   into a typed trace. As in JAX, `bwd` gives a replicated argument a
+//!   replicated cotangent (a `psum` over the ranks of each rank's part).
+//!
+//! So a `grad` taken inside such a body (a gradient-descent step in a
+//! `fori_loop`) or through it (the gradient of a loss computed by a
+//! `scan` closing over a replicated parameter) has JAX's answer. An op
+//! with bodies that these rules do not know (a plugin's) is typed by the
+//! general rule: its results vary when an operand varies or its bodies
+//! communicate, its replicated operands entering through [`Pvary`].
 //!
 //! [`Pvary`]: crate::collectives::Pvary
 //! [`PsumReplicated`]: crate::collectives::PsumReplicated
@@ -83,11 +108,15 @@ use crate::collectives::{
 use crate::comm::Reduce;
 use anvil_core::function::{trace_fn, trace_with, TracedFn};
 use anvil_core::replay::{bind, value};
-use anvil_core::trace::{with_apply_hook, ApplyHook, Tracer};
+use anvil_core::trace::{with_apply_hook, ApplyHook, TraceTypes, Tracer, TypeBits};
 use anvil_core::{
     Constant, Dyn, Error, Function, Graph, Op, Parameter, Result, TensorType, TreeDef, Var,
 };
 use anvil_ops::concatenate;
+use anvil_ops::cond::Cond;
+use anvil_ops::control::{CustomJvpCall, CustomVjpCall, Map};
+use anvil_ops::scan::Scan;
+use anvil_ops::while_loop::While;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
@@ -120,6 +149,25 @@ fn is_mesh(axis: &Axis) -> bool {
 /// given operands; `pvary` gives operand `k` (replicated) entering varying
 /// work.
 fn apply_typed(
+    op: &dyn Op,
+    ins: &[Var],
+    in_reps: &[Rep],
+    constants: Rep,
+    raw: &dyn Fn(&[&Var]) -> Result<Vec<Var>>,
+    pvary: &mut dyn FnMut(usize) -> Var,
+) -> Result<(Vec<Var>, Vec<Rep>)> {
+    // An op whose bodies were typed as they were traced (their inputs stand
+    // for its operands): applied as it is, its results typed by its bodies.
+    if let Some(reps) = body_results(op, in_reps, constants) {
+        return Ok((raw(&ins.iter().collect::<Vec<_>>())?, reps));
+    }
+    let (outs, rep) = apply_typed_one(op, ins, in_reps, constants, raw, pvary)?;
+    let reps = vec![rep; outs.len()];
+    Ok((outs, reps))
+}
+
+/// [`apply_typed`] for an op whose results all have one type.
+fn apply_typed_one(
     op: &dyn Op,
     ins: &[Var],
     in_reps: &[Rep],
@@ -200,6 +248,126 @@ fn apply_typed(
     })
 }
 
+fn join(a: Rep, b: Rep) -> Rep {
+    if a == V || b == V {
+        V
+    } else {
+        R
+    }
+}
+
+/// The type of the results of `op` (one with no bodies, or bodies it is
+/// not known how to type: every result the same) when its operands have
+/// the types `in_reps`: the rules of [`apply_typed`] for a graph already
+/// typed (whose `Pvary`s and typed collectives are in place).
+fn rep_rule(op: &dyn Op, in_reps: &[Rep], constants: Rep) -> Rep {
+    let first = in_reps.first().copied().unwrap_or(R);
+    if op.is::<Constant>() {
+        constants
+    } else if let Some(c) = op.downcast_ref::<AllReduce>().filter(|c| is_mesh(&c.axis)) {
+        match c.reduce {
+            Reduce::Sum => R,
+            Reduce::Max => first,
+        }
+    } else if op.is::<PsumReplicated>()
+        || op.is::<GatherReplicated>()
+        || op.downcast_ref::<AllGather>().is_some_and(|c| is_mesh(&c.axis))
+    {
+        R
+    } else if op.downcast_ref::<Broadcast>().is_some_and(|c| is_mesh(&c.axis)) {
+        first
+    } else if op.is::<Pvary>()
+        || op.is::<TakeShard>()
+        || op.downcast_ref::<ReduceScatter>().is_some_and(|c| is_mesh(&c.axis))
+        || op.downcast_ref::<SumToRoot>().is_some_and(|c| is_mesh(&c.axis))
+        || bodies_communicate(op)
+    {
+        V
+    } else {
+        in_reps.iter().fold(R, |a, &b| join(a, b))
+    }
+}
+
+/// The types of `graph`'s outputs when its inputs have the types `inputs`
+/// (a graph typed as it was traced: its types are read, not changed).
+fn infer_graph(graph: &Graph, inputs: &[Rep], constants: Rep) -> Vec<Rep> {
+    let mut reps: Vec<Rep> = vec![V; graph.num_values()];
+    for (&id, &r) in graph.inputs().iter().zip(inputs) {
+        reps[id.index()] = r;
+    }
+    for (_, node) in graph.iter() {
+        let op = node.op.as_ref();
+        if op.is::<Parameter>() {
+            continue;
+        }
+        let in_reps: Vec<Rep> = node.inputs.iter().map(|i| reps[i.index()]).collect();
+        let out = body_results(op, &in_reps, constants)
+            .unwrap_or_else(|| vec![rep_rule(op, &in_reps, constants); node.num_results()]);
+        for (v, r) in node.results().zip(out) {
+            reps[v.index()] = r;
+        }
+    }
+    graph.outputs().iter().map(|o| reps[o.index()]).collect()
+}
+
+/// The types of the results of an op with bodies that were typed as they
+/// were traced (the bodies of `cond`, `switch`, `scan`, `while_loop`,
+/// `map` and of custom-derivative functions, whose inputs stand for the
+/// op's operands), from its operands' types `in_reps`: each result as its
+/// bodies' output, a loop's carries at their fixpoint (a carry varying on
+/// exit varies on entry), and every result of a branch or loop chosen by a
+/// varying index or predicate varying. `None` for another op.
+fn body_results(op: &dyn Op, in_reps: &[Rep], constants: Rep) -> Option<Vec<Rep>> {
+    let infer = |g: &Graph, ins: &[Rep]| infer_graph(g, ins, constants);
+    // Raises the carries `ins[at..at + n]` to `outs[..n]` joined with
+    // `floor`; whether any changed.
+    let raise = |ins: &mut [Rep], at: usize, outs: &[Rep], floor: Rep| {
+        let mut changed = false;
+        for (i, &o) in ins[at..].iter_mut().zip(outs) {
+            let j = join(*i, join(o, floor));
+            changed |= j != *i;
+            *i = j;
+        }
+        changed
+    };
+    if let Some(c) = op.downcast_ref::<Cond>() {
+        let index = *in_reps.first()?;
+        let mut out: Option<Vec<Rep>> = None;
+        for b in &c.branches {
+            let o = infer(b.graph(), &in_reps[1..]);
+            out = Some(match out {
+                None => o.into_iter().map(|r| join(r, index)).collect(),
+                Some(acc) => acc.into_iter().zip(o).map(|(a, r)| join(a, r)).collect(),
+            });
+        }
+        out
+    } else if let Some(sc) = op.downcast_ref::<Scan>() {
+        let mut ins = in_reps.to_vec();
+        loop {
+            let out = infer(sc.body.graph(), &ins);
+            let (nc, nk) = (sc.consts, sc.carries);
+            if !raise(&mut ins[..nc + nk], nc, &out[..nk], R) {
+                return Some(out);
+            }
+        }
+    } else if let Some(w) = op.downcast_ref::<While>() {
+        let mut ins = in_reps.to_vec();
+        loop {
+            let pred = infer(w.cond.graph(), &ins).first().copied().unwrap_or(V);
+            let out = infer(w.body.graph(), &ins);
+            if !raise(&mut ins, w.consts, &out, pred) {
+                return Some(ins[w.consts..].to_vec());
+            }
+        }
+    } else if let Some(m) = op.downcast_ref::<Map>() {
+        Some(infer(m.body.graph(), in_reps))
+    } else if let Some(c) = op.downcast_ref::<CustomJvpCall>() {
+        Some(infer(c.primal.graph(), in_reps))
+    } else {
+        op.downcast_ref::<CustomVjpCall>().map(|c| infer(c.primal.graph(), in_reps))
+    }
+}
+
 /// `graph` typed and rewritten for the mesh `mesh` (see the module docs):
 /// `inputs` are its inputs' types, `constants` the type of its constants.
 /// Returns the new graph (same signature) and its outputs' types.
@@ -240,8 +408,8 @@ pub fn rewrite(
                     })
                     .clone()
             };
-            let (outs, rep) = apply_typed(op, &ins, &in_reps, constants, &raw, &mut pvary)?;
-            for v in node.results() {
+            let (outs, out_reps) = apply_typed(op, &ins, &in_reps, constants, &raw, &mut pvary)?;
+            for (v, rep) in node.results().zip(out_reps) {
                 reps[v.index()] = rep;
             }
             bind(&mut env, node, outs);
@@ -326,29 +494,64 @@ impl Typing {
         body.as_ref().filter(|b| b.is_inside(t)).map(|_| self.outer)
     }
 
-    /// The hook that applies every op traced in the body with its
+    /// The typing that applies every op traced in the body with its
     /// operands' types (see [`apply_typed`]).
     pub(crate) fn hook(self: &Rc<Self>) -> ApplyHook {
-        let typing = self.clone();
-        Rc::new(move |tracer: &Rc<Tracer>, op: Box<dyn Op>, args: &[&Var]| {
-            let reps: Option<Vec<Rep>> = args.iter().map(|a| typing.rep_of(a)).collect();
-            let (Some(reps), true) = (reps, typing.in_body(tracer)) else {
-                return tracer.try_apply_unhooked(op, args);
-            };
-            let ins: Vec<Var> = args.iter().map(|&a| a.clone()).collect();
-            let raw = |a: &[&Var]| tracer.try_apply_unhooked(op.boxed(), a);
-            let mut pvary = |k: usize| {
-                let v = Var::apply_op(Box::new(Pvary { axis: typing.mesh.clone() }), &[&ins[k]]);
-                typing.set(&v, V);
-                v
-            };
-            let (outs, rep) =
-                apply_typed(op.as_ref(), &ins, &reps, typing.constants, &raw, &mut pvary)?;
-            for o in &outs {
-                typing.set(o, rep);
-            }
-            Ok(outs)
-        })
+        Rc::new(Hook(self.clone()))
+    }
+}
+
+/// A [`Typing`] installed while a body is traced.
+struct Hook(Rc<Typing>);
+
+/// A [`Rep`] as a trace-time type (see [`TraceTypes`]): the set of mesh
+/// axes a value varies over, here one bit for the one axis.
+fn bits(r: Rep) -> TypeBits {
+    match r {
+        R => 0,
+        V => 1,
+    }
+}
+
+impl TraceTypes for Hook {
+    fn apply(&self, tracer: &Rc<Tracer>, op: Box<dyn Op>, args: &[&Var]) -> Result<Vec<Var>> {
+        let typing = &self.0;
+        let reps: Option<Vec<Rep>> = args.iter().map(|a| typing.rep_of(a)).collect();
+        let (Some(reps), true) = (reps, typing.in_body(tracer)) else {
+            return tracer.try_apply_unhooked(op, args);
+        };
+        let ins: Vec<Var> = args.iter().map(|&a| a.clone()).collect();
+        let raw = |a: &[&Var]| tracer.try_apply_unhooked(op.boxed(), a);
+        let mut pvary = |k: usize| {
+            let v = Var::apply_op(Box::new(Pvary { axis: typing.mesh.clone() }), &[&ins[k]]);
+            typing.set(&v, V);
+            v
+        };
+        let (outs, out_reps) =
+            apply_typed(op.as_ref(), &ins, &reps, typing.constants, &raw, &mut pvary)?;
+        for (o, &rep) in outs.iter().zip(&out_reps) {
+            typing.set(o, rep);
+        }
+        Ok(outs)
+    }
+
+    fn type_of(&self, v: &Var) -> Option<TypeBits> {
+        self.0.rep_of(v).map(bits)
+    }
+
+    fn raise(&self, v: &Var, to: TypeBits) -> Var {
+        if self.0.rep_of(v) != Some(R) || to & bits(V) == 0 {
+            return v.clone();
+        }
+        // A value of a trace around the body is raised in the body's trace.
+        let body = self.0.body.borrow().clone();
+        let tracer = match body {
+            Some(b) if !self.0.in_body(v.tracer()) => b,
+            _ => v.tracer().clone(),
+        };
+        let p = tracer.apply(Box::new(Pvary { axis: self.0.mesh.clone() }), &[v]);
+        self.0.set(&p, V);
+        p
     }
 }
 

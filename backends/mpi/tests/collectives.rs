@@ -305,6 +305,277 @@ fn grad_inside_the_body_matches_jax(g: &Group) -> Check {
     close("grad of (shard_map of grad)", &vals(&got), &vals(&want), 1e-12)
 }
 
+/// Block `r` of `p` equal blocks of rows of `xs`.
+fn block(xs: &Tensor, r: usize, p: usize) -> Tensor {
+    let v = vals(xs);
+    let rows = xs.shape()[0] / p;
+    let cols: usize = xs.shape()[1..].iter().product();
+    let mut shape = xs.shape().to_vec();
+    shape[0] = rows;
+    Tensor::from_vec(v[r * rows * cols..(r + 1) * rows * cols].to_vec(), &shape).expect("a block")
+}
+
+/// `f(w, x)` on every rank inside `shard_map` (`w` replicated, `x` sharded
+/// by rows, the result replicated) against the sum over the ranks of
+/// `reference(w, x_r)` computed on one process: what JAX gives for a
+/// gradient of `psum` of each rank's loss.
+fn against_sum_over_ranks<M, F, R>(g: &Group, what: &str, f: F, reference: R, salt: usize) -> Check
+where
+    F: IntoFunction<M, Args = (Var, Var), Output = Var>,
+    F::Func: 'static,
+    R: Fn(&Tensor, &Tensor) -> anvil::Result<Tensor>,
+{
+    let p = g.size;
+    let w = data(0, salt, &[3]);
+    let xs = data(0, salt + 1, &[2 * p, 3]);
+    let sharded = shard_map(f, "b").in_axes((None, Some(0))).out_axes(None);
+    let got = ok(what, sharded.eval((&w, &xs)))?;
+    let mut want = vec![0.0; 3];
+    for r in 0..p {
+        let part = ok("reference", reference(&w, &block(&xs, r, p)))?;
+        for (a, b) in want.iter_mut().zip(vals(&part)) {
+            *a += b;
+        }
+    }
+    close(what, &vals(&got), &want, 1e-12)
+}
+
+/// A loss through a `scan` whose body closes over the replicated `w` and
+/// whose carry starts replicated (a constant) and becomes varying in the
+/// body (the loop's fixpoint types it varying on entry).
+fn scan_loss(w: &Var, x: &Var) -> anvil::Result<Var> {
+    let c0 = w.sum_all().zeros_like();
+    let step = |c: &Var, row: &Var| {
+        let h = (row * w).sum_all().tanh();
+        (c * 0.5 + &(&h * &w.sum_all()), h.square())
+    };
+    let (c, ys) = scan(step, &c0, x)?;
+    Ok(c + ys.sum_all())
+}
+
+/// A loss through a `cond` whose predicate varies (each rank's data picks
+/// its branch) and through one whose predicate is replicated.
+fn cond_loss(w: &Var, x: &Var) -> anvil::Result<Var> {
+    let zero = x.sum_all().zeros_like();
+    let first = cond(
+        &x.sum_all().gt(&zero),
+        |x: &Var| x.matmul(w).tanh().sum_all(),
+        |x: &Var| (x.matmul(w) * w.sum_all()).square().sum_all(),
+        x,
+    )?;
+    let second = cond(
+        &w.sum_all().lt(&zero),
+        |w: &Var, x: &Var| x.matmul(&w.sin()).sum_all(),
+        |w: &Var, x: &Var| (x.matmul(w) * 2.0).cos().sum_all(),
+        (w, x),
+    )?;
+    Ok(first + second)
+}
+
+/// A loss through a bounded `while_loop` (a replicated counter, a carry
+/// that starts replicated and becomes varying) and a `fori_loop`.
+fn loop_loss(w: &Var, x: &Var) -> anvil::Result<Var> {
+    let s = w.sum_all();
+    let init = (s.zeros_like().cast(DType::I64), s.zeros_like());
+    let (_, h) = while_loop_bounded(
+        |(i, _): &(Var, Var)| i.lt(&i.full_like(3.0)),
+        |(i, h): &(Var, Var)| (i + &i.ones_like(), (h + &x.matmul(w).sum_all()).tanh()),
+        &init,
+        5,
+    )?;
+    let step = |_: &Var, c: &Var| c * 0.5 + &(x.matmul(&c.sin()).tanh().sum_all() * w);
+    let f = fori_loop(0, 3, step, w)?;
+    Ok(h + f.square().sum_all())
+}
+
+/// The gradient of `psum(loss)` (and of the rank's own loss) with respect
+/// to the replicated `w` taken inside `shard_map`, where the loss goes
+/// through a `scan`, a `cond` and loops: the values in their bodies are
+/// typed, so it is the full gradient on every rank (JAX's answer), not
+/// `p` times it.
+fn grad_through_control_flow_matches_jax(g: &Group) -> Check {
+    type L = fn(&Var, &Var) -> anvil::Result<Var>;
+    for (name, loss, salt) in
+        [("scan", scan_loss as L, 50), ("cond", cond_loss as L, 52), ("loops", loop_loss as L, 54)]
+    {
+        let reference = |w: &Tensor, x: &Tensor| grad(loss).eval((w, x));
+        let psum_loss = move |w: &Var, x: &Var| {
+            grad(move |w: &Var| Ok(all_reduce_sum(&loss(w, x)?, "b"))).invoke(w)
+        };
+        against_sum_over_ranks(
+            g,
+            &format!("grad of psum({name} loss)"),
+            psum_loss,
+            reference,
+            salt,
+        )?;
+        let own_loss = move |w: &Var, x: &Var| grad(move |w: &Var| loss(w, x)).invoke(w);
+        against_sum_over_ranks(g, &format!("grad of the {name} loss"), own_loss, reference, salt)?;
+        // And of the sharded function around it: transforms *of* shard_map.
+        let outer = move |w: &Var, x: &Var| {
+            all_reduce_sum(
+                &loss(w, x).unwrap_or_else(|e| {
+                    w.tracer().record(e);
+                    w.tracer().poisoned()
+                }),
+                "b",
+            )
+        };
+        let p = g.size;
+        let w = data(0, salt, &[3]);
+        let xs = data(0, salt + 1, &[2 * p, 3]);
+        let sharded = shard_map(outer, "b").in_axes((None, Some(0))).out_axes(None);
+        let got = ok("grad of shard_map", grad(sharded).eval((&w, &xs)))?;
+        let mut want = vec![0.0; 3];
+        for r in 0..p {
+            for (a, b) in
+                want.iter_mut().zip(vals(&ok("reference", reference(&w, &block(&xs, r, p)))?))
+            {
+                *a += b;
+            }
+        }
+        close(&format!("grad of shard_map({name} loss)"), &vals(&got), &want, 1e-12)?;
+    }
+    Ok(())
+}
+
+/// Gradients taken *inside* loop and branch bodies within `shard_map`:
+/// data-parallel gradient descent as a `fori_loop` (the carry, the
+/// parameters, stays replicated: its update is a `psum`), and a `grad` in
+/// a `cond` branch; against one process with the whole batch.
+fn grad_inside_control_flow_matches_jax(g: &Group) -> Check {
+    fn local(w: &Var, x: &Var) -> Var {
+        (x.matmul(w).tanh() - 0.25).square().sum_all()
+    }
+    let p = g.size;
+    let w = data(0, 56, &[3]);
+    let xs = data(0, 57, &[2 * p, 3]);
+    let descend = |w: &Var, x: &Var| {
+        fori_loop(
+            0,
+            3,
+            |_: &Var, w: &Var| {
+                w - &(grad(|w: &Var| all_reduce_sum(&local(w, x), "b")).invoke(w) * 0.1)
+            },
+            w,
+        )
+    };
+    let sharded = shard_map(descend, "b").in_axes((None, Some(0))).out_axes(None);
+    let got = ok("descent in shard_map", sharded.eval((&w, &xs)))?;
+    let single = |w: &Var, x: &Var| {
+        fori_loop(0, 3, |_: &Var, w: &Var| w - &(grad(local).invoke((w, x)) * 0.1), w)
+    };
+    let want = ok("descent", single.eval((&w, &xs)))?;
+    close("gradient descent in a fori_loop", &vals(&got), &vals(&want), 1e-12)?;
+    let branch = |w: &Var, x: &Var| {
+        cond(
+            &w.sum_all().gt(&w.sum_all().zeros_like()),
+            |w: &Var| grad(|w: &Var| all_reduce_sum(&local(w, x), "b")).invoke(w),
+            |w: &Var| grad(|w: &Var| all_reduce_sum(&local(w, x), "b")).invoke(w) * 2.0,
+            w,
+        )
+    };
+    let sharded = shard_map(branch, "b").in_axes((None, Some(0))).out_axes(None);
+    let got = ok("grad in a cond branch", sharded.eval((&w, &xs)))?;
+    let mut want = vals(&ok("grad", grad(local).eval((&w, &xs)))?);
+    if vals(&w).iter().sum::<f64>() <= 0.0 {
+        want.iter_mut().for_each(|v| *v *= 2.0);
+    }
+    close("grad in a cond branch", &vals(&got), &want, 1e-12)
+}
+
+/// Branches and loops whose choice or length depends on the rank (a
+/// varying index or predicate, from `axis_index`), over replicated values
+/// only: their results vary, so the replicated `w`'s cotangent is summed
+/// over the ranks; and a `scan` and a `map` of replicated and varying
+/// values. Against each rank's computation on one process, summed.
+fn grad_through_per_rank_choices_matches_jax(g: &Group) -> Check {
+    let p = g.size;
+    let w = data(0, 60, &[3]);
+    let xs = data(0, 61, &[2 * p, 3]);
+    // The loss of rank `r` (a traced rank for the sharded run, a constant
+    // for the reference).
+    fn loss(w: &Var, x: &Var, rank: &Var) -> anvil::Result<Var> {
+        let first = rank.lt(&rank.ones_like());
+        let chosen =
+            cond(&first, |w: &Var| (w * w).sum_all() * 2.0, |w: &Var| w.sin().sum_all(), w)?;
+        let init = (rank.zeros_like(), w.clone());
+        let bound = rank + 2i64;
+        let (_, h) = while_loop_bounded(
+            |(i, _): &(Var, Var)| i.lt(&bound),
+            |(i, h): &(Var, Var)| (i + 1i64, h.sin() * w),
+            &init,
+            8,
+        )?;
+        let (r, ()) = scan_n(|c: &Var, _: &()| (c * &w.cos() + w, ()), w, 3)?;
+        let mapped = map(|row: &Var, w: &Var| (row * w).sum_all().tanh())
+            .in_axes([Some(0), None])
+            .invoke((x, w));
+        Ok(chosen + h.sum_all() + r.sum_all() + mapped.sum_all())
+    }
+    let f = |w: &Var, x: &Var| {
+        grad(|w: &Var| Ok(all_reduce_sum(&loss(w, x, &anvil_mpi::axis_index(x, "b"))?, "b")))
+            .invoke(w)
+    };
+    let sharded = shard_map(f, "b").in_axes((None, Some(0))).out_axes(None);
+    let got = ok("per-rank choices in shard_map", sharded.eval((&w, &xs)))?;
+    let mut want = vec![0.0; 3];
+    for r in 0..p {
+        let rank = Tensor::scalar(r as i64);
+        let each = |w: &Var, x: &Var, rank: &Var| loss(w, x, rank);
+        let part = ok("reference", grad(each).eval((&w, &block(&xs, r, p), &rank)))?;
+        for (a, b) in want.iter_mut().zip(vals(&part)) {
+            *a += b;
+        }
+    }
+    close("grad through per-rank choices", &vals(&got), &want, 1e-12)
+}
+
+/// Custom-derivative functions within `shard_map`, with a `psum` inside
+/// and a replicated argument: the rule's body is typed like the rest.
+fn grad_through_custom_rules_matches_jax(g: &Group) -> Check {
+    let p = g.size;
+    let w = data(0, 58, &[3]);
+    let xs = data(0, 59, &[2 * p, 3]);
+    // psum(sum(softplus(x w))) with a custom jvp (psum inside the rule).
+    let f = |w: &Var, x: &Var| {
+        let softplus_total = custom_jvp(
+            |w: &Var, x: &Var| all_reduce_sum(&x.matmul(w).exp().log1p().sum_all(), "b"),
+            |(w, x): &(Var, Var), (tw, _): &(Var, Var)| {
+                let z = x.matmul(w);
+                let value = all_reduce_sum(&z.exp().log1p().sum_all(), "b");
+                let tangent = all_reduce_sum(&(x.matmul(tw) * z.logistic()).sum_all(), "b");
+                (value, tangent)
+            },
+        );
+        grad(move |w: &Var| softplus_total.apply((w, x))).invoke(w)
+    };
+    let sharded = shard_map(f, "b").in_axes((None, Some(0))).out_axes(None);
+    let got = ok("custom_jvp in shard_map", sharded.eval((&w, &xs)))?;
+    let plain = |w: &Var, x: &Var| x.matmul(w).exp().log1p().sum_all();
+    let want = ok("grad", grad(plain).eval((&w, &xs)))?;
+    close("grad through a custom_jvp", &vals(&got), &vals(&want), 1e-12)?;
+    // A custom vjp (the gradient of tanh, written out) of each rank's loss;
+    // as in JAX, `bwd` gives the replicated `w` a replicated cotangent (its
+    // psum over the ranks).
+    let f = |w: &Var, x: &Var| {
+        let tanh_sum = custom_vjp(
+            |w: &Var, x: &Var| x.matmul(w).tanh().sum_all(),
+            |w: &Var, x: &Var| (x.matmul(w).tanh().sum_all(), (x.clone(), x.matmul(w).tanh())),
+            |(x, t): &(Var, Var), ct: &Var| {
+                let dz = (t.square().neg() + 1.0) * ct;
+                (all_reduce_sum(&dz.matmul(x), "b"), x.zeros_like())
+            },
+        );
+        grad(move |w: &Var| Ok(all_reduce_sum(&tanh_sum.apply((w, x))?, "b"))).invoke(w)
+    };
+    let sharded = shard_map(f, "b").in_axes((None, Some(0))).out_axes(None);
+    let got = ok("custom_vjp in shard_map", sharded.eval((&w, &xs)))?;
+    let plain = |w: &Var, x: &Var| x.matmul(w).tanh().sum_all();
+    let want = ok("grad", grad(plain).eval((&w, &xs)))?;
+    close("grad through a custom_vjp", &vals(&got), &vals(&want), 1e-12)
+}
+
 /// The collectives the plan of `f` at `args` issues (after the passes that
 /// drop dead work), by name: every op that communicates.
 fn communication<M, F: IntoFunction<M>>(f: &F, args: impl anvil::Flatten<Tensor>) -> Vec<String> {
@@ -612,6 +883,10 @@ fn main() {
         ("sharded_jacobians_equal_single_process", sharded_jacobians_equal_single_process),
         ("data_parallel_grad_equals_full_batch_grad", data_parallel_grad_equals_full_batch_grad),
         ("grad_inside_the_body_matches_jax", grad_inside_the_body_matches_jax),
+        ("grad_through_control_flow_matches_jax", grad_through_control_flow_matches_jax),
+        ("grad_inside_control_flow_matches_jax", grad_inside_control_flow_matches_jax),
+        ("grad_through_custom_rules_matches_jax", grad_through_custom_rules_matches_jax),
+        ("grad_through_per_rank_choices_matches_jax", grad_through_per_rank_choices_matches_jax),
         ("conformance_kit_on_the_mesh", conformance_kit_on_the_mesh),
         (
             "replicated_cotangents_need_no_communication",
