@@ -276,14 +276,7 @@ fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
     for o in g.outputs() {
         shared[o.index()] = true;
     }
-    let mut readers = vec![0usize; g.num_values()];
-    for (_, n) in g.iter() {
-        for (k, &i) in n.inputs.iter().enumerate() {
-            if !n.inputs[..k].contains(&i) {
-                readers[i.index()] += 1;
-            }
-        }
-    }
+    let readers = reader_counts(g);
     let single: Vec<bool> = g
         .iter()
         .map(|(id, n)| {
@@ -324,6 +317,19 @@ fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
                 && !matches!(crate::block_maths().lookup(n.op.as_ref()), Ok(Some(_)))
         })
         .collect()
+}
+
+/// How many nodes read each value (a node reading it twice counts once).
+fn reader_counts(g: &Graph) -> Vec<usize> {
+    let mut readers = vec![0usize; g.num_values()];
+    for (_, n) in g.iter() {
+        for (k, &i) in n.inputs.iter().enumerate() {
+            if !n.inputs[..k].contains(&i) {
+                readers[i.index()] += 1;
+            }
+        }
+    }
+    readers
 }
 
 /// The most groups a cheap shared op is recomputed in (see [`absorbed`]).
@@ -532,7 +538,7 @@ fn gather_block(
 }
 
 /// A block of a leaf of the output's shape, read in place.
-fn in_place(storage: &Storage, from: usize, len: usize) -> Block<'_> {
+pub(crate) fn in_place(storage: &Storage, from: usize, len: usize) -> Block<'_> {
     match storage {
         Storage::F64(v) => Block::F64(&v[from..from + len]),
         Storage::F32(v) => Block::F32(&v[from..from + len]),
@@ -793,18 +799,11 @@ struct ChainEnd {
     keep_chain: bool,
 }
 
-/// Finds every reduction (`sum`, `reduce_max`, `reduce_min` of a float
+/// Finds every reduction (an op with [`Op::reduction_math`], of a float
 /// dtype, over consecutive axes, static shapes) whose operand is the root
 /// of a fused group with operands: that group ends with the reduction.
 fn chain_ends(g: &Graph, elem: &[bool], absorbed: &[bool]) -> Vec<Option<ChainEnd>> {
-    let mut readers = vec![0usize; g.num_values()];
-    for (_, n) in g.iter() {
-        for (k, &i) in n.inputs.iter().enumerate() {
-            if !n.inputs[..k].contains(&i) {
-                readers[i.index()] += 1;
-            }
-        }
-    }
+    let mut readers = reader_counts(g);
     for o in g.outputs() {
         readers[o.index()] += 1;
     }

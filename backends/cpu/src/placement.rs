@@ -293,7 +293,14 @@ pub fn place_scan_results(g: &Graph) -> Result<Graph> {
             };
             placed.insert(key, r);
         }
-        Ok(Rebuilt::Replace(vec![placed[&n.out()]]))
+        let end = placed.get(&n.out()).copied().ok_or_else(|| {
+            Error::invalid(
+                "placed_scan",
+                "chain",
+                "the chain's end was not placed (a bug in the pass)",
+            )
+        })?;
+        Ok(Rebuilt::Replace(vec![end]))
     })
 }
 

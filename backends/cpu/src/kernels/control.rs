@@ -6,10 +6,11 @@
 //! there is enough work. Each iteration runs its body sequentially, so the
 //! two levels of parallelism never oversubscribe the pool.
 
+use crate::fusion::in_place;
 use crate::micro::{Body, Buf, Micro, State};
 use crate::placement::{place, Place, PlacedScan};
 use crate::{compile, register_kernel, Parallelism, Plan, Prepared};
-use anvil_core::{Block, Error, Op, Result, Storage, Tensor, TensorType};
+use anvil_core::{Block, Error, Op, Result, Tensor, TensorType};
 use anvil_ops::cond::Cond;
 use anvil_ops::control::{CustomJvpCall, CustomVjpCall, CustomVjpTangent, Map};
 use anvil_ops::scan::Scan;
@@ -232,21 +233,17 @@ impl<'a> Sinks<'a> {
                     Error::invalid("placed_scan", "operands", "a partial chunk is missing")
                 })?;
                 let strides = p.map_or(&[][..], |p| &p.strides[..]);
-                place(storage_block(tail.storage()), tail.shape(), strides, &mut buf, offset)?;
+                place(
+                    in_place(tail.storage(), 0, tail.numel()),
+                    tail.shape(),
+                    strides,
+                    &mut buf,
+                    offset,
+                )?;
             }
             results.push(buf.into_tensor(ty.shape())?);
         }
         Ok(results)
-    }
-}
-
-/// A tensor's elements as a block.
-fn storage_block(s: &Storage) -> Block<'_> {
-    match s {
-        Storage::F64(v) => Block::F64(v),
-        Storage::F32(v) => Block::F32(v),
-        Storage::I64(v) => Block::I64(v),
-        Storage::Bool(v) => Block::Bool(v),
     }
 }
 
@@ -283,7 +280,7 @@ impl ScanPlan {
             }
             let mut step = body.run(&args, ctx)?;
             for (j, out) in step.drain(nk..).enumerate() {
-                sinks.write(j, t, storage_block(out.storage()))?;
+                sinks.write(j, t, in_place(out.storage(), 0, out.numel()))?;
             }
             for (slot, carry) in args[nc..nc + nk].iter_mut().zip(step) {
                 *slot = carry;
