@@ -341,8 +341,14 @@ fn factor_once() {
         (&a, &bs.select_axis(0, 0).unwrap()),
     )
     .unwrap();
-    assert_eq!(count(&g, "lu"), 1, "{g}");
+    // `lu` is rewritten into its transposed-factor form, which the solves
+    // and determinants read as stored: one factorisation.
+    assert_eq!(count(&g, "lu_transposed"), 1, "{g}");
+    assert_eq!(count(&g, "lu"), 0, "{g}");
     assert_eq!(count(&g, "solve"), 0, "{g}");
+    let text = format!("{g}");
+    assert_eq!(text.matches("= lu_solve[").count(), 3, "{g}");
+    assert_eq!(text.matches("factor_transposed=true").count(), 3, "{g}");
 }
 
 /// f32 works end to end.
@@ -515,4 +521,40 @@ fn every_function_in_single_precision() {
     assert_eq!((v32.dtype(), g32.dtype()), (DType::F32, DType::F32));
     v32.cast(DType::F64).assert_allclose(&v64, 1e-4, 1e-4);
     g32.cast(DType::F64).assert_allclose(&g64, 1e-3, 1e-3);
+}
+
+/// `lu` is compiled as `lu_transposed` and a transpose of its factor: the
+/// factor a user sees is the row-major one, bit for bit the unrewritten
+/// graph's, on both kernel paths; a solve from `lu_factor`'s factor reads
+/// the stored factor with no transpose left in the graph.
+#[test]
+fn transposed_factor_is_internal() {
+    let count = |g: &anvil::Graph, op: &str| format!("{g}").matches(&format!("= {op}")).count();
+    for (n, seed) in [(3, 90), (40, 91)] {
+        let a = rand(&[2, n, n], seed);
+        let f = |a: &Var| linalg::lu_factor(a);
+        let g = anvil::lower(&f, &a).unwrap();
+        assert_eq!((count(&g, "lu_transposed"), count(&g, "lu "), count(&g, "permute")), (1, 0, 1));
+        let (lu, piv) = jit(f).eval(&a).unwrap();
+        let raw =
+            anvil::run_graph(&anvil::trace(&f, &a).unwrap(), std::slice::from_ref(&a)).unwrap();
+        let bits =
+            |t: &Tensor| t.to_vec::<f64>().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&lu), bits(&raw[0]), "n = {n}");
+        assert_eq!(piv.to_vec::<i64>().unwrap(), raw[1].to_vec::<i64>().unwrap());
+
+        let b = rand(&[2, n, 2], seed + 10);
+        let solve = |a: &Var, b: &Var| {
+            let (lu, piv) = linalg::lu_factor(a);
+            linalg::lu_solve(&lu, &piv, b, false)
+        };
+        let g = anvil::lower(&solve, (&a, &b)).unwrap();
+        assert_eq!((count(&g, "lu_transposed"), count(&g, "permute")), (1, 0), "{g}");
+        assert!(format!("{g}").contains("factor_transposed=true"), "{g}");
+        let x = jit(solve).eval((&a, &b)).unwrap();
+        let want =
+            anvil::run_graph(&anvil::trace(&solve, (&a, &b)).unwrap(), &[a.clone(), b.clone()])
+                .unwrap();
+        close(&x, &want[0], 1e-12);
+    }
 }
