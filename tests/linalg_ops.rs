@@ -341,8 +341,14 @@ fn factor_once() {
         (&a, &bs.select_axis(0, 0).unwrap()),
     )
     .unwrap();
-    assert_eq!(count(&g, "lu"), 1, "{g}");
+    // `lu` is rewritten into its transposed-factor form, which the solves
+    // and determinants read as stored: one factorisation.
+    assert_eq!(count(&g, "lu_transposed"), 1, "{g}");
+    assert_eq!(count(&g, "lu"), 0, "{g}");
     assert_eq!(count(&g, "solve"), 0, "{g}");
+    let text = format!("{g}");
+    assert_eq!(text.matches("= lu_solve[").count(), 3, "{g}");
+    assert_eq!(text.matches("factor_transposed=true").count(), 3, "{g}");
 }
 
 /// f32 works end to end.
@@ -577,20 +583,40 @@ fn vmap_with_a_shared_matrix_factors_it_once() {
 
     // An argument with in_axes None, vectors and column blocks.
     let f = vmap(|a: &Var, b: &Var| linalg::solve(a, b)).in_axes([None, Some(0)]);
-    assert_factored_once(&anvil::lower(&f, (&a, &bs)).unwrap(), Some("lu"), &["lu_solve"], n);
+    assert_factored_once(
+        &anvil::lower(&f, (&a, &bs)).unwrap(),
+        Some("lu_transposed"),
+        &["lu_solve"],
+        n,
+    );
     close(&f.eval((&a, &bs)).unwrap(), &looped(solve1, &bs), 1e-13);
     let f = vmap(|a: &Var, c: &Var| linalg::solve(a, c)).in_axes([None, Some(0)]);
-    assert_factored_once(&anvil::lower(&f, (&a, &cs)).unwrap(), Some("lu"), &["lu_solve"], n);
+    assert_factored_once(
+        &anvil::lower(&f, (&a, &cs)).unwrap(),
+        Some("lu_transposed"),
+        &["lu_solve"],
+        n,
+    );
     close(&f.eval((&a, &cs)).unwrap(), &looped(solve1, &cs), 1e-13);
     // The batch axis of b last: in_axes 1.
     let bt = bs.transpose().unwrap();
     let f = vmap(|a: &Var, b: &Var| linalg::solve(a, b)).in_axes([None, Some(1)]);
-    assert_factored_once(&anvil::lower(&f, (&a, &bt)).unwrap(), Some("lu"), &["lu_solve"], n);
+    assert_factored_once(
+        &anvil::lower(&f, (&a, &bt)).unwrap(),
+        Some("lu_transposed"),
+        &["lu_solve"],
+        n,
+    );
     close(&f.eval((&a, &bt)).unwrap(), &looped(solve1, &bs), 1e-13);
 
     // Closed over: the matrix is a traced value of the enclosing function.
     let f = |a: &Var, bs: &Var| vmap(|b: &Var| linalg::solve(a, b)).invoke([bs]);
-    assert_factored_once(&anvil::lower(&f, (&a, &bs)).unwrap(), Some("lu"), &["lu_solve"], n);
+    assert_factored_once(
+        &anvil::lower(&f, (&a, &bs)).unwrap(),
+        Some("lu_transposed"),
+        &["lu_solve"],
+        n,
+    );
     close(&jit(f).eval((&a, &bs)).unwrap(), &looped(solve1, &bs), 1e-13);
 
     // cho_solve and lu_solve on shared factors.
@@ -602,7 +628,12 @@ fn vmap_with_a_shared_matrix_factors_it_once() {
         let (lu, piv) = linalg::lu_factor(a);
         vmap(|c: &Var| linalg::lu_solve(&lu, &piv, c, false)).invoke([cs])
     };
-    assert_factored_once(&anvil::lower(&f, (&a, &cs)).unwrap(), Some("lu"), &["lu_solve"], n);
+    assert_factored_once(
+        &anvil::lower(&f, (&a, &cs)).unwrap(),
+        Some("lu_transposed"),
+        &["lu_solve"],
+        n,
+    );
     close(&jit(f).eval((&a, &cs)).unwrap(), &looped(solve1, &cs), 1e-13);
 
     // triangular_solve, both sides: the batch becomes columns of `b` (left)
@@ -630,7 +661,7 @@ fn vmap_with_a_shared_matrix_factors_it_once() {
         } else {
             anvil::lower(&jacrev(f).argnums(&[0, 1]), (&a, &b))
         };
-        assert_factored_once(&g.unwrap(), Some("lu"), &["lu_solve"], n);
+        assert_factored_once(&g.unwrap(), Some("lu_transposed"), &["lu_solve"], n);
         let j = if forward {
             jacfwd(f).argnums(&[0, 1]).eval((&a, &b))
         } else {
@@ -641,4 +672,40 @@ fn vmap_with_a_shared_matrix_factors_it_once() {
         jacobians.push(j);
     }
     close(&jacobians[0][0], &jacobians[1][0], 1e-13);
+}
+
+/// `lu` is compiled as `lu_transposed` and a transpose of its factor: the
+/// factor a user sees is the row-major one, bit for bit the unrewritten
+/// graph's, on both kernel paths; a solve from `lu_factor`'s factor reads
+/// the stored factor with no transpose left in the graph.
+#[test]
+fn transposed_factor_is_internal() {
+    let count = |g: &anvil::Graph, op: &str| format!("{g}").matches(&format!("= {op}")).count();
+    for (n, seed) in [(3, 90), (40, 91)] {
+        let a = rand(&[2, n, n], seed);
+        let f = |a: &Var| linalg::lu_factor(a);
+        let g = anvil::lower(&f, &a).unwrap();
+        assert_eq!((count(&g, "lu_transposed"), count(&g, "lu "), count(&g, "permute")), (1, 0, 1));
+        let (lu, piv) = jit(f).eval(&a).unwrap();
+        let raw =
+            anvil::run_graph(&anvil::trace(&f, &a).unwrap(), std::slice::from_ref(&a)).unwrap();
+        let bits =
+            |t: &Tensor| t.to_vec::<f64>().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&lu), bits(&raw[0]), "n = {n}");
+        assert_eq!(piv.to_vec::<i64>().unwrap(), raw[1].to_vec::<i64>().unwrap());
+
+        let b = rand(&[2, n, 2], seed + 10);
+        let solve = |a: &Var, b: &Var| {
+            let (lu, piv) = linalg::lu_factor(a);
+            linalg::lu_solve(&lu, &piv, b, false)
+        };
+        let g = anvil::lower(&solve, (&a, &b)).unwrap();
+        assert_eq!((count(&g, "lu_transposed"), count(&g, "permute")), (1, 0), "{g}");
+        assert!(format!("{g}").contains("factor_transposed=true"), "{g}");
+        let x = jit(solve).eval((&a, &b)).unwrap();
+        let want =
+            anvil::run_graph(&anvil::trace(&solve, (&a, &b)).unwrap(), &[a.clone(), b.clone()])
+                .unwrap();
+        close(&x, &want[0], 1e-12);
+    }
 }

@@ -25,6 +25,7 @@ const INEXACT: &[(&str, &str)] = &[
     ("while", "the carries' fixpoint: the union over the steps"),
     // Linear algebra and lax ops whose result depends on the values' order.
     ("lu", "pivoting: which row lands where depends on the values (the union over orders)"),
+    ("lu_transposed", "as lu"),
     ("cummax", "the running maximum's position depends on the values"),
     ("cummin", "as cummax"),
     ("sort", "the permutation depends on the values: each output covers its lane"),

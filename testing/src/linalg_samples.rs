@@ -15,8 +15,8 @@
 use super::{InputKind, OpSample};
 use anvil::ops::linalg::{
     CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, EighCotangent,
-    EighTangent, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, OnFailure, Qr, QrMode,
-    Slogdet, Solve, Svd, Triangle, TriangularSolve,
+    EighTangent, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, LuTransposed, OnFailure, Qr,
+    QrMode, Slogdet, Solve, Svd, Triangle, TriangularSolve,
 };
 use anvil::{DType, Tensor};
 
@@ -99,18 +99,22 @@ fn cholesky_samples(s: &mut Vec<OpSample>) {
     );
 }
 
-/// `lu` (square, tall, wide), the pivots' permutation, `lu_solve` (both
-/// transposes), the adjugate.
+/// `lu` and `lu_transposed` (square, tall, wide), the pivots'
+/// permutation, `lu_solve` (both transposes, the factor stored either way),
+/// the adjugate.
 fn lu_samples(s: &mut Vec<OpSample>) {
     for shape in [&[3, 3][..], &[4, 3], &[3, 4], &[2, 3, 3]] {
         s.push(OpSample::new(Lu).input(WC, shape).tol(TOL, TOL));
+        s.push(OpSample::new(LuTransposed).input(WC, shape).tol(TOL, TOL));
     }
     let fixed = InputKind::Fixed;
     let piv = LuPivotsToPermutation { permutation_size: 4 };
     s.push(OpSample::new(piv).given(perm(&[2, 3, 3], &[3]), fixed.clone()));
     s.push(OpSample::new(piv).given(perm(&[1, 1, 3, 3, 2, 3], &[2, 3]), fixed.clone()));
-    for transpose in [false, true] {
-        let op = LuSolve { transpose, ..Default::default() };
+    for (transpose, factor_transposed) in
+        [(false, false), (true, false), (false, true), (true, true)]
+    {
+        let op = LuSolve { transpose, factor_transposed, ..Default::default() };
         s.push(
             OpSample::new(op)
                 .input(WC, &[3, 3])

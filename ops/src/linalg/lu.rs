@@ -70,30 +70,95 @@ impl Op for Lu {
         "lu"
     }
     fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
-        expect_arity(self, inputs, 1)?;
-        let a = &inputs[0];
-        let (m, n) = matrix("lu", a, 0)?;
-        let batch = super::batch_of(a);
-        let with = |last: usize| {
-            let mut s = batch.to_vec();
-            s.push(last);
-            TensorType::new(DType::I64, s)
-        };
-        Ok(vec![a.clone(), with(anvil_core::shape::dim_min("lu", m, n)?), with(m)])
+        infer_lu(self, inputs, false)
     }
+}
+
+/// [`Lu`] with the packed factor stored transposed: the first result is
+/// `[..., n, m]`, `lu_t[..., j, i] = lu[..., i, j]` (the factor in
+/// column-major order, as LAPACK and faer write it); the pivots and the
+/// permutation are [`Lu`]'s. The rewrite engine turns every [`Lu`] into
+/// this op and a transpose of its factor; [`LuSolve`] with
+/// `factor_transposed` reads the stored factor directly (a rule folds the
+/// transpose into it), as the determinants read its diagonal, so a solve
+/// never pays for a transposed copy of the factor, and a user who asked for
+/// the factor still gets it row-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct LuTransposed;
+
+impl Op for LuTransposed {
+    fn name(&self) -> &'static str {
+        "lu_transposed"
+    }
+    fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
+        infer_lu(self, inputs, true)
+    }
+}
+
+/// The result types of [`Lu`] (`transposed`: of [`LuTransposed`]).
+fn infer_lu(op: &dyn Op, inputs: &[TensorType], transposed: bool) -> Result<Vec<TensorType>> {
+    expect_arity(op, inputs, 1)?;
+    let a = &inputs[0];
+    let (m, n) = matrix(op.name(), a, 0)?;
+    let batch = super::batch_of(a);
+    let with = |dims: &[usize], dtype: DType| {
+        let mut s = batch.to_vec();
+        s.extend_from_slice(dims);
+        TensorType::new(dtype, s)
+    };
+    let factor = if transposed { with(&[n, m], a.dtype()) } else { a.clone() };
+    let k = anvil_core::shape::dim_min(op.name(), m, n)?;
+    Ok(vec![factor, with(&[k], DType::I64), with(&[m], DType::I64)])
 }
 
 /// The factors of `a`: `(lu, pivots, perm)`.
 pub fn lu_factors(a: &Var) -> (Var, Var, Var) {
-    let mut r = Var::apply_op_n(Box::new(Lu), &[a], 3).into_iter();
+    factors_of(Box::new(Lu), a)
+}
+
+/// The factors of `a` with the packed factor transposed ([`LuTransposed`]):
+/// `(lu_t, pivots, perm)`.
+pub fn lu_factors_transposed(a: &Var) -> (Var, Var, Var) {
+    factors_of(Box::new(LuTransposed), a)
+}
+
+fn factors_of(op: Box<dyn Op>, a: &Var) -> (Var, Var, Var) {
+    let mut r = Var::apply_op_n(op, &[a], 3).into_iter();
     let mut next = || r.next().unwrap_or_else(|| a.tracer().poisoned());
     (next(), next(), next())
 }
 
 /// Batching: one factorisation per matrix, the batch axis first.
-fn vmap_lu(_: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
-    let (lu, piv, perm) = lu_factors(&at_front(&args[0], size));
-    Ok([lu, piv, perm].into_iter().map(|v| Batched::new(v, Some(0))).collect())
+fn vmap_lu(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
+    let r = Var::apply_op_n(op.boxed(), &[&at_front(&args[0], size)], 3);
+    Ok(r.into_iter().map(|v| Batched::new(v, Some(0))).collect())
+}
+
+/// `lu` is [`Lu`] written as [`LuTransposed`] and a transpose of the
+/// factor: the transpose is folded into the factor's readers where they can
+/// read it stored transposed ([`LuSolve`]), and the factorisation is shared
+/// (CSE) with the ones the `solve`, `det` and `slogdet` rewrites make.
+fn rewrite_lu(_: &dyn Op, args: &[Var], outs: &[TensorType]) -> Result<Option<Vec<Var>>> {
+    if args[0].rank() < 2 {
+        return Ok(None);
+    }
+    let (lu_t, piv, perm) = lu_factors_transposed(&args[0]);
+    let r = vec![lu_t.transpose(), piv, perm];
+    let same = r.len() == outs.len() && r.iter().zip(outs).all(|(v, t)| v.ty() == t);
+    Ok(same.then_some(r))
+}
+
+/// Whether `v` is a transpose of the last two axes (a `swap_axes(-1, -2)`),
+/// and then its operand.
+fn transposed_source(v: &Var) -> Option<Var> {
+    let p = v.producer()?;
+    let perm = &p.op_as::<crate::movement::Permute>()?.perm;
+    let r = perm.len();
+    let swaps = r >= 2
+        && perm[..r - 2].iter().enumerate().all(|(i, &a)| i == a)
+        && perm[r - 2] == r - 1
+        && perm[r - 1] == r - 2;
+    swaps.then(|| p.inputs[0].clone())
 }
 
 /// `P x` for `x` `[..., m, k]` and the permutation `[..., m]`: rows taken
@@ -107,8 +172,26 @@ pub(crate) fn permute_rows(x: &Var, perm: &Var) -> Var {
 /// `lau = l⁻¹ x u⁻¹`, the factors' tangent is `l·tril(lau, −1) + triu(lau)·u`.
 fn jvp_lu(_: &dyn Op, p: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Vec<Option<Var>>> {
     let Some(da) = &t[0] else { return Ok(vec![None; 3]) };
-    let (lu, perm) = (&outs[0], &outs[2]);
-    let [.., m, n] = *p[0].shape() else {
+    let d = lu_tangent(&p[0], da, &outs[0], &outs[2])?;
+    Ok(vec![Some(d), None, None])
+}
+
+/// [`jvp_lu`] of the transposed factor: the tangent of `lu` transposed.
+fn jvp_lu_transposed(
+    _: &dyn Op,
+    p: &[Var],
+    t: &[Option<Var>],
+    outs: &[Var],
+) -> Result<Vec<Option<Var>>> {
+    let Some(da) = &t[0] else { return Ok(vec![None; 3]) };
+    let d = lu_tangent(&p[0], da, &outs[0].transpose(), &outs[2])?;
+    Ok(vec![Some(d.transpose()), None, None])
+}
+
+/// The tangent of the packed factor `lu` of `a` (permutation `perm`) for
+/// `a`'s tangent `da`.
+fn lu_tangent(a: &Var, da: &Var, lu: &Var, perm: &Var) -> Result<Var> {
+    let [.., m, n] = *a.shape() else {
         return Err(Error::invalid("lu", "jvp", "matrices were expected"));
     };
     // Symbolic sizes: `min` must be decided (a square `n × n`, or ranges
@@ -121,7 +204,7 @@ fn jvp_lu(_: &dyn Op, p: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Vec<
     let lau = u.apply(solve_opts(false, false, false, false), &[&la]);
     let l_dot = l.matmul(&lau.apply(Triangle::lower(-1), &[]));
     let u_dot = lau.apply(Triangle::upper(0), &[]).matmul(&u);
-    Ok(vec![Some(l_dot + u_dot), None, None])
+    Ok(l_dot + u_dot)
 }
 
 fn solve_opts(left_side: bool, lower: bool, transpose_a: bool, unit: bool) -> TriangularSolve {
@@ -158,6 +241,9 @@ fn upper_square(lu: &Var, n: usize, k: usize) -> Result<Var> {
 
 register_rule!(VmapRule, Lu, many: vmap_lu);
 register_rule!(JvpRule, Lu, many: jvp_lu);
+register_rule!(RewriteRule, Lu, many: rewrite_lu);
+register_rule!(VmapRule, LuTransposed, many: vmap_lu);
+register_rule!(JvpRule, LuTransposed, many: jvp_lu_transposed);
 
 // ------------------------------------------------------ pivots to perm
 
@@ -223,6 +309,9 @@ register_rule!(VmapRule, LuPivotsToPermutation, vmap_pivots);
 pub struct LuSolve {
     /// Solve with `Aᵀ`.
     pub transpose: bool,
+    /// The factor (argument 0) is stored transposed, as [`LuTransposed`]
+    /// returns it. A rule folds a transpose of the factor into this flag.
+    pub factor_transposed: bool,
     /// What a singular factorisation gives.
     pub on_failure: OnFailure,
     /// The function named in errors.
@@ -255,6 +344,9 @@ impl Op for LuSolve {
     }
     fn params(&self) -> String {
         let mut p = vec![format!("transpose={}", self.transpose)];
+        if self.factor_transposed {
+            p.push("factor_transposed=true".to_string());
+        }
         p.extend(nan_param(self.on_failure));
         if self.caller != Caller::LuSolve {
             p.push(format!("caller={}", self.caller.name()));
@@ -285,6 +377,13 @@ fn jvp_lu_solve(op: &dyn Op, p: &[Var], t: &[Option<Var>], x: &Var) -> Result<Op
     let (lu, perm) = (&p[0], &p[1]);
     let from_b = t[2].as_ref().map(|db| Var::apply_op(op.boxed(), &[lu, perm, db]));
     let from_lu = t[0].as_ref().map(|dlu| {
+        // The formulas read the factor row-major; `op` itself (the solves
+        // below) reads it as stored.
+        let (stored, (dlu, lu)) = if s.factor_transposed {
+            (lu, (dlu.transpose(), lu.transpose()))
+        } else {
+            (lu, (dlu.clone(), lu.clone()))
+        };
         let dl = dlu.apply(Triangle::lower(-1), &[]);
         let du = dlu.apply(Triangle::upper(0), &[]);
         let u = lu.apply(Triangle::upper(0), &[]);
@@ -293,7 +392,7 @@ fn jvp_lu_solve(op: &dyn Op, p: &[Var], t: &[Option<Var>], x: &Var) -> Result<Op
             let lt_px = lu.apply(Triangle::lower(-1), &[]).transpose().matmul(&px) + &px;
             let rhs =
                 du.transpose().matmul(&lt_px) + u.transpose().matmul(&dl.transpose().matmul(&px));
-            -Var::apply_op(op.boxed(), &[lu, perm, &rhs])
+            -Var::apply_op(op.boxed(), &[stored, perm, &rhs])
         } else {
             let inner = lu.apply(solve_opts(true, true, false, true), &[&dl.matmul(&u.matmul(x))]);
             -lu.apply(solve_opts(true, false, false, false), &[&(inner + du.matmul(x))])
@@ -314,7 +413,18 @@ fn transpose_lu_solve(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<O
     }
 }
 
+/// A solve from a transposed factor reads the factor as stored: the
+/// transpose is dropped and `factor_transposed` flipped (it removes a copy
+/// of the factor).
+fn rewrite_lu_solve(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let s = op.try_downcast::<LuSolve>()?;
+    let Some(f) = transposed_source(&args[0]) else { return Ok(None) };
+    let flipped = LuSolve { factor_transposed: !s.factor_transposed, ..*s };
+    Ok(Some(f.apply(flipped, &[&args[1], &args[2]])).filter(|v| v.ty() == out))
+}
+
 register_rule!(VmapRule, LuSolve, vmap_lu_solve);
+register_rule!(RewriteRule, LuSolve, rewrite_lu_solve);
 register_rule!(JvpRule, LuSolve, jvp_lu_solve);
 register_rule!(TransposeRule, LuSolve, transpose_lu_solve);
 
@@ -442,11 +552,15 @@ fn rewrite_solve(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<V
     let s = op.try_downcast::<Solve>()?;
     let (a, b) = (&args[0], &args[1]);
     let vector = Solve::vector_rhs(a.ty(), b.ty());
-    let (lu, _, perm) = lu_factors(a);
-    let solver =
-        LuSolve { transpose: s.transpose, on_failure: s.on_failure, caller: Caller::Solve };
+    let (lu_t, _, perm) = lu_factors_transposed(a);
+    let solver = LuSolve {
+        transpose: s.transpose,
+        factor_transposed: true,
+        on_failure: s.on_failure,
+        caller: Caller::Solve,
+    };
     let rhs = if vector { b.unsqueeze(-1) } else { b.clone() };
-    let x = lu.apply(solver, &[&perm, &rhs]);
+    let x = lu_t.apply(solver, &[&perm, &rhs]);
     let x = if vector { x.squeeze(&[-1]) } else { x };
     Ok(Some(x).filter(|v| v.ty() == out))
 }
@@ -600,7 +714,7 @@ fn jvp_slogdet(_: &dyn Op, p: &[Var], t: &[Option<Var>], _: &[Var]) -> Result<Ve
     let (lu, _, perm) = lu_factors(&p[0]);
     let n = lu.shape().last().copied().unwrap_or(0);
     let eye = super::eye_like(&lu, n).broadcast_to(lu.shape());
-    let nan = LuSolve { transpose: true, on_failure: OnFailure::Nan, caller: Caller::LuSolve };
+    let nan = LuSolve { transpose: true, on_failure: OnFailure::Nan, ..Default::default() };
     let inv_t = lu.apply(nan, &[&perm, &eye]);
     Ok(vec![None, Some(frobenius(&inv_t, da))])
 }
@@ -616,16 +730,18 @@ fn pivot_sign(pivots: &Var, dtype: DType) -> Var {
     1.0 - odd * 2.0
 }
 
-/// `det(A)` from `lu(A)`: the product of `U`'s diagonal and the pivots' sign.
+/// `det(A)` from `lu(A)`: the product of `U`'s diagonal and the pivots' sign
+/// (the diagonal read from the factor as stored, [`LuTransposed`]).
 fn rewrite_det(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
-    let (lu, piv, _) = lu_factors(&args[0]);
+    let (lu, piv, _) = lu_factors_transposed(&args[0]);
     let d = lu.apply(Diagonal { offset: 0 }, &[]).prod(&[-1], false);
     Ok(Some(d * pivot_sign(&piv, out.dtype())).filter(|v| v.ty() == out))
 }
 
-/// `slogdet(A)` from `lu(A)`: signs and logarithms of `U`'s diagonal.
+/// `slogdet(A)` from `lu(A)`: signs and logarithms of `U`'s diagonal (read
+/// from the factor as stored, [`LuTransposed`]).
 fn rewrite_slogdet(_: &dyn Op, args: &[Var], outs: &[TensorType]) -> Result<Option<Vec<Var>>> {
-    let (lu, piv, _) = lu_factors(&args[0]);
+    let (lu, piv, _) = lu_factors_transposed(&args[0]);
     let diag = lu.apply(Diagonal { offset: 0 }, &[]);
     let sign = diag.sign().prod(&[-1], false) * pivot_sign(&piv, diag.dtype());
     let logabs = diag.abs().log().sum(&[-1]);
@@ -719,6 +835,26 @@ fn sparsity_lu(
     outs: &[TensorType],
     cx: &Detector<'_>,
 ) -> Result<Vec<Arc<IndexSets>>> {
+    lu_sets(op, args, outs, cx, false)
+}
+
+/// [`sparsity_lu`]'s sets, the factor's transposed.
+fn sparsity_lu_transposed(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+) -> Result<Vec<Arc<IndexSets>>> {
+    lu_sets(op, args, outs, cx, true)
+}
+
+fn lu_sets(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    outs: &[TensorType],
+    cx: &Detector<'_>,
+    transposed: bool,
+) -> Result<Vec<Arc<IndexSets>>> {
     let a = Mats::of(op, &args[0])?;
     let (m, n) = (a.m, a.n);
     let k = m.min(n);
@@ -726,9 +862,18 @@ fn sparsity_lu(
     for b in 0..a.batch {
         let cols: Vec<_> = (0..n).map(|j| a.column(b, j)).collect();
         let leading = running(&cols, false);
-        for i in 0..m {
+        let row = |i: usize| &leading[i.min(k.saturating_sub(1))];
+        if transposed {
             for col in &cols {
-                sets.push_merge(&leading[i.min(k.saturating_sub(1))], col);
+                for i in 0..m {
+                    sets.push_merge(row(i), col);
+                }
+            }
+        } else {
+            for i in 0..m {
+                for col in &cols {
+                    sets.push_merge(row(i), col);
+                }
             }
         }
     }
@@ -743,7 +888,8 @@ fn sparsity_lu(
 /// row); transposed, `X = Pᵀ L⁻ᵀ U⁻ᵀ B`, row `perm[i]` depends on all of
 /// `U` and on `L`'s columns `i..`, and when the permutation is not known
 /// at trace time on the union over `i`. Column `c` depends on column `c`
-/// of `B` (all rows: `P` mixes them). Exact with a known permutation.
+/// of `B` (all rows: `P` mixes them). Exact with a known permutation. A
+/// factor stored transposed is read with its indices swapped.
 fn sparsity_lu_solve(
     op: &dyn Op,
     args: &[SparsityArg<'_>],
@@ -753,13 +899,18 @@ fn sparsity_lu_solve(
     let s = op.try_downcast::<LuSolve>()?;
     let (lu, b) = (Mats::of(op, &args[0])?, Mats::of(op, &args[2])?);
     let n = lu.n;
+    let tf = s.factor_transposed;
+    // The factor's sets at row `p`, column `q` of `lu` (row-major).
+    let at = |k: usize, p: usize, q: usize| if tf { lu.at(k, q, p) } else { lu.at(k, p, q) };
+    let union_where = |k: usize, keep: fn(usize, usize) -> bool| {
+        lu.union_where(k, |p, q| if tf { keep(q, p) } else { keep(p, q) })
+    };
     let perm = args[1].value.and_then(|t| t.as_slice::<i64>().ok());
     let mut sets = Builder::new(out.numel(), 0);
     for k in 0..lu.batch {
         let rows = if s.transpose {
-            let u = lu.union_where(k, |p, q| q >= p);
-            let l_cols: Vec<_> =
-                (0..n).map(|q| union((q + 1..n).map(|p| lu.at(k, p, q)))).collect();
+            let u = union_where(k, |p, q| q >= p);
+            let l_cols: Vec<_> = (0..n).map(|q| union((q + 1..n).map(|p| at(k, p, q)))).collect();
             let w: Vec<_> = running(&l_cols, true).iter().map(|c| union([&u[..], c])).collect();
             let order = perm.and_then(|p| p.get(k * n..(k + 1) * n)).and_then(permutation);
             match order {
@@ -773,8 +924,8 @@ fn sparsity_lu_solve(
                 None => vec![union(w.iter().map(|v| &v[..])); n],
             }
         } else {
-            let l = lu.union_where(k, |p, q| q < p);
-            let u_rows: Vec<_> = (0..n).map(|p| union((p..n).map(|q| lu.at(k, p, q)))).collect();
+            let l = union_where(k, |p, q| q < p);
+            let u_rows: Vec<_> = (0..n).map(|p| union((p..n).map(|q| at(k, p, q)))).collect();
             running(&u_rows, true).iter().map(|r| union([&l[..], r])).collect()
         };
         let cols: Vec<_> = (0..b.n).map(|c| b.column(k, c)).collect();
@@ -823,6 +974,7 @@ fn sparsity_slogdet(
 }
 
 register_rule!(SparsityRule, Lu, many: sparsity_lu);
+register_rule!(SparsityRule, LuTransposed, many: sparsity_lu_transposed);
 register_rule!(SparsityRule, LuSolve, sparsity_lu_solve);
 register_rule!(SparsityRule, Inv, sparsity_whole_matrix);
 register_rule!(SparsityRule, Det, sparsity_whole_matrix);

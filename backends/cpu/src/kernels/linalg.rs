@@ -9,13 +9,13 @@
 //! called and the failing matrix's index in the batch shape.
 
 use super::{arity, unsupported};
-use crate::linalg::{self as la, ABatch, FailMode, LinalgError, Real};
+use crate::linalg::{self as la, ABatch, FactorLayout, FailMode, LinalgError, Real};
 use crate::{buffers, register_kernel, Parallelism};
 use anvil_core::{DType, Element, Error, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::linalg::{
     CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, Inv, Lu,
-    LuAdjugate, LuPivotsToPermutation, LuSolve, OnFailure, Qr, QrMode, Slogdet, Solve, Svd,
-    TriangularSolve,
+    LuAdjugate, LuPivotsToPermutation, LuSolve, LuTransposed, OnFailure, Qr, QrMode, Slogdet,
+    Solve, Svd, TriangularSolve,
 };
 use anvil_ops::linalg::{EighCotangent, EighTangent};
 use faer::Par;
@@ -318,6 +318,7 @@ fn lu_k<T: Real + Element>(
     x: &[&Tensor],
     outs: &[TensorType],
     ctx: &Parallelism,
+    layout: FactorLayout,
 ) -> Result<Vec<Tensor>> {
     let (bs, batch, m, n) = dims(&x[0].ty());
     let a = x[0].as_slice::<T>()?;
@@ -325,7 +326,7 @@ fn lu_k<T: Real + Element>(
     let mut f = buffers::take(a.len());
     let mut piv = buffers::take(batch * m.min(n));
     let mut perm = buffers::take(batch * m);
-    la::lu(a, &mut f, &mut piv, &mut perm, batch, m, n, par(ctx))
+    la::lu_with_layout(a, &mut f, &mut piv, &mut perm, batch, m, n, par(ctx), layout)
         .map_err(|e| linalg_error("lu", e, &bs))?;
     Ok(vec![
         tensor(f, outs[0].shape())?,
@@ -342,7 +343,18 @@ pub fn lu(
     ctx: &Parallelism,
 ) -> Result<Vec<Tensor>> {
     arity(op, x, 1)?;
-    by_float!(op, x[0], lu_k(x, outs, ctx))
+    by_float!(op, x[0], lu_k(x, outs, ctx, FactorLayout::RowMajor))
+}
+
+/// The kernel of [`LuTransposed`]: faer's column-major factor as it is.
+pub fn lu_transposed(
+    op: &dyn Op,
+    x: &[&Tensor],
+    outs: &[TensorType],
+    ctx: &Parallelism,
+) -> Result<Vec<Tensor>> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], lu_k(x, outs, ctx, FactorLayout::ColumnMajor))
 }
 
 /// The kernel of [`LuPivotsToPermutation`].
@@ -381,8 +393,23 @@ fn lu_solve_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) 
     let (f, perm, b) = (x[0].as_slice::<T>()?, x[1].as_slice::<i64>()?, x[2].as_slice::<T>()?);
     // Every element written: the right-hand side is copied in first.
     let mut out = buffers::take(b.len());
-    la::lu_solve(f, perm, b, &mut out, batch, n, k, ABatch::PerMatrix, s.transpose, par(ctx))
-        .map_err(|e| linalg_error(name, e, &bs))?;
+    let layout =
+        if s.factor_transposed { FactorLayout::ColumnMajor } else { FactorLayout::RowMajor };
+    let each = ABatch::PerMatrix;
+    la::lu_solve_with_layout(
+        f,
+        perm,
+        b,
+        &mut out,
+        batch,
+        n,
+        k,
+        each,
+        s.transpose,
+        layout,
+        par(ctx),
+    )
+    .map_err(|e| linalg_error(name, e, &bs))?;
     singular(f, n, &mut out, n * k, s.on_failure, name, &bs)?;
     tensor(out, x[2].shape())
 }
@@ -405,9 +432,11 @@ fn solve_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) -> 
     let mut f = buffers::scratch::<T>(a.len());
     let mut piv = buffers::scratch::<i64>(batch * n);
     let mut perm = buffers::scratch::<i64>(batch * n);
-    la::lu(a, &mut f, &mut piv, &mut perm, batch, n, n, par(ctx)).map_err(err)?;
+    // Column-major, as faer writes it: no transposed copy of the factor.
+    let (each, col) = (ABatch::PerMatrix, FactorLayout::ColumnMajor);
+    la::lu_with_layout(a, &mut f, &mut piv, &mut perm, batch, n, n, par(ctx), col).map_err(err)?;
     let mut out = buffers::take(b.len());
-    la::lu_solve(&f, &perm, b, &mut out, batch, n, k, ABatch::PerMatrix, s.transpose, par(ctx))
+    la::lu_solve_with_layout(&f, &perm, b, &mut out, batch, n, k, each, s.transpose, col, par(ctx))
         .map_err(err)?;
     singular(&f, n, &mut out, n * k, s.on_failure, "solve", &bs)?;
     tensor(out, x[1].shape())
@@ -811,6 +840,7 @@ register_kernel!(CholSolve, cho_solve);
 register_kernel!(CholeskyTangent, cholesky_tangent);
 register_kernel!(CholeskyCotangent, cholesky_cotangent);
 register_kernel!(Lu, many: lu);
+register_kernel!(LuTransposed, many: lu_transposed);
 register_kernel!(LuPivotsToPermutation, pivots_to_permutation);
 register_kernel!(LuSolve, lu_solve);
 register_kernel!(Solve, solve);

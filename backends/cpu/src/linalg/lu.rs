@@ -11,6 +11,46 @@ use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::lu::partial_pivoting::factor::{lu_in_place, lu_in_place_scratch};
 use faer::{MatMut, Par};
 
+/// How a packed LU factor `[m, n]` is stored: row-major (as [`lu`] returns
+/// it, and as `jax.lax.linalg.lu` does), or column-major (as LAPACK and faer
+/// factor, and as [`lu_with_layout`] returns it on request: the row-major
+/// `[n, m]` transpose).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FactorLayout {
+    /// `f[i * n + j]` is the factor's `(i, j)`.
+    #[default]
+    RowMajor,
+    /// `f[j * m + i]` is the factor's `(i, j)`.
+    ColumnMajor,
+}
+
+impl FactorLayout {
+    /// The layout an `m × n` factorisation is computed in, so the one a
+    /// caller free to choose (scratch factors) writes without a copy: the
+    /// unblocked loop of small matrices works row-major, faer column-major.
+    fn native(m: usize, n: usize) -> Self {
+        if m <= SMALL_DIM && n <= SMALL_DIM {
+            FactorLayout::RowMajor
+        } else {
+            FactorLayout::ColumnMajor
+        }
+    }
+
+    /// The options of a left triangular solve with the packed factor's `L`
+    /// (`lower`, unit diagonal) or `U`, transposed with `transpose_a`, for a
+    /// factor stored in this layout ([`solve_one`] reads row-major: the
+    /// column-major factor read so is its transpose).
+    fn solve_with(self, lower: bool, transpose_a: bool) -> TriangularSolve {
+        let t = self == FactorLayout::ColumnMajor;
+        TriangularSolve {
+            left_side: true,
+            lower: lower ^ t,
+            transpose_a: transpose_a ^ t,
+            unit_diagonal: lower,
+        }
+    }
+}
+
 /// Per-chunk scratch of the LU path: the column-major copy and faer's
 /// permutation arrays (faer path), the factor itself (for [`det`] and
 /// friends, whose outputs do not hold it).
@@ -34,7 +74,9 @@ impl<T: Real> Scratch<T> {
         let big = |len: usize| if faer_path { len } else { 0 };
         let own = |len: usize| if own_factor { len } else { 0 };
         Scratch {
-            col_major: scratch(big(m * n + ALIGN_PAD)),
+            // Also the row-major work buffer of the unblocked loop when it
+            // writes a column-major factor.
+            col_major: scratch(m * n + ALIGN_PAD),
             perm: vec![0; big(m)],
             perm_inv: vec![0; big(m)],
             position: vec![0; big(m)],
@@ -103,6 +145,46 @@ pub fn lu<T: Real>(
     n: usize,
     par: Par,
 ) -> Result<(), LinalgError> {
+    lu_with_layout(a, lu_out, pivots, perm, batch, m, n, par, FactorLayout::RowMajor)
+}
+
+/// [`lu`] with the packed factor stored in `layout`. With
+/// [`FactorLayout::ColumnMajor`], `lu_out` (`[batch, n, m]`) gets the
+/// transpose of [`lu`]'s factor, bit for bit (the pivots and the
+/// permutation are [`lu`]'s): the layout faer factors in, so the factor is
+/// written without the transposed copy [`lu`] makes; [`lu_solve_with_layout`]
+/// and the determinants read it as it is.
+///
+/// # Errors
+///
+/// [`LinalgError::BufferLength`] if a buffer does not match the sizes.
+///
+/// # Example
+///
+/// ```
+/// use anvil_cpu::linalg::{lu_with_layout, FactorLayout};
+/// use faer::Par;
+///
+/// let a = [1.0, 2.0, 3.0, 4.0_f64];
+/// let (mut f, mut piv, mut perm) = ([0.0; 4], [0i64; 2], [0i64; 2]);
+/// let col = FactorLayout::ColumnMajor;
+/// lu_with_layout(&a, &mut f, &mut piv, &mut perm, 1, 2, 2, Par::Seq, col).unwrap();
+/// assert_eq!(perm, [1, 0]);
+/// // lu's [3, 4, 1/3, 2 - 4/3], column by column.
+/// assert_eq!(f, [3.0, 1.0 / 3.0, 4.0, 2.0 - 4.0 / 3.0]);
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn lu_with_layout<T: Real>(
+    a: &[T],
+    lu_out: &mut [T],
+    pivots: &mut [i64],
+    perm: &mut [i64],
+    batch: usize,
+    m: usize,
+    n: usize,
+    par: Par,
+    layout: FactorLayout,
+) -> Result<(), LinalgError> {
     let per = check_len("a", a.len(), &[batch, m, n])?;
     check_len("lu_out", lu_out.len(), &[batch, m, n])?;
     let k = m.min(n);
@@ -116,7 +198,7 @@ pub fn lu<T: Real>(
         parts,
         || Scratch::new(m, n, false),
         |i, (Per(f, _), Per(pv, _), Per(pm, _)), s| {
-            factor_one(&a[i * per..(i + 1) * per], f, pv, pm, m, n, plan.inner, s);
+            factor_one(&a[i * per..(i + 1) * per], f, pv, pm, m, n, plan.inner, s, layout);
             Ok(())
         },
     )
@@ -136,7 +218,7 @@ fn aligned<T: Real>(buf: &mut [T], len: usize) -> &mut [T] {
     &mut buf[skip..skip + len]
 }
 
-/// Factors one matrix: see [`lu`].
+/// Factors one matrix into `f`, stored in `layout`: see [`lu`].
 #[allow(clippy::too_many_arguments)]
 fn factor_one<T: Real>(
     a: &[T],
@@ -147,33 +229,82 @@ fn factor_one<T: Real>(
     n: usize,
     par: Par,
     s: &mut Scratch<T>,
+    layout: FactorLayout,
 ) {
     if m <= SMALL_DIM && n <= SMALL_DIM {
-        f.copy_from_slice(a);
-        small::lu_in_place(f, m, n, piv, perm);
+        unblocked(a, f, piv, perm, m, n, &mut s.col_major, layout);
         return;
     }
-    let col_major = aligned(&mut s.col_major, m * n);
-    transpose(a, m, n, col_major);
-    let view = MatMut::from_column_major_slice_mut(col_major, m, n);
-    lu_in_place(
-        view,
-        &mut s.perm,
-        &mut s.perm_inv,
-        par,
-        MemStack::new(&mut s.mem),
-        Default::default(),
-    );
-    if zero_pivot_in_faer(col_major, a, m, n) {
-        f.copy_from_slice(a);
-        small::lu_in_place(f, m, n, piv, perm);
+    // faer factors column-major: into the aligned scratch, or straight
+    // into a column-major output.
+    let Scratch { col_major, perm: fp, perm_inv, mem, .. } = s;
+    let factored = match layout {
+        FactorLayout::RowMajor => {
+            let col_major = aligned(col_major, m * n);
+            let ok = faer_factor(a, col_major, m, n, par, fp, perm_inv, mem);
+            if ok {
+                transpose(col_major, n, m, f);
+            }
+            ok
+        }
+        FactorLayout::ColumnMajor => faer_factor(a, f, m, n, par, fp, perm_inv, mem),
+    };
+    if !factored {
+        unblocked(a, f, piv, perm, m, n, &mut s.col_major, layout);
         return;
     }
-    transpose(col_major, n, m, f);
     for (p, &q) in perm.iter_mut().zip(&s.perm) {
         *p = q as i64;
     }
     swaps_from_perm(&s.perm, piv, &mut s.position, &mut s.row_at);
+}
+
+/// faer's factorisation of `a` into `col_major` (`m × n`, column-major);
+/// false if it met a zero pivot (see [`zero_pivot_in_faer`]), when the
+/// factor is to be redone by the unblocked loop.
+#[allow(clippy::too_many_arguments)]
+fn faer_factor<T: Real>(
+    a: &[T],
+    col_major: &mut [T],
+    m: usize,
+    n: usize,
+    par: Par,
+    perm: &mut [usize],
+    perm_inv: &mut [usize],
+    mem: &mut MemBuffer,
+) -> bool {
+    transpose(a, m, n, col_major);
+    let view = MatMut::from_column_major_slice_mut(col_major, m, n);
+    lu_in_place(view, perm, perm_inv, par, MemStack::new(mem), Default::default());
+    !zero_pivot_in_faer(col_major, a, m, n)
+}
+
+/// The unblocked loop's factorisation of `a` into `f`, stored in `layout`
+/// (`work`: at least `m·n` elements, the row-major factor when `f` is
+/// column-major).
+#[allow(clippy::too_many_arguments)]
+fn unblocked<T: Real>(
+    a: &[T],
+    f: &mut [T],
+    piv: &mut [i64],
+    perm: &mut [i64],
+    m: usize,
+    n: usize,
+    work: &mut [T],
+    layout: FactorLayout,
+) {
+    match layout {
+        FactorLayout::RowMajor => {
+            f.copy_from_slice(a);
+            small::lu_in_place(f, m, n, piv, perm);
+        }
+        FactorLayout::ColumnMajor => {
+            let w = &mut work[..m * n];
+            w.copy_from_slice(a);
+            small::lu_in_place(w, m, n, piv, perm);
+            transpose(w, m, n, f);
+        }
+    }
 }
 
 /// Whether faer's factor `col_major` (`m × n`, column-major) of the finite
@@ -322,6 +453,48 @@ pub fn lu_solve<T: Real>(
     transpose: bool,
     par: Par,
 ) -> Result<(), LinalgError> {
+    let layout = FactorLayout::RowMajor;
+    lu_solve_with_layout(lu, perm, b, out, batch, n, k, a_batch, transpose, layout, par)
+}
+
+/// [`lu_solve`] from a factor stored in `layout` (see [`lu_with_layout`]): the triangular solves read the
+/// stored factor, transposed where needed, with no copy. The solutions
+/// agree with those from the row-major factor to rounding (faer's solves
+/// may order their sums differently by layout).
+///
+/// # Errors
+///
+/// As [`lu_solve`].
+///
+/// # Example
+///
+/// ```
+/// use anvil_cpu::linalg::{lu_solve_with_layout, lu_with_layout, ABatch, FactorLayout};
+/// use faer::Par;
+///
+/// let a = [0.0, 2.0, 1.0, 1.0_f64];
+/// let (mut f, mut piv, mut perm) = ([0.0; 4], [0i64; 2], [0i64; 2]);
+/// let col = FactorLayout::ColumnMajor;
+/// lu_with_layout(&a, &mut f, &mut piv, &mut perm, 1, 2, 2, Par::Seq, col).unwrap();
+/// let mut x = [0.0; 2];
+/// lu_solve_with_layout(&f, &perm, &[4.0, 3.0], &mut x, 1, 2, 1, ABatch::PerMatrix, false, col, Par::Seq)
+///     .unwrap();
+/// assert_eq!(x, [1.0, 2.0]);
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn lu_solve_with_layout<T: Real>(
+    lu: &[T],
+    perm: &[i64],
+    b: &[T],
+    out: &mut [T],
+    batch: usize,
+    n: usize,
+    k: usize,
+    a_batch: ABatch,
+    transpose: bool,
+    layout: FactorLayout,
+    par: Par,
+) -> Result<(), LinalgError> {
     let factors = if a_batch == ABatch::Shared { 1 } else { batch };
     let per_a = check_len("lu", lu.len(), &[factors, n, n])?;
     check_len("perm", perm.len(), &[factors, n])?;
@@ -340,14 +513,14 @@ pub fn lu_solve<T: Real>(
             let f = if a_batch == ABatch::Shared { 0 } else { i };
             let (fi, pi) = (&lu[f * per_a..(f + 1) * per_a], &perm[f * n..(f + 1) * n]);
             x.copy_from_slice(&b[i * per_b..(i + 1) * per_b]);
-            solve_factored(fi, pi, x, tmp, n, k, transpose, plan.inner);
+            solve_factored(fi, pi, x, tmp, n, k, transpose, layout, plan.inner);
             Ok(())
         },
     )
 }
 
-/// One solve from a factorisation, in place on `x` (`n × k`, holding `B`);
-/// `tmp` is `n·k` scratch for the permutation.
+/// One solve from a factorisation stored in `layout`, in place on `x`
+/// (`n × k`, holding `B`); `tmp` is `n·k` scratch for the permutation.
 #[allow(clippy::too_many_arguments)]
 fn solve_factored<T: Real>(
     f: &[T],
@@ -357,14 +530,10 @@ fn solve_factored<T: Real>(
     n: usize,
     k: usize,
     transpose: bool,
+    layout: FactorLayout,
     par: Par,
 ) {
-    let tri = |lower, transpose_a| TriangularSolve {
-        left_side: true,
-        lower,
-        transpose_a,
-        unit_diagonal: lower,
-    };
+    let tri = |lower, transpose_a| layout.solve_with(lower, transpose_a);
     tmp.copy_from_slice(x);
     if !transpose {
         // P·B, then L⁻¹, then U⁻¹.
@@ -541,12 +710,17 @@ pub fn slogdet<T: Real>(
     )
 }
 
-/// Factors one `n × n` matrix into the scratch's own factor buffers.
-fn factor_into_scratch<T: Real>(a: &[T], n: usize, par: Par, s: &mut Scratch<T>) {
+/// Factors one `n × n` matrix into the scratch's own factor buffers, in
+/// the layout that needs no copy ([`FactorLayout::native`]; the
+/// determinants read only the diagonal, the same in both), which it
+/// returns.
+fn factor_into_scratch<T: Real>(a: &[T], n: usize, par: Par, s: &mut Scratch<T>) -> FactorLayout {
+    let layout = FactorLayout::native(n, n);
     let (mut f, mut piv, mut perm) =
         (std::mem::take(&mut s.lu), std::mem::take(&mut s.piv), std::mem::take(&mut s.perm_out));
-    factor_one(a, &mut f, &mut piv, &mut perm, n, n, par, s);
+    factor_one(a, &mut f, &mut piv, &mut perm, n, n, par, s, layout);
     (s.lu, s.piv, s.perm_out) = (f, piv, perm);
+    layout
 }
 
 /// Inverses of a batch of `n × n` matrices (`a`, `out` `[batch, n, n]`),
@@ -594,7 +768,7 @@ pub fn inv<T: Real>(
             if n == 0 {
                 return Ok(());
             }
-            factor_into_scratch(&a[i * per..(i + 1) * per], n, plan.inner, s);
+            let layout = factor_into_scratch(&a[i * per..(i + 1) * per], n, plan.inner, s);
             if let Some(pivot) = (0..n).find(|&j| s.lu[j * n + j] == T::ZERO) {
                 return match mode {
                     FailMode::Error => Err(LinalgError::Singular { batch_index: i, pivot }),
@@ -610,14 +784,8 @@ pub fn inv<T: Real>(
             for (row, &p) in o.chunks_exact_mut(n).zip(&s.perm_out) {
                 row[p as usize] = T::ONE;
             }
-            let tri = |lower| TriangularSolve {
-                left_side: true,
-                lower,
-                transpose_a: false,
-                unit_diagonal: lower,
-            };
-            solve_one(&s.lu, o, n, n, tri(true), plan.inner);
-            solve_one(&s.lu, o, n, n, tri(false), plan.inner);
+            solve_one(&s.lu, o, n, n, layout.solve_with(true, false), plan.inner);
+            solve_one(&s.lu, o, n, n, layout.solve_with(false, false), plan.inner);
             Ok(())
         },
     )

@@ -15,7 +15,8 @@
 //! | [`cholesky_tangent`], [`cholesky_cotangent`] | its derivative `L̇` and the adjoint of that |
 //! | [`triangular_solve`] | `op(A)·X = B` or `X·op(A) = B`, all of `jax.lax.linalg.triangular_solve`'s options |
 //! | [`lu()`], [`lu_unpack`] | `A[perm] = L·U` with partial pivoting; never fails |
-//! | [`lu_solve`] | `A·X = B` or `Aᵀ·X = B` from a factorisation |
+//! | [`lu_with_layout`] | [`lu()`] with the factor column-major if asked ([`FactorLayout`]) |
+//! | [`lu_solve`], [`lu_solve_with_layout`] | `A·X = B` or `Aᵀ·X = B` from a factorisation |
 //! | [`det`], [`slogdet`], [`det_from_lu`], [`slogdet_from_lu`] | determinants |
 //! | [`inv`] | `A⁻¹` |
 //! | [`qr()`] | Householder `A = Q·R`, reduced or complete |
@@ -136,7 +137,10 @@ pub use cholesky_ad::{cholesky_cotangent, cholesky_tangent};
 pub use eigh::{eigh, eigvalsh};
 pub use eigh_ad::{eigh_cotangent, eigh_tangent};
 pub use error::{FailMode, LinalgError};
-pub use lu::{det, det_from_lu, inv, lu, lu_solve, lu_unpack, slogdet, slogdet_from_lu};
+pub use lu::{
+    det, det_from_lu, inv, lu, lu_solve, lu_solve_with_layout, lu_unpack, lu_with_layout, slogdet,
+    slogdet_from_lu, FactorLayout,
+};
 pub use qr::{qr, QrMode};
 pub use real::Real;
 pub use svd::{svd, SvdMode};

@@ -507,6 +507,65 @@ fn lu_solve_both_transposes_and_shared() {
     }
 }
 
+/// The column-major factor is the row-major one transposed, bit for bit,
+/// with the same pivots, on both paths (small loop, faer), tall and wide,
+/// and where faer meets a zero pivot (the fallback loop); solves from it
+/// agree with solves from the row-major factor.
+#[test]
+fn column_major_factor_is_the_transpose_and_solves_alike() {
+    let mut rng = Rng(23);
+    let mut singular: Vec<f64> = rng.vec(20 * 20);
+    for i in 0..20 {
+        singular[i * 20 + 3] = 0.0; // a zero column: faer divides by 0
+    }
+    let shapes = [(3, 3), (5, 4), (4, 5), (20, 20), (40, 25), (25, 40), (64, 64)];
+    let mut cases: Vec<_> =
+        shapes.iter().map(|&(m, n)| (m, n, rng.vec::<f64>(2 * m * n), m == n)).collect();
+    cases.push((20, 20, [&singular[..], &singular[..]].concat(), false));
+    for (m, n, a, solvable) in cases {
+        let (batch, k) = (2, m.min(n));
+        let (mut f, mut piv, mut perm) =
+            (vec![0.0; a.len()], vec![0; batch * k], vec![0; batch * m]);
+        let (mut ft, mut pivt, mut permt) =
+            (vec![0.0; a.len()], vec![0; batch * k], vec![0; batch * m]);
+        lu(&a, &mut f, &mut piv, &mut perm, batch, m, n, Par::Seq).unwrap();
+        let col = FactorLayout::ColumnMajor;
+        lu_with_layout(&a, &mut ft, &mut pivt, &mut permt, batch, m, n, Par::rayon(2), col)
+            .unwrap();
+        assert_eq!((&piv, &perm), (&pivt, &permt), "{m}x{n}");
+        for i in 0..batch {
+            let want = transpose(&f[i * m * n..(i + 1) * m * n], m, n);
+            let got = &ft[i * m * n..(i + 1) * m * n];
+            assert!(want.iter().zip(got).all(|(x, y)| x.to_bits() == y.to_bits()), "{m}x{n}");
+        }
+        if !solvable {
+            continue;
+        }
+        let b: Vec<f64> = rng.vec(batch * n * 3);
+        for transpose_a in [false, true] {
+            let (mut x, mut xt) = (vec![0.0; b.len()], vec![0.0; b.len()]);
+            let each = ABatch::PerMatrix;
+            lu_solve(&f, &perm, &b, &mut x, batch, n, 3, each, transpose_a, Par::Seq).unwrap();
+            let col = FactorLayout::ColumnMajor;
+            lu_solve_with_layout(
+                &ft,
+                &perm,
+                &b,
+                &mut xt,
+                batch,
+                n,
+                3,
+                each,
+                transpose_a,
+                col,
+                Par::Seq,
+            )
+            .unwrap();
+            assert_close("column-major solve", &xt, &x, tol::<f64>(n, 1.0));
+        }
+    }
+}
+
 #[test]
 fn lu_solve_rejects_bad_permutations() {
     let f = [1.0, 0.0, 0.0, 1.0];
