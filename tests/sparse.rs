@@ -202,3 +202,40 @@ fn f32_functions_give_f32_values() {
     assert!(j.to_dense().unwrap().allclose(&dense, 1e-5, 1e-3));
     assert_eq!(j.as_faer::<f32>().unwrap().compute_nnz(), 88);
 }
+
+/// `scaled_seeds` (the gathered compressed product) is 0 wherever its
+/// seeds are, even for an infinite value: batched as one element at a time
+/// (its vmap rule once multiplied by the seed, and `0 · inf` gave NaN).
+#[test]
+fn scaled_seeds_under_vmap_keeps_infinite_values_in_their_entries() {
+    use anvil_ops::sparse::{ScaledSeeds, Table, NEUTRAL};
+    let op = ScaledSeeds {
+        shape: vec![3, 4],
+        axis: 0,
+        tables: vec![Table::new(vec![0, 1, 2, 0]), Table::new(vec![1, NEUTRAL, 0, 2])],
+    };
+    let f = |v: &Var, s: &Var| Var::apply_op(Box::new(op.clone()), &[v, s]);
+    let b = 3;
+    let mut v = anvil_testing::random_tensor(&[b, 1, 4], 9).to_f64_vec();
+    v[4 + 2] = f64::INFINITY; // batch 1, column 2
+    let v = Tensor::from_vec(v, &[b, 1, 4]).unwrap();
+    let s = Tensor::from_vec(vec![0.5, f64::NEG_INFINITY, 2.0], &[b]).unwrap();
+    for axes in [[Some(0), Some(0)], [Some(0), None], [None, Some(0)]] {
+        // An unbatched operand is its batch-1 element (the infinite one).
+        let arg = |t: &Tensor, a: Option<i64>| match a {
+            Some(_) => t.clone(),
+            None => t.select_axis(0, 1).unwrap(),
+        };
+        let (va, sa) = (arg(&v, axes[0]), arg(&s, axes[1]));
+        let got = vmap(f).in_axes(axes).eval((&va, &sa)).unwrap();
+        assert_eq!(got.shape(), [b, 3, 4]);
+        let got = got.to_f64_vec();
+        for k in 0..b {
+            let vk = v.select_axis(0, if axes[0].is_some() { k } else { 1 }).unwrap();
+            let sk = s.select_axis(0, if axes[1].is_some() { k } else { 1 }).unwrap();
+            let want = anvil::jit(f).eval((&vk, &sk)).unwrap().to_f64_vec();
+            assert!(want.iter().all(|w| !w.is_nan()), "{want:?}");
+            assert_eq!(&got[k * 12..(k + 1) * 12], &want[..], "{axes:?} batch {k}");
+        }
+    }
+}

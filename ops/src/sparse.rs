@@ -510,23 +510,44 @@ impl ElementwiseMath for ScaledSeeds {
     }
 }
 
-/// Batching: the seeds do not depend on the batch, so the batched result
-/// is the sum of each seed times its batched values (the elementwise rule).
+/// Batching: the seeds do not depend on the batch, so the batched op is
+/// the same sum over a result with the batch axis first, each color table
+/// repeated once per batch element (a table has one entry per position of
+/// the result's other axes, so it is smaller than the result). Batched
+/// operands get their batch axis first and their element axes right-aligned
+/// under the result's; unbatched ones broadcast as they are. Computed as
+/// one `scaled_seeds`, not as `seed · v`, so an infinite or NaN value where
+/// its seed is 0 still gives 0 (the op's documented values).
 fn vmap_scaled_seeds(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
     let s = op.try_downcast::<ScaledSeeds>()?;
-    let mut sum: Option<Batched> = None;
-    for (d, v) in args.iter().enumerate() {
-        let seed = Batched::new(Var::apply_op(Box::new(s.seed(d, v.var.dtype())), &[]), None);
-        let term =
-            crate::batching::vmap_elementwise(&crate::elementwise::Mul, &[seed, v.clone()], size)?;
-        sum = Some(match sum {
-            Some(t) => {
-                crate::batching::vmap_elementwise(&crate::elementwise::Add, &[t, term], size)?
+    let rank = s.shape.len();
+    let values: Vec<Var> = args
+        .iter()
+        .map(|b| match b.axis {
+            Some(k) => crate::batching::pad_after_batch(
+                &crate::batching::move_axis(&b.var, k, 0),
+                rank - b.logical_rank().min(rank),
+            ),
+            None => b.var.clone(),
+        })
+        .collect();
+    let mut shape = vec![size];
+    shape.extend_from_slice(&s.shape);
+    let tables = s
+        .tables
+        .iter()
+        .map(|t| {
+            let one = t.as_slice();
+            let mut data = Vec::with_capacity(one.len() * size);
+            for _ in 0..size {
+                data.extend_from_slice(one);
             }
-            None => term,
-        });
-    }
-    sum.ok_or_else(|| Error::invalid("scaled_seeds", "operands", "needs at least one seed"))
+            Table::new(data)
+        })
+        .collect();
+    let batched = ScaledSeeds { shape, axis: s.axis + 1, tables };
+    let refs: Vec<&Var> = values.iter().collect();
+    Ok(Batched::new(Var::apply_op(Box::new(batched), &refs), Some(0)))
 }
 
 /// Linear in its values: the tangent is the same sum of the tangents.
