@@ -4,6 +4,7 @@
 //!
 //! - `softmax`: softmax over the last axis;
 //! - `logsumexp_vg`: value and gradient of `sum(logsumexp(x, -1))`;
+//! - `softmax_vg`: value and gradient of `sum(w * softmax(x, -1))`;
 //! - `log_softmax_vg`: value and gradient of `sum(w * log_softmax(x, -1))`;
 //! - `chain_sum`: `sum(tanh(x) * x + 1, -1)`.
 //!
@@ -26,6 +27,10 @@ fn lse(x: &Var) -> Var {
     x.logsumexp(&[-1], false).sum_all()
 }
 
+fn weighted_softmax(x: &Var, w: &Var) -> Var {
+    (w * &x.softmax(-1)).sum_all()
+}
+
 fn weighted_log_softmax(x: &Var, w: &Var) -> Var {
     (w * &x.log_softmax(-1)).sum_all()
 }
@@ -45,6 +50,10 @@ fn fused_reductions(c: &mut Criterion) {
     let f = jit(value_and_grad(lse));
     group.bench_function("logsumexp_vg/512x1024", |b| {
         b.iter(|| black_box(f.eval(&x).expect("logsumexp")))
+    });
+    let f = jit(value_and_grad(weighted_softmax));
+    group.bench_function("softmax_vg/512x1024", |b| {
+        b.iter(|| black_box(f.eval((&x, &w)).expect("softmax_vg")))
     });
     let f = jit(value_and_grad(weighted_log_softmax));
     group.bench_function("log_softmax_vg/512x1024", |b| {

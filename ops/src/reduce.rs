@@ -270,7 +270,8 @@ use anvil_core::TensorType as Type;
 
 /// Rewrites of a sum:
 ///
-/// - over no axes (without keepdims), the operand itself;
+/// - over no axes, or over axes of size 1 with their axes kept, the
+///   operand itself;
 /// - over exactly the axes a `broadcast_to` copied along, the source times
 ///   the number of copies (the transpose of a broadcast meets the
 ///   broadcast of a cotangent in reverse mode): one rounding instead of
@@ -285,17 +286,31 @@ use anvil_core::TensorType as Type;
 ///   infinite or NaN the rewritten sum is that entry's value, not the NaN
 ///   the dense product `0 · ∞` would spread.
 ///
-/// Cost: each removes a pass over the large operand.
+/// - of a product or quotient with factors that are constant along reduced
+///   axes (broadcast along them), those factors taken out:
+///   `Σ_j (e_ij / s_i) · x_ij = (Σ_j e_ij x_ij) / s_i`. Where a factor is
+///   constant along only some of the reduced axes, the sum is split into a
+///   sum over those axes first. The remaining factors are multiplied in a
+///   canonical order, so that sums of the same factors written in another
+///   order (the value and the gradient of a loss through `softmax` both sum
+///   `e · x` per row) become one sum. Floats only: the factor multiplies the
+///   sum once instead of each term, which rounds differently.
+///
+/// Cost: each removes a pass over the large operand, or moves arithmetic
+/// from the operand's size to the result's.
 fn rewrite_sum(op: &dyn Op, args: &[Var], out: &Type) -> Result<Option<Var>> {
     let o = op.try_downcast::<ReduceSum>()?;
     let x = &args[0];
-    if o.axes.is_empty() && x.ty() == out {
+    if x.ty() == out && o.axes.iter().all(|&a| x.shape().get(a) == Some(&1)) {
         return Ok(Some(x.clone()));
     }
     if let Some(v) = sum_of_broadcast(o, x, out) {
         return Ok(Some(v));
     }
     if let Some(v) = crate::diagonal::sum_over_space(x, &o.axes, out) {
+        return Ok(Some(v));
+    }
+    if let Some(v) = factors_out_of_sum(o, x, out) {
         return Ok(Some(v));
     }
     if let ([n, k], [_]) = (x.shape(), &o.axes[..]) {
@@ -326,6 +341,130 @@ fn sum_of_broadcast(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
     let scaled = if copies == 1 { src.clone() } else { src * &src.scalar_like(copies as f64) };
     let shape: Vec<i64> = out.shape().iter().map(|&d| d as i64).collect();
     Some(if scaled.shape() == out.shape() { scaled } else { scaled.reshape(&shape) })
+}
+
+/// The factors of a product tree (`mul`, `div`, `neg`) of the reduced
+/// operand's shape: numerators, divisors, and the sign.
+struct Factors {
+    num: Vec<Var>,
+    den: Vec<Var>,
+    negative: bool,
+}
+
+impl Factors {
+    /// Flattens `x`'s product tree; only through nodes of `x`'s shape, so
+    /// every factor broadcasts to it.
+    fn of(x: &Var) -> Factors {
+        let mut f = Factors { num: Vec::new(), den: Vec::new(), negative: false };
+        let mut stack = vec![x.clone()];
+        while let Some(v) = stack.pop() {
+            let p = v.producer().filter(|_| v.shape() == x.shape() && v.dtype() == x.dtype());
+            match p {
+                Some(p) if p.op_as::<Mul>().is_some() => {
+                    stack.extend([p.inputs[1].clone(), p.inputs[0].clone()]);
+                }
+                Some(p) if p.op_as::<Div>().is_some() => {
+                    f.den.push(p.inputs[1].clone());
+                    stack.push(p.inputs[0].clone());
+                }
+                Some(p) if p.op_as::<Neg>().is_some() => {
+                    f.negative = !f.negative;
+                    stack.push(p.inputs[0].clone());
+                }
+                _ => f.num.push(v),
+            }
+        }
+        f
+    }
+}
+
+/// The axes of `axes` along which `v`, broadcast (right-aligned) to `shape`,
+/// is constant.
+fn constant_along(v: &Var, shape: &[usize], axes: &[usize]) -> Vec<usize> {
+    let lead = shape.len().saturating_sub(v.rank());
+    axes.iter().copied().filter(|&d| d < lead || v.shape()[d - lead] == 1).collect()
+}
+
+/// `v` with size-1 axes in front up to rank `rank`.
+fn to_rank(v: &Var, rank: usize) -> Var {
+    if v.rank() >= rank {
+        return v.clone();
+    }
+    let mut shape = vec![1_i64; rank - v.rank()];
+    shape.extend(v.shape().iter().map(|&d| d as i64));
+    v.reshape(&shape)
+}
+
+/// The product-tree rewrite of [`rewrite_sum`]: factors constant along the
+/// reduced axes moved out of the sum.
+fn factors_out_of_sum(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
+    let shape = x.shape().to_vec();
+    if !x.dtype().is_float() || o.axes.iter().all(|&d| shape[d] == 1) {
+        return None;
+    }
+    let f = Factors::of(x);
+    if f.num.len() + f.den.len() < 2 {
+        return None;
+    }
+    // Axes of size 1 add nothing to the sum: only the others count.
+    let axes: Vec<usize> = o.axes.iter().copied().filter(|&d| shape[d] != 1).collect();
+    let along = |v: &Var| constant_along(v, &shape, &axes);
+    let (mut outside, mut inside): (Vec<(Var, bool)>, Vec<(Var, bool)>) = (Vec::new(), Vec::new());
+    for (v, divides) in f.num.iter().map(|v| (v, false)).chain(f.den.iter().map(|v| (v, true))) {
+        let entry = (v.clone(), divides);
+        if along(v).len() == axes.len() {
+            outside.push(entry);
+        } else {
+            inside.push(entry);
+        }
+    }
+    if inside.is_empty() {
+        return None; // constant along every reduced axis: not a product's job
+    }
+    if outside.is_empty() {
+        // Factors constant along some reduced axes only: sum over those axes
+        // first (their size-1 axes kept), then over all of them; the inner
+        // sum then has factors to take out.
+        let split: Vec<usize> = inside.iter().map(|(v, _)| along(v)).max_by_key(Vec::len)?;
+        if split.is_empty() || split.len() == axes.len() {
+            return None;
+        }
+        let inner = sum_of(x, &split, true);
+        let outer = sum_of(&inner, &o.axes, o.keepdims);
+        return (outer.ty() == out).then_some(outer);
+    }
+    // The varying factors, in a canonical order, then the sum, then the
+    // constant factors (all of the operand's rank, so the axes line up).
+    inside.sort_by_key(|(v, divides)| (*divides, v.id().map(|i| i.index())));
+    let mut prod: Option<Var> = None;
+    for (v, divides) in &inside {
+        let v = to_rank(v, shape.len());
+        prod = Some(match (prod, divides) {
+            (None, false) => v,
+            (None, true) => &v.scalar_like(1.0) / &v,
+            (Some(p), false) => &p * &v,
+            (Some(p), true) => &p / &v,
+        });
+    }
+    let mut r = sum_of(&prod?, &o.axes, true);
+    outside.sort_by_key(|(v, divides)| (*divides, v.id().map(|i| i.index())));
+    for (v, divides) in &outside {
+        let v = to_rank(v, shape.len());
+        r = if *divides { &r / &v } else { &r * &v };
+    }
+    if f.negative {
+        r = -&r;
+    }
+    if !o.keepdims {
+        let dims: Vec<i64> = out.shape().iter().map(|&d| d as i64).collect();
+        r = r.reshape(&dims);
+    }
+    (r.ty() == out).then_some(r)
+}
+
+/// `x` summed over `axes`.
+fn sum_of(x: &Var, axes: &[usize], keepdims: bool) -> Var {
+    Var::apply_op(Box::new(ReduceSum { axes: axes.to_vec(), keepdims }), &[x])
 }
 
 /// The diagonal, as an `[n]` vector, of an `n × n` chain (see [`rewrite_sum`]).
