@@ -297,6 +297,42 @@ macro_rules! register_kernel {
     };
 }
 
+anvil_core::registry_entry! {
+    /// A declaration that an op's CPU kernel gives the same bits on any
+    /// number of threads (a fused elementwise program, a matrix product):
+    /// a plan may then run a large node of the op on one thread or several,
+    /// as measured cost decides ([`Parallelism::adaptive`]). Registered with
+    /// [`register_thread_invariant!`].
+    pub struct ThreadInvariant { same_bits: bool }, "thread-count declaration", thread_invariant
+}
+
+/// Declares that the CPU kernel of an op type gives the same bits on any
+/// number of threads (see [`ThreadInvariant`]):
+/// `register_thread_invariant!(MyOp);` beside `register_kernel!(MyOp, ..)`.
+#[macro_export]
+macro_rules! register_thread_invariant {
+    ($op:ty) => {
+        $crate::anvil_core::register_entry!($crate::ThreadInvariant, $op, same_bits: true);
+    };
+}
+
+anvil_core::registry_entry! {
+    /// A rewrite the CPU plan applies, before fusion, around the nodes of
+    /// one op type (see [`anvil_core::GraphPassFn`]), such as the scan's,
+    /// which writes its stacked results in their final place. Registered with
+    /// [`register_plan_rewrite!`].
+    pub struct PlanRewrite { rewrite: anvil_core::GraphPassFn }, "CPU plan rewrite", plan_rewrites
+}
+
+/// Registers a CPU plan rewrite for an op type (see [`PlanRewrite`]):
+/// `register_plan_rewrite!(MyOp, my_rewrite);`.
+#[macro_export]
+macro_rules! register_plan_rewrite {
+    ($op:ty, $rewrite:expr) => {
+        $crate::anvil_core::register_entry!($crate::PlanRewrite, $op, rewrite: $rewrite);
+    };
+}
+
 /// Block math this backend runs instead of an elementwise op's own
 /// ([`Op::elementwise_math`]): vectorised code for the same function.
 /// Returns `Ok(false)` for blocks it does not handle (another dtype), and
