@@ -863,4 +863,54 @@ mod tests {
             assert!(plan.adaptive.as_ref().unwrap().tried_both(), "never tried both paths");
         }
     }
+
+    /// `2 x`, with a kernel (test-local), declared thread-invariant or not.
+    #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+    struct Twice;
+
+    impl Op for Twice {
+        fn name(&self) -> &'static str {
+            "twice"
+        }
+        fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+            anvil_core::op::expect_arity(self, inputs, 1)?;
+            Ok(inputs[0].clone())
+        }
+    }
+
+    #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+    struct TwiceDeclared;
+
+    impl Op for TwiceDeclared {
+        fn name(&self) -> &'static str {
+            "twice_declared"
+        }
+        fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+            Twice.infer(inputs)
+        }
+    }
+
+    fn twice(_: &dyn Op, x: &[&Tensor], _: &TensorType, _: &Parallelism) -> Result<Tensor> {
+        let v: Vec<f64> = x[0].to_vec::<f64>()?.iter().map(|a| 2.0 * a).collect();
+        Tensor::from_vec(v, x[0].shape())
+    }
+
+    crate::register_kernel!(Twice, twice);
+    crate::register_kernel!(TwiceDeclared, twice);
+    crate::register_thread_invariant!(TwiceDeclared);
+
+    #[test]
+    fn an_op_declared_thread_invariant_chooses_its_thread_count() {
+        let n = Parallelism::default().parallel_elems();
+        for (op, want) in [(Box::new(Twice) as Box<dyn Op>, false), (Box::new(TwiceDeclared), true)]
+        {
+            let mut g = Graph::new();
+            let x = g.add_input(TensorType::new(anvil_core::DType::F64, [n])).unwrap();
+            let node = g.push(op, &[x]).unwrap();
+            g.set_outputs(vec![g.node(node).out()]);
+            assert_eq!(adaptive_eligible(&g, node).unwrap(), want);
+            let plan = compile(&g).unwrap();
+            assert_eq!(plan.steps.iter().any(|s| s.adaptive), want);
+        }
+    }
 }
