@@ -21,7 +21,10 @@
 //!   product (`jax#3186`'s "one product over stacked residuals"). Each step
 //!   then handles vectors only (no `n × m` update per step), and the sum
 //!   over steps is the matrix product's, not a running one: values agree
-//!   to rounding, not bit for bit.
+//!   to rounding, not bit for bit. The `+` and the products are found by
+//!   their declared facts ([`Op::arith`](anvil_core::Op::arith),
+//!   [`Op::matmul_transposes`](anvil_core::Op::matmul_transposes)), so a
+//!   plugin's sum or product is taken out of a loop too.
 
 use crate::passes::{cse, dce};
 use anvil_core::replay::{bind, bound_inputs, inline_graph, outputs, replay, value};

@@ -864,11 +864,12 @@ mod tests {
         }
     }
 
-    /// `2 x`, with a kernel (test-local), declared thread-invariant or not.
+    /// `2 x`, with a kernel (test-local), declared thread-invariant when
+    /// `DECLARED`.
     #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-    struct Twice;
+    struct Twice<const DECLARED: bool>;
 
-    impl Op for Twice {
+    impl<const DECLARED: bool> Op for Twice<DECLARED> {
         fn name(&self) -> &'static str {
             "twice"
         }
@@ -878,31 +879,20 @@ mod tests {
         }
     }
 
-    #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-    struct TwiceDeclared;
-
-    impl Op for TwiceDeclared {
-        fn name(&self) -> &'static str {
-            "twice_declared"
-        }
-        fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
-            Twice.infer(inputs)
-        }
-    }
-
     fn twice(_: &dyn Op, x: &[&Tensor], _: &TensorType, _: &Parallelism) -> Result<Tensor> {
         let v: Vec<f64> = x[0].to_vec::<f64>()?.iter().map(|a| 2.0 * a).collect();
         Tensor::from_vec(v, x[0].shape())
     }
 
-    crate::register_kernel!(Twice, twice);
-    crate::register_kernel!(TwiceDeclared, twice);
-    crate::register_thread_invariant!(TwiceDeclared);
+    crate::register_kernel!(Twice<false>, twice);
+    crate::register_kernel!(Twice<true>, twice);
+    crate::register_thread_invariant!(Twice<true>);
 
     #[test]
     fn an_op_declared_thread_invariant_chooses_its_thread_count() {
         let n = Parallelism::default().parallel_elems();
-        for (op, want) in [(Box::new(Twice) as Box<dyn Op>, false), (Box::new(TwiceDeclared), true)]
+        for (op, want) in
+            [(Box::new(Twice::<false>) as Box<dyn Op>, false), (Box::new(Twice::<true>), true)]
         {
             let mut g = Graph::new();
             let x = g.add_input(TensorType::new(anvil_core::DType::F64, [n])).unwrap();

@@ -1,4 +1,4 @@
-//! The kernels of captured constants and of dimension sizes. (`full`,
+//! The kernel of captured constants and of dimension sizes. (`full`,
 //! `iota` and the `jacfwd` seed are generators: they run, and fuse, as
 //! elementwise ops.)
 
@@ -6,7 +6,14 @@ use super::arity;
 use crate::{register_kernel, Parallelism};
 use anvil_core::{Constant, DimSize, Op, Result, Tensor, TensorType};
 
-/// A captured constant: its tensor, shared, not copied.
+/// The kernel of the ops that are a value: a captured [`Constant`] (its
+/// tensor, shared, not copied), and a dimension's size ([`DimSize`]): a
+/// plan over symbolic shapes binds that op to each call's sizes before
+/// running it, which makes it a constant (its `bind_dims`); unbound, its
+/// dimension must be a size.
+///
+/// # Errors
+/// A symbolic dimension the plan did not bind.
 pub fn constant(
     op: &dyn Op,
     inputs: &[&Tensor],
@@ -14,27 +21,11 @@ pub fn constant(
     _ctx: &Parallelism,
 ) -> Result<Tensor> {
     arity(op, inputs, 0)?;
-    Ok(op.try_downcast::<Constant>()?.value.clone())
-}
-
-/// A dimension's size. A plan over symbolic shapes binds the op to each
-/// call's sizes before running it, which makes it a [`Constant`]
-/// ([`DimSize`]'s `bind_dims`); unbound, the dimension must be a size.
-///
-/// # Errors
-/// A symbolic dimension the plan did not bind.
-pub fn dim_size(
-    op: &dyn Op,
-    inputs: &[&Tensor],
-    _out: &TensorType,
-    _ctx: &Parallelism,
-) -> Result<Tensor> {
-    arity(op, inputs, 0)?;
-    if let Some(value) = op.constant_value() {
-        return Ok(value.clone());
+    match op.constant_value() {
+        Some(value) => Ok(value.clone()),
+        None => op.try_downcast::<DimSize>()?.evaluate(&anvil_core::shape::Binding::new()),
     }
-    op.try_downcast::<DimSize>()?.evaluate(&anvil_core::shape::Binding::new())
 }
 
 register_kernel!(Constant, constant);
-register_kernel!(DimSize, dim_size);
+register_kernel!(DimSize, constant);
