@@ -309,6 +309,21 @@ anvil_core::registry_entry! {
 /// Declares that the CPU kernel of an op type gives the same bits on any
 /// number of threads (see [`ThreadInvariant`]):
 /// `register_thread_invariant!(MyOp);` beside `register_kernel!(MyOp, ..)`.
+///
+/// ```
+/// use anvil_core::{Op, Result, TensorType};
+///
+/// #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// struct Copy2;
+/// impl Op for Copy2 {
+///     fn name(&self) -> &'static str { "myplugin.copy" }
+///     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> { Ok(inputs[0].clone()) }
+/// }
+/// anvil_cpu::register_thread_invariant!(Copy2);
+///
+/// assert!(anvil_cpu::thread_invariant().lookup(&Copy2)?.is_some());
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
 #[macro_export]
 macro_rules! register_thread_invariant {
     ($op:ty) => {
@@ -326,6 +341,25 @@ anvil_core::registry_entry! {
 
 /// Registers a CPU plan rewrite for an op type (see [`PlanRewrite`]):
 /// `register_plan_rewrite!(MyOp, my_rewrite);`.
+///
+/// ```
+/// use anvil_core::{Graph, NodeId, Op, Result, TensorType};
+///
+/// #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// struct Hint;
+/// impl Op for Hint {
+///     fn name(&self) -> &'static str { "myplugin.hint" }
+///     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> { Ok(inputs[0].clone()) }
+/// }
+/// /// Leaves the graph as it is (a real rewrite returns `Some(new_graph)`).
+/// fn keep(_: &Graph, _: &[NodeId]) -> Result<Option<Graph>> {
+///     Ok(None)
+/// }
+/// anvil_cpu::register_plan_rewrite!(Hint, keep);
+///
+/// assert!(anvil_cpu::plan_rewrites().lookup(&Hint)?.is_some());
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
 #[macro_export]
 macro_rules! register_plan_rewrite {
     ($op:ty, $rewrite:expr) => {
