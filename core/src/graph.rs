@@ -136,6 +136,9 @@ impl Op for Parameter {
     fn params(&self) -> String {
         self.index.to_string()
     }
+    fn parameter_index(&self) -> Option<usize> {
+        Some(self.index)
+    }
 }
 
 /// A tensor captured into the graph.
@@ -189,6 +192,9 @@ impl Op for Constant {
         } else {
             String::new()
         }
+    }
+    fn constant_value(&self) -> Option<&Tensor> {
+        Some(&self.value)
     }
 }
 

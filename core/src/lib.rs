@@ -52,8 +52,8 @@ pub use function::{
 pub use graph::{
     Constant, DimSize, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId,
 };
-pub use op::{Block, BlockAt, BlockMut, ElementwiseMath, Op, ReductionMath};
-pub use registry::{Registered, RuleTable};
+pub use op::{Arith, Block, BlockAt, BlockMut, ElementwiseMath, Movement, Op, ReductionMath};
+pub use registry::{GraphPassFn, Registered, RuleTable};
 pub use rules::{
     jvp_rules, rewrite_rules, transpose_rules, vmap_rules, Batched, JvpFn, JvpManyFn, JvpRule,
     LinearArg, RewriteFn, RewriteManyFn, RewriteRule, RuleFn, TransposeFn, TransposeManyFn,

@@ -182,6 +182,99 @@ pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
     fn reduction_math(&self) -> Option<&dyn ReductionMath> {
         None
     }
+
+    /// `Some(k)` when the node is the graph's `k`-th input (the core
+    /// [`Parameter`](crate::Parameter)): passes that replay a graph bind it
+    /// to argument `k` rather than running it, and a plan reads it from the
+    /// call's arguments. No other op should return `Some`.
+    fn parameter_index(&self) -> Option<usize> {
+        None
+    }
+
+    /// The op's value when it has no operands and always produces this one
+    /// tensor (a captured [`Constant`](crate::Constant)): constant folding
+    /// evaluates the ops that read only such values, and a backend holds
+    /// the tensor rather than running the op.
+    fn constant_value(&self) -> Option<&crate::Tensor> {
+        None
+    }
+
+    /// The field operation the op computes, when it is one of them, with
+    /// NumPy broadcasting of its operands (see [`Arith`]): a backend may
+    /// run it as a plain loop, and loop passes recognise sums and products.
+    fn arith(&self) -> Option<Arith> {
+        None
+    }
+
+    /// `Some((ta, tb))` when the op is the matrix product of operands 0 and
+    /// 1 with the semantics of `anvil_ops::matmul` (batched, a vector
+    /// operand promoted and its axis dropped), each operand read transposed
+    /// (its two axes swapped, a matrix) where its flag is set.
+    fn matmul_transposes(&self) -> Option<(bool, bool)> {
+        None
+    }
+
+    /// How the op moves elements, when it is one of the movements of
+    /// [`Movement`] (a reshape, a permutation, a concatenation, a pad):
+    /// passes that place results in memory, or compute index maps, read
+    /// the layout from it rather than from the op's type.
+    fn movement(&self) -> Option<Movement<'_>> {
+        None
+    }
+}
+
+/// A field operation on elements, applied with NumPy broadcasting (see
+/// [`Op::arith`]): what `a + b`, `a - b`, `a * b`, `a / b` and `-a`
+/// compute, in the IEEE arithmetic of the dtype (wrapping for `i64`, a
+/// zero divisor giving 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arith {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b`.
+    Div,
+    /// `-a` (one operand).
+    Neg,
+}
+
+impl Arith {
+    /// The number of operands: 1 for [`Arith::Neg`], 2 for the others.
+    pub fn arity(self) -> usize {
+        if self == Arith::Neg {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// A movement of elements (see [`Op::movement`]): which element of which
+/// operand each result element copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Movement<'a> {
+    /// Operand 0's elements in their row-major order, in the result's shape.
+    Reshape,
+    /// Operand 0's axes reordered: the result's axis `i` is operand axis
+    /// `perm[i]`.
+    Permute(&'a [usize]),
+    /// The operands joined along `axis`, in order.
+    Concatenate {
+        /// The axis.
+        axis: usize,
+    },
+    /// Operand 0 with `widths[i] = (before, after)` elements of `value`
+    /// added on each side of axis `i`.
+    Pad {
+        /// `(before, after)` per axis.
+        widths: &'a [(usize, usize)],
+        /// The value of the added elements (of the operand's dtype).
+        value: crate::Scalar,
+    },
 }
 
 /// A run of elements of one dtype: an operand's block, already broadcast
@@ -317,6 +410,13 @@ pub trait ReductionMath: Send + Sync {
     /// booleans (`reduce_max` is `any`, `reduce_min` is `all`).
     fn bool(&self) -> Option<Combine<bool>> {
         None
+    }
+    /// Whether the combining function is addition (`+` for floats,
+    /// wrapping `+` for `i64`) from 0: a backend may then write the `+`
+    /// into its loops, where they inline and vectorise it, rather than
+    /// call the function.
+    fn is_sum(&self) -> bool {
+        false
     }
 }
 

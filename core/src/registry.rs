@@ -13,6 +13,7 @@
 //! crate that is never referenced (`use my_plugin as _;`) registers nothing.
 
 use crate::error::{Error, Result};
+use crate::graph::{Graph, NodeId};
 use crate::op::Op;
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -96,7 +97,50 @@ impl<R: Registered> RuleTable<R> {
     pub fn entries(&self) -> impl Iterator<Item = &'static R> + '_ {
         self.map.values().copied()
     }
+
+    /// Runs the graph passes of this table on `g`: for each op type of
+    /// `g`'s own nodes that has an entry (in the order the types first
+    /// appear), the entry's pass (`pass(entry)`) on the graph so far and its
+    /// nodes of that type. `None` when no pass changed anything.
+    ///
+    /// # Errors
+    /// A pass's error; an op type registered twice.
+    pub fn run_graph_passes(
+        &self,
+        g: &Graph,
+        pass: impl Fn(&R) -> GraphPassFn,
+    ) -> Result<Option<Graph>> {
+        let mut types: Vec<TypeId> = Vec::new();
+        for n in g.nodes() {
+            if !types.contains(&n.op.op_type()) {
+                types.push(n.op.op_type());
+            }
+        }
+        let mut changed: Option<Graph> = None;
+        for ty in types {
+            let Some(entry) = self.lookup_type(ty)? else { continue };
+            let now = changed.as_ref().unwrap_or(g);
+            let ids: Vec<NodeId> =
+                now.iter().filter(|(_, n)| n.op.op_type() == ty).map(|(id, _)| id).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            if let Some(new) = pass(entry)(now, &ids)? {
+                changed = Some(new);
+            }
+        }
+        Ok(changed)
+    }
 }
+
+/// A rewrite of a graph around its nodes of one op type, the type it is
+/// registered for (a pass that looks beyond one node, at its siblings or
+/// at how its results are used, and so cannot be a rewrite rule): given
+/// the graph and those nodes, in order, the rewritten graph, or `None`
+/// when nothing changed. It keeps the graph's signature. A registry of
+/// them is declared with [`registry_entry!`](crate::registry_entry) and run
+/// with [`RuleTable::run_graph_passes`].
+pub type GraphPassFn = fn(&Graph, &[NodeId]) -> Result<Option<Graph>>;
 
 /// Declares a registry: an entry type holding an op type, its name, the
 /// registration's `file:line` and one payload field; its `inventory`

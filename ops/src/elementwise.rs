@@ -384,7 +384,10 @@ macro_rules! __unary_derivative {
 /// its shape rule, its [`BinaryMath`] and block math, the fact of which
 /// operands it is linear in, its batching rule and its jvp rule. Register
 /// a transpose rule (for an op linear in some operand) and rewrite rules
-/// beside it with `register_rule!`.
+/// beside it with `register_rule!`. An op that computes one of the field
+/// operations says which after its `linear_in` line (`arith: Add;`, see
+/// [`Arith`](anvil_core::Arith)), and backends and loop passes treat it as
+/// they treat `+`.
 ///
 /// ```
 /// use anvil_core::{Op, Result, Var};
@@ -413,6 +416,7 @@ macro_rules! binary_elementwise_op {
         float: |$a:ident, $b:ident| $f:expr;
         $(i64: |$ai:ident, $bi:ident| $i64:expr;)?
         $(linear_in: [$($k:literal),*];)?
+        $(arith: $arith:ident;)?
         jvp: $jvp:expr;
     ) => {
         $(#[$doc])*
@@ -438,6 +442,9 @@ macro_rules! binary_elementwise_op {
             }
             fn elementwise_math(&self) -> Option<&dyn $crate::anvil_core::ElementwiseMath> {
                 Some(self)
+            }
+            fn arith(&self) -> Option<$crate::anvil_core::Arith> {
+                None $(.or(Some($crate::anvil_core::Arith::$arith)))?
             }
         }
 
@@ -629,6 +636,9 @@ impl Op for Neg {
     fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
         Some(self)
     }
+    fn arith(&self) -> Option<anvil_core::Arith> {
+        Some(anvil_core::Arith::Neg)
+    }
 }
 
 impl UnaryMath for Neg {
@@ -703,6 +713,7 @@ binary_elementwise_op! {
     float: |a, b| a + b;
     i64: |a, b| a.wrapping_add(b);
     linear_in: [0, 1];
+    arith: Add;
     jvp: jvp_add;
 }
 binary_elementwise_op! {
@@ -712,6 +723,7 @@ binary_elementwise_op! {
     float: |a, b| a - b;
     i64: |a, b| a.wrapping_sub(b);
     linear_in: [0, 1];
+    arith: Sub;
     jvp: jvp_sub;
 }
 binary_elementwise_op! {
@@ -721,6 +733,7 @@ binary_elementwise_op! {
     float: |a, b| a * b;
     i64: |a, b| a.wrapping_mul(b);
     linear_in: [0, 1];
+    arith: Mul;
     jvp: jvp_mul;
 }
 binary_elementwise_op! {
@@ -731,6 +744,7 @@ binary_elementwise_op! {
     float: |a, b| a / b;
     i64: |a, b| a.checked_div(b).unwrap_or(0);
     linear_in: [0];
+    arith: Div;
     jvp: jvp_div;
 }
 binary_elementwise_op! {

@@ -33,6 +33,9 @@ impl Op for Matmul {
     fn linear_in(&self, k: usize) -> bool {
         k < 2
     }
+    fn matmul_transposes(&self) -> Option<(bool, bool)> {
+        Some((false, false))
+    }
 }
 
 // ---------------------------------------------------------------- rules
@@ -197,6 +200,9 @@ impl Op for MatmulT {
     }
     fn params(&self) -> String {
         format!("ta={}, tb={}", self.ta, self.tb)
+    }
+    fn matmul_transposes(&self) -> Option<(bool, bool)> {
+        Some((self.ta, self.tb))
     }
     fn linear_in(&self, k: usize) -> bool {
         k < 2

@@ -14,7 +14,7 @@ use anvil_core::shape::{
     add_dims, broadcasts_to, dim_numel, fmt_dim, fmt_dims, is_symbolic, is_symbolic_shape, numel,
     require_equal,
 };
-use anvil_core::{op::expect_arity, Error, Op, Result, Scalar, SliceSpec, TensorType};
+use anvil_core::{op::expect_arity, Error, Movement, Op, Result, Scalar, SliceSpec, TensorType};
 
 /// Same elements, new shape of the same size (row-major order).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -64,6 +64,9 @@ impl Op for Reshape {
     fn linear_in(&self, k: usize) -> bool {
         k == 0
     }
+    fn movement(&self) -> Option<Movement<'_>> {
+        Some(Movement::Reshape)
+    }
 }
 
 /// Reorders axes: output axis `i` is input axis `perm[i]`.
@@ -92,6 +95,9 @@ impl Op for Permute {
     }
     fn linear_in(&self, k: usize) -> bool {
         k == 0
+    }
+    fn movement(&self) -> Option<Movement<'_>> {
+        Some(Movement::Permute(&self.perm))
     }
 }
 
@@ -204,6 +210,9 @@ impl Op for Pad {
     }
     fn linear_in(&self, k: usize) -> bool {
         k == 0 && self.value.to_f64() == 0.0
+    }
+    fn movement(&self) -> Option<Movement<'_>> {
+        Some(Movement::Pad { widths: &self.widths, value: self.value })
     }
 }
 
@@ -318,6 +327,9 @@ impl Op for Concatenate {
     }
     fn linear_in(&self, _: usize) -> bool {
         true
+    }
+    fn movement(&self) -> Option<Movement<'_>> {
+        Some(Movement::Concatenate { axis: self.axis })
     }
 }
 

@@ -50,7 +50,7 @@ pub trait ReduceMath: Op + ReductionMath {
 }
 
 macro_rules! reductions {
-    ($($(#[$doc:meta])* $name:ident = $s:literal, linear: $linear:expr, float: ($fid:expr, $ff:expr), int: ($iid:expr, $if_:expr), bool: $bool:expr;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident = $s:literal, linear: $linear:expr, sum: $sum:expr, float: ($fid:expr, $ff:expr), int: ($iid:expr, $if_:expr), bool: $bool:expr;)*) => {$(
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq, Eq, Hash)]
         pub struct $name {
@@ -103,19 +103,22 @@ macro_rules! reductions {
             fn bool(&self) -> Option<anvil_core::op::Combine<bool>> {
                 $bool
             }
+            fn is_sum(&self) -> bool {
+                $sum
+            }
         }
     )*};
 }
 
 reductions! {
     /// Sum over axes.
-    ReduceSum = "sum", linear: true, float: (0.0, |a, b| a + b), int: (0, |a: i64, b| a.wrapping_add(b)), bool: None;
+    ReduceSum = "sum", linear: true, sum: true, float: (0.0, |a, b| a + b), int: (0, |a: i64, b| a.wrapping_add(b)), bool: None;
     /// Maximum over axes (NaN propagates; `-inf` for an empty reduction).
-    ReduceMax = "reduce_max", linear: false, float: (-1.0 / 0.0, |a, b| if b > a || b.is_nan() { b } else { a }), int: (i64::MIN, |a: i64, b| a.max(b)), bool: Some((false, |a, b| a | b));
+    ReduceMax = "reduce_max", linear: false, sum: false, float: (-1.0 / 0.0, |a, b| if b > a || b.is_nan() { b } else { a }), int: (i64::MIN, |a: i64, b| a.max(b)), bool: Some((false, |a, b| a | b));
     /// Minimum over axes (NaN propagates; `+inf` for an empty reduction).
-    ReduceMin = "reduce_min", linear: false, float: (1.0 / 0.0, |a, b| if b < a || b.is_nan() { b } else { a }), int: (i64::MAX, |a: i64, b| a.min(b)), bool: Some((true, |a, b| a & b));
+    ReduceMin = "reduce_min", linear: false, sum: false, float: (1.0 / 0.0, |a, b| if b < a || b.is_nan() { b } else { a }), int: (i64::MAX, |a: i64, b| a.min(b)), bool: Some((true, |a, b| a & b));
     /// Product over axes.
-    ReduceProd = "prod", linear: false, float: (1.0, |a, b| a * b), int: (1, |a: i64, b| a.wrapping_mul(b)), bool: None;
+    ReduceProd = "prod", linear: false, sum: false, float: (1.0, |a, b| a * b), int: (1, |a: i64, b| a.wrapping_mul(b)), bool: None;
 }
 
 /// Index of the largest (`ArgMax`) or smallest (`ArgMin`) element along one axis.

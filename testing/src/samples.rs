@@ -422,6 +422,8 @@ fn constant_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Iota { shape: vec![2, 3], axis: 1, dtype: DType::I64 }));
     let value = Tensor::from_vec(vec![0.5, -1.0, 2.0], &[3]).expect("literal matches its shape");
     s.push(OpSample::new(anvil::core::Constant { value }));
+    // A dimension's size as a number (here a size: no binding needed).
+    s.push(OpSample::new(anvil::core::DimSize { dim: 3, dtype: DType::I64 }));
 }
 
 fn sparse_samples(s: &mut Vec<OpSample>) {

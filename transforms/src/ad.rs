@@ -23,8 +23,8 @@
 
 use anvil_core::replay::{bind, bound_inputs, outputs, replay, value};
 use anvil_core::{
-    jvp_rules, trace_with, transpose_rules, Error, Graph, LinearArg, Op, Parameter, Result,
-    TensorType, ValueId, Var,
+    jvp_rules, trace_with, transpose_rules, Error, Graph, LinearArg, Op, Result, TensorType,
+    ValueId, Var,
 };
 use anvil_ops::ad::dense;
 
@@ -80,7 +80,7 @@ pub fn jvp_graph(
         tan[input.index()] = t.clone().filter(|_| p.dtype().is_float());
     }
     for (_, node) in graph.iter() {
-        if node.op.is::<Parameter>() {
+        if node.op.parameter_index().is_some() {
             continue;
         }
         let ins: Vec<Var> = node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
@@ -164,7 +164,7 @@ pub fn transpose_graph(
         }
     }
     for (_, node) in graph.iter().rev() {
-        if !node.op.is::<Parameter>() && node.results().any(|v| is_linear[v.index()]) {
+        if node.op.parameter_index().is_none() && node.results().any(|v| is_linear[v.index()]) {
             transpose_node(graph, node, &is_linear, &env, &mut acc)?;
         }
     }
@@ -316,7 +316,7 @@ pub fn linearize_graph(graph: &Graph, primal_types: &[TensorType]) -> Result<Lin
         }
     };
     for (id, node) in lin.iter() {
-        if linear_node(id) && !node.op.is::<Parameter>() {
+        if linear_node(id) && node.op.parameter_index().is_none() {
             node.inputs.iter().for_each(|&i| note(i));
         }
     }

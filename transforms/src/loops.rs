@@ -1,6 +1,9 @@
-//! Loop passes: rewrites of [`Scan`] nodes that the per-node rewrite rules
-//! cannot express, since they look at a scan's siblings or at the shape of
-//! its body's carried updates.
+//! Loop passes: rewrites of the nodes of one op type that the per-node
+//! rewrite rules cannot express, since they look at a node's siblings or
+//! into its bodies. Each is registered for its op type ([`LoopPass`]);
+//! [`optimize_loops`] runs those of the op types a graph holds. The passes
+//! of [`Scan`] are registered here, not beside the op in `anvil-ops`,
+//! because they use this crate's CSE and DCE:
 //!
 //! - **Sibling scans merge.** Two scans over the same operands, with the
 //!   same length, direction and carries, whose bodies compute the same new
@@ -18,34 +21,45 @@
 //!   product (`jax#3186`'s "one product over stacked residuals"). Each step
 //!   then handles vectors only (no `n × m` update per step), and the sum
 //!   over steps is the matrix product's, not a running one: values agree
-//!   to rounding, not bit for bit.
+//!   to rounding, not bit for bit. The `+` and the products are found by
+//!   their declared facts ([`Op::arith`](anvil_core::Op::arith),
+//!   [`Op::matmul_transposes`](anvil_core::Op::matmul_transposes)), so a
+//!   plugin's sum or product is taken out of a loop too.
 
 use crate::passes::{cse, dce};
 use anvil_core::replay::{bind, bound_inputs, inline_graph, outputs, replay, value};
-use anvil_core::{trace_with, Graph, NodeId, Result, TensorType, ValueId, Var};
-use anvil_ops::elementwise::{Add, Mul};
-use anvil_ops::matmul::Matmul;
+use anvil_core::{trace_with, Arith, Graph, GraphPassFn, NodeId, Result, TensorType, ValueId, Var};
 use anvil_ops::scan::{emit_scan, Scan};
 use anvil_ops::{concatenate, VarExt};
 use std::collections::HashMap;
 
-/// Applies the loop passes to `g`'s own scans (not to scans inside
-/// bodies, which the caller's recursion reaches); `None` when nothing
-/// changed.
+anvil_core::registry_entry! {
+    /// A registered loop pass (see the module docs): register one for an
+    /// op type with `anvil_core::register_entry!(LoopPass, MyOp, pass: my_pass);`.
+    pub struct LoopPass { pass: GraphPassFn }, "loop pass", loop_passes
+}
+
+anvil_core::register_entry!(LoopPass, Scan, pass: scan_passes);
+
+/// Applies the loop passes registered for the op types of `g`'s own nodes
+/// (not of nodes inside bodies, which the caller's recursion reaches), in
+/// the order the types first appear; `None` when nothing changed.
 ///
 /// # Errors
-/// An invalid graph.
+/// An invalid graph; a pass registered twice for one op type.
 pub fn optimize_loops(g: &Graph) -> Result<Option<Graph>> {
-    if !g.nodes().iter().any(|n| n.op.is::<Scan>()) {
-        return Ok(None);
-    }
-    let merges = sibling_merges(g)?;
+    loop_passes().run_graph_passes(g, |e| e.pass)
+}
+
+/// The loop passes of [`Scan`] on the scans `scans` of `g`.
+fn scan_passes(g: &Graph, scans: &[NodeId]) -> Result<Option<Graph>> {
+    let merges = sibling_merges(g, scans)?;
     let mut changed = !merges.is_empty();
     let out = trace_with(&g.input_types(), |vars| {
         let mut env = bound_inputs(g, vars);
         let mut later: HashMap<NodeId, Vec<Var>> = HashMap::new();
         for (id, node) in g.iter() {
-            if node.op.is::<anvil_core::Parameter>() {
+            if node.op.parameter_index().is_some() {
                 continue;
             }
             if let Some(results) = later.remove(&id) {
@@ -54,7 +68,9 @@ pub fn optimize_loops(g: &Graph) -> Result<Option<Graph>> {
             }
             let ins: Vec<Var> =
                 node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
-            let results = match (node.op.downcast_ref::<Scan>(), merges.get(&id)) {
+            let scan =
+                if scans.contains(&id) { Some(node.op.try_downcast::<Scan>()?) } else { None };
+            let results = match (scan, merges.get(&id)) {
                 (Some(s), Some(m)) => {
                     let (first, second) = run_merged(s, m, &ins);
                     later.insert(m.other, second);
@@ -93,13 +109,17 @@ struct Merge {
     first_ys: usize,
 }
 
-/// The pairs of scans over the same operands whose bodies compute the same
-/// carries, keyed by the first of each pair (a scan joins one pair at most).
-fn sibling_merges(g: &Graph) -> Result<HashMap<NodeId, Merge>> {
-    let scans: Vec<(NodeId, &Scan, &[ValueId])> = g
+/// The pairs of the scans `ids` over the same operands whose bodies compute
+/// the same carries, keyed by the first of each pair (a scan joins one pair
+/// at most).
+fn sibling_merges(g: &Graph, ids: &[NodeId]) -> Result<HashMap<NodeId, Merge>> {
+    let scans: Vec<(NodeId, &Scan, &[ValueId])> = ids
         .iter()
-        .filter_map(|(id, n)| n.op.downcast_ref::<Scan>().map(|s| (id, s, n.inputs.as_slice())))
-        .collect();
+        .map(|&id| {
+            let n = g.node(id);
+            Ok((id, n.op.try_downcast::<Scan>()?, n.inputs.as_slice()))
+        })
+        .collect::<Result<_>>()?;
     let mut merges = HashMap::new();
     let mut taken = vec![false; scans.len()];
     for i in 0..scans.len() {
@@ -196,7 +216,7 @@ fn outer_carries(s: &Scan) -> Vec<OuterCarry> {
             continue;
         }
         let node = body.producer_node(out);
-        if !node.op.is::<Add>() || node.inputs.len() != 2 {
+        if node.op.arith() != Some(Arith::Add) || node.inputs.len() != 2 {
             continue;
         }
         let rest = match (node.inputs[0] == param, node.inputs[1] == param) {
@@ -223,15 +243,16 @@ fn outer_terms(body: &Graph, v: ValueId, ty: &TensorType) -> Option<Vec<(ValueId
         }
         let node = body.producer_node(v);
         let shapes: Vec<&[usize]> = node.inputs.iter().map(|&i| body.ty(i).shape()).collect();
-        if node.op.is::<Add>() && shapes.iter().all(|s| *s == [n, m]) {
+        let mul = node.op.arith() == Some(Arith::Mul);
+        if node.op.arith() == Some(Arith::Add) && shapes.iter().all(|s| *s == [n, m]) {
             stack.extend(node.inputs.iter().copied());
-        } else if node.op.is::<Mul>() || node.op.is::<Matmul>() {
+        } else if mul || node.op.matmul_transposes() == Some((false, false)) {
             let ok_dtype = node.inputs.iter().all(|&i| body.ty(i).dtype() == ty.dtype());
             match shapes[..] {
                 [a, b] if ok_dtype && a == [n, 1] && b == [1, m] => {
                     terms.push((node.inputs[0], node.inputs[1]));
                 }
-                [a, b] if ok_dtype && node.op.is::<Mul>() && a == [1, m] && b == [n, 1] => {
+                [a, b] if ok_dtype && mul && a == [1, m] && b == [n, 1] => {
                     terms.push((node.inputs[1], node.inputs[0]));
                 }
                 _ => return None,

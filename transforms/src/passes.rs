@@ -9,9 +9,7 @@
 //! [`Evaluator`] the caller passes in — the backend — since this crate
 //! sits below every backend.
 
-use anvil_core::{
-    Constant, Error, Evaluator, Graph, Op, Parameter, Rebuilt, Result, Tensor, ValueId,
-};
+use anvil_core::{Constant, Error, Evaluator, Graph, Op, Rebuilt, Result, Tensor, ValueId};
 use std::collections::HashMap;
 
 /// Removes nodes that no output depends on.
@@ -77,15 +75,13 @@ pub fn map_bodies(g: &Graph, pass: &dyn Fn(&Graph) -> Result<Graph>) -> Result<G
 /// be reported, with the arguments, when the plan runs.)
 pub fn fold_constants(g: &Graph, eval: &dyn Evaluator) -> Result<Graph> {
     g.rebuild(|out, _, _, n, ins| {
-        let values: Option<Vec<&Tensor>> = ins
-            .iter()
-            .map(|&i| out.producer_node(i).op.downcast_ref::<Constant>().map(|c| &c.value))
-            .collect();
+        let values: Option<Vec<&Tensor>> =
+            ins.iter().map(|&i| out.producer_node(i).op.constant_value()).collect();
         let Some(values) = values else { return Ok(Rebuilt::Copy) };
         let types: Vec<_> = n.results().map(|v| g.ty(v).clone()).collect();
         let in_size: usize = values.iter().map(|t| t.numel()).sum();
         let out_size: usize = types.iter().map(|t| t.numel()).sum();
-        if out_size > in_size.max(1) || n.op.is::<Parameter>() || n.op.has_effects() {
+        if out_size > in_size.max(1) || n.op.parameter_index().is_some() || n.op.has_effects() {
             return Ok(Rebuilt::Copy);
         }
         match eval.evaluate(n.op.as_ref(), &values, &types) {

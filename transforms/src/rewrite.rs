@@ -18,7 +18,7 @@
 use crate::passes::{cse, dce, map_bodies};
 use anvil_core::replay::{bind, bound_inputs, outputs, value};
 use anvil_core::shape::broadcast_shapes;
-use anvil_core::{rewrite_rules, trace_with, Graph, Parameter, Result, TensorType, Var};
+use anvil_core::{rewrite_rules, trace_with, Graph, Result, TensorType, Var};
 
 /// Rounds after which rewriting that still changes the graph is an error.
 pub const MAX_ROUNDS: usize = 32;
@@ -77,7 +77,7 @@ fn round(g: &Graph) -> Result<(Graph, Vec<String>)> {
     let out = trace_with(&g.input_types(), |vars| {
         let mut env = bound_inputs(g, vars);
         for (_, node) in g.iter() {
-            if node.op.is::<Parameter>() {
+            if node.op.parameter_index().is_some() {
                 continue;
             }
             let ins: Vec<Var> =

@@ -17,8 +17,8 @@ use anvil_core::function::check_arity;
 use anvil_core::replay::{bind, bound_inputs, outputs, value};
 use anvil_core::shape::normalize_axis;
 use anvil_core::{
-    trace_fn_for, vmap_rules, Batched, Dyn, Error, Function, Graph, IntoFunction, Parameter,
-    PlanCache, Result, TensorType, TreeDef, Var,
+    trace_fn_for, vmap_rules, Batched, Dyn, Error, Function, Graph, IntoFunction, PlanCache,
+    Result, TensorType, TreeDef, Var,
 };
 use anvil_ops::batching::{at_front, move_axis};
 use anvil_ops::{concatenate, VarExt};
@@ -46,7 +46,7 @@ fn vmap_graph_sharing(
     check_arity("vmap", Some(graph.inputs().len()), args.len())?;
     let mut env = bound_inputs(graph, args);
     for (id, node) in graph.iter() {
-        if node.op.is::<Parameter>() {
+        if node.op.parameter_index().is_some() {
             continue;
         }
         let ins: Vec<Batched> =

@@ -713,6 +713,7 @@ fn run_block(
 }
 
 register_kernel!(Fused, fused);
+crate::register_thread_invariant!(Fused);
 
 /// Whether an op type is one the CPU compiler makes itself ([`Fused`],
 /// [`FusedReduce`], [`crate::placement::PlacedScan`]):
@@ -851,7 +852,6 @@ pub fn fused_reduce(
     outs: &[TensorType],
     ctx: &Parallelism,
 ) -> Result<Vec<Tensor>> {
-    use anvil_ops::reduce::ReduceSum;
     let r = op.try_downcast::<FusedReduce>()?;
     expect_arity(op, inputs, r.chain.inputs)?;
     let fits = inputs
@@ -878,7 +878,7 @@ pub fn fused_reduce(
     })?;
     // A sum's `+` written out, so that the loops inline and vectorise it,
     // as the unfused sum kernel does; other reductions call their function.
-    let sum = r.reduce.is::<ReduceSum>();
+    let sum = math.is_sum();
     let (red, chain) = match r.chain.out.dtype() {
         DType::F64 if sum => typed_reduce::<f64>(r, inputs, ctx, 0.0, |a, b| a + b)?,
         DType::F32 if sum => typed_reduce::<f32>(r, inputs, ctx, 0.0, |a, b| a + b)?,

@@ -297,6 +297,76 @@ macro_rules! register_kernel {
     };
 }
 
+anvil_core::registry_entry! {
+    /// A declaration that an op's CPU kernel gives the same bits on any
+    /// number of threads (a fused elementwise program, a matrix product):
+    /// a plan may then run a large node of the op on one thread or several,
+    /// as measured cost decides ([`Parallelism::adaptive`]). Registered with
+    /// [`register_thread_invariant!`].
+    pub struct ThreadInvariant { same_bits: bool }, "thread-count declaration", thread_invariant
+}
+
+/// Declares that the CPU kernel of an op type gives the same bits on any
+/// number of threads (see [`ThreadInvariant`]):
+/// `register_thread_invariant!(MyOp);` beside `register_kernel!(MyOp, ..)`.
+///
+/// ```
+/// use anvil_core::{Op, Result, TensorType};
+///
+/// #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// struct Copy2;
+/// impl Op for Copy2 {
+///     fn name(&self) -> &'static str { "myplugin.copy" }
+///     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> { Ok(inputs[0].clone()) }
+/// }
+/// anvil_cpu::register_thread_invariant!(Copy2);
+///
+/// assert!(anvil_cpu::thread_invariant().lookup(&Copy2)?.is_some());
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
+#[macro_export]
+macro_rules! register_thread_invariant {
+    ($op:ty) => {
+        $crate::anvil_core::register_entry!($crate::ThreadInvariant, $op, same_bits: true);
+    };
+}
+
+anvil_core::registry_entry! {
+    /// A rewrite the CPU plan applies, before fusion, around the nodes of
+    /// one op type (see [`anvil_core::GraphPassFn`]), such as the scan's,
+    /// which writes its stacked results in their final place. Registered with
+    /// [`register_plan_rewrite!`].
+    pub struct PlanRewrite { rewrite: anvil_core::GraphPassFn }, "CPU plan rewrite", plan_rewrites
+}
+
+/// Registers a CPU plan rewrite for an op type (see [`PlanRewrite`]):
+/// `register_plan_rewrite!(MyOp, my_rewrite);`.
+///
+/// ```
+/// use anvil_core::{Graph, NodeId, Op, Result, TensorType};
+///
+/// #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// struct Hint;
+/// impl Op for Hint {
+///     fn name(&self) -> &'static str { "myplugin.hint" }
+///     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> { Ok(inputs[0].clone()) }
+/// }
+/// /// Leaves the graph as it is (a real rewrite returns `Some(new_graph)`).
+/// fn keep(_: &Graph, _: &[NodeId]) -> Result<Option<Graph>> {
+///     Ok(None)
+/// }
+/// anvil_cpu::register_plan_rewrite!(Hint, keep);
+///
+/// assert!(anvil_cpu::plan_rewrites().lookup(&Hint)?.is_some());
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
+#[macro_export]
+macro_rules! register_plan_rewrite {
+    ($op:ty, $rewrite:expr) => {
+        $crate::anvil_core::register_entry!($crate::PlanRewrite, $op, rewrite: $rewrite);
+    };
+}
+
 /// Block math this backend runs instead of an elementwise op's own
 /// ([`Op::elementwise_math`]): vectorised code for the same function.
 /// Returns `Ok(false)` for blocks it does not handle (another dtype), and

@@ -27,11 +27,10 @@
 use crate::fusion::Instr;
 use crate::{compile, Kernel, Parallelism, Plan};
 use anvil_core::{
-    Block, BlockAt, BlockMut, Constant, DType, Error, Graph, Op, Parameter, Result, Scalar,
-    Storage, Tensor, TensorType,
+    Arith, Block, BlockAt, BlockMut, DType, Error, Graph, Movement, Op, Result, Scalar, Storage,
+    Tensor, TensorType,
 };
-use anvil_ops::matmul::{Matmul, MatmulT};
-use anvil_ops::movement::{Concatenate, Pad};
+use anvil_ops::movement::{Concatenate, Pad, Permute, Reshape};
 
 /// The largest value (in elements) a micro program holds: beyond, the
 /// blocked, parallel kernels of a plan are faster.
@@ -244,47 +243,24 @@ enum Fold {
     Bool(crate::kernels::reduce::BoolFold),
 }
 
-/// The `f64` arithmetic a micro program runs without the block-math
-/// dispatch: a loop over slices per instruction (the bulk of a loop body's
-/// instructions on small vectors, where the dispatch cost more than the
-/// arithmetic).
-#[derive(Clone, Copy, Debug)]
-enum Arith {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Neg,
-}
-
-impl Arith {
-    fn of(op: &dyn Op, arity: usize) -> Option<Arith> {
-        use anvil_ops::elementwise::{Add, Div, Mul, Neg, Sub};
-        Some(match arity {
-            2 if op.is::<Add>() => Arith::Add,
-            2 if op.is::<Sub>() => Arith::Sub,
-            2 if op.is::<Mul>() => Arith::Mul,
-            2 if op.is::<Div>() => Arith::Div,
-            1 if op.is::<Neg>() => Arith::Neg,
-            _ => return None,
-        })
+/// `out = a op b` in `f64` (`b` ignored by [`Arith::Neg`]): the arithmetic
+/// a micro program runs without the block-math dispatch, a loop over
+/// slices per instruction (the bulk of a loop body's instructions on small
+/// vectors, where the dispatch cost more than the arithmetic). Any op that
+/// declares its [`Op::arith`] runs here.
+#[inline]
+fn run_arith(f: Arith, a: &[f64], b: &[f64], out: &mut [f64]) {
+    fn zip2(a: &[f64], b: &[f64], out: &mut [f64], f: impl Fn(f64, f64) -> f64) {
+        for ((d, &p), &q) in out.iter_mut().zip(a).zip(b) {
+            *d = f(p, q);
+        }
     }
-
-    /// `out = a op b` (`b` ignored by the unary ones).
-    #[inline]
-    fn run(self, a: &[f64], b: &[f64], out: &mut [f64]) {
-        fn zip2(a: &[f64], b: &[f64], out: &mut [f64], f: impl Fn(f64, f64) -> f64) {
-            for ((d, &p), &q) in out.iter_mut().zip(a).zip(b) {
-                *d = f(p, q);
-            }
-        }
-        match self {
-            Arith::Add => zip2(a, b, out, |p, q| p + q),
-            Arith::Sub => zip2(a, b, out, |p, q| p - q),
-            Arith::Mul => zip2(a, b, out, |p, q| p * q),
-            Arith::Div => zip2(a, b, out, |p, q| p / q),
-            Arith::Neg => out.iter_mut().zip(a).for_each(|(d, &p)| *d = -p),
-        }
+    match f {
+        Arith::Add => zip2(a, b, out, |p, q| p + q),
+        Arith::Sub => zip2(a, b, out, |p, q| p - q),
+        Arith::Mul => zip2(a, b, out, |p, q| p * q),
+        Arith::Div => zip2(a, b, out, |p, q| p / q),
+        Arith::Neg => out.iter_mut().zip(a).for_each(|(d, &p)| *d = -p),
     }
 }
 
@@ -395,7 +371,7 @@ impl Micro {
         graph.verify()?;
         let small = graph
             .iter()
-            .filter(|(_, n)| !n.op.is::<Parameter>())
+            .filter(|(_, n)| n.op.parameter_index().is_none())
             .flat_map(|(_, n)| n.results())
             .all(|v| graph.ty(v).numel() <= MAX_ELEMENTS);
         if !small {
@@ -410,8 +386,8 @@ impl Micro {
         };
         let mut inputs = vec![0; graph.inputs().len()];
         for (_, node) in graph.iter() {
-            if let Some(p) = node.op.downcast_ref::<Parameter>() {
-                if let Some(slot) = inputs.get_mut(p.index) {
+            if let Some(k) = node.op.parameter_index() {
+                if let Some(slot) = inputs.get_mut(k) {
                     *slot = node.out().index();
                 }
                 continue;
@@ -517,8 +493,8 @@ impl Builder {
     fn node(&mut self, op: &dyn Op, args: &[usize], outs: &[usize]) -> Result<()> {
         let in_types: Vec<TensorType> = args.iter().map(|&a| self.types[a].clone()).collect();
         let out_types: Vec<TensorType> = outs.iter().map(|&o| self.types[o].clone()).collect();
-        if let Some(c) = op.downcast_ref::<Constant>() {
-            self.code.push(Code::Const { value: c.value.clone(), out: outs[0] });
+        if let Some(value) = op.constant_value() {
+            self.code.push(Code::Const { value: value.clone(), out: outs[0] });
             return Ok(());
         }
         if args.is_empty() && outs.len() == 1 {
@@ -530,14 +506,12 @@ impl Builder {
         if op.is_elementwise() && outs.len() == 1 && op.elementwise_math().is_some() {
             return self.elementwise(op, args, outs[0]);
         }
-        if outs.len() == 1 && (op.is_relayout() || op.is::<Pad>() || op.is::<Concatenate>()) {
+        if outs.len() == 1 && (op.is_relayout() || op.movement().is_some()) {
             return self.assemble(op, args, &in_types, outs[0]);
         }
-        if outs.len() == 1 && (op.is::<Matmul>() || op.is::<MatmulT>()) {
+        if let (Some((ta, tb)), 1) = (op.matmul_transposes(), outs.len()) {
             let out = &out_types[0];
             if matches!(out.dtype(), DType::F64 | DType::F32) {
-                let (ta, tb) =
-                    op.downcast_ref::<MatmulT>().map_or((false, false), |t| (t.ta, t.tb));
                 let mm = matmul_shape(in_types[0].shape(), in_types[1].shape(), ta, tb);
                 self.code.push(Code::Matmul { a: args[0], b: args[1], out: outs[0], mm });
                 return Ok(());
@@ -597,7 +571,8 @@ impl Builder {
             ready.push(tmp);
         }
         let all_f64 = ready.iter().chain([&out]).all(|&s| self.types[s].dtype() == DType::F64);
-        if let (Some(f), true) = (Arith::of(op, ready.len()), all_f64) {
+        let arith = op.arith().filter(|f| f.arity() == ready.len());
+        if let (Some(f), true) = (arith, all_f64) {
             // An operand that is also the result (never made by the builder,
             // which gives every value its own slot) would alias.
             if ready.iter().all(|&a| a != out) {
@@ -630,11 +605,22 @@ impl Builder {
             index_inputs.push(Tensor::from_vec((next..next + n).collect::<Vec<i64>>(), t.shape())?);
             next += n;
         }
-        let (index_op, fill): (Box<dyn Op>, Scalar) = match op.downcast_ref::<Pad>() {
-            Some(p) => {
-                (Box::new(Pad { widths: p.widths.clone(), value: Scalar::I64(-1) }), p.value)
+        // The movement's standard op on the indices (a pad filling with
+        // -1: "no element"), or, for another relayout, the op itself.
+        let (index_op, fill): (Box<dyn Op>, Scalar) = match op.movement() {
+            Some(Movement::Pad { widths, value }) => {
+                (Box::new(Pad { widths: widths.to_vec(), value: Scalar::I64(-1) }), value)
             }
-            None => (op.boxed(), Scalar::F64(0.0)),
+            Some(Movement::Reshape) => {
+                (Box::new(Reshape { shape: self.types[out].shape().to_vec() }), Scalar::F64(0.0))
+            }
+            Some(Movement::Permute(perm)) => {
+                (Box::new(Permute { perm: perm.to_vec() }), Scalar::F64(0.0))
+            }
+            Some(Movement::Concatenate { axis }) => {
+                (Box::new(Concatenate { axis }), Scalar::F64(0.0))
+            }
+            _ => (op.boxed(), Scalar::F64(0.0)),
         };
         let out_ty = self.types[out].with_dtype(DType::I64);
         let refs: Vec<&Tensor> = index_inputs.iter().collect();
@@ -848,7 +834,7 @@ fn step(c: &Code, bufs: &mut [Buf], types: &[TensorType], ctx: &Parallelism) -> 
         Code::Arith { f, a, b, out } => {
             let mut o = std::mem::take(&mut bufs[*out]);
             if let (Buf::F64(x), Buf::F64(y), Buf::F64(z)) = (&bufs[*a], &bufs[*b], &mut o) {
-                f.run(x, y, z);
+                run_arith(*f, x, y, z);
             }
             bufs[*out] = o;
             Ok(())

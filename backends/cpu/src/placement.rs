@@ -8,17 +8,19 @@
 //! the move each copy the whole result, so the peak memory of a chunked
 //! Jacobian is two or three times the Jacobian.
 //!
-//! [`place_scan_results`] rewrites such a chain into one [`PlacedScan`]: the
+//! The plan rewrite of [`Scan`] turns such a chain into one [`PlacedScan`]: the
 //! final result is allocated once, every step writes its chunk straight
 //! into its place (a strided copy of one chunk), and the partial chunk is
 //! copied in after the loop. Only the plan sees the new op (it is internal,
-//! like [`crate::fusion::Fused`]); values are unchanged.
+//! like [`crate::fusion::Fused`]); values are unchanged. The chain's ops
+//! are recognised by their declared [`Op::movement`], so a plugin's
+//! reshape, concatenation or permutation joins it too.
 
 use crate::micro::Buf;
 use anvil_core::{
-    op::expect_arity, Block, Error, Graph, NodeId, Op, Rebuilt, Result, TensorType, ValueId,
+    op::expect_arity, Block, Error, Graph, Movement, NodeId, Op, Rebuilt, Result, TensorType,
+    ValueId,
 };
-use anvil_ops::movement::{Concatenate, Permute, Reshape};
 use anvil_ops::scan::Scan;
 use std::collections::HashMap;
 
@@ -140,7 +142,7 @@ fn chain(g: &Graph, rd: &[Vec<(NodeId, usize)>], y: ValueId) -> Option<Chain> {
     let (rs, _) = only_reader(g, rd, y)?;
     let rnode = g.node(rs);
     let merged: Vec<usize> = [l * k].into_iter().chain(rest.iter().copied()).collect();
-    if rnode.op.downcast_ref::<Reshape>()?.shape != merged {
+    if rnode.op.movement()? != Movement::Reshape || g.ty(rnode.out()).shape() != merged {
         return None;
     }
     let mut nodes = vec![rs];
@@ -148,7 +150,7 @@ fn chain(g: &Graph, rd: &[Vec<(NodeId, usize)>], y: ValueId) -> Option<Chain> {
     let mut tails: Vec<(ValueId, usize)> = Vec::new();
     if let Some((c, 0)) = only_reader(g, rd, last) {
         let cnode = g.node(c);
-        if cnode.op.downcast_ref::<Concatenate>().is_some_and(|c| c.axis == 0) {
+        if cnode.op.movement() == Some(Movement::Concatenate { axis: 0 }) {
             let mut row = l * k;
             for &t in &cnode.inputs[1..] {
                 tails.push((t, row));
@@ -160,10 +162,15 @@ fn chain(g: &Graph, rd: &[Vec<(NodeId, usize)>], y: ValueId) -> Option<Chain> {
     }
     let mut perm: Vec<usize> = (0..shape.len() - 1).collect();
     if let Some((p, _)) = only_reader(g, rd, last) {
-        if let Some(op) = g.node(p).op.downcast_ref::<Permute>() {
-            perm.clone_from(&op.perm);
-            nodes.push(p);
-            last = g.node(p).out();
+        // A permutation of the chain's axes (a plugin's declared one too).
+        if let Some(Movement::Permute(q)) = g.node(p).op.movement() {
+            let mut sorted = q.to_vec();
+            sorted.sort_unstable();
+            if sorted == perm {
+                perm = q.to_vec();
+                nodes.push(p);
+                last = g.node(p).out();
+            }
         }
     }
     if nodes.len() < 2 {
@@ -179,20 +186,24 @@ fn chain(g: &Graph, rd: &[Vec<(NodeId, usize)>], y: ValueId) -> Option<Chain> {
     Some(Chain { nodes, last, tails, strides, per_step })
 }
 
-/// Rewrites every [`Scan`] whose stacked results are merged, joined with a
-/// partial chunk or moved to another axis into a [`PlacedScan`] (see the
-/// module docs). Scans with symbolic shapes are left as they are.
+crate::register_plan_rewrite!(Scan, place_scan_results);
+
+/// Rewrites every scan of `scans` whose stacked results are merged, joined
+/// with a partial chunk or moved to another axis into a [`PlacedScan`] (see
+/// the module docs); `None` when there is none. Scans with symbolic shapes
+/// are left as they are. The plan rewrite of [`Scan`].
 ///
 /// # Errors
 /// An invalid graph.
-pub fn place_scan_results(g: &Graph) -> Result<Graph> {
+fn place_scan_results(g: &Graph, scans: &[NodeId]) -> Result<Option<Graph>> {
     let rd = readers(g);
     // Per scan node: its chains (by stacked result) and where the new node
     // goes: the first chain's last node, once every operand exists.
     let mut plans: HashMap<NodeId, (Vec<Option<Chain>>, NodeId)> = HashMap::new();
     let mut role: HashMap<NodeId, NodeId> = HashMap::new(); // chain node -> scan
-    for (id, n) in g.iter() {
-        let Some(scan) = n.op.downcast_ref::<Scan>() else { continue };
+    for &id in scans {
+        let n = g.node(id);
+        let scan = n.op.try_downcast::<Scan>()?;
         if n.results().any(|v| g.ty(v).is_symbolic()) {
             continue;
         }
@@ -225,11 +236,11 @@ pub fn place_scan_results(g: &Graph) -> Result<Graph> {
         plans.insert(id, (chains, at));
     }
     if plans.is_empty() {
-        return Ok(g.clone());
+        return Ok(None);
     }
     // The new nodes' results, by old value.
     let mut placed: HashMap<ValueId, ValueId> = HashMap::new();
-    g.rebuild(|out, map, id, n, _| {
+    let rebuilt = g.rebuild(|out, map, id, n, _| {
         if plans.contains_key(&id) {
             return Ok(Rebuilt::Drop); // emitted at its first chain's end
         }
@@ -301,7 +312,8 @@ pub fn place_scan_results(g: &Graph) -> Result<Graph> {
             )
         })?;
         Ok(Rebuilt::Replace(vec![end]))
-    })
+    })?;
+    Ok(Some(rebuilt))
 }
 
 /// Writes `src` (a chunk of `shape`, row-major) into `dst` at `base` with

@@ -11,9 +11,7 @@
 use crate::buffers::{self, Pool};
 use crate::{kernels, Kernel, KernelFn, KernelManyFn, Parallelism, PrepareFn, Prepared};
 use anvil_core::shape::{Binding, DimTable};
-use anvil_core::{
-    DimSize, Error, Graph, NodeId, Op, Parameter, Result, Tensor, TensorType, ValueId,
-};
+use anvil_core::{Error, Graph, NodeId, Op, Result, Tensor, TensorType, ValueId};
 use std::sync::{Arc, Mutex};
 
 /// A graph ready to run on the CPU.
@@ -87,8 +85,6 @@ enum StepKernel {
     One(KernelFn),
     Many(KernelManyFn),
     Prepared(Box<dyn Prepared>),
-    /// A dimension's size, from the call's binding.
-    Dim(DimSize),
     /// A kernel prepared per binding: a loop over symbolic shapes, whose
     /// op and bodies are specialised to each binding's sizes.
     PrepareBound(PrepareFn),
@@ -114,8 +110,8 @@ pub const PRECOMPUTE_BELOW_BYTES: usize = buffers::MIN_BYTES;
 /// a kernel's preparation failing; an invalid graph.
 pub fn compile(graph: &Graph) -> Result<Plan> {
     graph.verify()?;
-    let graph = crate::placement::place_scan_results(graph)?;
-    let graph = crate::fusion::fuse(&graph)?;
+    let rewritten = crate::plan_rewrites().run_graph_passes(graph, |e| e.rewrite)?;
+    let graph = crate::fusion::fuse(rewritten.as_ref().unwrap_or(graph))?;
     let mut last_use: Vec<Option<NodeId>> = vec![None; graph.num_values()];
     for (id, n) in graph.iter() {
         for i in &n.inputs {
@@ -129,11 +125,8 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
     let mut steps: Vec<Step> = Vec::with_capacity(graph.len());
     for (id, n) in graph.iter() {
         let outs: Vec<TensorType> = n.results().map(|v| graph.ty(v).clone()).collect();
-        let kernel = match n.op.downcast_ref::<Parameter>() {
-            Some(p) => StepKernel::Input(p.index),
-            None if n.op.is::<DimSize>() => {
-                StepKernel::Dim(n.op.try_downcast::<DimSize>()?.clone())
-            }
+        let kernel = match n.op.parameter_index() {
+            Some(k) => StepKernel::Input(k),
             None => {
                 let hint = " (link the crate that defines the op, or register one with anvil_cpu::register_kernel!)";
                 match kernels().get(n.op.as_ref(), hint)?.kernel {
@@ -153,7 +146,7 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
                 }
             }
         };
-        let adaptive = adaptive_eligible(&graph, id);
+        let adaptive = adaptive_eligible(&graph, id)?;
         steps.push(Step { node: id, kernel, outs, free: vec![], adaptive });
     }
     // A value dies after its last reader; an unread value (a result nobody
@@ -171,14 +164,9 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
         .filter_map(|v| ValueId::from_index(v).ok())
         .any(|v| graph.ty(v).bytes().unwrap_or(usize::MAX) >= buffers::MIN_BYTES);
     let peak_bytes = peak_bytes(&graph, &steps, |v| graph.ty(v).bytes().unwrap_or(usize::MAX));
-    let mut dims: Vec<usize> = (0..graph.num_values())
+    let dims = (0..graph.num_values())
         .filter_map(|v| ValueId::from_index(v).ok())
-        .flat_map(|v| graph.ty(v).shape().to_vec())
-        .collect();
-    dims.extend(steps.iter().filter_map(|s| match &s.kernel {
-        StepKernel::Dim(d) => Some(d.dim),
-        _ => None,
-    }));
+        .flat_map(|v| graph.ty(v).shape().to_vec());
     let dims = DimTable::new(dims)?;
     let adaptive = steps.iter().any(|s| s.adaptive).then(|| Box::new(crate::threads::Slot::new()));
     Ok(Plan {
@@ -193,26 +181,29 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
     })
 }
 
-/// Whether a node may choose its thread count by measured cost: a fused
-/// elementwise program or a matrix product (kernels whose results are the
-/// same bits on any number of threads), of concrete types, whose operands
-/// and results hold at least [`Parallelism::parallel_elems`] elements in
-/// all by default (smaller ones run on one thread anyway).
-fn adaptive_eligible(graph: &Graph, id: NodeId) -> bool {
-    use anvil_ops::matmul::{Matmul, MatmulT};
+/// Whether a node may choose its thread count by measured cost: an op
+/// whose kernel gives the same bits on any number of threads (declared
+/// with [`register_thread_invariant!`](crate::register_thread_invariant):
+/// a fused elementwise program, a matrix product), of concrete types, whose
+/// operands and results hold at least [`Parallelism::parallel_elems`]
+/// elements in all by default (smaller ones run on one thread anyway).
+///
+/// # Errors
+/// The declaration registered twice for the op.
+fn adaptive_eligible(graph: &Graph, id: NodeId) -> Result<bool> {
     let n = graph.node(id);
-    if !(n.op.is::<crate::fusion::Fused>() || n.op.is::<Matmul>() || n.op.is::<MatmulT>()) {
-        return false;
+    if !crate::thread_invariant().lookup(n.op.as_ref())?.is_some_and(|t| t.same_bits) {
+        return Ok(false);
     }
     let types = n.inputs.iter().copied().chain(n.results()).map(|v| graph.ty(v));
     let mut elems = 0usize;
     for t in types {
         if t.is_symbolic() {
-            return false;
+            return Ok(false);
         }
         elems = elems.saturating_add(t.numel());
     }
-    elems >= Parallelism::default().parallel_elems()
+    Ok(elems >= Parallelism::default().parallel_elems())
 }
 
 /// Evaluates, once, the nodes that read no argument (directly or through
@@ -298,7 +289,7 @@ fn peak_bytes(graph: &Graph, steps: &[Step], bytes: impl Fn(ValueId) -> usize) -
             live = step
                 .free
                 .iter()
-                .filter(|&&v| graph.producer_node(v).op.downcast_ref::<Parameter>().is_none())
+                .filter(|&&v| graph.producer_node(v).op.parameter_index().is_none())
                 .fold(live, |l, &v| l.saturating_sub(bytes(v)));
         }
     }
@@ -596,11 +587,6 @@ impl Plan {
                     slots[node.out().index()] = Some(x.clone());
                     return Ok(());
                 }
-                StepKernel::Dim(d) => {
-                    let t = d.evaluate(bound.map_or(&Binding::new(), |(b, _)| &b.binding))?;
-                    slots[node.out().index()] = Some(t);
-                    return Ok(());
-                }
                 StepKernel::One(kernel) => {
                     let out = &types[0];
                     // Up to three operands on the stack: no allocation per step.
@@ -875,6 +861,46 @@ mod tests {
         }
         if two.thread_count() > 1 {
             assert!(plan.adaptive.as_ref().unwrap().tried_both(), "never tried both paths");
+        }
+    }
+
+    /// `2 x`, with a kernel (test-local), declared thread-invariant when
+    /// `DECLARED`.
+    #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+    struct Twice<const DECLARED: bool>;
+
+    impl<const DECLARED: bool> Op for Twice<DECLARED> {
+        fn name(&self) -> &'static str {
+            "twice"
+        }
+        fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+            anvil_core::op::expect_arity(self, inputs, 1)?;
+            Ok(inputs[0].clone())
+        }
+    }
+
+    fn twice(_: &dyn Op, x: &[&Tensor], _: &TensorType, _: &Parallelism) -> Result<Tensor> {
+        let v: Vec<f64> = x[0].to_vec::<f64>()?.iter().map(|a| 2.0 * a).collect();
+        Tensor::from_vec(v, x[0].shape())
+    }
+
+    crate::register_kernel!(Twice<false>, twice);
+    crate::register_kernel!(Twice<true>, twice);
+    crate::register_thread_invariant!(Twice<true>);
+
+    #[test]
+    fn an_op_declared_thread_invariant_chooses_its_thread_count() {
+        let n = Parallelism::default().parallel_elems();
+        for (op, want) in
+            [(Box::new(Twice::<false>) as Box<dyn Op>, false), (Box::new(Twice::<true>), true)]
+        {
+            let mut g = Graph::new();
+            let x = g.add_input(TensorType::new(anvil_core::DType::F64, [n])).unwrap();
+            let node = g.push(op, &[x]).unwrap();
+            g.set_outputs(vec![g.node(node).out()]);
+            assert_eq!(adaptive_eligible(&g, node).unwrap(), want);
+            let plan = compile(&g).unwrap();
+            assert_eq!(plan.steps.iter().any(|s| s.adaptive), want);
         }
     }
 }

@@ -214,6 +214,7 @@ pub fn matmul(
 }
 
 register_kernel!(Matmul, matmul);
+crate::register_thread_invariant!(Matmul);
 
 // ------------------------------------------------------------ matmul_t
 
@@ -289,3 +290,4 @@ pub fn matmul_t(
 }
 
 register_kernel!(MatmulT, matmul_t);
+crate::register_thread_invariant!(MatmulT);

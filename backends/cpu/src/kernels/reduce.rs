@@ -210,7 +210,7 @@ pub fn reduce<O: ReduceMath>(
     let (shape, axes) = (x.shape(), o.axes());
     // A sum's `+` written out, so that the loops inline and vectorise it
     // (the op's combining function is a function pointer).
-    let sum = op.is::<ReduceSum>();
+    let sum = o.is_sum();
     let storage = match x.storage() {
         Storage::F64(v) if sum => {
             Element::into_storage(fold_any(v, shape, axes, ctx, 0.0, |a, b| a + b))
