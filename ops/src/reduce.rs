@@ -269,6 +269,7 @@ register_rule!(JvpRule, ArgReduce, jvp_arg);
 use crate::constant::as_basis;
 use crate::elementwise::{Div, Mul, Neg};
 use crate::movement::BroadcastTo;
+use anvil_core::Arith;
 use anvil_core::TensorType as Type;
 
 /// Rewrites of a sum:
@@ -346,8 +347,9 @@ fn sum_of_broadcast(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
     Some(if scaled.shape() == out.shape() { scaled } else { scaled.reshape(&shape) })
 }
 
-/// The factors of a product tree (`mul`, `div`, `neg`) of the reduced
-/// operand's shape: numerators, divisors, and the sign.
+/// The factors of a product tree (ops declaring [`Arith`] `Mul`, `Div`,
+/// `Neg`, a plugin's included) of the reduced operand's shape: numerators,
+/// divisors, and the sign.
 struct Factors {
     num: Vec<Var>,
     den: Vec<Var>,
@@ -362,15 +364,15 @@ impl Factors {
         let mut stack = vec![x.clone()];
         while let Some(v) = stack.pop() {
             let p = v.producer().filter(|_| v.shape() == x.shape() && v.dtype() == x.dtype());
-            match p {
-                Some(p) if p.op_as::<Mul>().is_some() => {
+            match p.as_ref().and_then(|p| Some((p, p.op.arith()?))) {
+                Some((p, Arith::Mul)) => {
                     stack.extend([p.inputs[1].clone(), p.inputs[0].clone()]);
                 }
-                Some(p) if p.op_as::<Div>().is_some() => {
+                Some((p, Arith::Div)) => {
                     f.den.push(p.inputs[1].clone());
                     stack.push(p.inputs[0].clone());
                 }
-                Some(p) if p.op_as::<Neg>().is_some() => {
+                Some((p, Arith::Neg)) => {
                     f.negative = !f.negative;
                     stack.push(p.inputs[0].clone());
                 }
