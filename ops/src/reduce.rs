@@ -414,7 +414,9 @@ fn factors_out_of_sum(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
     // Axes of size 1 add nothing to the sum: only the others count.
     let axes: Vec<usize> = o.axes.iter().copied().filter(|&d| shape[d] != 1).collect();
     let along = |v: &Var| constant_along(v, &shape, &axes);
-    let (mut outside, mut inside): (Vec<(Var, bool)>, Vec<(Var, bool)>) = (Vec::new(), Vec::new());
+    // (factor, whether it divides)
+    let mut outside: Vec<(Var, bool)> = Vec::new();
+    let mut inside: Vec<(Var, bool)> = Vec::new();
     for (v, divides) in f.num.iter().map(|v| (v, false)).chain(f.den.iter().map(|v| (v, true))) {
         let entry = (v.clone(), divides);
         if along(v).len() == axes.len() {
