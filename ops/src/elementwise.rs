@@ -148,7 +148,7 @@ pub trait CompareMath: Op {
 // ------------------------------------------------------------ wide loops
 
 /// The vector instructions the block loops run with. Each loop over a block
-/// ([`map1`], [`map2`], `select`'s) is compiled for baseline x86-64 (SSE2,
+/// (`map1`, `map2`, `select`'s `map3`) is compiled for baseline x86-64 (SSE2,
 /// two `f64` lanes), for AVX2 and for AVX-512, and runs the widest the CPU
 /// has ([`Width::detect`]). The loops apply the same scalar function to
 /// each element, in order and without contraction into fused
