@@ -142,8 +142,13 @@ fn checkpoints(
         next.push(v[kc + kk + 1].clone());
         Ok(next)
     })?;
-    let inner =
-        While { cond: inner_cond.into(), body: inner_body.into(), consts: kc, max_steps: None };
+    let inner = While {
+        cond: inner_cond.into(),
+        body: inner_body.into(),
+        consts: kc,
+        max_steps: None,
+        masked: false,
+    };
     // Outer scan over segments: carries (known carries, steps left); ys
     // (the segment's first carries, its steps).
     let mut outer_types = types.clone();

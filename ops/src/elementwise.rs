@@ -145,15 +145,141 @@ pub trait CompareMath: Op {
     fn compare<T: PartialOrd>(&self, a: T, b: T) -> bool;
 }
 
-fn map1<T: Copy, U>(x: &[T], out: &mut [U], f: impl Fn(T) -> U) {
-    for (d, &v) in out.iter_mut().zip(x) {
-        *d = f(v);
+// ------------------------------------------------------------ wide loops
+
+/// The vector instructions the block loops run with. Each loop over a block
+/// (`map1`, `map2`, `select`'s `map3`) is compiled for baseline x86-64 (SSE2,
+/// two `f64` lanes), for AVX2 and for AVX-512, and runs the widest the CPU
+/// has ([`Width::detect`]). The loops apply the same scalar function to
+/// each element, in order and without contraction into fused
+/// multiply-adds, so every width gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Width {
+    /// Baseline instructions (any CPU).
+    Base,
+    /// AVX2 (x86-64): four `f64` lanes.
+    Avx2,
+    /// AVX-512 F, BW, VL, DQ (x86-64): eight `f64` lanes.
+    Avx512,
+}
+
+impl Width {
+    /// The widest this CPU has (found once).
+    ///
+    /// ```
+    /// use anvil_ops::elementwise::Width;
+    /// assert!(Width::available().contains(&Width::detect()));
+    /// ```
+    pub fn detect() -> Width {
+        static WIDTH: std::sync::OnceLock<Width> = std::sync::OnceLock::new();
+        *WIDTH.get_or_init(|| *Width::available().last().unwrap_or(&Width::Base))
+    }
+
+    /// Every width this CPU runs, narrowest first (`Base` always).
+    ///
+    /// ```
+    /// use anvil_ops::elementwise::Width;
+    /// assert_eq!(Width::available()[0], Width::Base);
+    /// ```
+    pub fn available() -> Vec<Width> {
+        let mut w = vec![Width::Base];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                w.push(Width::Avx2);
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512dq")
+            {
+                w.push(Width::Avx512);
+            }
+        }
+        w
     }
 }
 
-fn map2<T: Copy, U>(a: &[T], b: &[T], out: &mut [U], f: impl Fn(T, T) -> U) {
-    for ((d, &p), &q) in out.iter_mut().zip(a).zip(b) {
-        *d = f(p, q);
+/// Declares a block loop `$name` (the widest width the CPU has) and
+/// `$name_at` (a given width; the baseline loop for a width the CPU lacks).
+macro_rules! wide_loop {
+    (
+        $(#[$doc:meta])*
+        fn $name:ident, $at:ident <$($g:ident $(: $bound:path)?),*> ($($arg:ident: $ty:ty),*) by $f:ident
+        where F: [$($fty:tt)+]
+        $body:block
+    ) => {
+        $(#[$doc])*
+        fn $name<$($g $(: $bound)?,)* F: $($fty)+>($($arg: $ty,)* $f: F) {
+            $at(Width::detect(), $($arg,)* $f)
+        }
+
+        /// The loop of the same name at width `w` (for tests comparing the
+        /// widths); the baseline loop when the CPU lacks `w`.
+        fn $at<$($g $(: $bound)?,)* F: $($fty)+>(w: Width, $($arg: $ty,)* $f: F) {
+            #[inline(always)]
+            fn base<$($g $(: $bound)?,)* F: $($fty)+>($($arg: $ty,)* $f: F) $body
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2")]
+            fn avx2<$($g $(: $bound)?,)* F: $($fty)+>($($arg: $ty,)* $f: F) {
+                base($($arg,)* $f)
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+            fn avx512<$($g $(: $bound)?,)* F: $($fty)+>($($arg: $ty,)* $f: F) {
+                base($($arg,)* $f)
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            match w {
+                // SAFETY: `detect` is the widest width `available` lists,
+                // which it does only when the CPU has every feature of its
+                // loop and of the narrower ones.
+                Width::Avx512 if w <= Width::detect() => unsafe { avx512($($arg,)* $f) },
+                // SAFETY: as above (a CPU with AVX-512 has AVX2).
+                Width::Avx2 if w <= Width::detect() => unsafe { avx2($($arg,)* $f) },
+                _ => base($($arg,)* $f),
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = w;
+                base($($arg,)* $f)
+            }
+        }
+    };
+}
+
+wide_loop! {
+    /// `out[i] = f(x[i])` over a block.
+    fn map1, map1_at<T: Copy, U>(x: &[T], out: &mut [U]) by f where F: [Fn(T) -> U]
+    {
+        for (d, &v) in out.iter_mut().zip(x) {
+            *d = f(v);
+        }
+    }
+}
+
+wide_loop! {
+    /// `out[i] = f(a[i], b[i])` over a block.
+    fn map2, map2_at<T: Copy, U>(a: &[T], b: &[T], out: &mut [U]) by f where F: [Fn(T, T) -> U]
+    {
+        for ((d, &p), &q) in out.iter_mut().zip(a).zip(b) {
+            *d = f(p, q);
+        }
+    }
+}
+
+wide_loop! {
+    /// `out[i] = f(c[i], t[i], e[i])` over a block (`select`'s loop).
+    fn map3, map3_at<C: Copy, T: Copy, U>(c: &[C], t: &[T], e: &[T], out: &mut [U]) by f
+    where F: [Fn(C, T, T) -> U]
+    {
+        for (((d, &c), &t), &e) in out.iter_mut().zip(c).zip(t).zip(e) {
+            *d = f(c, t, e);
+        }
     }
 }
 
@@ -1135,9 +1261,7 @@ impl Op for Select {
 }
 
 fn pick<T: Copy + Blend>(c: &[bool], t: &[T], f: &[T], out: &mut [T]) {
-    for (((d, &c), &t), &f) in out.iter_mut().zip(c).zip(t).zip(f) {
-        *d = T::blend(c, t, f);
-    }
+    map3(c, t, f, out, T::blend);
 }
 
 /// `if c { t } else { f }` without a branch, so the loop over a block
@@ -1329,3 +1453,124 @@ register_rule!(SparsityRule, Ceil, zero);
 register_rule!(SparsityRule, Round, zero);
 register_rule!(SparsityRule, StopGradient, zero);
 register_rule!(SparsityRule, Select, sparsity_select);
+
+#[cfg(test)]
+mod wide_tests {
+    use super::*;
+
+    /// Values where loops could differ: signed zeros, infinities, NaNs,
+    /// subnormals, and ordinary numbers.
+    fn specials(n: usize, seed: u64) -> Vec<f64> {
+        let fixed = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.5,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            -f64::NAN,
+            f64::MIN_POSITIVE / 8.0,
+            -f64::MIN_POSITIVE,
+            f64::MAX,
+            1e-300,
+            3.0,
+        ];
+        let mut state = seed;
+        (0..n)
+            .map(|i| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                if i % 3 == 0 {
+                    fixed[(state >> 33) as usize % fixed.len()]
+                } else {
+                    ((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 1e3
+                }
+            })
+            .collect()
+    }
+
+    /// An op and its scalar math.
+    type Case<R> = (&'static dyn Op, fn(f64, f64) -> R);
+
+    fn bits(v: &[f64]) -> Vec<u64> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Every op's block (at the width this CPU runs) equals its scalar
+    /// math element by element, bit for bit, at lengths that leave
+    /// remainders for every vector width.
+    #[test]
+    fn block_math_equals_the_scalar_math_bit_for_bit() {
+        for n in [0, 1, 3, 7, 8, 17, 64, 513] {
+            let (a, b) = (specials(n, 1), specials(n, 2));
+            let binary: [Case<f64>; 6] = [
+                (&Add, |p, q| Add.f64(p, q)),
+                (&Sub, |p, q| Sub.f64(p, q)),
+                (&Mul, |p, q| Mul.f64(p, q)),
+                (&Div, |p, q| Div.f64(p, q)),
+                (&Max, |p, q| Max.f64(p, q)),
+                (&Min, |p, q| Min.f64(p, q)),
+            ];
+            for (op, f) in binary {
+                let mut y = vec![0.0; n];
+                let math = op.elementwise_math().unwrap();
+                let at = BlockAt { start: 0, shape: &[n] };
+                math.eval_block(&[Block::F64(&a), Block::F64(&b)], BlockMut::F64(&mut y), at)
+                    .unwrap();
+                let want: Vec<f64> = a.iter().zip(&b).map(|(&p, &q)| f(p, q)).collect();
+                assert_eq!(bits(&y), bits(&want), "{} at n = {n}", op.name());
+            }
+            let compare: [Case<bool>; 3] =
+                [(&Lt, |p, q| p < q), (&Ge, |p, q| p >= q), (&Eq, |p, q| p == q)];
+            for (op, f) in compare {
+                let mut y = vec![false; n];
+                let at = BlockAt { start: 0, shape: &[n] };
+                let math = op.elementwise_math().unwrap();
+                math.eval_block(&[Block::F64(&a), Block::F64(&b)], BlockMut::Bool(&mut y), at)
+                    .unwrap();
+                let want: Vec<bool> = a.iter().zip(&b).map(|(&p, &q)| f(p, q)).collect();
+                assert_eq!(y, want, "{} at n = {n}", op.name());
+            }
+            let c: Vec<bool> = a.iter().zip(&b).map(|(p, q)| p < q).collect();
+            let mut y = vec![0.0; n];
+            let at = BlockAt { start: 0, shape: &[n] };
+            let args = [Block::Bool(&c), Block::F64(&a), Block::F64(&b)];
+            Select.eval_block(&args, BlockMut::F64(&mut y), at).unwrap();
+            let want: Vec<f64> = c
+                .iter()
+                .zip(a.iter().zip(&b))
+                .map(|(&c, (&p, &q))| if c { p } else { q })
+                .collect();
+            assert_eq!(bits(&y), bits(&want), "select at n = {n}");
+            let mut y = vec![0.0; n];
+            Abs.eval_block(&[Block::F64(&a)], BlockMut::F64(&mut y), at).unwrap();
+            assert_eq!(bits(&y), bits(&a.iter().map(|v| v.abs()).collect::<Vec<_>>()), "abs");
+        }
+    }
+
+    /// Each width's loops give the baseline loops' bits (the widths this
+    /// CPU lacks run the baseline loop, so they pass trivially).
+    #[test]
+    fn every_width_gives_the_baseline_bits() {
+        let widths = Width::available();
+        assert!(widths.contains(&Width::detect()));
+        for n in [1, 5, 16, 33, 512] {
+            let (a, b) = (specials(n, 3), specials(n, 4));
+            let c: Vec<bool> = a.iter().map(|v| *v > 0.0).collect();
+            let run = |w: Width| {
+                let (mut s, mut m, mut q, mut l, mut p) =
+                    (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![false; n], vec![0.0; n]);
+                map2_at(w, &a, &b, &mut s, |x, y| x - y);
+                map2_at(w, &a, &b, &mut m, |x, y| x * y);
+                map1_at(w, &a, &mut q, |x: f64| x.sqrt());
+                map2_at(w, &a, &b, &mut l, |x, y| x < y);
+                map3_at(w, &c, &a, &b, &mut p, f64::blend);
+                (bits(&s), bits(&m), bits(&q), l, bits(&p))
+            };
+            let base = run(Width::Base);
+            for &w in &widths {
+                assert_eq!(run(w), base, "{w:?} at n = {n}");
+            }
+        }
+    }
+}

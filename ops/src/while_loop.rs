@@ -45,6 +45,13 @@ pub struct While {
     pub consts: usize,
     /// A bound on the number of steps (what reverse mode needs).
     pub max_steps: Option<usize>,
+    /// The loop is a batch of independent lanes, as `vmap` makes it for a
+    /// batched predicate: the last carry is a `bool` flag per lane, the
+    /// predicate is whether any flag is set, and a lane whose flag is
+    /// clear keeps every carry from then on. A backend may then run groups
+    /// of lanes on their own, each group until its own flags are clear
+    /// (the results are the same). `false` promises nothing.
+    pub masked: bool,
 }
 
 impl While {
@@ -102,10 +109,14 @@ impl Op for While {
     }
 
     fn params(&self) -> String {
-        match self.max_steps {
-            Some(n) => format!("consts={}, max_steps={n}", self.consts),
-            None => format!("consts={}", self.consts),
+        let mut p = format!("consts={}", self.consts);
+        if let Some(n) = self.max_steps {
+            p += &format!(", max_steps={n}");
         }
+        if self.masked {
+            p += ", masked";
+        }
+        p
     }
 
     fn subgraphs(&self) -> Vec<&Graph> {
@@ -153,7 +164,9 @@ fn vmap_while(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>
     } else {
         let cond = batch_body(&w.cond, &in_b, size, &[false])?;
         let body = batch_body(&w.body, &in_b, size, &carry_b)?;
-        emit_while(While { cond: cond.into(), body: body.into(), ..w.clone() }, &operands)
+        // The batch axis is new to the lanes of a masked loop: promise nothing.
+        let w = While { cond: cond.into(), body: body.into(), masked: false, ..w.clone() };
+        emit_while(w, &operands)
     };
     Ok(results.into_iter().zip(carry_b).map(|(v, bat)| Batched::new(v, bat.then_some(0))).collect())
 }
@@ -188,7 +201,7 @@ fn masked_loop(w: &While, in_b: &[bool], size: usize, operands: Vec<Var>) -> Res
     let mut operands = operands;
     let first = inline_graph(&pred, &operands)?.swap_remove(0);
     operands.push(first);
-    let looped = While { cond: cond.into(), body: body.into(), ..w.clone() };
+    let looped = While { cond: cond.into(), body: body.into(), masked: true, ..w.clone() };
     let mut results = emit_while(looped, &operands);
     results.truncate(nk);
     Ok(results)
@@ -239,8 +252,13 @@ fn jvp_while(
             operands.push(tangents[nc + i].clone().unwrap_or_else(|| crate::ad::zeros(p, p.ty())));
         }
     }
-    let looped =
-        While { cond: cond.into(), body: body.into(), consts: nc + tc, max_steps: w.max_steps };
+    let looped = While {
+        cond: cond.into(),
+        body: body.into(),
+        consts: nc + tc,
+        max_steps: w.max_steps,
+        masked: false,
+    };
     let results = emit_while(looped, &operands);
     let mut touts = results.into_iter().skip(nk);
     Ok(carry_t.iter().map(|&c| if c { touts.next() } else { None }).collect())

@@ -498,7 +498,13 @@ fn while_samples(s: &mut Vec<OpSample>) {
         Ok(vec![&v[1] + &v[1].ones_like(), (&v[2] * &v[0]).sin() + &v[2]])
     });
     let (cond, body) = (cond.expect("traceable predicate"), body.expect("traceable body"));
-    let w = While { cond: cond.into(), body: body.into(), consts: 1, max_steps: Some(5) };
+    let w = While {
+        cond: cond.into(),
+        body: body.into(),
+        consts: 1,
+        max_steps: Some(5),
+        masked: false,
+    };
     s.push(
         OpSample::new(w)
             .input(SYM, &[3])

@@ -623,7 +623,13 @@ where
             (nc..nc + carries.len()).chain(crate::captures::slots(t, &consts)).collect();
         crate::captures::with_inputs(&t.graph, &all_types, &from)
     };
-    let w = While { cond: graph(&p)?.into(), body: graph(&b)?.into(), consts: nc, max_steps };
+    let w = While {
+        cond: graph(&p)?.into(),
+        body: graph(&b)?.into(),
+        consts: nc,
+        max_steps,
+        masked: false,
+    };
     let mut operands = consts;
     operands.extend(carries.iter().cloned());
     unflatten_all(&init_def, emit_while(w, &operands))

@@ -7,6 +7,7 @@
 //! two levels of parallelism never oversubscribe the pool.
 
 use crate::fusion::in_place;
+use crate::kernels::lanes::LaneLoop;
 use crate::micro::{Body, Buf, Micro, State};
 use crate::placement::{place, Place, PlacedScan};
 use crate::{compile, register_kernel, Parallelism, Plan, Prepared};
@@ -375,8 +376,9 @@ fn carry(m: &Micro, st: &mut State, nc: usize, swap: &[bool], next: &mut [Buf]) 
 
 // ------------------------------------------------------------ while
 
-/// A [`While`] with its predicate and body compiled: both as straight-line
-/// code when both are small, else both as plans.
+/// A [`While`] with its predicate and body compiled: a masked loop with an
+/// elementwise body lane group by lane group (see [`crate::kernels::lanes`]);
+/// else both as straight-line code when both are small, else both as plans.
 #[derive(Debug)]
 struct WhilePlan {
     bodies: WhileBodies,
@@ -386,12 +388,17 @@ struct WhilePlan {
 
 #[derive(Debug)]
 enum WhileBodies {
+    Lanes(Box<LaneLoop>),
     Micro(Box<(Micro, Micro)>),
     Plans(Box<(Plan, Plan)>),
 }
 
 fn prepare_while(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
     let w = op.try_downcast::<While>()?;
+    if let Some(lanes) = LaneLoop::new(w)? {
+        let bodies = WhileBodies::Lanes(Box::new(lanes));
+        return Ok(Box::new(WhilePlan { bodies, consts: w.consts, max_steps: w.max_steps }));
+    }
     let consts: Vec<bool> = (0..w.body.inputs().len()).map(|i| i < w.consts).collect();
     let bodies = match (
         Micro::compile_invariant(&w.cond, &consts)?,
@@ -482,6 +489,7 @@ impl Prepared for WhilePlan {
         ctx: &Parallelism,
     ) -> Result<Vec<Tensor>> {
         match &self.bodies {
+            WhileBodies::Lanes(l) => l.run(inputs, ctx),
             WhileBodies::Micro(m) => self.run_micro(&m.0, &m.1, inputs, outs, ctx),
             WhileBodies::Plans(p) => self.run_plans(&p.0, &p.1, inputs, ctx),
         }

@@ -10,6 +10,7 @@ pub mod constant;
 pub mod control;
 pub mod elementwise;
 pub mod index;
+pub(crate) mod lanes;
 pub mod lax;
 pub mod linalg;
 pub mod matmul;

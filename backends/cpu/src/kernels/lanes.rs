@@ -1,0 +1,591 @@
+//! A masked `while` loop ([`While::masked`], what `vmap` makes of a loop
+//! whose predicate depends on the batch) whose body is elementwise, run
+//! lane group by lane group.
+//!
+//! Run as a plan, such a loop makes one pass over the whole batch per step
+//! and per fused group of its body, and steps until the slowest lane is
+//! done. Its lanes are independent, and a lane whose flag is clear keeps its
+//! carries, so each group of [`LANES`] lanes can run the whole loop on its
+//! own: its carries stay in registers of one block (in the cache) from the
+//! first step to the last, every step is one pass of the body's block math
+//! over them, and a group stops as soon as its own lanes are done. The
+//! results are the same, lane for lane.
+//!
+//! The body qualifies when every value it computes is elementwise over one
+//! shape (the carries' and the flag's), and every operand it reads is of
+//! that shape or a single element (a scalar constant, a broadcast one).
+
+use crate::fusion::{in_place, Instr};
+use crate::Parallelism;
+use anvil_core::{
+    Block, BlockAt, BlockMut, DType, Error, Evaluator, Graph, Parameter, Result, Storage, Tensor,
+    TensorType,
+};
+use anvil_ops::while_loop::While;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// Lanes per group: the width of every register.
+pub const LANES: usize = 256;
+
+/// Lanes per parallel task (several groups).
+const TASK_LANES: usize = 4096;
+
+/// Operands of one instruction read without an allocation.
+const INLINE_ARGS: usize = 4;
+
+/// Where an instruction's operand lives.
+#[derive(Clone, Copy, Debug)]
+enum Loc {
+    /// A register (a carry, a computed value, a spread scalar).
+    Reg(usize),
+    /// A loop operand of the lanes' shape, read in place.
+    Input(usize),
+    /// A constant of the lanes' shape, read in place.
+    Value(usize),
+}
+
+/// One register: a block of [`LANES`] elements of one dtype.
+#[derive(Debug)]
+enum Reg {
+    F64(Vec<f64>),
+    F32(Vec<f32>),
+    I64(Vec<i64>),
+    Bool(Vec<bool>),
+}
+
+impl Default for Reg {
+    fn default() -> Reg {
+        Reg::F64(Vec::new())
+    }
+}
+
+impl Reg {
+    fn zeros(dtype: DType, len: usize) -> Reg {
+        match dtype {
+            DType::F64 => Reg::F64(vec![0.0; len]),
+            DType::F32 => Reg::F32(vec![0.0; len]),
+            DType::I64 => Reg::I64(vec![0; len]),
+            DType::Bool => Reg::Bool(vec![false; len]),
+        }
+    }
+
+    fn block(&self, len: usize) -> Block<'_> {
+        match self {
+            Reg::F64(v) => Block::F64(&v[..len]),
+            Reg::F32(v) => Block::F32(&v[..len]),
+            Reg::I64(v) => Block::I64(&v[..len]),
+            Reg::Bool(v) => Block::Bool(&v[..len]),
+        }
+    }
+
+    fn block_mut(&mut self, len: usize) -> BlockMut<'_> {
+        match self {
+            Reg::F64(v) => BlockMut::F64(&mut v[..len]),
+            Reg::F32(v) => BlockMut::F32(&mut v[..len]),
+            Reg::I64(v) => BlockMut::I64(&mut v[..len]),
+            Reg::Bool(v) => BlockMut::Bool(&mut v[..len]),
+        }
+    }
+
+    /// Copies `src` (of the register's dtype) into the register's start.
+    fn load(&mut self, src: Block<'_>) -> Result<()> {
+        copy_block(src, self.block_mut(src.len()))
+    }
+
+    /// Spreads the single element of `src` over the whole register.
+    fn spread(&mut self, src: &Storage) -> Result<()> {
+        match (self, src) {
+            (Reg::F64(d), Storage::F64(s)) => d.fill(s[0]),
+            (Reg::F32(d), Storage::F32(s)) => d.fill(s[0]),
+            (Reg::I64(d), Storage::I64(s)) => d.fill(s[0]),
+            (Reg::Bool(d), Storage::Bool(s)) => d.fill(s[0]),
+            _ => return Err(Error::invalid("while", "masked", "a scalar of another dtype")),
+        }
+        Ok(())
+    }
+}
+
+/// Copies a block into one of the same dtype and length.
+fn copy_block(src: Block<'_>, dst: BlockMut<'_>) -> Result<()> {
+    match (src, dst) {
+        (Block::F64(s), BlockMut::F64(d)) => d.copy_from_slice(s),
+        (Block::F32(s), BlockMut::F32(d)) => d.copy_from_slice(s),
+        (Block::I64(s), BlockMut::I64(d)) => d.copy_from_slice(s),
+        (Block::Bool(s), BlockMut::Bool(d)) => d.copy_from_slice(s),
+        _ => return Err(Error::invalid("while", "masked", "a carry of another dtype")),
+    }
+    Ok(())
+}
+
+/// A scalar (one element) spread over a register once per task.
+#[derive(Debug)]
+struct Spread {
+    /// The loop operand, or the constant.
+    from: Result<usize, Tensor>,
+    reg: usize,
+}
+
+/// A masked loop compiled to run lane group by lane group (see the module
+/// documentation).
+#[derive(Debug)]
+pub(crate) struct LaneLoop {
+    /// The lanes' shape (every carry's).
+    shape: Vec<usize>,
+    consts: usize,
+    max_steps: Option<usize>,
+    /// Per register, its dtype.
+    regs: Vec<DType>,
+    /// Scalars spread over registers.
+    spreads: Vec<Spread>,
+    /// Constants of the lanes' shape.
+    values: Vec<Tensor>,
+    /// The body's instructions, their operands and their registers.
+    code: Vec<(Instr, Vec<Loc>, usize)>,
+    /// Per carry: its register.
+    carries: Vec<usize>,
+    /// Per carry: where the body's new value is.
+    next: Vec<Loc>,
+    /// Whether each carry's new value is a register of its own, computed
+    /// by the body and read by no other carry (swapped in, not copied).
+    swap: Vec<bool>,
+}
+
+impl LaneLoop {
+    /// The lane form of `w`, if it is masked and its body qualifies.
+    ///
+    /// # Errors
+    /// A constant of the body that cannot be evaluated.
+    pub(crate) fn new(w: &While) -> Result<Option<LaneLoop>> {
+        let body = w.body.graph();
+        let types = body.input_types();
+        let (nc, nk) = (w.consts, w.carries());
+        if !w.masked || nk == 0 || types.len() != nc + nk {
+            return Ok(None);
+        }
+        let shape = types[nc + nk - 1].shape().to_vec();
+        if types[nc + nk - 1].dtype() != DType::Bool
+            || types[nc..].iter().any(|t| t.shape() != shape)
+            || types[..nc].iter().any(|t| t.shape() != shape && t.numel() != 1)
+        {
+            return Ok(None);
+        }
+        Ok(Compiler::new(shape, nc).compile(body)?.map(|mut l| {
+            l.max_steps = w.max_steps;
+            l
+        }))
+    }
+
+    /// Runs the loop on its operands (consts, then initial carries).
+    ///
+    /// # Errors
+    /// Operands of other types than the body's; an instruction's error.
+    pub(crate) fn run(&self, inputs: &[&Tensor], ctx: &Parallelism) -> Result<Vec<Tensor>> {
+        let n: usize = self.shape.iter().product();
+        for (k, t) in inputs.iter().enumerate().skip(self.consts) {
+            if t.shape() != self.shape {
+                return Err(Error::shape(
+                    "while",
+                    &[t.shape(), &self.shape],
+                    format!("carry {} is {}, not of the lanes' shape", k - self.consts, t.ty()),
+                ));
+            }
+        }
+        let mut results: Vec<Reg> =
+            self.carries.iter().map(|&r| Reg::zeros(self.regs[r], n)).collect();
+        let task = if ctx.parallel(n * self.code.len().max(1)) { TASK_LANES } else { n.max(1) };
+        let mut tasks: Vec<Vec<BlockMut<'_>>> = (0..n.div_ceil(task)).map(|_| Vec::new()).collect();
+        for r in &mut results {
+            for (t, chunk) in chunks(r, task).into_iter().enumerate() {
+                tasks[t].push(chunk);
+            }
+        }
+        if tasks.len() > 1 {
+            tasks
+                .into_par_iter()
+                .enumerate()
+                .try_for_each(|(t, outs)| self.run_task(inputs, t * task, outs))?;
+        } else if let Some(outs) = tasks.pop() {
+            self.run_task(inputs, 0, outs)?;
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                let storage = match r {
+                    Reg::F64(v) => Storage::F64(Arc::new(v)),
+                    Reg::F32(v) => Storage::F32(Arc::new(v)),
+                    Reg::I64(v) => Storage::I64(Arc::new(v)),
+                    Reg::Bool(v) => Storage::Bool(Arc::new(v)),
+                };
+                Tensor::from_storage(storage, &self.shape)
+            })
+            .collect()
+    }
+
+    /// Runs the lanes `start..start + outs[k].len()`, group by group,
+    /// writing each carry's final values into `outs`.
+    fn run_task(
+        &self,
+        inputs: &[&Tensor],
+        start: usize,
+        mut outs: Vec<BlockMut<'_>>,
+    ) -> Result<()> {
+        let total = outs.first().map_or(0, BlockMut::len);
+        let width = LANES.min(total);
+        let mut regs: Vec<Reg> = self.regs.iter().map(|&d| Reg::zeros(d, width)).collect();
+        for s in &self.spreads {
+            let storage = match &s.from {
+                Ok(k) => inputs[*k].storage(),
+                Err(t) => t.storage(),
+            };
+            regs[s.reg].spread(storage)?;
+        }
+        let flag = self.carries[self.carries.len() - 1];
+        let mut at = 0;
+        while at < total {
+            let len = width.min(total - at);
+            let from = start + at;
+            for (k, &r) in self.carries.iter().enumerate() {
+                regs[r].load(in_place(inputs[self.consts + k].storage(), from, len))?;
+            }
+            let mut steps = 0usize;
+            while self.max_steps.is_none_or(|m| steps < m)
+                && matches!(&regs[flag], Reg::Bool(v) if v[..len].contains(&true))
+            {
+                self.step(&mut regs, inputs, from, len)?;
+                steps += 1;
+            }
+            for (out, &r) in outs.iter_mut().zip(&self.carries) {
+                copy_block(regs[r].block(len), sub_block(out, at, len))?;
+            }
+            at += len;
+        }
+        Ok(())
+    }
+
+    /// One step of the body on the group at `from` (`len` lanes).
+    fn step(&self, regs: &mut [Reg], inputs: &[&Tensor], from: usize, len: usize) -> Result<()> {
+        let at = BlockAt { start: from, shape: &self.shape };
+        for (instr, args, out) in &self.code {
+            let mut dst = std::mem::take(&mut regs[*out]);
+            let result = {
+                let regs: &[Reg] = regs;
+                let read = |l: &Loc| -> Block<'_> {
+                    match *l {
+                        Loc::Reg(r) => regs[r].block(len),
+                        Loc::Input(k) => in_place(inputs[k].storage(), from, len),
+                        Loc::Value(v) => in_place(self.values[v].storage(), from, len),
+                    }
+                };
+                if args.len() <= INLINE_ARGS {
+                    let mut inline = [Block::F64(&[]); INLINE_ARGS];
+                    for (slot, l) in inline.iter_mut().zip(args) {
+                        *slot = read(l);
+                    }
+                    instr.eval(&inline[..args.len()], dst.block_mut(len), at)
+                } else {
+                    let heap: Vec<Block<'_>> = args.iter().map(read).collect();
+                    instr.eval(&heap, dst.block_mut(len), at)
+                }
+            };
+            regs[*out] = dst;
+            result?;
+        }
+        // The new carries: swapped in when they are registers of their own,
+        // else copied (through fresh buffers, so carries may trade places).
+        let mut copied: Vec<(usize, Reg)> = Vec::new();
+        for (k, (&r, next)) in self.carries.iter().zip(&self.next).enumerate() {
+            if !self.swap[k] {
+                let mut fresh = Reg::zeros(self.regs[r], len);
+                let src = match *next {
+                    Loc::Reg(s) => regs[s].block(len),
+                    Loc::Input(i) => in_place(inputs[i].storage(), from, len),
+                    Loc::Value(v) => in_place(self.values[v].storage(), from, len),
+                };
+                fresh.load(src)?;
+                copied.push((r, fresh));
+            }
+        }
+        for (k, (&r, next)) in self.carries.iter().zip(&self.next).enumerate() {
+            if let (true, Loc::Reg(s)) = (self.swap[k], next) {
+                regs.swap(r, *s);
+            }
+        }
+        for (r, fresh) in copied {
+            copy_block(fresh.block(len), regs[r].block_mut(len))?;
+        }
+        Ok(())
+    }
+}
+
+/// `len` elements of `b` from `at`.
+fn sub_block<'a>(b: &'a mut BlockMut<'_>, at: usize, len: usize) -> BlockMut<'a> {
+    match b {
+        BlockMut::F64(v) => BlockMut::F64(&mut v[at..at + len]),
+        BlockMut::F32(v) => BlockMut::F32(&mut v[at..at + len]),
+        BlockMut::I64(v) => BlockMut::I64(&mut v[at..at + len]),
+        BlockMut::Bool(v) => BlockMut::Bool(&mut v[at..at + len]),
+    }
+}
+
+/// A register split into pieces of `size` elements.
+fn chunks(r: &mut Reg, size: usize) -> Vec<BlockMut<'_>> {
+    match r {
+        Reg::F64(v) => v.chunks_mut(size).map(BlockMut::F64).collect(),
+        Reg::F32(v) => v.chunks_mut(size).map(BlockMut::F32).collect(),
+        Reg::I64(v) => v.chunks_mut(size).map(BlockMut::I64).collect(),
+        Reg::Bool(v) => v.chunks_mut(size).map(BlockMut::Bool).collect(),
+    }
+}
+
+/// Builds a [`LaneLoop`] from a body graph: every value gets a location;
+/// registers of computed values are reused once their last reader has run.
+struct Compiler {
+    shape: Vec<usize>,
+    consts: usize,
+    regs: Vec<DType>,
+    /// Registers free for reuse, per dtype.
+    free: Vec<usize>,
+    /// Whether each register holds computed values (it can be reused).
+    computed: Vec<bool>,
+    spreads: Vec<Spread>,
+    values: Vec<Tensor>,
+}
+
+impl Compiler {
+    fn new(shape: Vec<usize>, consts: usize) -> Compiler {
+        Compiler {
+            shape,
+            consts,
+            regs: Vec::new(),
+            free: Vec::new(),
+            computed: Vec::new(),
+            spreads: Vec::new(),
+            values: Vec::new(),
+        }
+    }
+
+    fn fresh(&mut self, dtype: DType) -> usize {
+        self.regs.push(dtype);
+        self.computed.push(false);
+        self.regs.len() - 1
+    }
+
+    /// A free register of `dtype`, or a new one, for a computed value.
+    fn reuse(&mut self, dtype: DType) -> usize {
+        let r = match self.free.iter().position(|&r| self.regs[r] == dtype) {
+            Some(i) => self.free.swap_remove(i),
+            None => self.fresh(dtype),
+        };
+        self.computed[r] = true;
+        r
+    }
+
+    /// The location of a single-element or lane-shaped operand; `None` for
+    /// any other shape.
+    fn leaf(&mut self, from: Result<usize, Tensor>, ty: &TensorType) -> Option<Loc> {
+        if ty.shape() == self.shape {
+            return Some(match from {
+                Ok(k) => Loc::Input(k),
+                Err(t) => {
+                    self.values.push(t);
+                    Loc::Value(self.values.len() - 1)
+                }
+            });
+        }
+        if ty.numel() != 1 {
+            return None;
+        }
+        let reg = self.fresh(ty.dtype());
+        self.spreads.push(Spread { from, reg });
+        Some(Loc::Reg(reg))
+    }
+
+    fn compile(mut self, body: &Graph) -> Result<Option<LaneLoop>> {
+        let nv = body.num_values();
+        // The last node reading each value (outputs live to the step's end).
+        let mut last = vec![0usize; nv];
+        for (id, n) in body.iter() {
+            for i in &n.inputs {
+                last[i.index()] = id.index();
+            }
+        }
+        for o in body.outputs() {
+            last[o.index()] = usize::MAX;
+        }
+        let nk = body.outputs().len();
+        let mut loc: Vec<Option<Loc>> = vec![None; nv];
+        let mut carries = vec![0usize; nk];
+        let mut code = Vec::new();
+        for (id, n) in body.iter() {
+            let ty = body.ty(n.out());
+            if let Some(p) = n.op.downcast_ref::<Parameter>() {
+                let l = if p.index >= self.consts {
+                    let r = self.fresh(ty.dtype());
+                    carries[p.index - self.consts] = r;
+                    Loc::Reg(r)
+                } else {
+                    match self.leaf(Ok(p.index), ty) {
+                        Some(l) => l,
+                        None => return Ok(None),
+                    }
+                };
+                loc[n.out().index()] = Some(l);
+                continue;
+            }
+            if n.num_results() != 1 {
+                return Ok(None);
+            }
+            if n.inputs.is_empty() && n.op.elementwise_math().is_none() {
+                // A constant: evaluated once.
+                let value = crate::Cpu
+                    .evaluate(n.op.as_ref(), &[], std::slice::from_ref(ty))
+                    .unwrap_or_else(|| {
+                        Err(Error::invalid(n.op.name(), "while", "could not be evaluated"))
+                    })?
+                    .swap_remove(0);
+                match self.leaf(Err(value), ty) {
+                    Some(l) => loc[n.out().index()] = Some(l),
+                    None => return Ok(None),
+                }
+                continue;
+            }
+            if n.op.elementwise_math().is_none() || ty.shape() != self.shape {
+                return Ok(None);
+            }
+            let args: Option<Vec<Loc>> = n.inputs.iter().map(|i| loc[i.index()]).collect();
+            let Some(args) = args else { return Ok(None) };
+            let out = self.reuse(ty.dtype());
+            // Registers whose value is read for the last time here.
+            for (k, i) in n.inputs.iter().enumerate() {
+                if last[i.index()] == id.index() && !n.inputs[..k].contains(i) {
+                    if let Some(Loc::Reg(r)) = loc[i.index()] {
+                        if self.computed[r] {
+                            self.free.push(r);
+                        }
+                    }
+                }
+            }
+            code.push((Instr::new(n.op.clone(), Vec::new(), ty.dtype()), args, out));
+            loc[n.out().index()] = Some(Loc::Reg(out));
+        }
+        let next: Option<Vec<Loc>> = body.outputs().iter().map(|o| loc[o.index()]).collect();
+        let Some(next) = next else { return Ok(None) };
+        let swap = next
+            .iter()
+            .map(|l| match l {
+                Loc::Reg(r) => {
+                    self.computed[*r]
+                        && next.iter().filter(|m| matches!(m, Loc::Reg(s) if s == r)).count() == 1
+                }
+                _ => false,
+            })
+            .collect();
+        Ok(Some(LaneLoop {
+            shape: self.shape,
+            consts: self.consts,
+            max_steps: None,
+            regs: self.regs,
+            spreads: self.spreads,
+            values: self.values,
+            code,
+            carries,
+            next,
+            swap,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anvil_core::{trace_with, Var};
+    use anvil_ops::VarExt;
+
+    /// A masked loop as `vmap` makes it: consts `a`, carries `x`, `it` and
+    /// the flag; `x ← x/2 + a` on the lanes still running, which run while
+    /// `x > 1` and for at most `limit` steps.
+    fn masked(n: usize, limit: f64) -> While {
+        let f64n = TensorType::new(DType::F64, vec![n]);
+        let types = [f64n.clone(), f64n.clone(), f64n, TensorType::new(DType::Bool, vec![n])];
+        let pred = |x: &Var, it: &Var| {
+            x.gt(&x.full_like(1.0)).select(&it.lt(&it.full_like(limit)), &x.gt(&x.full_like(1.0)))
+        };
+        let cond = trace_with(&types, |v| Ok(vec![v[3].max(&[0], false)])).unwrap();
+        let body = trace_with(&types, |v| {
+            let (a, x, it, on) = (&v[0], &v[1], &v[2], &v[3]);
+            let x = on.select(&(x * 0.5 + a), x);
+            let it = on.select(&(it + 1.0), it);
+            let go = pred(&x, &it);
+            Ok(vec![x, it, go])
+        })
+        .unwrap();
+        While { cond: cond.into(), body: body.into(), consts: 1, max_steps: None, masked: true }
+    }
+
+    /// The loop run as plans, a step at a time over the whole batch.
+    fn by_plans(w: &While, args: &[Tensor]) -> Vec<Tensor> {
+        let (cond, body) =
+            (crate::compile(w.cond.graph()).unwrap(), crate::compile(w.body.graph()).unwrap());
+        let ctx = Parallelism::default();
+        let mut args = args.to_vec();
+        let mut steps = 0;
+        while w.max_steps.is_none_or(|m| steps < m)
+            && cond.run(&args, &ctx).unwrap()[0].item().unwrap() == 1.0
+        {
+            let next = body.run(&args, &ctx).unwrap();
+            for (slot, v) in args[w.consts..].iter_mut().zip(next) {
+                *slot = v;
+            }
+            steps += 1;
+        }
+        args.split_off(w.consts)
+    }
+
+    #[test]
+    fn lane_groups_give_the_plans_results() {
+        for (n, limit, max_steps) in
+            [(1, 50.0, None), (300, 50.0, None), (9000, 6.0, None), (700, 50.0, Some(4))]
+        {
+            let mut w = masked(n, limit);
+            w.max_steps = max_steps;
+            let lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
+            let a: Vec<f64> = (0..n).map(|k| (k % 13) as f64 * 0.3).collect();
+            let x: Vec<f64> = (0..n).map(|k| 1.0 + (k % 101) as f64 * 7.5).collect();
+            let go: Vec<bool> = x.iter().map(|&v| v > 1.0).collect();
+            let args = [
+                Tensor::from_vec(a, &[n]).unwrap(),
+                Tensor::from_vec(x, &[n]).unwrap(),
+                Tensor::zeros(&[n]).unwrap(),
+                Tensor::from_vec(go, &[n]).unwrap(),
+            ];
+            let refs: Vec<&Tensor> = args.iter().collect();
+            for ctx in [Parallelism::default(), Parallelism::default().threads(1)] {
+                let got = lanes.run(&refs, &ctx).unwrap();
+                let want = by_plans(&w, &args);
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(g.to_f64_vec(), w.to_f64_vec(), "n = {n}, limit = {limit}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_masked_elementwise_loops_run_by_lane_groups() {
+        let mut w = masked(10, 50.0);
+        assert!(LaneLoop::new(&w).unwrap().is_some());
+        w.masked = false;
+        assert!(LaneLoop::new(&w).unwrap().is_none(), "an unmasked loop promises nothing");
+        // A body reading a sum over the lanes: not elementwise.
+        let mut w = masked(10, 50.0);
+        let types = w.body.input_types();
+        let body = trace_with(&types, |v| {
+            let (a, x, it, on) = (&v[0], &v[1], &v[2], &v[3]);
+            let x = on.select(&(x * 0.5 + &a.sum_all()), x);
+            Ok(vec![x.clone(), it + 1.0, x.gt(&x.full_like(1.0))])
+        })
+        .unwrap();
+        w.body = body.into();
+        assert!(LaneLoop::new(&w).unwrap().is_none(), "a body with a reduction");
+    }
+}

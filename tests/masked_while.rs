@@ -1,0 +1,102 @@
+//! `vmap` of a `while_loop` whose predicate depends on the batch: the masked
+//! loop. The CPU runs one with an elementwise body group of lanes by group
+//! of lanes (each group until its own lanes are done); every lane's result
+//! must equal running it alone, bit for bit, whatever the batch size (one
+//! partial group, several groups, several parallel tasks), with or without
+//! a bound on the steps, and for bodies that do not qualify.
+
+use anvil::prelude::*;
+
+/// Newton on `x^3 + a x - b` from 0 until `|f| < tol` or `limit` steps;
+/// returns the root and the steps taken.
+fn newton(limit: f64, tol: f64) -> impl Fn(&Var, &Var) -> (Var, Var) + Clone {
+    move |a: &Var, b: &Var| {
+        let f = |x: &Var| x * x * x + a * x - b;
+        while_loop(
+            |(x, it): &(Var, Var)| {
+                let go = f(x).abs().ge(&x.full_like(tol));
+                go.select(&it.lt(&it.full_like(limit)), &go)
+            },
+            |(x, it): &(Var, Var)| (x - &(f(x) / (x * x * 3.0 + a)), it + 1.0),
+            (&a.zeros_like(), &a.zeros_like()),
+        )
+        .unwrap()
+    }
+}
+
+fn inputs(n: usize) -> (Vec<f64>, Vec<f64>) {
+    let a = (0..n).map(|k| 1.25 + 0.75 * (0.7 * (k as f64 + 1.0)).sin()).collect();
+    let b = (0..n).map(|k| 3.0 * (1.3 * (k as f64 + 1.0)).cos()).collect();
+    (a, b)
+}
+
+/// The batched loop against each lane run alone, bit for bit.
+fn check_lanes<F>(f: F, n: usize)
+where
+    F: Fn(&Var, &Var) -> (Var, Var) + Clone + Send + Sync + 'static,
+{
+    let (av, bv) = inputs(n);
+    let (a, b) =
+        (Tensor::from_vec(av.clone(), &[n]).unwrap(), Tensor::from_vec(bv.clone(), &[n]).unwrap());
+    let batched = jit(vmap(f.clone()));
+    let (x, it) = batched.eval((&a, &b)).unwrap();
+    let (x, it) = (x.to_f64_vec(), it.to_f64_vec());
+    let alone = jit(f);
+    // Every lane of a small batch; a sample of a large one.
+    let step = (n / 500).max(1);
+    for k in (0..n).step_by(step).chain([n - 1]) {
+        let (xa, ia) = alone.eval((&Tensor::scalar(av[k]), &Tensor::scalar(bv[k]))).unwrap();
+        assert_eq!(x[k].to_bits(), xa.item().unwrap().to_bits(), "root of lane {k} of {n}");
+        assert_eq!(it[k], ia.item().unwrap(), "steps of lane {k} of {n}");
+    }
+}
+
+#[test]
+fn a_masked_loop_gives_each_lane_its_own_result() {
+    for n in [1, 7, 256, 257, 1000, 10_037] {
+        check_lanes(newton(50.0, 1e-12), n);
+    }
+}
+
+#[test]
+fn a_masked_loop_stops_each_lane_at_its_bound() {
+    // The bound cuts most lanes short; lanes differ in their steps.
+    check_lanes(newton(3.0, 1e-12), 3000);
+    // A tolerance no lane reaches: every lane runs to the bound.
+    check_lanes(newton(7.0, 0.0), 600);
+}
+
+#[test]
+fn vmap_of_a_batched_predicate_makes_a_masked_loop() {
+    let (av, bv) = inputs(8);
+    let (a, b) = (Tensor::from_vec(av, &[8]).unwrap(), Tensor::from_vec(bv, &[8]).unwrap());
+    let g = anvil::lower(&vmap(newton(50.0, 1e-12)), (&a, &b)).unwrap();
+    assert!(g.to_string().contains("masked"), "{g}");
+}
+
+#[test]
+fn a_masked_loop_with_a_body_that_is_not_elementwise_is_right() {
+    // Each lane is a vector of 3 whose norm the body reads (a reduction):
+    // the body does not qualify for groups of lanes and runs as a plan.
+    let f = |x0: &Var| {
+        let (x, it) = while_loop(
+            |(x, it): &(Var, Var)| x.square().sum_all().gt(&it.full_like(1e-6)),
+            |(x, it): &(Var, Var)| (x * 0.5, it + 1.0),
+            (x0, &x0.sum_all().zeros_like()),
+        )
+        .unwrap();
+        (x, it)
+    };
+    let n = 50;
+    let xs: Vec<f64> = (0..3 * n).map(|k| (0.37 * (k + 1) as f64).sin() * (k % 7) as f64).collect();
+    let x0 = Tensor::from_vec(xs.clone(), &[n, 3]).unwrap();
+    let (x, it) = jit(vmap(f)).eval(&x0).unwrap();
+    let (x, it) = (x.to_f64_vec(), it.to_f64_vec());
+    let alone = jit(f);
+    for k in 0..n {
+        let (xa, ia) =
+            alone.eval(Tensor::from_vec(xs[3 * k..3 * k + 3].to_vec(), &[3]).unwrap()).unwrap();
+        assert_eq!(&x[3 * k..3 * k + 3], &xa.to_f64_vec()[..], "lane {k}");
+        assert_eq!(it[k], ia.item().unwrap(), "steps of lane {k}");
+    }
+}
