@@ -293,8 +293,15 @@ pub(crate) fn basis_ones(
     }
 }
 
-/// `a / b` rounded up, for `b > 0`.
+/// `a / b` rounded up, for `b > 0`. In i64 when both fit (always, for
+/// shapes that fit in memory): a 128-bit division is a slow library call,
+/// and this runs on every block of a small Jacobian's seed.
 fn div_ceil(a: i128, b: i128) -> i128 {
+    if let (Ok(a), Ok(b)) = (i64::try_from(a), i64::try_from(b)) {
+        // b > 0, so neither division overflows.
+        let q = a.div_euclid(b);
+        return i128::from(if a.rem_euclid(b) == 0 { q } else { q + 1 });
+    }
     let q = a.div_euclid(b);
     if a.rem_euclid(b) == 0 {
         q
@@ -510,6 +517,23 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn div_ceil_in_both_widths() {
+        let big = i128::from(i64::MAX) * 4;
+        for (a, b, want) in [
+            (7, 2, 4),
+            (6, 2, 3),
+            (-7, 2, -3),
+            (-6, 3, -2),
+            (0, 5, 0),
+            (big + 1, 4, i128::from(i64::MAX) + 1),
+            (-big, 4, -i128::from(i64::MAX)),
+            (5, big, 1),
+        ] {
+            assert_eq!(div_ceil(a, b), want, "{a} / {b}");
         }
     }
 

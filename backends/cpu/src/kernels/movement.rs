@@ -135,7 +135,7 @@ pub fn slice(
         return Tensor::zeros_of(out.shape(), out.dtype());
     }
     let offset: isize = r.iter().zip(&s).map(|(&(first, _, _), &st)| first as isize * st).sum();
-    let mut strides = s.clone();
+    let mut strides = s;
     for (d, &(_, step, _)) in strides.iter_mut().zip(&r) {
         *d *= step as isize;
     }

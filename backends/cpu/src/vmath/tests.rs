@@ -10,6 +10,9 @@
 //!     vmath::tests::many_f64 -- --ignored --nocapture
 //! ```
 //!
+//! `VMATH_ONLY=logistic` (a comma-separated list of names) restricts both
+//! heavy runs to those functions.
+//!
 //! Ulp distance: both values mapped to integers monotonically (so ±0 are one
 //! point, and inf is one ulp above f64::MAX); NaN vs NaN is 0, NaN vs a
 //! number is "infinite". References: f64 functions of `std` (glibc here) and
@@ -166,12 +169,19 @@ fn cases() -> Vec<Case> {
             logistic_f64_scalar,
             logistic_f32,
             logistic_f32_scalar,
-            (2, 1)
+            (3, 1)
         ),
         case!("sin", sin_ref, sin_f64, sin_f64_scalar, sin_f32, sin_f32_scalar, (1, 1)),
         case!("cos", cos_ref, cos_f64, cos_f64_scalar, cos_f32, cos_f32_scalar, (1, 1)),
         case!("erf", libm::erf, erf_f64, erf_f64_scalar, erf_f32, erf_f32_scalar, (2, 1)),
     ]
+}
+
+/// The cases of the heavy runs: all, or those named in `VMATH_ONLY`.
+fn heavy_cases() -> Vec<Case> {
+    let only = std::env::var("VMATH_ONLY").unwrap_or_default();
+    let names: Vec<&str> = only.split(',').filter(|s| !s.is_empty()).collect();
+    cases().into_iter().filter(|c| names.is_empty() || names.contains(&c.name)).collect()
 }
 
 /// Boundary and special inputs, used by several tests.
@@ -600,7 +610,7 @@ fn exhaustive_f32() {
     const CHUNK: u64 = 1 << 16;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
     println!("| function | max ulp | at x | inputs off by >= 1 ulp |");
-    for c in cases() {
+    for c in heavy_cases() {
         let results: Vec<(u64, f32, u64)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
@@ -648,7 +658,7 @@ fn many_f64() {
     const CHUNK: usize = 1 << 16;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
     println!("| function | max ulp vs libm | at x | points off by >= 1 ulp |");
-    for c in cases() {
+    for c in heavy_cases() {
         let results: Vec<(u64, f64, u64)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
