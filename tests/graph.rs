@@ -337,6 +337,35 @@ fn factors_constant_along_reduced_axes_leave_the_sum() {
     }
 }
 
+/// The transpose of an outer product `u vᵀ` (a matrix product or a
+/// broadcasting product, times a scalar) is `v uᵀ` computed in place: no
+/// permute of the full matrix is left, and the values are the same bits. A
+/// permute of an elementwise op with a full-size operand stays.
+#[test]
+fn transposes_of_outer_products_are_computed_transposed() {
+    let u = Tensor::from_vec(vec![0.5, -1.25, 2.0], &[3, 1]).unwrap();
+    let v = Tensor::from_vec(vec![1.5, 0.25, -3.0, 4.0], &[1, 4]).unwrap();
+    let a = Tensor::from_vec((0..12).map(|i| i as f64 * 0.1).collect(), &[3, 4]).unwrap();
+    let f = |u: &Var, v: &Var, a: &Var| {
+        vec![
+            u.matmul(v).transpose(),
+            (u * v * 2.0).transpose(),
+            (u * v + a).transpose(), // a full-size operand: the permute stays
+        ]
+    };
+    let raw = trace(&f, (&u, &v, &a)).unwrap();
+    let low = anvil::lower(&f, (&u, &v, &a)).unwrap();
+    let args = [u.clone(), v.clone(), a.clone()];
+    let want = run_graph(&raw, &args).unwrap();
+    let got = run_graph(&low, &args).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.shape(), [4, 3]);
+        assert_eq!(g.to_vec::<f64>().unwrap(), w.to_vec::<f64>().unwrap(), "{low}");
+    }
+    let permutes = low.iter().filter(|(_, n)| n.op.name() == "permute").count();
+    assert_eq!(permutes, 1, "only the one with a full-size operand:\n{low}");
+}
+
 /// Elementwise chains are fused into one kernel; the values are those of the
 /// ops one by one, with broadcasting leaves, on one thread and on several.
 #[test]

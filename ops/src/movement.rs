@@ -579,6 +579,7 @@ register_rule!(TransposeRule, Concatenate, transpose_concatenate);
 
 use crate::constant::{as_basis, Basis};
 use crate::sparse::{as_color_seed, ColorSeed};
+use anvil_core::Producer;
 
 /// The one operand, when the op leaves it as it is. Cost: one node fewer.
 fn same(args: &[Var], out: &TensorType) -> Option<Var> {
@@ -635,7 +636,9 @@ pub fn moves_only_unit_axes(perm: &[usize], shape: &[usize]) -> bool {
 /// a permute of a seed that keeps its space's axes in order is a seed; a
 /// permute that moves only size-1 axes is a reshape (`[B, k, 1] -> [B, 1,
 /// k]`, as `vmap(grad)` makes of a batched vector's transpose: the
-/// per-example transposes are free). Each removes a node or a copy.
+/// per-example transposes are free); a permute of an elementwise op whose
+/// operands it only reshapes is the op on the reshaped operands (see
+/// [`permuted_operands`]). Each removes a node or a copy.
 fn rewrite_permute(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
     let p = op.try_downcast::<Permute>()?;
     if p.perm.iter().enumerate().all(|(i, &a)| i == a) {
@@ -651,6 +654,9 @@ fn rewrite_permute(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option
         return Ok(Some(args[0].reshape(&as_i64(out.shape()))).filter(|v| v.ty() == out));
     }
     let Some(q) = args[0].producer() else { return Ok(None) };
+    if let Some(v) = permuted_operands(&p.perm, &q, out) {
+        return Ok(Some(v));
+    }
     let Some(inner) = q.op_as::<Permute>() else { return Ok(None) };
     let perm: Vec<usize> = p.perm.iter().map(|&a| inner.perm[a]).collect();
     let x = &q.inputs[0];
@@ -658,6 +664,50 @@ fn rewrite_permute(op: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option
         return Ok(Some(x.clone()).filter(|x| x.ty() == out));
     }
     Ok(Some(Var::apply_op(Box::new(Permute { perm }), &[x])))
+}
+
+/// A permute of an elementwise op (one result) whose operands the
+/// permutation only reshapes (it moves none of their axes longer than 1:
+/// the column and the row of an outer product `u vᵀ`, scalars), directly or
+/// through a few more elementwise ops: the ops on the reshaped operands, so
+/// the transpose of `2 u vᵀ` is `2 v uᵀ` computed in place, not
+/// materialised and copied. Each element is the same operations on the
+/// same values.
+fn permuted_operands(perm: &[usize], q: &Producer, out: &TensorType) -> Option<Var> {
+    permuted_op(perm, q, PUSH_DEPTH).filter(|v| v.ty() == out)
+}
+
+/// How many elementwise ops deep a permute is pushed.
+const PUSH_DEPTH: usize = 4;
+
+fn permuted_op(perm: &[usize], q: &Producer, depth: usize) -> Option<Var> {
+    if !q.op.is_elementwise() || q.index != 0 || q.inputs.is_empty() {
+        return None;
+    }
+    let operands: Vec<Var> =
+        q.inputs.iter().map(|v| permuted(perm, v, depth)).collect::<Option<_>>()?;
+    let refs: Vec<&Var> = operands.iter().collect();
+    Some(Var::apply_op(q.op.clone(), &refs))
+}
+
+/// `v` (right-aligned to the permutation's rank) permuted, when that is a
+/// reshape, or an elementwise op of such values (`depth` ops deep at most).
+fn permuted(perm: &[usize], v: &Var, depth: usize) -> Option<Var> {
+    let rank = perm.len();
+    if v.rank() > rank || v.ty().is_symbolic() {
+        return None;
+    }
+    if v.numel() == 1 {
+        return Some(v.clone());
+    }
+    let mut shape = vec![1; rank - v.rank()];
+    shape.extend_from_slice(v.shape());
+    if moves_only_unit_axes(perm, &shape) {
+        let moved: Vec<usize> = perm.iter().map(|&a| shape[a]).collect();
+        return Some(v.reshape(&as_i64(&moved)));
+    }
+    let q = v.producer().filter(|_| depth > 0 && v.rank() == rank)?;
+    permuted_op(perm, &q, depth - 1)
 }
 
 /// A broadcast to the operand's own shape is nothing.
