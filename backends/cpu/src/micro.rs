@@ -67,7 +67,8 @@ macro_rules! with_buf {
 }
 
 impl Buf {
-    fn zeros(dtype: DType, len: usize) -> Buf {
+    /// A buffer of `len` zeros (false for bools) of `dtype`.
+    pub(crate) fn zeros(dtype: DType, len: usize) -> Buf {
         match dtype {
             DType::F64 => Buf::F64(vec![0.0; len]),
             DType::F32 => Buf::F32(vec![0.0; len]),
@@ -82,20 +83,31 @@ impl Buf {
 
     /// The buffer's elements as a block.
     pub fn block(&self) -> Block<'_> {
-        match self {
-            Buf::F64(v) => Block::F64(v),
-            Buf::F32(v) => Block::F32(v),
-            Buf::I64(v) => Block::I64(v),
-            Buf::Bool(v) => Block::Bool(v),
-        }
+        self.prefix(self.len())
     }
 
     fn block_mut(&mut self) -> BlockMut<'_> {
+        let n = self.len();
+        self.prefix_mut(n)
+    }
+
+    /// The buffer's first `len` elements as a block.
+    pub(crate) fn prefix(&self, len: usize) -> Block<'_> {
         match self {
-            Buf::F64(v) => BlockMut::F64(v),
-            Buf::F32(v) => BlockMut::F32(v),
-            Buf::I64(v) => BlockMut::I64(v),
-            Buf::Bool(v) => BlockMut::Bool(v),
+            Buf::F64(v) => Block::F64(&v[..len]),
+            Buf::F32(v) => Block::F32(&v[..len]),
+            Buf::I64(v) => Block::I64(&v[..len]),
+            Buf::Bool(v) => Block::Bool(&v[..len]),
+        }
+    }
+
+    /// The buffer's first `len` elements, to write.
+    pub(crate) fn prefix_mut(&mut self, len: usize) -> BlockMut<'_> {
+        match self {
+            Buf::F64(v) => BlockMut::F64(&mut v[..len]),
+            Buf::F32(v) => BlockMut::F32(&mut v[..len]),
+            Buf::I64(v) => BlockMut::I64(&mut v[..len]),
+            Buf::Bool(v) => BlockMut::Bool(&mut v[..len]),
         }
     }
 

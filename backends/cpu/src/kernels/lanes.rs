@@ -45,52 +45,14 @@ enum Loc {
     Value(usize),
 }
 
-/// One register: a block of [`LANES`] elements of one dtype.
-#[derive(Debug)]
-enum Reg {
-    F64(Vec<f64>),
-    F32(Vec<f32>),
-    I64(Vec<i64>),
-    Bool(Vec<bool>),
-}
-
-impl Default for Reg {
-    fn default() -> Reg {
-        Reg::F64(Vec::new())
-    }
-}
+/// One register: a block of [`LANES`] elements of one dtype (the
+/// micro-interpreter's value buffer).
+use crate::micro::Buf as Reg;
 
 impl Reg {
-    fn zeros(dtype: DType, len: usize) -> Reg {
-        match dtype {
-            DType::F64 => Reg::F64(vec![0.0; len]),
-            DType::F32 => Reg::F32(vec![0.0; len]),
-            DType::I64 => Reg::I64(vec![0; len]),
-            DType::Bool => Reg::Bool(vec![false; len]),
-        }
-    }
-
-    fn block(&self, len: usize) -> Block<'_> {
-        match self {
-            Reg::F64(v) => Block::F64(&v[..len]),
-            Reg::F32(v) => Block::F32(&v[..len]),
-            Reg::I64(v) => Block::I64(&v[..len]),
-            Reg::Bool(v) => Block::Bool(&v[..len]),
-        }
-    }
-
-    fn block_mut(&mut self, len: usize) -> BlockMut<'_> {
-        match self {
-            Reg::F64(v) => BlockMut::F64(&mut v[..len]),
-            Reg::F32(v) => BlockMut::F32(&mut v[..len]),
-            Reg::I64(v) => BlockMut::I64(&mut v[..len]),
-            Reg::Bool(v) => BlockMut::Bool(&mut v[..len]),
-        }
-    }
-
     /// Copies `src` (of the register's dtype) into the register's start.
     fn load(&mut self, src: Block<'_>) -> Result<()> {
-        copy_block(src, self.block_mut(src.len()))
+        copy_block(src, self.prefix_mut(src.len()))
     }
 
     /// Spreads the single element of `src` over the whole register.
@@ -256,7 +218,7 @@ impl LaneLoop {
                 steps += 1;
             }
             for (out, &r) in outs.iter_mut().zip(&self.carries) {
-                copy_block(regs[r].block(len), sub_block(out, at, len))?;
+                copy_block(regs[r].prefix(len), sub_block(out, at, len))?;
             }
             at += len;
         }
@@ -272,7 +234,7 @@ impl LaneLoop {
                 let regs: &[Reg] = regs;
                 let read = |l: &Loc| -> Block<'_> {
                     match *l {
-                        Loc::Reg(r) => regs[r].block(len),
+                        Loc::Reg(r) => regs[r].prefix(len),
                         Loc::Input(k) => in_place(inputs[k].storage(), from, len),
                         Loc::Value(v) => in_place(self.values[v].storage(), from, len),
                     }
@@ -282,10 +244,10 @@ impl LaneLoop {
                     for (slot, l) in inline.iter_mut().zip(args) {
                         *slot = read(l);
                     }
-                    instr.eval(&inline[..args.len()], dst.block_mut(len), at)
+                    instr.eval(&inline[..args.len()], dst.prefix_mut(len), at)
                 } else {
                     let heap: Vec<Block<'_>> = args.iter().map(read).collect();
-                    instr.eval(&heap, dst.block_mut(len), at)
+                    instr.eval(&heap, dst.prefix_mut(len), at)
                 }
             };
             regs[*out] = dst;
@@ -298,7 +260,7 @@ impl LaneLoop {
             if !self.swap[k] {
                 let mut fresh = Reg::zeros(self.regs[r], len);
                 let src = match *next {
-                    Loc::Reg(s) => regs[s].block(len),
+                    Loc::Reg(s) => regs[s].prefix(len),
                     Loc::Input(i) => in_place(inputs[i].storage(), from, len),
                     Loc::Value(v) => in_place(self.values[v].storage(), from, len),
                 };
@@ -312,7 +274,7 @@ impl LaneLoop {
             }
         }
         for (r, fresh) in copied {
-            copy_block(fresh.block(len), regs[r].block_mut(len))?;
+            copy_block(fresh.prefix(len), regs[r].prefix_mut(len))?;
         }
         Ok(())
     }
