@@ -18,8 +18,8 @@
 
 use crate::micro::Buf;
 use anvil_core::{
-    op::expect_arity, Block, Error, Graph, Movement, NodeId, Op, Rebuilt, Result, TensorType,
-    ValueId,
+    op::expect_arity, Block, Error, Graph, Mapped, Movement, NodeId, Op, Rebuilt, Result,
+    TensorType, ValueId,
 };
 use anvil_ops::scan::Scan;
 use std::collections::HashMap;
@@ -202,32 +202,7 @@ fn place_scan_results(g: &Graph, scans: &[NodeId]) -> Result<Option<Graph>> {
     let mut plans: HashMap<NodeId, (Vec<Option<Chain>>, NodeId)> = HashMap::new();
     let mut role: HashMap<NodeId, NodeId> = HashMap::new(); // chain node -> scan
     for &id in scans {
-        let n = g.node(id);
-        let scan = n.op.try_downcast::<Scan>()?;
-        if n.results().any(|v| g.ty(v).is_symbolic()) {
-            continue;
-        }
-        let ys: Vec<ValueId> = n.results().skip(scan.carries).collect();
-        let chains: Vec<Option<Chain>> = ys.iter().map(|&y| chain(g, &rd, y)).collect();
-        let Some(at) = chains.iter().flatten().map(|c| g.producer(c.last).0).min() else {
-            continue;
-        };
-        // Every operand (the partial chunks too) must come before `at`, and
-        // every reader of a result of the new node after it.
-        let tails_before =
-            chains.iter().flatten().flat_map(|c| &c.tails).all(|&(t, _)| g.producer(t).0 < at);
-        let carried_after =
-            n.results().take(scan.carries).all(|v| rd[v.index()].iter().all(|&(r, _)| r > at))
-                && !n.results().take(scan.carries).any(|v| g.outputs().contains(&v));
-        let unplaced_after =
-            ys.iter().zip(&chains).filter(|(_, c)| c.is_none()).all(|(y, _)| {
-                rd[y.index()].iter().all(|&(r, _)| r > at) && !g.outputs().contains(y)
-            });
-        let placed_after =
-            chains.iter().flatten().all(|c| rd[c.last.index()].iter().all(|&(r, _)| r > at));
-        if !(tails_before && carried_after && unplaced_after && placed_after) {
-            continue;
-        }
+        let Some((chains, at)) = placement_of(g, &rd, id)? else { continue };
         for c in chains.iter().flatten() {
             for &node in &c.nodes {
                 role.insert(node, id);
@@ -267,43 +242,7 @@ fn place_scan_results(g: &Graph, scans: &[NodeId]) -> Result<Option<Graph>> {
                 None => Rebuilt::Drop,
             });
         }
-        let snode = g.node(scan_id);
-        let scan = snode.op.try_downcast::<Scan>()?.clone();
-        let nk = scan.carries;
-        let mut inputs: Vec<ValueId> =
-            snode.inputs.iter().map(|&v| map.get(v)).collect::<Result<_>>()?;
-        let mut places = Vec::new();
-        let mut types: Vec<TensorType> = snode.results().map(|v| g.ty(v).clone()).collect();
-        for (j, c) in chains.iter().enumerate() {
-            places.push(match c {
-                Some(c) => {
-                    let mut tails = Vec::new();
-                    for &(t, row) in &c.tails {
-                        tails.push((inputs.len(), row * c.strides[0]));
-                        inputs.push(map.get(t)?);
-                    }
-                    types[nk + j] = g.ty(c.last).clone();
-                    Some(Place {
-                        ty: g.ty(c.last).clone(),
-                        strides: c.strides.clone(),
-                        per_step: c.per_step,
-                        tails,
-                    })
-                }
-                None => None,
-            });
-        }
-        let operands = inputs.len();
-        let op = PlacedScan { scan, places, operands };
-        let new = out.push_node(Box::new(op), inputs, types)?;
-        let results: Vec<ValueId> = out.node(new).results().collect();
-        for ((k, old), &r) in snode.results().enumerate().zip(&results) {
-            let key = match k.checked_sub(nk).and_then(|j| chains[j].as_ref()) {
-                Some(c) => c.last,
-                None => old,
-            };
-            placed.insert(key, r);
-        }
+        emit_placed_scan(g, out, map, scan_id, chains, &mut placed)?;
         let end = placed.get(&n.out()).copied().ok_or_else(|| {
             Error::invalid(
                 "placed_scan",
@@ -314,6 +253,92 @@ fn place_scan_results(g: &Graph, scans: &[NodeId]) -> Result<Option<Graph>> {
         Ok(Rebuilt::Replace(vec![end]))
     })?;
     Ok(Some(rebuilt))
+}
+
+/// The chains of scan `id` and the node where its [`PlacedScan`] goes (the
+/// first chain's last node), or `None` when the scan is left as it is: no
+/// chain, symbolic shapes, or an operand or reader on the wrong side of that
+/// node.
+fn placement_of(
+    g: &Graph,
+    rd: &[Vec<(NodeId, usize)>],
+    id: NodeId,
+) -> Result<Option<(Vec<Option<Chain>>, NodeId)>> {
+    let n = g.node(id);
+    let scan = n.op.try_downcast::<Scan>()?;
+    if n.results().any(|v| g.ty(v).is_symbolic()) {
+        return Ok(None);
+    }
+    let ys: Vec<ValueId> = n.results().skip(scan.carries).collect();
+    let chains: Vec<Option<Chain>> = ys.iter().map(|&y| chain(g, rd, y)).collect();
+    let Some(at) = chains.iter().flatten().map(|c| g.producer(c.last).0).min() else {
+        return Ok(None);
+    };
+    let after = |v: &ValueId| rd[v.index()].iter().all(|&(r, _)| r > at);
+    // Every operand (the partial chunks too) must come before `at`, and
+    // every reader of a result of the new node after it.
+    let tails_before =
+        chains.iter().flatten().flat_map(|c| &c.tails).all(|&(t, _)| g.producer(t).0 < at);
+    let carried_after =
+        n.results().take(scan.carries).all(|v| after(&v) && !g.outputs().contains(&v));
+    let unplaced_after = ys
+        .iter()
+        .zip(&chains)
+        .filter(|(_, c)| c.is_none())
+        .all(|(y, _)| after(y) && !g.outputs().contains(y));
+    let placed_after = chains.iter().flatten().all(|c| after(&c.last));
+    Ok((tails_before && carried_after && unplaced_after && placed_after).then_some((chains, at)))
+}
+
+/// Emits the [`PlacedScan`] replacing scan `scan_id` into `out`, and records
+/// in `placed` which new value stands for each old one: a chain's end for a
+/// placed result, the scan's own result otherwise.
+fn emit_placed_scan(
+    g: &Graph,
+    out: &mut Graph,
+    map: &Mapped<'_>,
+    scan_id: NodeId,
+    chains: &[Option<Chain>],
+    placed: &mut HashMap<ValueId, ValueId>,
+) -> Result<()> {
+    let snode = g.node(scan_id);
+    let scan = snode.op.try_downcast::<Scan>()?.clone();
+    let nk = scan.carries;
+    let mut inputs: Vec<ValueId> =
+        snode.inputs.iter().map(|&v| map.get(v)).collect::<Result<_>>()?;
+    let mut places = Vec::new();
+    let mut types: Vec<TensorType> = snode.results().map(|v| g.ty(v).clone()).collect();
+    for (j, c) in chains.iter().enumerate() {
+        places.push(match c {
+            Some(c) => {
+                let mut tails = Vec::new();
+                for &(t, row) in &c.tails {
+                    tails.push((inputs.len(), row * c.strides[0]));
+                    inputs.push(map.get(t)?);
+                }
+                types[nk + j] = g.ty(c.last).clone();
+                Some(Place {
+                    ty: g.ty(c.last).clone(),
+                    strides: c.strides.clone(),
+                    per_step: c.per_step,
+                    tails,
+                })
+            }
+            None => None,
+        });
+    }
+    let operands = inputs.len();
+    let op = PlacedScan { scan, places, operands };
+    let new = out.push_node(Box::new(op), inputs, types)?;
+    let results: Vec<ValueId> = out.node(new).results().collect();
+    for ((k, old), &r) in snode.results().enumerate().zip(&results) {
+        let key = match k.checked_sub(nk).and_then(|j| chains[j].as_ref()) {
+            Some(c) => c.last,
+            None => old,
+        };
+        placed.insert(key, r);
+    }
+    Ok(())
 }
 
 /// Writes `src` (a chunk of `shape`, row-major) into `dst` at `base` with
