@@ -484,6 +484,16 @@ impl Micro {
     /// A kernel's run-time error.
     pub fn run(&self, st: &mut State, ctx: &Parallelism) -> Result<()> {
         for c in &self.code {
+            // The commonest instruction, inline: a call of `step` (a large
+            // function) costs more than its arithmetic on a small value.
+            if let Code::Arith { f, a, b, out } = c {
+                if let Some((Buf::F64(z), x, y)) = write_read2(&mut st.bufs, *out, *a, *b) {
+                    if let (Buf::F64(x), Buf::F64(y)) = (x, y) {
+                        run_arith(*f, x, y, z);
+                        continue;
+                    }
+                }
+            }
             step(c, &mut st.bufs, &self.types, ctx)?;
         }
         Ok(())
@@ -903,6 +913,19 @@ fn step(c: &Code, bufs: &mut [Buf], types: &[TensorType], ctx: &Parallelism) -> 
     }
 }
 
+/// Slot `out` to write and slots `a`, `b` to read, borrowed at once;
+/// `None` when `out` is one of them or out of range.
+#[inline]
+fn write_read2(bufs: &mut [Buf], out: usize, a: usize, b: usize) -> Option<(&mut Buf, &Buf, &Buf)> {
+    if a == out || b == out || out >= bufs.len() {
+        return None;
+    }
+    let (below, at) = bufs.split_at_mut(out);
+    let (o, above) = at.split_first_mut()?;
+    let read = |i: usize| if i < out { below.get(i) } else { above.get(i - out - 1) };
+    Some((o, read(a)?, read(b)?))
+}
+
 fn gather(src: &Buf, map: &[u32], out: &mut Buf) {
     fn typed<T: Copy>(s: &[T], map: &[u32], o: &mut [T]) {
         for (d, &i) in o.iter_mut().zip(map) {
@@ -957,17 +980,40 @@ fn matmul<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output =
     if mm.m == 1 && bcs == 1 && !(acs == 1 && brs == 1) {
         // A row vector times a row-major matrix: the rows of b scaled and
         // summed into the result (contiguous runs, vectorised).
+        // Four rows per pass over the result, added in the order of one
+        // row per pass (same bits).
+        let n = mm.n;
         for &(ao, bo) in &mm.batches {
-            let row = &mut out[o..o + mm.n];
+            let row = &mut out[o..o + n];
             row.iter_mut().for_each(|d| *d = T::default());
-            for p in 0..k {
+            let brow = |p: usize| &b[bo + p * brs..bo + p * brs + n];
+            let mut p = 0;
+            while p + 4 <= k {
+                let s: [T; 4] = std::array::from_fn(|q| a[ao + (p + q) * acs]);
+                let (r0, r1, r2, r3) = (brow(p), brow(p + 1), brow(p + 2), brow(p + 3));
+                for ((((d, &v0), &v1), &v2), &v3) in row.iter_mut().zip(r0).zip(r1).zip(r2).zip(r3)
+                {
+                    *d = *d + s[0] * v0 + s[1] * v1 + s[2] * v2 + s[3] * v3;
+                }
+                p += 4;
+            }
+            for p in p..k {
                 let s = a[ao + p * acs];
-                let br = &b[bo + p * brs..bo + p * brs + mm.n];
-                for (d, &v) in row.iter_mut().zip(br) {
+                for (d, &v) in row.iter_mut().zip(brow(p)) {
                     *d = *d + s * v;
                 }
             }
-            o += mm.n;
+            o += n;
+        }
+        return;
+    }
+    if mm.n == 1 && acs == 1 && brs == 1 {
+        // Matrix times vector: rows of a dotted with b, four rows at a time.
+        for &(ao, bo) in &mm.batches {
+            let x = &b[bo..bo + k];
+            let rows = (0..mm.m).map(|i| &a[ao + i * ars..ao + i * ars + k]);
+            dots(rows, x, &mut out[o..o + mm.m]);
+            o += mm.m;
         }
         return;
     }
@@ -1037,6 +1083,45 @@ mod num_one {
         fn one() -> f32 {
             1.0
         }
+    }
+}
+
+/// `out[i] = Σ rows[i][p] x[p]`, four rows at a time sharing each block of
+/// `x`; each row's sum is formed as [`dot`] forms it (same bits).
+fn dots<'a, T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T> + 'a>(
+    mut rows: impl ExactSizeIterator<Item = &'a [T]>,
+    x: &[T],
+    out: &mut [T],
+) {
+    let k = x.len();
+    let full = k - k % 8;
+    let mut quads = out.chunks_exact_mut(4);
+    for q in &mut quads {
+        let r: [&[T]; 4] = std::array::from_fn(|_| rows.next().unwrap_or(&[]));
+        if r.iter().any(|r| r.len() != k) {
+            return;
+        }
+        let mut acc = [[T::default(); 8]; 4];
+        for p in (0..full).step_by(8) {
+            let xb = &x[p..p + 8];
+            for (accr, row) in acc.iter_mut().zip(&r) {
+                let rb = &row[p..p + 8];
+                for l in 0..8 {
+                    accr[l] = accr[l] + rb[l] * xb[l];
+                }
+            }
+        }
+        for ((d, accr), row) in q.iter_mut().zip(&acc).zip(&r) {
+            let mut s = ((accr[0] + accr[1]) + (accr[2] + accr[3]))
+                + ((accr[4] + accr[5]) + (accr[6] + accr[7]));
+            for p in full..k {
+                s = s + row[p] * x[p];
+            }
+            *d = s;
+        }
+    }
+    for (d, row) in quads.into_remainder().iter_mut().zip(rows) {
+        *d = dot(row, x);
     }
 }
 
@@ -1151,6 +1236,54 @@ mod tests {
 
     fn t(n: usize, shape: &[usize], scale: f64) -> Tensor {
         Tensor::from_vec((0..n).map(|i| ((i as f64) * scale).sin()).collect(), shape).unwrap()
+    }
+
+    /// Matrix-vector and vector-matrix products of every small size give
+    /// the bits of the plain loops they replace: a [`dot`] per row, and one
+    /// row of `b` added per pass.
+    #[test]
+    fn vector_products_keep_the_bits_of_the_plain_loops() {
+        let f =
+            |i: usize, s: f64| ((i as f64) * s).sin() * 1e3_f64.powf(((i * 7) % 5) as f64 - 2.0);
+        for m in 1..=9 {
+            for k in 1..=19 {
+                let a: Vec<f64> = (0..m * k).map(|i| f(i, 0.37)).collect();
+                let x: Vec<f64> = (0..k).map(|i| f(i, 0.71)).collect();
+                // a (m×k) times x.
+                let mm = matmul_shape(&[m, k], &[k], false, false);
+                let mut got = vec![0.0; m];
+                matmul(&a, &x, &mut got, &mm);
+                let want: Vec<f64> = (0..m).map(|i| dot(&a[i * k..i * k + k], &x)).collect();
+                assert_eq!(got, want, "{m}x{k} times a vector");
+                // x (k) times a read as k×m.
+                let mm = matmul_shape(&[k], &[k, m], false, false);
+                let mut got = vec![0.0; m];
+                matmul(&x, &a, &mut got, &mm);
+                let mut want = vec![0.0; m];
+                for p in 0..k {
+                    for j in 0..m {
+                        want[j] += x[p] * a[p * m + j];
+                    }
+                }
+                if m == 1 {
+                    want = vec![dot(&x, &a)]; // a dot product, both runs contiguous
+                }
+                assert_eq!(got, want, "a vector times {k}x{m}");
+            }
+        }
+    }
+
+    /// The inline arithmetic of [`Micro::run`] handles a value used twice
+    /// (`x * x`) and matches the plan.
+    #[test]
+    fn inline_arithmetic_matches_the_plan() {
+        let graph = trace_with(&[TensorType::new(DType::F64, vec![5])], |v| {
+            let sq = &v[0] * &v[0];
+            Ok(vec![&(&sq - &v[0]) / &(&sq + 1.0)])
+        })
+        .unwrap();
+        let (micro, plan) = both(&graph, &[t(5, &[5], 0.9)]);
+        assert_eq!(micro[0].to_vec::<f64>().unwrap(), plan[0].to_vec::<f64>().unwrap());
     }
 
     #[test]
