@@ -927,7 +927,10 @@ fn chain_ends(g: &Graph, elem: &[bool], absorbed: &[bool]) -> (Vec<Option<ChainE
             && !ty.is_symbolic()
             && !out.is_symbolic()
             && out.dtype() == ty.dtype();
-        let Some(dims) = consecutive(ty.shape(), math.axes()).filter(|_| ok) else { continue };
+        if !ok {
+            continue;
+        }
+        let Some(dims) = consecutive(ty.shape(), math.axes()) else { continue };
         let p = g.producer(v).0.index();
         let chain = elem[p] && !absorbed[p] && !g.producer_node(v).inputs.is_empty();
         cands.push(Candidate { node: id.index(), operand: v, dims, chain });
