@@ -52,6 +52,31 @@ fn lse_all(x: &Var) -> Var {
     x.logsumexp(&[0, 1], false)
 }
 
+/// `sum(w * softmax(x))`.
+fn w_softmax(x: &Var, w: &Var) -> Var {
+    (w * &softmax_last(x)).sum_all()
+}
+
+/// `sum(w * log_softmax(x))`.
+fn w_log_softmax(x: &Var, w: &Var) -> Var {
+    (w * &log_softmax_last(x)).sum_all()
+}
+
+/// `sum(softmax(x) * x)`.
+fn x_softmax(x: &Var) -> Var {
+    (softmax_last(x) * x).sum_all()
+}
+
+/// `sum(log_softmax(x) * x)`.
+fn x_log_softmax(x: &Var) -> Var {
+    (log_softmax_last(x) * x).sum_all()
+}
+
+/// `sum(log_softmax(x))`.
+fn sum_log_softmax(x: &Var) -> Var {
+    log_softmax_last(x).sum_all()
+}
+
 /// `sum(tanh(x) * x + 1)` over the last axis: a chain and a sum.
 fn chain_sum(x: &Var) -> Var {
     ((x.tanh() * x) + 1.0).sum(&[-1])
@@ -88,16 +113,27 @@ fn softmax_family_runs_in_at_most_three_passes() {
         let (p, _, text) = passes(&g, n);
         assert!(p <= 3, "{name}: {p} passes\n{text}");
     }
-    // Not yet three: the value and gradient of a loss through softmax,
-    // `sum(softmax(x) * x)`, makes four passes (five before the sum's
-    // rewrite took `1 / s` out of `Σ_j e_j x_j / s`, which made the value's
-    // and the gradient's row sums one; six before `e / s` was recomputed by
-    // its readers): the maximum, exp-and-sum, `Σ e·x`, and the gradient.
-    // Three needs the two row sums (`Σ e` and `Σ e·x`) in one fused node. A
-    // guard against more.
-    let sg = value_and_grad(|x: &Var| (softmax_last(x) * x).sum_all());
-    let (p, _, text) = passes(&anvil::lower(&sg, &x).unwrap(), n);
-    assert!(p <= 4, "{p} passes\n{text}");
+    // Losses through softmax and log-softmax, with weights `w` or `x`: the
+    // maximum; the row sums (`Σ e`, `Σ w·e`, `Σ w·x`, `Σ w`) in one fused
+    // node (sibling reductions computed in one pass); the gradient. Four
+    // passes for softmax and five for log-softmax with each row sum in its
+    // own node, and log-softmax's value `Σ w·(x − lse)` a pass of its own
+    // before the sum's linearity rewrite made it `Σ w·x − lse·Σ w`.
+    let w = input(&[7, 33], 0.9);
+    let two: Vec<(&str, Graph)> = vec![
+        ("weighted softmax vg", anvil::lower(&value_and_grad(w_softmax), (&x, &w)).unwrap()),
+        (
+            "weighted log_softmax vg",
+            anvil::lower(&value_and_grad(w_log_softmax), (&x, &w)).unwrap(),
+        ),
+        ("softmax vg", anvil::lower(&value_and_grad(x_softmax), &x).unwrap()),
+        ("log_softmax vg", anvil::lower(&value_and_grad(x_log_softmax), &x).unwrap()),
+        ("log_softmax sum vg", anvil::lower(&value_and_grad(sum_log_softmax), &x).unwrap()),
+    ];
+    for (name, g) in two {
+        let (p, _, text) = passes(&g, n);
+        assert!(p <= 3, "{name}: {p} passes\n{text}");
+    }
     // logsumexp itself is two: the maximum, then exp-and-sum.
     let (p, _, text) = passes(&anvil::lower(&lse_last, &x).unwrap(), n);
     assert_eq!(p, 2, "{text}");
@@ -248,4 +284,173 @@ fn large_reductions_with_few_rows_match_the_loops() {
         let x = input(&shape, 0.8);
         check_values(&x, 1e-12);
     }
+}
+
+/// Per row of `x` (`cols` wide): the softmax, and the logsumexp.
+fn rows(x: &[f64], cols: usize) -> Vec<(Vec<f64>, f64)> {
+    x.chunks(cols)
+        .map(|r| {
+            let m = r.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+            let s: f64 = r.iter().map(|v| (v - m).exp()).sum();
+            (r.iter().map(|v| (v - m).exp() / s).collect(), m + s.ln())
+        })
+        .collect()
+}
+
+/// The values and gradients of the losses through softmax and log-softmax
+/// (computed in three passes, with the sum's linearity rewrite) match plain
+/// loops, in f64 and f32, for rows shorter and longer than a block.
+#[test]
+fn loss_values_and_gradients_match_the_loops() {
+    for shape in [[1, 1], [3, 7], [5, 513], [2, 1100], [600, 9]] {
+        let cols = shape[1];
+        let (x, w) = (input(&shape, 0.3), input(&shape, 1.7));
+        let (xv, wv) = (f64s(&x), f64s(&w));
+        let r = rows(&xv, cols);
+        // (value, gradient) per loss, from the loops.
+        let mut want: Vec<(f64, Vec<f64>)> = vec![(0.0, Vec::new()); 5];
+        for (i, (p, lse)) in r.iter().enumerate() {
+            let xr = &xv[i * cols..(i + 1) * cols];
+            let wr = &wv[i * cols..(i + 1) * cols];
+            let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(u, v)| u * v).sum::<f64>();
+            let (wp, xp) = (dot(wr, p), dot(xr, p));
+            let (sw, sx) = (wr.iter().sum::<f64>(), xr.iter().sum::<f64>());
+            want[0].0 += wp;
+            want[0].1.extend(p.iter().zip(wr).map(|(p, w)| p * (w - wp)));
+            want[1].0 += xr.iter().zip(wr).map(|(x, w)| w * (x - lse)).sum::<f64>();
+            want[1].1.extend(p.iter().zip(wr).map(|(p, w)| w - p * sw));
+            want[2].0 += xp;
+            want[2].1.extend(p.iter().zip(xr).map(|(p, x)| p * (1.0 + x - xp)));
+            want[3].0 += xr.iter().map(|x| x * (x - lse)).sum::<f64>();
+            want[3].1.extend(p.iter().zip(xr).map(|(p, x)| 2.0 * x - lse - p * sx));
+            want[4].0 += xr.iter().map(|x| x - lse).sum::<f64>();
+            want[4].1.extend(p.iter().map(|p| 1.0 - p * cols as f64));
+        }
+        for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 2e-5)] {
+            let (x, w) = (x.cast(dtype), w.cast(dtype));
+            let got: Vec<(Tensor, Tensor)> = vec![
+                jit(value_and_grad(w_softmax)).eval((&x, &w)).unwrap(),
+                jit(value_and_grad(w_log_softmax)).eval((&x, &w)).unwrap(),
+                jit(value_and_grad(x_softmax)).eval(&x).unwrap(),
+                jit(value_and_grad(x_log_softmax)).eval(&x).unwrap(),
+                jit(value_and_grad(sum_log_softmax)).eval(&x).unwrap(),
+            ];
+            for (k, ((v, g), (wv, wg))) in got.iter().zip(&want).enumerate() {
+                let what = format!("loss {k} {shape:?} {dtype:?}");
+                // The value is a sum of `numel` terms: its tolerance scales.
+                let n = (shape[0] * shape[1]) as f64;
+                close(&f64s(v), &[*wv], tol * n.sqrt().max(1.0), &what);
+                close(&f64s(g), wg, tol, &what);
+            }
+        }
+    }
+}
+
+/// Sibling reductions of one shape and axes, whose chains read values
+/// computed before the first chain — `Σ e` and `max e` of `e = exp(x/2)`,
+/// `Σ w·e` (a leaf the first chain does not read), `Σ w` (a leaf reduced
+/// as it is) — are one fused node, one pass that writes nothing of the
+/// operand's size, and each result has the bits of its reduction computed
+/// alone: along rows, along columns (reduced rows shorter and longer than
+/// a block), with kept axes, in f64 and f32, and with too few rows to
+/// share among threads.
+#[test]
+fn sibling_reductions_share_one_pass_with_the_bits_of_each_alone() {
+    type F = fn(&Var, &Var, &[i64]) -> Var;
+    let parts: [F; 4] = [
+        |x, _, a| (x * 0.5).exp().sum(a),
+        |x, _, a| (x * 0.5).exp().max(a, false),
+        |x, w, a| (w * &(x * 0.5).exp()).sum_keepdims(a),
+        |_, w, a| w.sum(a),
+    ];
+    for (shape, axis) in [([6, 37], 1), ([37, 6], 0), ([3, 600], 0), ([1, 300_001], 1)] {
+        let all = move |x: &Var, w: &Var| {
+            let e = (x * 0.5).exp();
+            vec![
+                e.sum(&[axis]),
+                e.max(&[axis], false),
+                (w * &e).sum_keepdims(&[axis]),
+                w.sum(&[axis]),
+            ]
+        };
+        for dtype in [DType::F64, DType::F32] {
+            let x = input(&shape, 0.1).cast(dtype);
+            let w = input(&shape, 2.3).cast(dtype);
+            let g = anvil::lower(&all, (&x, &w)).unwrap();
+            let numel = shape[0] * shape[1];
+            let (p, written, text) = passes(&g, numel);
+            assert_eq!((p, written), (1, 0), "{text}");
+            assert_eq!(text.matches("fused_reduce[").count(), 1, "{text}");
+            let got = jit(all).eval((&x, &w)).unwrap();
+            for (k, part) in parts.iter().enumerate() {
+                let alone =
+                    jit(move |x: &Var, w: &Var| part(x, w, &[axis])).eval((&x, &w)).unwrap();
+                assert_eq!(got[k].shape(), alone.shape(), "{k} {shape:?}");
+                let (a, b) = (f64s(&got[k]), f64s(&alone));
+                assert!(
+                    a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "result {k} {shape:?} {dtype:?}: {a:?} vs {b:?}"
+                );
+            }
+            // And the values of the loops (f64).
+            if dtype == DType::F64 && axis == 1 {
+                let (xv, wv) = (f64s(&x), f64s(&w));
+                let cols = shape[1];
+                let e: Vec<f64> = xv.iter().map(|v| (v * 0.5).exp()).collect();
+                let sums: Vec<f64> = e.chunks(cols).map(|r| r.iter().sum()).collect();
+                let we: Vec<f64> = e
+                    .chunks(cols)
+                    .zip(wv.chunks(cols))
+                    .map(|(e, w)| e.iter().zip(w).map(|(e, w)| e * w).sum())
+                    .collect();
+                close(&f64s(&got[0]), &sums, 1e-12, "Σ e");
+                close(&f64s(&got[2]), &we, 1e-12, "Σ w·e");
+            }
+        }
+    }
+}
+
+/// Reductions that cannot share the first chain's pass stay apart, with
+/// the right values: a chain reading the first reduction's result (it
+/// joins a later chain's pass), a chain whose value is read elsewhere too
+/// (it hosts its own pass), a reduction over other axes.
+#[test]
+fn reductions_that_cannot_share_a_pass_stay_apart() {
+    let (x, w) = (input(&[5, 21], 0.4), input(&[5, 21], 1.1));
+    let f = |x: &Var, w: &Var| {
+        let e = x.exp();
+        let s = e.sum_keepdims(&[1]);
+        let t = w * &e;
+        vec![
+            s.clone(),
+            (x - &s).exp().sum(&[1]), // reads Σ e: a later pass
+            t.sum(&[1]),
+            t.sin(),            // `w·e` is read elsewhere: its own node
+            (x * &e).sum(&[0]), // other axes
+        ]
+    };
+    let g = anvil::lower(&f, (&x, &w)).unwrap();
+    let text = anvil::cpu::compile(&g).unwrap().graph().to_string();
+    // Σ e alone in the first node; `Σ exp(x - Σ e)` joins the pass of
+    // `w·e` (after Σ e, and written out for `sin`), whose own sum is there;
+    // the column sum is a node of its own.
+    let nodes: Vec<&str> = text.lines().filter(|l| l.contains("fused_reduce[")).collect();
+    assert_eq!(nodes.len(), 3, "{text}");
+    assert_eq!(nodes[0].matches(" over ").count(), 1, "{text}");
+    assert!(nodes[1].contains("kept=") && !nodes[1].contains("kept=none"), "{text}");
+    let out = jit(f).eval((&x, &w)).unwrap();
+    let (xv, wv) = (f64s(&x), f64s(&w));
+    let e: Vec<f64> = xv.iter().map(|v| v.exp()).collect();
+    let s: Vec<f64> = e.chunks(21).map(|r| r.iter().sum()).collect();
+    let row = |f: &dyn Fn(usize) -> f64| -> Vec<f64> {
+        (0..5).map(|i| (0..21).map(|j| f(i * 21 + j)).sum()).collect()
+    };
+    close(&f64s(&out[0]), &s, 1e-13, "Σ e");
+    close(&f64s(&out[1]), &row(&|k| (xv[k] - s[k / 21]).exp()), 1e-13, "Σ exp(x - s)");
+    close(&f64s(&out[2]), &row(&|k| wv[k] * e[k]), 1e-13, "Σ w·e");
+    let t: Vec<f64> = wv.iter().zip(&e).map(|(w, e)| (w * e).sin()).collect();
+    close(&f64s(&out[3]), &t, 1e-13, "sin(w·e)");
+    let cols: Vec<f64> =
+        (0..21).map(|j| (0..5).map(|i| xv[i * 21 + j] * e[i * 21 + j]).sum()).collect();
+    close(&f64s(&out[4]), &cols, 1e-13, "Σ_i x·e");
 }

@@ -337,6 +337,54 @@ fn factors_constant_along_reduced_axes_leave_the_sum() {
     }
 }
 
+/// A sum of a product with a factor `a ± c`, `c` constant along the
+/// reduced axes, distributes: `Σ_j w (x − c) = Σ_j w x − c Σ_j w` and
+/// `Σ_j (x − c) = Σ_j x − n c` (the constant's term a value of the
+/// result's size), split into rows first when `c` is constant along some
+/// of the reduced axes only; `Σ_j` of a broadcast copied along more axes
+/// than it sums is the source times the count. Values agree with the graph
+/// as written (to rounding: the terms are summed before the difference),
+/// and no full-size subtraction of `c` is left.
+#[test]
+fn sums_distribute_over_a_difference_with_a_constant_side() {
+    let f = |x: &Var, w: &Var, c: &Var| {
+        vec![
+            (w * &(x - c)).sum(&[1]),                             // Σ w x − c Σ w
+            (x - c).sum_keepdims(&[1]),                           // Σ x − n c
+            (w * &(c - x)).sum_all(),                             // split: rows first
+            (-(w * &(x + c) / 2.0)).sum(&[1]),                    // a sign and a divisor
+            (x.exp() + c).sum(&[0]),                              // c varies along axis 0: stays
+            (x.scalar_like(1.0).broadcast_to(&[4, 6])).sum(&[1]), // Σ_j 1 = 6
+        ]
+    };
+    for dtype in [DType::F64, DType::F32] {
+        let x = Tensor::from_vec((0..24).map(|i| (i as f64 * 0.37).sin()).collect(), &[4, 6])
+            .unwrap()
+            .cast(dtype);
+        let w = Tensor::from_vec((0..24).map(|i| (i as f64 * 0.91).cos()).collect(), &[4, 6])
+            .unwrap()
+            .cast(dtype);
+        let c = Tensor::from_vec(vec![1.5, 0.25, -2.0, 3.0], &[4, 1]).unwrap().cast(dtype);
+        let args = (&x, &w, &c);
+        let raw = trace(&f, args).unwrap();
+        let low = anvil::lower(&f, args).unwrap();
+        let inputs = [x.clone(), w.clone(), c.clone()];
+        let want = run_graph(&raw, &inputs).unwrap();
+        let got = run_graph(&low, &inputs).unwrap();
+        let tol = if dtype == DType::F64 { 1e-13 } else { 1e-5 };
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.shape(), w.shape(), "output {k}");
+            assert!(g.allclose(w, tol, tol), "{dtype:?} output {k}: {g} vs {w}\n{low}");
+        }
+        let text = low.to_string();
+        let full = if dtype == DType::F64 { "f64[4,6]" } else { "f32[4,6]" };
+        let subs = text.lines().filter(|l| l.contains(&format!("{full} = sub"))).count();
+        let adds = text.lines().filter(|l| l.contains(&format!("{full} = add"))).count();
+        assert_eq!((subs, adds), (0, 1), "only exp(x) + c is left at full size:\n{text}");
+        assert!(!text.contains(&format!("{full} = broadcast_to")), "{text}");
+    }
+}
+
 /// The transpose of an outer product `u vᵀ` (a matrix product or a
 /// broadcasting product, times a scalar) is `v uᵀ` computed in place: no
 /// permute of the full matrix is left, and the values are the same bits. A

@@ -300,6 +300,20 @@ use anvil_core::TensorType as Type;
 ///   `e · x` per row) become one sum. Floats only: the factor multiplies the
 ///   sum once instead of each term, which rounds differently.
 ///
+/// - of a product with a factor `a ± b` where `b` is constant along the
+///   reduced axes (and `a` is not), distributed:
+///   `Σ_j w_ij (x_ij − c_i) = Σ_j w_ij x_ij − c_i Σ_j w_ij`, and with no
+///   other factor `Σ_j (x_ij − c_i) = Σ_j x_ij − n c_i`; the constant
+///   side then leaves its sum by the rule above. Where `b` is constant
+///   along some of the reduced axes only, the sum is split as above. The
+///   sums left read the same values, so a backend computes them in one
+///   pass (the CPU backend's fused reductions), and the one of the weights
+///   alone is often the gradient's too (log-softmax's value and gradient
+///   share `Σ_j w_ij`). Floats only, and it rounds differently: the terms
+///   are summed before the difference is taken, so the error is relative to
+///   `|Σ w a| + |b Σ w|` rather than to `Σ |w (a − b)|` (a few ulp of the
+///   larger of the two when they nearly cancel).
+///
 /// Cost: each removes a pass over the large operand, or moves arithmetic
 /// from the operand's size to the result's.
 fn rewrite_sum(op: &dyn Op, args: &[Var], out: &Type) -> Result<Option<Var>> {
@@ -315,6 +329,9 @@ fn rewrite_sum(op: &dyn Op, args: &[Var], out: &Type) -> Result<Option<Var>> {
         return Ok(Some(v));
     }
     if let Some(v) = factors_out_of_sum(o, x, out) {
+        return Ok(Some(v));
+    }
+    if let Some(v) = sum_distributes(o, x, out) {
         return Ok(Some(v));
     }
     if let ([n, k], [_]) = (x.shape(), &o.axes[..]) {
@@ -340,11 +357,44 @@ fn sum_of_broadcast(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
     // Reduced size-1 axes change nothing; every copied axis must be reduced.
     let reduced: Vec<usize> = o.axes.iter().copied().filter(|&d| to[d] != 1).collect();
     if reduced != copied || src.numel() != out.numel() || copies == 0 {
-        return None;
+        return sum_of_part_broadcast(o, src, to, &copied, &reduced, out);
     }
     let scaled = if copies == 1 { src.clone() } else { src * &src.scalar_like(copies as f64) };
     let shape: Vec<i64> = out.shape().iter().map(|&d| d as i64).collect();
     Some(if scaled.shape() == out.shape() { scaled } else { scaled.reshape(&shape) })
+}
+
+/// A sum over some of the axes a broadcast copies along (`Σ_j 1` of a
+/// ones matrix broadcast from a scalar): the source times the number of
+/// copies summed, broadcast to the result (a value of the result's size).
+fn sum_of_part_broadcast(
+    o: &ReduceSum,
+    src: &Var,
+    to: &[usize],
+    copied: &[usize],
+    reduced: &[usize],
+    out: &Type,
+) -> Option<Var> {
+    if reduced.is_empty()
+        || reduced.iter().any(|&d| to[d] == 0)
+        || !reduced.iter().all(|d| copied.contains(d))
+        || !src.dtype().is_float()
+    {
+        return None;
+    }
+    let copies: usize = reduced.iter().map(|&d| to[d]).product();
+    let scaled = if copies == 1 { src.clone() } else { src * &src.scalar_like(copies as f64) };
+    let keep: Vec<usize> =
+        (0..to.len()).map(|d| if o.axes.contains(&d) { 1 } else { to[d] }).collect();
+    let mut v = to_rank(&scaled, to.len());
+    if v.shape() != keep.as_slice() {
+        v = v.broadcast_to(&keep);
+    }
+    if !o.keepdims {
+        let shape: Vec<i64> = out.shape().iter().map(|&d| d as i64).collect();
+        v = v.reshape(&shape);
+    }
+    (v.ty() == out).then_some(v)
 }
 
 /// The factors of a product tree (ops declaring [`Arith`] `Mul`, `Div`,
@@ -467,6 +517,69 @@ fn factors_out_of_sum(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
         r = r.reshape(&dims);
     }
     (r.ty() == out).then_some(r)
+}
+
+/// The linearity rewrite of [`rewrite_sum`]: `Σ F·(a ± b) = Σ F·a ± Σ F·b`
+/// when `b` is constant along more reduced axes than `a` (the sum split
+/// first when it is constant along some of them only), so that `b` then
+/// leaves its sum.
+fn sum_distributes(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
+    let shape = x.shape().to_vec();
+    let rank = shape.len();
+    if !x.dtype().is_float() {
+        return None;
+    }
+    let axes: Vec<usize> = o.axes.iter().copied().filter(|&d| shape[d] != 1).collect();
+    if axes.is_empty() {
+        return None;
+    }
+    let along = |v: &Var| constant_along(v, &shape, &axes);
+    let f = Factors::of(x);
+    // The first numerator `l ± r` with one side constant along more
+    // reduced axes than the other: its index, sides, sign, and those axes.
+    let (k, l, r, sub, constant) = f.num.iter().enumerate().find_map(|(k, t)| {
+        let p = t.producer()?;
+        let sub = match p.op.arith()? {
+            Arith::Add => false,
+            Arith::Sub => true,
+            _ => return None,
+        };
+        let (l, r) = (&p.inputs[0], &p.inputs[1]);
+        if [t, l, r].iter().any(|v| v.dtype() != x.dtype()) {
+            return None;
+        }
+        let (cl, cr) = (along(l), along(r));
+        let c = if cl.len() > cr.len() { cl } else { cr };
+        (c.len() > along(t).len()).then(|| (k, l.clone(), r.clone(), sub, c))
+    })?;
+    if constant.len() < axes.len() {
+        // Constant along some reduced axes only: sum over those first.
+        let inner = sum_of(x, &constant, true);
+        let outer = sum_of(&inner, &o.axes, o.keepdims);
+        return (outer.ty() == out).then_some(outer);
+    }
+    // The other factors times `side`, of the operand's shape, summed.
+    let sum_with = |side: &Var| -> Var {
+        let mut p = to_rank(side, rank);
+        for (j, v) in f.num.iter().enumerate() {
+            if j != k {
+                p = &p * &to_rank(v, rank);
+            }
+        }
+        for v in &f.den {
+            p = &p / &to_rank(v, rank);
+        }
+        if p.shape() != shape.as_slice() {
+            p = p.broadcast_to(&shape);
+        }
+        sum_of(&p, &o.axes, o.keepdims)
+    };
+    let (sl, sr) = (sum_with(&l), sum_with(&r));
+    let mut v = if sub { &sl - &sr } else { &sl + &sr };
+    if f.negative {
+        v = -&v;
+    }
+    (v.ty() == out).then_some(v)
 }
 
 /// `x` summed over `axes`.

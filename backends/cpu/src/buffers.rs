@@ -64,6 +64,9 @@ pub trait Pooled: Element + Default {
     /// The elements as a block of a result (for block math).
     #[doc(hidden)]
     fn block_mut(v: &mut [Self]) -> anvil_core::BlockMut<'_>;
+    /// The elements of a block of this dtype (`None` for another dtype).
+    #[doc(hidden)]
+    fn from_block(b: anvil_core::Block<'_>) -> Option<&[Self]>;
 }
 
 macro_rules! pooled {
@@ -83,6 +86,12 @@ macro_rules! pooled {
             }
             fn block_mut(v: &mut [Self]) -> anvil_core::BlockMut<'_> {
                 anvil_core::BlockMut::$d(v)
+            }
+            fn from_block(b: anvil_core::Block<'_>) -> Option<&[Self]> {
+                match b {
+                    anvil_core::Block::$d(v) => Some(v),
+                    _ => None,
+                }
             }
         }
     };

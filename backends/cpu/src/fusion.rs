@@ -205,17 +205,44 @@ fn is_elementwise(n: &Node) -> bool {
 pub fn fuse(g: &Graph) -> Result<Graph> {
     let elem: Vec<bool> = g.nodes().iter().map(is_elementwise).collect();
     let absorbed = absorbed(g, &elem);
-    let ends = chain_ends(g, &elem, &absorbed);
+    let (mut ends, merged) = chain_ends(g, &elem, &absorbed);
     // The reductions computed with their chain: their result in the new graph.
     let mut reduced: std::collections::HashMap<usize, ValueId> = Default::default();
     g.rebuild(|out, map, id, n, _| {
         if let Some(&v) = reduced.get(&id.index()) {
             return Ok(Rebuilt::Replace(vec![v]));
         }
+        if let Some(end) = ends[id.index()].take() {
+            // The chains end with reductions: one node computes them all
+            // (emitted here, before any reader of the first chain; every
+            // other chain's operands are computed before it).
+            let inputs = end.leaves.iter().map(|&l| map.get(l)).collect::<Result<Vec<_>>>()?;
+            let leaf_types: Vec<TensorType> = end.leaves.iter().map(|&l| g.ty(l).clone()).collect();
+            let mut types: Vec<TensorType> = end.reductions.iter().map(|r| r.out.clone()).collect();
+            if end.kept.is_some() {
+                types.push(end.ty.clone());
+            }
+            let nodes: Vec<usize> = end.nodes.clone();
+            let fr = FusedReduce {
+                chain: Fused::new(end.program, &leaf_types, end.ty),
+                reductions: end.reductions,
+                dims: end.dims,
+                kept: end.kept,
+            };
+            let node = out.push_node(Box::new(fr), inputs, types)?;
+            let results: Vec<ValueId> = out.node(node).results().collect();
+            for (k, &r) in nodes.iter().enumerate() {
+                reduced.insert(r, results[k]);
+            }
+            return Ok(match results.get(nodes.len()) {
+                Some(&chain) => Rebuilt::Replace(vec![chain]),
+                None => Rebuilt::Drop,
+            });
+        }
         if !elem[id.index()] {
             return Ok(Rebuilt::Copy);
         }
-        if absorbed[id.index()] {
+        if absorbed[id.index()] || merged[id.index()] {
             return Ok(Rebuilt::Drop);
         }
         let (leaves, program) = group(g, n, &absorbed);
@@ -223,29 +250,6 @@ pub fn fuse(g: &Graph) -> Result<Graph> {
         let ty = g.ty(n.out()).clone();
         let leaf_types: Vec<TensorType> = leaves.iter().map(|&l| g.ty(l).clone()).collect();
         let op = Fused::new(program, &leaf_types, ty.clone());
-        if let Some(end) = &ends[id.index()] {
-            // The chain ends with a reduction: one node computes both (the
-            // reduction is emitted here, before any other reader of the chain).
-            let red_ty = g.ty(g.nodes()[end.reduce].out()).clone();
-            let mut types = vec![red_ty.clone()];
-            if end.keep_chain {
-                types.push(ty);
-            }
-            let fr = FusedReduce {
-                chain: op,
-                reduce: end.op.clone(),
-                dims: end.dims,
-                out: red_ty,
-                keep_chain: end.keep_chain,
-            };
-            let node = out.push_node(Box::new(fr), inputs, types)?;
-            let results: Vec<ValueId> = out.node(node).results().collect();
-            reduced.insert(end.reduce, results[0]);
-            return Ok(match results.get(1) {
-                Some(&chain) => Rebuilt::Replace(vec![chain]),
-                None => Rebuilt::Drop,
-            });
-        }
         let node = out.push_node(Box::new(op), inputs, vec![ty])?;
         Ok(Rebuilt::Replace(vec![out.node(node).out()]))
     })
@@ -339,53 +343,89 @@ const MAX_RECOMPUTE: usize = 4;
 /// absorbed producers first (post-order, each once), with an explicit
 /// stack.
 fn group(g: &Graph, root: &Node, absorbed: &[bool]) -> (Vec<ValueId>, Vec<Instr>) {
+    let p = group_many(g, &[root.out()], &[], absorbed);
+    (p.leaves, p.program)
+}
+
+/// One program computing several groups (see [`group_many`]).
+struct Program {
+    /// The values read (registers `0..leaves.len()`).
+    leaves: Vec<ValueId>,
+    /// The instructions (instruction `j` writes register `leaves.len() + j`).
+    program: Vec<Instr>,
+    /// The register of each root, then of each extra value.
+    regs: Vec<usize>,
+    /// The nodes the program computes.
+    members: Vec<usize>,
+}
+
+/// The program computing the groups whose results are `roots` (values of
+/// elementwise nodes that are not absorbed) in turn: each group's absorbed
+/// producers first (post-order, each once, shared between the groups), then
+/// its root, so the last instruction is the last root's. A root read by a
+/// later group is its register there, not a leaf. Each of `extra` is a leaf
+/// (or the register of an instruction computing it). An explicit stack.
+fn group_many(g: &Graph, roots: &[ValueId], extra: &[ValueId], absorbed: &[bool]) -> Program {
     let mut leaves: Vec<ValueId> = Vec::new();
     // Registers of emitted instructions, by value; leaves are tagged until
     // their count is known.
     let mut reg: std::collections::HashMap<ValueId, usize> = std::collections::HashMap::new();
     let mut program: Vec<Instr> = Vec::new();
+    let mut members: Vec<usize> = Vec::new();
     let absorbed_value = |v: ValueId| absorbed[g.producer(v).0.index()];
-    // (value, whether its operands are done)
-    let mut stack: Vec<(ValueId, bool)> = vec![(root.out(), false)];
-    while let Some((v, ready)) = stack.pop() {
-        if reg.contains_key(&v) {
-            continue;
-        }
-        let n = g.producer_node(v);
-        if !ready {
-            stack.push((v, true));
-            for &i in n.inputs.iter().rev() {
-                if absorbed_value(i) && !reg.contains_key(&i) {
-                    stack.push((i, false));
-                }
-            }
-            continue;
-        }
-        let args = n
-            .inputs
-            .iter()
-            .map(|&i| match reg.get(&i) {
-                Some(&r) => r,
-                None => {
-                    let k = leaves.iter().position(|&l| l == i).unwrap_or_else(|| {
-                        leaves.push(i);
-                        leaves.len() - 1
-                    });
-                    LEAF_TAG + k
-                }
+    let leaf = |leaves: &mut Vec<ValueId>, i: ValueId| {
+        LEAF_TAG
+            + leaves.iter().position(|&l| l == i).unwrap_or_else(|| {
+                leaves.push(i);
+                leaves.len() - 1
             })
-            .collect();
-        program.push(Instr::new(n.op.clone(), args, g.ty(v).dtype()));
-        reg.insert(v, program.len() - 1);
+    };
+    for &root in roots {
+        // (value, whether its operands are done)
+        let mut stack: Vec<(ValueId, bool)> = vec![(root, false)];
+        while let Some((v, ready)) = stack.pop() {
+            if reg.contains_key(&v) {
+                continue;
+            }
+            let n = g.producer_node(v);
+            if !ready {
+                stack.push((v, true));
+                for &i in n.inputs.iter().rev() {
+                    if absorbed_value(i) && !reg.contains_key(&i) {
+                        stack.push((i, false));
+                    }
+                }
+                continue;
+            }
+            let args = n
+                .inputs
+                .iter()
+                .map(|&i| match reg.get(&i) {
+                    Some(&r) => r,
+                    None => leaf(&mut leaves, i),
+                })
+                .collect();
+            program.push(Instr::new(n.op.clone(), args, g.ty(v).dtype()));
+            reg.insert(v, program.len() - 1);
+            members.push(g.producer(v).0.index());
+        }
+    }
+    let mut regs: Vec<usize> = roots.iter().map(|r| reg[r]).collect();
+    for &e in extra {
+        let r = match reg.get(&e) {
+            Some(&r) => r,
+            None => leaf(&mut leaves, e),
+        };
+        regs.push(r);
     }
     // Registers: leaves first, then instructions.
     let shift = leaves.len();
+    let renumber = |a: &mut usize| *a = if *a >= LEAF_TAG { *a - LEAF_TAG } else { *a + shift };
     for instr in &mut program {
-        for a in &mut instr.args {
-            *a = if *a >= LEAF_TAG { *a - LEAF_TAG } else { *a + shift };
-        }
+        instr.args.iter_mut().for_each(renumber);
     }
-    (leaves, program)
+    regs.iter_mut().for_each(renumber);
+    Program { leaves, program, regs, members }
 }
 
 /// Leaf registers are tagged while the program is built (their final
@@ -421,8 +461,8 @@ struct Readers<'a> {
     width: usize,
 }
 
-impl Readers<'_> {
-    fn block(&self, s: Slot, len: usize) -> Block<'_> {
+impl<'a> Readers<'a> {
+    fn block(&self, s: Slot, len: usize) -> Block<'a> {
         let at = s.index * self.width;
         match s.dtype {
             DType::F64 => Block::F64(&self.f64[at..at + len]),
@@ -730,46 +770,77 @@ pub fn is_internal(op_type: std::any::TypeId) -> bool {
         || crate::placement::is_placed_scan(op_type)
 }
 
-/// A fused elementwise chain ended by a reduction over consecutive axes,
-/// evaluated in one pass: the chain runs block by block as in [`Fused`] and
-/// each block is folded into the result at once, so the chain's value is
-/// never materialised — unless it is read elsewhere too, and then it is the
-/// second result, written in the same pass.
+/// Fused elementwise chains ended by reductions over the same consecutive
+/// axes of one shape, evaluated in one pass: the program runs block by
+/// block as in [`Fused`] and each reduction folds its own register of every
+/// block into its result at once, so the chains' values are never
+/// materialised — except the first chain's when it is read elsewhere too:
+/// it is then the last result, written in the same pass.
 ///
-/// The elements of each output are folded in the order of the unfused
+/// One reduction ending one chain is the common case (`sum(exp(x - m))`);
+/// several are sibling reductions whose chains read the same values
+/// (`Σ e` and `Σ w·e` in softmax's value and gradient), merged by
+/// [`fuse`] so their operands are read once. A reduced register may also
+/// be a leaf of the chain's shape (`Σ w` beside `Σ exp(x - m)`).
+///
+/// Each reduction folds its elements in the order of the unfused
 /// `sum`/`reduce_max`/`reduce_min` kernels, so results are bit-identical to
 /// the unfused graph's.
 #[derive(Clone, Debug)]
 pub struct FusedReduce {
-    /// The chain (its result is the reduced value, of the operand's shape).
+    /// The program (every reduced register has the shape of `chain.out`
+    /// and its dtype).
     pub chain: Fused,
-    /// The reduction that ends the chain: its [`Op::reduction_math`]
-    /// combines the chain's elements.
-    pub reduce: Box<dyn Op>,
+    /// The reductions, in the order of their results.
+    pub reductions: Vec<ChainReduction>,
     /// The chain's shape as `[outer, reduced, inner]`.
     pub dims: (usize, usize, usize),
-    /// The type of the reduction's result.
+    /// The register whose value is the last result, if any.
+    pub kept: Option<usize>,
+}
+
+/// One reduction of a [`FusedReduce`].
+#[derive(Clone, Debug)]
+pub struct ChainReduction {
+    /// The reduction: its [`Op::reduction_math`] combines the register's
+    /// elements.
+    pub op: Box<dyn Op>,
+    /// The register of the program it folds.
+    pub register: usize,
+    /// The type of its result.
     pub out: TensorType,
-    /// Whether the chain's value is a second result.
-    pub keep_chain: bool,
+}
+
+impl PartialEq for ChainReduction {
+    fn eq(&self, other: &ChainReduction) -> bool {
+        self.register == other.register
+            && self.out == other.out
+            && self.op.dyn_eq(other.op.as_any())
+    }
+}
+impl Eq for ChainReduction {}
+impl Hash for ChainReduction {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.register.hash(state);
+        self.op.dyn_hash(state);
+    }
 }
 
 impl PartialEq for FusedReduce {
     fn eq(&self, other: &FusedReduce) -> bool {
         self.chain == other.chain
-            && self.keep_chain == other.keep_chain
+            && self.kept == other.kept
             && self.dims == other.dims
-            && self.out == other.out
-            && self.reduce.dyn_eq(other.reduce.as_any())
+            && self.reductions == other.reductions
     }
 }
 impl Eq for FusedReduce {}
 impl Hash for FusedReduce {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.chain.hash(state);
-        self.keep_chain.hash(state);
+        self.kept.hash(state);
         self.dims.hash(state);
-        self.reduce.dyn_hash(state);
+        self.reductions.hash(state);
     }
 }
 
@@ -779,63 +850,206 @@ impl Op for FusedReduce {
     }
     fn infer_results(&self, inputs: &[TensorType]) -> Result<Vec<TensorType>> {
         expect_arity(self, inputs, self.chain.inputs)?;
-        let mut types = vec![self.out.clone()];
-        if self.keep_chain {
+        let mut types: Vec<TensorType> = self.reductions.iter().map(|r| r.out.clone()).collect();
+        if self.kept.is_some() {
             types.push(self.chain.out.clone());
         }
         Ok(types)
     }
     fn params(&self) -> String {
         let (o, r, i) = self.dims;
-        format!(
-            "{} over [{o}, {r}, {i}], keep_chain={}; {}",
-            self.reduce.name(),
-            self.keep_chain,
-            self.chain.params()
-        )
+        let reds: Vec<String> = self
+            .reductions
+            .iter()
+            .map(|c| format!("{} over [{o}, {r}, {i}] of r{}", c.op.name(), c.register))
+            .collect();
+        let kept = self.kept.map_or_else(|| "none".to_string(), |k| format!("r{k}"));
+        format!("{}, kept={kept}; {}", reds.join(", "), self.chain.params())
     }
 }
 
-/// The reductions that end a fused chain, by the chain's root node: the
-/// reduction node, and its [`FusedReduce`] less the chain.
+/// The reductions computed in one pass with the chains they end (see
+/// [`chain_ends`]), by the first chain's root node.
 struct ChainEnd {
-    reduce: usize,
-    op: Box<dyn Op>,
+    /// The program's leaves and instructions.
+    leaves: Vec<ValueId>,
+    program: Vec<Instr>,
+    /// The reductions, and their nodes in the graph (in the same order).
+    reductions: Vec<ChainReduction>,
+    nodes: Vec<usize>,
     dims: (usize, usize, usize),
-    keep_chain: bool,
+    /// The register of the first chain's value if it is read elsewhere.
+    kept: Option<usize>,
+    /// The chains' type.
+    ty: TensorType,
 }
 
-/// Finds every reduction (an op with [`Op::reduction_math`], of a float
-/// dtype, over consecutive axes, static shapes) whose operand is the root
-/// of a fused group with operands: that group ends with the reduction.
-fn chain_ends(g: &Graph, elem: &[bool], absorbed: &[bool]) -> Vec<Option<ChainEnd>> {
-    let mut readers = reader_counts(g);
-    for o in g.outputs() {
-        readers[o.index()] += 1;
-    }
-    let mut ends: Vec<Option<ChainEnd>> = (0..g.len()).map(|_| None).collect();
+/// A reduction that may be computed in the pass of a fused chain: an op
+/// with [`Op::reduction_math`], of a float dtype, over consecutive axes of
+/// a static shape.
+struct Candidate {
+    node: usize,
+    operand: ValueId,
+    dims: (usize, usize, usize),
+    /// Whether its operand is the root of a fused group with operands.
+    chain: bool,
+}
+
+/// A fused group whose value is reduced, and its reductions of the first
+/// one's axes.
+struct EndGroup {
+    root: usize,
+    value: ValueId,
+    reductions: Vec<usize>,
+    merged: bool,
+}
+
+/// Finds the reductions computed in the pass of the fused chain they end,
+/// by that chain's root node, and the roots of the chains merged into
+/// another's pass (their nodes emit nothing).
+///
+/// Every reduction whose operand is the root of a fused group (with
+/// operands) ends that group. The groups' reductions of the same axes of
+/// the same shape and dtype are then merged into the earliest group's pass
+/// — sibling reductions such as `Σ e` and `Σ w·e` — when the later group's
+/// value is read only by its reductions and every value it reads is
+/// computed before the earliest group's root (or is that root's value,
+/// then a register); so is a reduction of such a value read as it is (`Σ
+/// w` of an input `w`), when it comes after that root.
+fn chain_ends(g: &Graph, elem: &[bool], absorbed: &[bool]) -> (Vec<Option<ChainEnd>>, Vec<bool>) {
+    let readers = reader_counts(g);
+    let mut cands: Vec<Candidate> = Vec::new();
     for (id, n) in g.iter() {
         let Some(math) = n.op.reduction_math() else { continue };
         let [v] = n.inputs[..] else { continue };
-        let p = g.producer(v).0.index();
-        let root = g.producer_node(v);
-        let ty = g.ty(v);
-        let ok = elem[p]
-            && !absorbed[p]
-            && !root.inputs.is_empty()
-            && matches!(ty.dtype(), DType::F64 | DType::F32)
+        let (ty, out) = (g.ty(v), g.ty(n.out()));
+        let ok = matches!(ty.dtype(), DType::F64 | DType::F32)
             && !ty.is_symbolic()
-            && !g.ty(n.out()).is_symbolic()
-            && g.ty(n.out()).dtype() == ty.dtype()
-            && ends[p].is_none();
+            && !out.is_symbolic()
+            && out.dtype() == ty.dtype();
         if !ok {
             continue;
         }
         let Some(dims) = consecutive(ty.shape(), math.axes()) else { continue };
-        let keep_chain = readers[v.index()] > 1;
-        ends[p] = Some(ChainEnd { reduce: id.index(), op: n.op.clone(), dims, keep_chain });
+        let p = g.producer(v).0.index();
+        let chain = elem[p] && !absorbed[p] && !g.producer_node(v).inputs.is_empty();
+        cands.push(Candidate { node: id.index(), operand: v, dims, chain });
     }
-    ends
+    // The groups, by their root's position (a group's reductions over other
+    // axes than its first one's read its value as it is).
+    let mut groups: Vec<EndGroup> = Vec::new();
+    let mut by_root: std::collections::HashMap<usize, usize> = Default::default();
+    let mut loose: Vec<usize> = Vec::new();
+    for (k, c) in cands.iter().enumerate() {
+        let root = g.producer(c.operand).0.index();
+        if !c.chain {
+            loose.push(k);
+        } else if let Some(&gi) = by_root.get(&root) {
+            if cands[groups[gi].reductions[0]].dims == c.dims {
+                groups[gi].reductions.push(k);
+            } else {
+                loose.push(k);
+            }
+        } else {
+            by_root.insert(root, groups.len());
+            groups.push(EndGroup { root, value: c.operand, reductions: vec![k], merged: false });
+        }
+    }
+    groups.sort_by_key(|e| e.root);
+    let mut loose_used = vec![false; loose.len()];
+    let mut ends: Vec<Option<ChainEnd>> = (0..g.len()).map(|_| None).collect();
+    let mut merged = vec![false; g.len()];
+    for a in 0..groups.len() {
+        if groups[a].merged {
+            continue;
+        }
+        let host = groups[a].root;
+        let ty = g.ty(groups[a].value).clone();
+        let dims = cands[groups[a].reductions[0]].dims;
+        let fits = |c: &Candidate| c.dims == dims && g.ty(c.operand) == &ty;
+        let mut roots = vec![groups[a].value];
+        let mut reds = groups[a].reductions.clone();
+        let (_, later) = groups.split_at_mut(a + 1);
+        for e in later {
+            let alone =
+                !g.outputs().contains(&e.value) && readers[e.value.index()] == e.reductions.len();
+            if e.merged || !alone || !fits(&cands[e.reductions[0]]) {
+                continue;
+            }
+            let leaves = group_many(g, &[e.value], &[], absorbed).leaves;
+            if leaves.iter().all(|&l| g.producer(l).0.index() < host || roots.contains(&l)) {
+                roots.push(e.value);
+                reds.extend_from_slice(&e.reductions);
+                merged[e.root] = true;
+                e.merged = true;
+            }
+        }
+        let mut extra = Vec::new();
+        for (k, &c) in loose.iter().enumerate() {
+            let c = &cands[c];
+            if !loose_used[k] && fits(c) && c.node > host && g.producer(c.operand).0.index() < host
+            {
+                loose_used[k] = true;
+                extra.push(loose[k]);
+            }
+        }
+        let values: Vec<ValueId> = extra.iter().map(|&k| cands[k].operand).collect();
+        let prog = group_many(g, &roots, &values, absorbed);
+        let mut reductions = Vec::new();
+        let mut nodes = Vec::new();
+        for &k in &reds {
+            let c = &cands[k];
+            let root = roots.iter().position(|&r| r == c.operand).unwrap_or(0);
+            reductions.push(reduction(g, c, prog.regs[root]));
+            nodes.push(c.node);
+        }
+        for (j, &k) in extra.iter().enumerate() {
+            reductions.push(reduction(g, &cands[k], prog.regs[roots.len() + j]));
+            nodes.push(cands[k].node);
+        }
+        let kept = read_elsewhere(g, &prog.members, &nodes, host).then_some(prog.regs[0]);
+        let Program { leaves, program, .. } = prog;
+        ends[host] = Some(ChainEnd { leaves, program, reductions, nodes, dims, kept, ty });
+    }
+    (ends, merged)
+}
+
+/// The [`ChainReduction`] of candidate `c` folding register `register`.
+fn reduction(g: &Graph, c: &Candidate, register: usize) -> ChainReduction {
+    let n = &g.nodes()[c.node];
+    ChainReduction { op: n.op.clone(), register, out: g.ty(n.out()).clone() }
+}
+
+/// Whether the value of node `host` is read outside a program computing the
+/// nodes `members` and the reductions `reductions`: by another node, or by
+/// a member whose value is itself read outside (a cheap op recomputed in
+/// other groups too), or as an output.
+fn read_elsewhere(g: &Graph, members: &[usize], reductions: &[usize], host: usize) -> bool {
+    let mut users: std::collections::HashMap<usize, Vec<usize>> = Default::default();
+    let inside: std::collections::HashSet<usize> = members.iter().copied().collect();
+    for (id, n) in g.iter().skip(host) {
+        for &i in &n.inputs {
+            let p = g.producer(i).0.index();
+            if inside.contains(&p) {
+                users.entry(p).or_default().push(id.index());
+            }
+        }
+    }
+    // Whether each member's value is only read inside, latest first (a
+    // node's readers come after it).
+    let mut only_inside: std::collections::HashMap<usize, bool> = Default::default();
+    let mut sorted: Vec<usize> = members.to_vec();
+    sorted.sort_unstable();
+    for &m in sorted.iter().rev() {
+        let v = g.nodes()[m].out();
+        let ok =
+            !g.outputs().contains(&v)
+                && users.get(&m).into_iter().flatten().all(|r| {
+                    reductions.contains(r) || only_inside.get(r).copied().unwrap_or(false)
+                });
+        only_inside.insert(m, ok);
+    }
+    !only_inside.get(&host).copied().unwrap_or(false)
 }
 
 /// `shape` as `[outer, reduced, inner]` when `axes` are consecutive.
@@ -844,6 +1058,68 @@ fn consecutive(shape: &[usize], axes: &[usize]) -> Option<(usize, usize, usize)>
     let ok = axes.windows(2).all(|w| w[1] == w[0] + 1) && last < shape.len();
     let p = |s: &[usize]| s.iter().product::<usize>();
     ok.then(|| (p(&shape[..first]), p(&shape[first..=last]), p(&shape[last + 1..])))
+}
+
+/// How a reduction combines elements of type `T`: a sum's `+` written out
+/// (so that the loops inline and vectorise it, as the unfused sum kernel
+/// does), or the op's function.
+#[derive(Clone, Copy)]
+struct Fold<T> {
+    id: T,
+    f: fn(T, T) -> T,
+    sum: bool,
+}
+
+impl<T: Copy + std::ops::Add<Output = T>> Fold<T> {
+    /// Folds `blk`, rows of `dst.len()` elements, into `dst` row by row.
+    fn fold(&self, blk: &[T], dst: &mut [T]) {
+        if let [d] = dst {
+            let mut acc = *d;
+            if self.sum {
+                for &v in blk {
+                    acc = acc + v;
+                }
+            } else {
+                for &v in blk {
+                    acc = (self.f)(acc, v);
+                }
+            }
+            *d = acc;
+            return;
+        }
+        for row in blk.chunks(dst.len()) {
+            if self.sum {
+                for (d, &v) in dst.iter_mut().zip(row) {
+                    *d = *d + v;
+                }
+            } else {
+                for (d, &v) in dst.iter_mut().zip(row) {
+                    *d = (self.f)(*d, v);
+                }
+            }
+        }
+    }
+}
+
+/// The fold of each reduction of `r` for elements of type `T`.
+fn folds<T>(
+    r: &FusedReduce,
+    math: impl Fn(&dyn anvil_core::ReductionMath) -> (T, fn(T, T) -> T),
+) -> Result<Vec<Fold<T>>> {
+    r.reductions
+        .iter()
+        .map(|c| {
+            let m = c.op.reduction_math().ok_or_else(|| {
+                Error::invalid(
+                    "fused_reduce",
+                    "reduce",
+                    format!("{} is not a reduction", c.op.name()),
+                )
+            })?;
+            let (id, f) = math(m);
+            Ok(Fold { id, f, sum: m.is_sum() })
+        })
+        .collect()
 }
 
 /// The kernel of [`FusedReduce`].
@@ -863,7 +1139,24 @@ pub fn fused_reduce(
         .iter()
         .zip(&r.chain.layout.types)
         .all(|(t, ty)| t.dtype() == ty.dtype() && t.shape() == ty.shape());
-    if !fits || r.chain.program.is_empty() || outs.is_empty() {
+    let registers = r.chain.inputs + r.chain.program.len();
+    let reduced_fit = r.reductions.iter().all(|c| {
+        c.register < registers
+            && match c.register.checked_sub(r.chain.inputs) {
+                Some(j) => r.chain.program[j].dtype == r.chain.out.dtype(),
+                None => r.chain.layout.types[c.register] == r.chain.out,
+            }
+    }) && r.kept.is_none_or(|k| {
+        k >= r.chain.inputs
+            && k < registers
+            && r.chain.program[k - r.chain.inputs].dtype == r.chain.out.dtype()
+    });
+    if !fits
+        || !reduced_fit
+        || r.chain.program.is_empty()
+        || r.reductions.is_empty()
+        || outs.len() < r.reductions.len()
+    {
         return Err(Error::invalid(
             "fused_reduce",
             "inputs",
@@ -873,180 +1166,268 @@ pub fn fused_reduce(
     let (outer, red, inner) = r.dims;
     if outer < 2 * ctx.thread_count() && ctx.thread_count() > 1 && ctx.parallel(outer * red * inner)
     {
-        // Too few rows to share among the threads: the chain in parallel,
-        // then the reduction's own kernel, as unfused (same values, same
+        // Too few rows to share among the threads: the chains in parallel,
+        // then the reductions' own kernels, as unfused (same values, same
         // order of the fold).
         return unfused(r, inputs, ctx);
     }
-    let math = r.reduce.reduction_math().ok_or_else(|| {
-        Error::invalid("fused_reduce", "reduce", format!("{} is not a reduction", r.reduce.name()))
-    })?;
-    // A sum's `+` written out, so that the loops inline and vectorise it,
-    // as the unfused sum kernel does; other reductions call their function.
-    let sum = math.is_sum();
-    let (red, chain) = match r.chain.out.dtype() {
-        DType::F64 if sum => typed_reduce::<f64>(r, inputs, ctx, 0.0, |a, b| a + b)?,
-        DType::F32 if sum => typed_reduce::<f32>(r, inputs, ctx, 0.0, |a, b| a + b)?,
-        DType::F64 => typed_reduce::<f64>(r, inputs, ctx, math.f64().0, math.f64().1)?,
-        DType::F32 => typed_reduce::<f32>(r, inputs, ctx, math.f32().0, math.f32().1)?,
+    let (reds, chain) = match r.chain.out.dtype() {
+        DType::F64 => typed_reduce::<f64>(r, inputs, ctx, &folds(r, |m| m.f64())?)?,
+        DType::F32 => typed_reduce::<f32>(r, inputs, ctx, &folds(r, |m| m.f32())?)?,
         d => return Err(Error::invalid("fused_reduce", "dtype", format!("{d:?} is not a float"))),
     };
-    let mut results = vec![Tensor::from_storage(red, outs[0].shape())?];
+    let mut results = Vec::with_capacity(reds.len() + 1);
+    for (s, c) in reds.into_iter().zip(&r.reductions) {
+        results.push(Tensor::from_storage(s, c.out.shape())?);
+    }
     if let Some(c) = chain {
         results.push(Tensor::from_storage(c, r.chain.out.shape())?);
     }
     Ok(results)
 }
 
-/// A [`FusedReduce`] run as its two parts: the chain written out (the
-/// [`Fused`] kernel, parallel over blocks), then the reduction's kernel.
+/// The program of `f` computing only register `reg` (an instruction's), as
+/// its result.
+fn sub_program(f: &Fused, reg: usize) -> Fused {
+    let last = reg - f.inputs;
+    let mut need = vec![false; last + 1];
+    need[last] = true;
+    for j in (0..=last).rev() {
+        if need[j] {
+            for &a in &f.program[j].args {
+                if let Some(k) = a.checked_sub(f.inputs) {
+                    need[k] = true;
+                }
+            }
+        }
+    }
+    let mut at = vec![0; last + 1];
+    let mut program = Vec::new();
+    for j in (0..=last).filter(|&j| need[j]) {
+        let mut instr = f.program[j].clone();
+        for a in &mut instr.args {
+            if let Some(k) = a.checked_sub(f.inputs) {
+                *a = f.inputs + at[k];
+            }
+        }
+        at[j] = program.len();
+        program.push(instr);
+    }
+    Fused::new(program, &f.layout.types, f.out.clone())
+}
+
+/// A [`FusedReduce`] run as its parts: each reduced register written out
+/// (the [`Fused`] kernel, parallel over blocks; a leaf is its operand),
+/// then each reduction's kernel.
 fn unfused(r: &FusedReduce, inputs: &[&Tensor], ctx: &Parallelism) -> Result<Vec<Tensor>> {
-    let chain = fused(&r.chain, inputs, &r.chain.out, ctx)?;
-    let hint = " (the reduction ending a fused chain has no CPU kernel)";
-    let red = match crate::kernels().get(r.reduce.as_ref(), hint)?.kernel {
-        crate::Kernel::One(f) => f(r.reduce.as_ref(), &[&chain], &r.out, ctx)?,
-        crate::Kernel::Many(f) => {
-            let mut v = f(r.reduce.as_ref(), &[&chain], std::slice::from_ref(&r.out), ctx)?;
-            if v.is_empty() {
-                return Err(Error::invalid("fused_reduce", "reduce", "a kernel without result"));
-            }
-            v.swap_remove(0)
+    let mut values: Vec<(usize, Tensor)> = Vec::new();
+    let mut value = |reg: usize| -> Result<Tensor> {
+        if let Some((_, t)) = values.iter().find(|(r, _)| *r == reg) {
+            return Ok(t.clone());
         }
-        crate::Kernel::Prepare(f) => {
-            let ty = [r.chain.out.clone()];
-            let outs = [r.out.clone()];
-            let mut v = f(r.reduce.as_ref(), &ty, &outs)?.run(&[&chain], &outs, ctx)?;
-            if v.is_empty() {
-                return Err(Error::invalid("fused_reduce", "reduce", "a kernel without result"));
+        let t = match inputs.get(reg) {
+            Some(&t) if reg < r.chain.inputs => t.clone(),
+            _ => {
+                let f = sub_program(&r.chain, reg);
+                fused(&f, inputs, &f.out, ctx)?
             }
-            v.swap_remove(0)
-        }
+        };
+        values.push((reg, t.clone()));
+        Ok(t)
     };
-    let mut results = vec![red];
-    if r.keep_chain {
-        results.push(chain);
+    let mut results = Vec::with_capacity(r.reductions.len() + 1);
+    for c in &r.reductions {
+        let operand = value(c.register)?;
+        results.push(reduce_kernel(c, &operand, ctx)?);
+    }
+    if let Some(k) = r.kept {
+        results.push(value(k)?);
     }
     Ok(results)
 }
 
-/// Runs a [`FusedReduce`] of dtype `T`: its reduction and, if kept, the
-/// chain's value.
-fn typed_reduce<T: Pooled + Send + Sync>(
+/// Runs the kernel of reduction `c` on `operand`.
+fn reduce_kernel(c: &ChainReduction, operand: &Tensor, ctx: &Parallelism) -> Result<Tensor> {
+    let hint = " (the reduction ending a fused chain has no CPU kernel)";
+    let op = c.op.as_ref();
+    let mut v = match crate::kernels().get(op, hint)?.kernel {
+        crate::Kernel::One(f) => return f(op, &[operand], &c.out, ctx),
+        crate::Kernel::Many(f) => f(op, &[operand], std::slice::from_ref(&c.out), ctx)?,
+        crate::Kernel::Prepare(f) => {
+            let outs = [c.out.clone()];
+            f(op, &[operand.ty()], &outs)?.run(&[operand], &outs, ctx)?
+        }
+    };
+    if v.is_empty() {
+        return Err(Error::invalid("fused_reduce", "reduce", "a kernel without result"));
+    }
+    Ok(v.swap_remove(0))
+}
+
+/// Runs a [`FusedReduce`] of dtype `T`: its reductions and, if kept, the
+/// first chain's value.
+fn typed_reduce<T: Pooled + Send + Sync + std::ops::Add<Output = T>>(
     r: &FusedReduce,
     inputs: &[&Tensor],
     ctx: &Parallelism,
-    id: T,
-    f: impl Fn(T, T) -> T + Copy + Sync,
-) -> Result<(Storage, Option<Storage>)> {
+    folds: &[Fold<T>],
+) -> Result<(Vec<Storage>, Option<Storage>)> {
     let (outer, red, inner) = r.dims;
     let total = outer * red * inner;
-    let mut out: Vec<T> = crate::buffers::filled(outer * inner, id);
-    let mut chain: Vec<T> = if r.keep_chain { crate::buffers::take(total) } else { Vec::new() };
+    let k = folds.len();
+    let inner1 = inner.max(1);
+    // Per outer row, each reduction's `inner` results in turn.
+    let mut acc: Vec<T> = if k == 1 {
+        crate::buffers::filled(outer * inner, folds[0].id)
+    } else {
+        let mut acc: Vec<T> = crate::buffers::take(outer * k * inner);
+        for row in acc.chunks_mut(k * inner1) {
+            for (part, fold) in row.chunks_mut(inner1).zip(folds) {
+                part.fill(fold.id);
+            }
+        }
+        acc
+    };
+    let keep = r.kept.is_some();
+    let mut chain: Vec<T> = if keep { crate::buffers::take(total) } else { Vec::new() };
     let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
-    // Rows `o0..` of the output (`inner` each) and of the chain (`red * inner`).
-    let task = |o0: usize, out: &mut [T], chain: &mut [T]| {
-        let result = reduce_rows(r, inputs, o0, out, chain, id, f);
+    // Rows `o0..` of the results (`k * inner` each) and of the chain (`red * inner`).
+    let task = |o0: usize, acc: &mut [T], chain: &mut [T]| {
+        let result = reduce_rows(r, inputs, o0, acc, chain, folds);
         if let Err(e) = result {
             if let Ok(mut slot) = error.lock() {
                 slot.get_or_insert(e);
             }
         }
     };
-    let (row_out, row_chain) = (inner.max(1), if r.keep_chain { (red * inner).max(1) } else { 0 });
+    let (row_out, row_chain) = (k * inner1, if keep { (red * inner).max(1) } else { 0 });
     if ctx.parallel(total) && outer > 1 && total > 0 {
         use rayon::prelude::*;
         let rows = outer.div_ceil(4 * ctx.thread_count()).max(1);
-        let outs = out.par_chunks_mut(rows * row_out);
-        if r.keep_chain {
+        let outs = acc.par_chunks_mut(rows * row_out);
+        if keep {
             outs.zip(chain.par_chunks_mut(rows * row_chain))
                 .enumerate()
-                .for_each(|(k, (o, c))| task(k * rows, o, c));
+                .for_each(|(j, (o, c))| task(j * rows, o, c));
         } else {
-            outs.enumerate().for_each(|(k, o)| task(k * rows, o, &mut []));
+            outs.enumerate().for_each(|(j, o)| task(j * rows, o, &mut []));
         }
     } else if total > 0 {
-        task(0, &mut out, &mut chain);
+        task(0, &mut acc, &mut chain);
     }
     if let Some(e) = error.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
         return Err(e);
     }
-    Ok((T::into_storage(out), r.keep_chain.then(|| T::into_storage(chain))))
+    let reds = if k == 1 {
+        vec![T::into_storage(acc)]
+    } else {
+        (0..k)
+            .map(|i| {
+                let mut v: Vec<T> = crate::buffers::take(outer * inner);
+                if inner > 0 {
+                    for (d, row) in v.chunks_mut(inner).zip(acc.chunks(k * inner)) {
+                        d.copy_from_slice(&row[i * inner..(i + 1) * inner]);
+                    }
+                }
+                T::into_storage(v)
+            })
+            .collect()
+    };
+    Ok((reds, keep.then(|| T::into_storage(chain))))
 }
 
-/// Folds the chain of outer rows `o0..o0 + out.len() / inner` into `out`,
-/// writing the chain's value into `chain` when it is kept (else `chain` is
-/// empty). Each output folds its elements in increasing order of the
-/// reduced index, as the unfused kernels do.
-fn reduce_rows<T: Pooled>(
+/// The block `from..from + len` of register `reg` of `c` (not its last
+/// instruction's): a leaf read in place or gathered, or an instruction's
+/// slot.
+fn register_block<'a, T: Pooled>(
+    c: &Fused,
+    scratch: &'a Scratch,
+    inputs: &[&'a Tensor],
+    reg: usize,
+    from: usize,
+    len: usize,
+) -> Result<&'a [T]> {
+    let readers = scratch.readers();
+    let b = match reg.checked_sub(c.inputs) {
+        Some(j) => readers.block(c.layout.instrs[j], len),
+        None => match &c.layout.leaves[reg] {
+            Some((_, slot)) => readers.block(*slot, len),
+            None => in_place(inputs[reg].storage(), from, len),
+        },
+    };
+    T::from_block(b)
+        .ok_or_else(|| Error::invalid("fused_reduce", "register", "a register of another dtype"))
+}
+
+/// Folds the chains of outer rows `o0..o0 + acc.len() / (k * inner)` into
+/// `acc` (per row, each of the `k` reductions' `inner` results), writing
+/// the kept register's value into `chain` (else empty). Each result folds
+/// its elements in increasing order of the reduced index, as the unfused
+/// kernels do.
+fn reduce_rows<T: Pooled + std::ops::Add<Output = T>>(
     r: &FusedReduce,
     inputs: &[&Tensor],
     o0: usize,
-    out: &mut [T],
+    acc: &mut [T],
     chain: &mut [T],
-    id: T,
-    f: impl Fn(T, T) -> T + Copy,
+    folds: &[Fold<T>],
 ) -> Result<()> {
     let (_, red, inner) = r.dims;
     let c = &r.chain;
     let shape = c.out.shape();
-    let keep = r.keep_chain;
+    let inner1 = inner.max(1);
+    let last = c.inputs + c.program.len() - 1;
+    // The last instruction writes straight into the kept chain, or into `buf`.
+    let direct = r.kept == Some(last);
     let width = BLOCK.min(red * inner).max(1);
     let mut scratch = Scratch::new(c.layout.counts, width);
     gather_leaves(c, inputs, shape, &mut scratch, 0, width, true);
-    let mut buf: Vec<T> = if keep { Vec::new() } else { vec![id; width] };
-    // Evaluates the chain at flat indices `from..from + len`, into the kept
-    // chain at `at` or into `buf`, and hands the block to `fold`.
+    let mut buf: Vec<T> = if direct { Vec::new() } else { vec![T::default(); width] };
+    // Evaluates the program at flat indices `from..from + len` (at `at` in
+    // the kept chain) and folds every reduction's block into elements
+    // `lo..hi` of its results in `row`.
     let mut eval = |scratch: &mut Scratch,
                     chain: &mut [T],
-                    at: usize,
-                    from: usize,
-                    len: usize,
-                    fold: &mut dyn FnMut(&[T])|
+                    row: &mut [T],
+                    (at, from, len): (usize, usize, usize),
+                    (lo, hi): (usize, usize)|
      -> Result<()> {
         gather_leaves(c, inputs, shape, scratch, from, len, false);
-        let dst = if keep { &mut chain[at..at + len] } else { &mut buf[..len] };
+        let dst: &mut [T] = if direct { &mut chain[at..at + len] } else { &mut buf[..len] };
         run_block(c, inputs, shape, scratch, from, T::block_mut(dst))?;
-        fold(dst);
+        for ((red, fold), part) in r.reductions.iter().zip(folds).zip(row.chunks_mut(inner1)) {
+            let blk = if red.register == last {
+                &*dst
+            } else {
+                register_block::<T>(c, &*scratch, inputs, red.register, from, len)?
+            };
+            fold.fold(blk, &mut part[lo..hi]);
+        }
+        if let (Some(k), false) = (r.kept, direct) {
+            let src = register_block::<T>(c, &*scratch, inputs, k, from, len)?;
+            chain[at..at + len].copy_from_slice(src);
+        }
         Ok(())
     };
     let row_len = red * inner;
-    for (k, orow) in out.chunks_mut(inner.max(1)).enumerate() {
-        let o = o0 + k;
-        let base = o * row_len;
+    for (k, row) in acc.chunks_mut(folds.len() * inner1).enumerate() {
+        let base = (o0 + k) * row_len;
         let at0 = k * row_len;
         if inner == 1 {
-            let mut acc = id;
             let mut b = 0;
             while b < red {
                 let len = BLOCK.min(red - b);
-                eval(&mut scratch, chain, at0 + b, base + b, len, &mut |blk| {
-                    for &v in blk {
-                        acc = f(acc, v);
-                    }
-                })?;
+                eval(&mut scratch, chain, row, (at0 + b, base + b, len), (0, 1))?;
                 b += len;
             }
-            orow[0] = acc;
         } else if inner < BLOCK {
             // Blocks of whole reduced rows, folded row by row.
             let per = (BLOCK / inner).max(1);
             let mut rr = 0;
             while rr < red {
                 let rows = per.min(red - rr);
-                eval(
-                    &mut scratch,
-                    chain,
-                    at0 + rr * inner,
-                    base + rr * inner,
-                    rows * inner,
-                    &mut |blk| {
-                        for row in blk.chunks(inner) {
-                            for (d, &v) in orow.iter_mut().zip(row) {
-                                *d = f(*d, v);
-                            }
-                        }
-                    },
-                )?;
+                let at = rr * inner;
+                eval(&mut scratch, chain, row, (at0 + at, base + at, rows * inner), (0, inner))?;
                 rr += rows;
             }
         } else {
@@ -1056,11 +1437,7 @@ fn reduce_rows<T: Pooled>(
                 let w = BLOCK.min(inner - c0);
                 for rr in 0..red {
                     let off = rr * inner + c0;
-                    eval(&mut scratch, chain, at0 + off, base + off, w, &mut |blk| {
-                        for (d, &v) in orow[c0..c0 + w].iter_mut().zip(blk) {
-                            *d = f(*d, v);
-                        }
-                    })?;
+                    eval(&mut scratch, chain, row, (at0 + off, base + off, w), (c0, c0 + w))?;
                 }
                 c0 += w;
             }
