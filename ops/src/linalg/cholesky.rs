@@ -114,7 +114,7 @@ fn lower_of_sym(y: &Var) -> Var {
 ///
 /// ```
 /// use anvil::linalg::{self, CholeskyTangent};
-/// use anvil::{jit, Tensor, Var};
+/// use anvil::prelude::*;
 ///
 /// let a = Tensor::from_vec(vec![4.0, 0.0, 0.0, 9.0_f64], &[2, 2])?;
 /// let da = Tensor::from_vec(vec![4.0, 2.0, 0.0, 6.0_f64], &[2, 2])?;
