@@ -392,12 +392,43 @@ fn cholesky_tangent_pair_kernels_at_two_blocks() {
             solve(false, false),
         );
         let c_ref = phi(&(&z + &z.transpose()));
-        (l.apply(CholeskyTangent, &[s]), t_ref, l.apply(CholeskyCotangent, &[s]), c_ref)
+        let (t, c) = (CholeskyTangent::default(), CholeskyCotangent::default());
+        (l.apply(t, &[s]), t_ref, l.apply(c, &[s]), c_ref)
     })
     .eval((&l, &s))
     .unwrap();
     close(&t, &t_ref, 1e-10);
     close(&c, &c_ref, 1e-10);
+}
+
+/// Reverse mode through `cholesky` (input symmetrised) is one cotangent
+/// kernel that writes the symmetrised cotangent itself: no transpose of an
+/// `n × n` matrix is left in the lowered gradient (before, the transpose
+/// of the symmetrisation was a scale, a `permute` and a sum), and the
+/// values are those of the old graph (the factor of the explicit
+/// `(A + Aᵀ)·0.5`, its plain cotangent, the symmetrisation's transpose by
+/// ops): the same bits.
+#[test]
+fn cholesky_gradient_symmetrises_inside_its_cotangent() {
+    use anvil::linalg::{Cholesky, OnFailure};
+    let n = 6;
+    let perturb = jit(|s: &Var, r: &Var| s + r * 0.05); // not symmetric
+    let a = perturb.eval((&spd(&[n, n], 91), &rand(&[n, n], 92))).unwrap();
+    let loss = |l: &Var| linalg::diagonal(l, 0).log().sum_all() + (l * l * 0.3).sum_all();
+    let new = grad(move |a: &Var| loss(&linalg::cholesky(a)));
+    let lower_only = Cholesky { symmetrize_input: false, on_failure: OnFailure::Error };
+    let old = grad(move |a: &Var| loss(&((a + &a.transpose()) * 0.5).apply(lower_only, &[])));
+    let low = anvil::lower(&new, &a).unwrap();
+    let permutes = low.iter().filter(|(_, node)| node.op.name() == "permute").count();
+    assert_eq!(permutes, 0, "{low}");
+    let sym = low.iter().filter(|(_, node)| {
+        node.op.name() == "cholesky_cotangent" && node.op.params().contains("symmetrize")
+    });
+    assert_eq!(sym.count(), 1, "{low}");
+    let (got, want) = (new.eval(&a).unwrap(), old.eval(&a).unwrap());
+    assert_eq!(got.to_vec::<f64>().unwrap(), want.to_vec::<f64>().unwrap());
+    let t = got.to_vec::<f64>().unwrap();
+    assert!((0..n * n).all(|k| t[k] == t[(k % n) * n + k / n]), "a symmetric gradient");
 }
 
 /// Empty matrices and empty batches run (no panic in a kernel).

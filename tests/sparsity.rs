@@ -370,12 +370,12 @@ fn cholesky_and_its_tangent_pair_patterns_hold_the_nonzeros() {
     let pair = |x: &Var| (part(x, 0, &[2, 4, 4]), part(x, 32, &[2, 4, 4]));
     let tangent = move |x: &Var| {
         let (l, s) = pair(x);
-        l.apply(CholeskyTangent, &[&s])
+        l.apply(CholeskyTangent::default(), &[&s])
     };
     assert_eq!(against_dense(tangent, &x), (0, 0));
     let cotangent = move |x: &Var| {
         let (l, y) = pair(x);
-        l.apply(CholeskyCotangent, &[&y])
+        l.apply(CholeskyCotangent::default(), &[&y])
     };
     assert_eq!(against_dense(cotangent, &x).1, 0);
 }

@@ -89,14 +89,13 @@ fn cholesky_samples(s: &mut Vec<OpSample>) {
             .input(SYM, &[2, 3, 1])
             .tol(TOL, TOL),
     );
-    s.push(OpSample::new(CholeskyTangent).input(WC, &[3, 3]).input(SYM, &[3, 3]).tol(TOL, TOL));
-    s.push(
-        OpSample::new(CholeskyTangent).input(WC, &[2, 4, 4]).input(SYM, &[2, 4, 4]).tol(TOL, TOL),
-    );
-    s.push(OpSample::new(CholeskyCotangent).input(WC, &[3, 3]).input(SYM, &[3, 3]).tol(TOL, TOL));
-    s.push(
-        OpSample::new(CholeskyCotangent).input(WC, &[2, 4, 4]).input(SYM, &[2, 4, 4]).tol(TOL, TOL),
-    );
+    for symmetrize in [false, true] {
+        let (t, c) = (CholeskyTangent { symmetrize }, CholeskyCotangent { symmetrize });
+        s.push(OpSample::new(t).input(WC, &[3, 3]).input(SYM, &[3, 3]).tol(TOL, TOL));
+        s.push(OpSample::new(t).input(WC, &[2, 4, 4]).input(SYM, &[2, 4, 4]).tol(TOL, TOL));
+        s.push(OpSample::new(c).input(WC, &[3, 3]).input(SYM, &[3, 3]).tol(TOL, TOL));
+        s.push(OpSample::new(c).input(WC, &[2, 4, 4]).input(SYM, &[2, 4, 4]).tol(TOL, TOL));
+    }
 }
 
 /// `lu` and `lu_transposed` (square, tall, wide), the pivots'

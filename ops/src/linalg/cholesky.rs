@@ -6,7 +6,10 @@
 //! - [`CholSolve`]: `(L·Lᵀ)⁻¹ B` from the factor (`cho_solve`).
 //! - [`CholeskyTangent`] and [`CholeskyCotangent`]: the derivative of
 //!   Cholesky and its transpose, as two linear ops with kernels of their
-//!   own.
+//!   own. With `symmetrize`, the tangent reads `(Ȧ + Ȧᵀ)/2` and the
+//!   cotangent writes `(S̄ + S̄ᵀ)/2`: the input symmetrisation of
+//!   `cholesky` and its transpose happen inside the kernels' copies instead
+//!   of as three passes (a scale, a transpose and a sum) of their own.
 //!
 //! The jvp is JAX's (Murray 2016): `L̇ = L·Φ(L⁻¹ Ȧ L⁻ᵀ)`, Φ the lower
 //! triangle with the diagonal halved. Written with `matmul` and triangular
@@ -85,10 +88,8 @@ fn vmap_cholesky(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> 
 /// `L̇ = L·Φ(L⁻¹ Ȧ L⁻ᵀ)`, Ȧ symmetrised as the input is.
 fn jvp_cholesky(op: &dyn Op, _: &[Var], t: &[Option<Var>], l: &Var) -> Result<Option<Var>> {
     let c = op.try_downcast::<Cholesky>()?;
-    Ok(t[0].as_ref().map(|da| {
-        let s = if c.symmetrize_input { symmetrize(da) } else { da.clone() };
-        l.apply(CholeskyTangent, &[&s])
-    }))
+    let tangent = CholeskyTangent { symmetrize: c.symmetrize_input };
+    Ok(t[0].as_ref().map(|da| l.apply(tangent, &[da])))
 }
 
 register_rule!(VmapRule, Cholesky, vmap_cholesky);
@@ -105,17 +106,45 @@ fn lower_of_sym(y: &Var) -> Var {
 /// The tangent of the Cholesky factor: `T(L, S) = L·Φ(L⁻¹ R(S) L⁻ᵀ)`, for
 /// `L` lower triangular `[..., n, n]` (its lower triangle is read) and `S`
 /// standing for the symmetric matrix its lower triangle gives (`R(S)`: the
-/// strict upper triangle is not read). Linear in `S`; its transpose is
-/// [`CholeskyCotangent`]. The result is lower triangular.
+/// strict upper triangle is not read), or with `symmetrize` for
+/// `(S + Sᵀ)/2` (`R(sym(S))`: the tangent of `cholesky` with
+/// `symmetrize_input`). Linear in `S`; its transpose is
+/// [`CholeskyCotangent`] with the same `symmetrize`. The result is lower
+/// triangular.
+///
+/// ```
+/// use anvil::linalg::{self, CholeskyTangent};
+/// use anvil::prelude::*;
+///
+/// let a = Tensor::from_vec(vec![4.0, 0.0, 0.0, 9.0_f64], &[2, 2])?;
+/// let da = Tensor::from_vec(vec![4.0, 2.0, 0.0, 6.0_f64], &[2, 2])?;
+/// let f = |a: &Var, da: &Var| {
+///     let tangent = CholeskyTangent { symmetrize: true };
+///     linalg::cholesky(a).apply(tangent, &[da])
+/// };
+/// // L = diag(2, 3), Ṡ = [[4, 1], [1, 6]]: L̇ = [[1, 0], [0.5, 1]].
+/// let dl = jit(f).eval((&a, &da))?;
+/// assert_eq!(dl.to_vec::<f64>()?, [1.0, 0.0, 0.5, 1.0]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub struct CholeskyTangent;
+pub struct CholeskyTangent {
+    /// Read `(S + Sᵀ)/2` (both triangles of `S`) instead of the symmetric
+    /// matrix `S`'s lower triangle stands for.
+    pub symmetrize: bool,
+}
 
 /// The transpose of [`CholeskyTangent`] in its second operand:
 /// `C(L, L̄) = R*(L⁻ᵀ Φ(Lᵀ L̄) L⁻¹)`, with `R*(Y) = Φ(Y + Yᵀ)` (lower
-/// triangular). Reads the lower triangles of `L` and `L̄`. Linear in `L̄`;
-/// its transpose is [`CholeskyTangent`].
+/// triangular), or with `symmetrize` `(C + Cᵀ)/2` (symmetric; the
+/// transpose of the tangent with `symmetrize`). Reads the lower triangles
+/// of `L` and `L̄`. Linear in `L̄`; its transpose is [`CholeskyTangent`]
+/// with the same `symmetrize`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub struct CholeskyCotangent;
+pub struct CholeskyCotangent {
+    /// Give `(C + Cᵀ)/2` instead of the lower triangular `C`.
+    pub symmetrize: bool,
+}
 
 /// The shape rule of both: two square matrices of one shape.
 fn infer_pair(op: &dyn Op, inputs: &[TensorType]) -> Result<TensorType> {
@@ -140,6 +169,13 @@ impl Op for CholeskyTangent {
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         infer_pair(self, inputs)
     }
+    fn params(&self) -> String {
+        if self.symmetrize {
+            "symmetrize".into()
+        } else {
+            String::new()
+        }
+    }
     fn linear_in(&self, k: usize) -> bool {
         k == 1
     }
@@ -151,6 +187,13 @@ impl Op for CholeskyCotangent {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         infer_pair(self, inputs)
+    }
+    fn params(&self) -> String {
+        if self.symmetrize {
+            "symmetrize".into()
+        } else {
+            String::new()
+        }
     }
     fn linear_in(&self, k: usize) -> bool {
         k == 1
@@ -190,15 +233,18 @@ fn vmap_pair(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> {
 }
 
 /// `T = L P` with `P = Φ(G)`, `G = L⁻¹ R(S) L⁻ᵀ`:
-/// `dT = T(L, dS) + dL·P + L·Φ(−(E G + G Eᵀ))`, `E = L⁻¹ dL`.
+/// `dT = T(L, dS) + dL·P + L·Φ(−(E G + G Eᵀ))`, `E = L⁻¹ dL` (`S` enters
+/// through `T(L, dS)` and `P = L⁻¹ T` alone, so `symmetrize` changes only
+/// the first term).
 fn jvp_cholesky_tangent(
-    _: &dyn Op,
+    op: &dyn Op,
     p: &[Var],
     t: &[Option<Var>],
     out: &Var,
 ) -> Result<Option<Var>> {
+    let tangent = *op.try_downcast::<CholeskyTangent>()?;
     let l = &tril(&p[0]);
-    let linear = t[1].as_ref().map(|ds| l.apply(CholeskyTangent, &[ds]));
+    let linear = t[1].as_ref().map(|ds| l.apply(tangent, &[ds]));
     let from_l = t[0].as_ref().map(|dl| {
         let dl = tril(dl);
         let phi_g = solve_left(l, out, false);
@@ -211,15 +257,17 @@ fn jvp_cholesky_tangent(
 }
 
 /// `C = R*(Z)` with `Z = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹`:
-/// `dC = C(L, dL̄) + R*(−Hᵀ Z − Z H + L⁻ᵀ Φ(dLᵀ L̄) L⁻¹)`, `H = dL L⁻¹`.
+/// `dC = C(L, dL̄) + R*(−Hᵀ Z − Z H + L⁻ᵀ Φ(dLᵀ L̄) L⁻¹)`, `H = dL L⁻¹`;
+/// with `symmetrize`, both terms symmetrised as `C` is.
 fn jvp_cholesky_cotangent(
-    _: &dyn Op,
+    op: &dyn Op,
     p: &[Var],
     t: &[Option<Var>],
     out: &Var,
 ) -> Result<Option<Var>> {
+    let cotangent = *op.try_downcast::<CholeskyCotangent>()?;
     let (l, lbar) = (&tril(&p[0]), &tril(&p[1]));
-    let linear = t[1].as_ref().map(|d| l.apply(CholeskyCotangent, &[d]));
+    let linear = t[1].as_ref().map(|d| l.apply(cotangent, &[d]));
     let from_l = t[0].as_ref().map(|dl| {
         let dl = tril(dl);
         let sandwich = |n: &Var| solve_right(l, &solve_left(l, n, true), false);
@@ -228,19 +276,27 @@ fn jvp_cholesky_cotangent(
         let hz = h.transpose().matmul(&z);
         let zh = z.matmul(&h);
         let third = sandwich(&dl.transpose().matmul(lbar).apply(Triangle::phi(), &[]));
-        lower_of_sym(&(third - hz - zh))
+        let lower = lower_of_sym(&(third - hz - zh));
+        if cotangent.symmetrize {
+            symmetrize(&lower)
+        } else {
+            lower
+        }
     });
     Ok(crate::ad::add_tangents(linear, from_l, out.shape()))
 }
 
-/// The adjoint pair: `T(L, ·)ᵀ = C(L, ·)` and `C(L, ·)ᵀ = T(L, ·)`.
-fn transpose_pair<Other: Op + Default>(
-    op: &dyn Op,
-    ct: &Var,
-    args: &[LinearArg],
-) -> Result<Vec<Option<Var>>> {
+/// The adjoint pair: `T(L, ·)ᵀ = C(L, ·)` and `C(L, ·)ᵀ = T(L, ·)`, with
+/// the same `symmetrize` (the symmetrisation is self-adjoint).
+fn transpose_pair(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Option<Var>>> {
+    let other: Box<dyn Op> = if let Some(t) = op.downcast_ref::<CholeskyTangent>() {
+        Box::new(CholeskyCotangent { symmetrize: t.symmetrize })
+    } else {
+        let c = op.try_downcast::<CholeskyCotangent>()?;
+        Box::new(CholeskyTangent { symmetrize: c.symmetrize })
+    };
     match (args[0].known(), args[1].is_linear()) {
-        (Some(l), true) => Ok(vec![None, Some(l.apply(Other::default(), &[ct]))]),
+        (Some(l), true) => Ok(vec![None, Some(Var::apply_op(other, &[l, ct]))]),
         _ => Err(Error::invalid(
             op.name(),
             "transpose",
@@ -253,8 +309,8 @@ register_rule!(VmapRule, CholeskyTangent, vmap_pair);
 register_rule!(VmapRule, CholeskyCotangent, vmap_pair);
 register_rule!(JvpRule, CholeskyTangent, jvp_cholesky_tangent);
 register_rule!(JvpRule, CholeskyCotangent, jvp_cholesky_cotangent);
-register_rule!(TransposeRule, CholeskyTangent, transpose_pair::<CholeskyCotangent>);
-register_rule!(TransposeRule, CholeskyCotangent, transpose_pair::<CholeskyTangent>);
+register_rule!(TransposeRule, CholeskyTangent, transpose_pair);
+register_rule!(TransposeRule, CholeskyCotangent, transpose_pair);
 
 // ---------------------------------------------------------------- cho_solve
 
@@ -373,28 +429,34 @@ fn sparsity_cholesky(
 }
 
 /// The tangent's recursion reads `L` and `S` where Cholesky's reads `A`
-/// (both lower triangles).
+/// (both lower triangles; with `symmetrize`, `S[p, q]` and `S[q, p]`).
 fn sparsity_cholesky_tangent(
     op: &dyn Op,
     args: &[SparsityArg<'_>],
     out: &TensorType,
     cx: &Detector<'_>,
 ) -> Result<Arc<IndexSets>> {
+    let sym = op.try_downcast::<CholeskyTangent>()?.symmetrize;
     let (l, s) = (Mats::of(op, &args[0])?, Mats::of(op, &args[1])?);
-    let entry = |b, p, q| union([l.at(b, p, q), s.at(b, p, q)]);
+    let entry = |b, p, q| {
+        let mirror = if sym { s.at(b, q, p) } else { &[] };
+        union([l.at(b, p, q), s.at(b, p, q), mirror])
+    };
     cholesky_pattern(op, l.batch, l.n, entry, out, cx)
 }
 
 /// The adjoint of the tangent in `L̄`: `C[p, q]` (`q ≤ p`) depends on the
 /// `L̄[i, j]` whose tangent entry `T[i, j]` depends on `S[p, q]` — `j ≥ p`,
 /// or `i = p` and `q ≤ j` — and on the whole lower triangle of `L` (every
-/// coefficient of the map does).
+/// coefficient of the map does). With `symmetrize`, `C[q, p]` depends on
+/// what `C[p, q]` does.
 fn sparsity_cholesky_cotangent(
     op: &dyn Op,
     args: &[SparsityArg<'_>],
     out: &TensorType,
     cx: &Detector<'_>,
 ) -> Result<Arc<IndexSets>> {
+    let sym = op.try_downcast::<CholeskyCotangent>()?.symmetrize;
     let (l, y) = (Mats::of(op, &args[0])?, Mats::of(op, &args[1])?);
     let n = l.n;
     let lower = wholes(&l, |i, j| j <= i);
@@ -402,13 +464,22 @@ fn sparsity_cholesky_cotangent(
     for (b, whole) in lower.iter().enumerate() {
         let cols: Vec<_> = (0..n).map(|j| union((j..n).map(|i| y.at(b, i, j)))).collect();
         let trailing = running(&cols, true);
-        for (p, below) in trailing.iter().enumerate() {
-            let row: Vec<_> = (0..=p).map(|j| y.at(b, p, j).to_vec()).collect();
-            for from_row in running(&row, true) {
-                sets.push(&union([&whole[..], below, &from_row]));
+        // rows[p][q]: the set of C[p, q], q ≤ p.
+        let rows: Vec<Vec<_>> = trailing
+            .iter()
+            .enumerate()
+            .map(|(p, below)| {
+                let row: Vec<_> = (0..=p).map(|j| y.at(b, p, j).to_vec()).collect();
+                let from_row = running(&row, true);
+                from_row.iter().map(|r| union([&whole[..], below, r])).collect()
+            })
+            .collect();
+        for (p, row) in rows.iter().enumerate() {
+            for set in row {
+                sets.push(set);
             }
-            for _ in p + 1..n {
-                sets.push(&[]);
+            for below in &rows[p + 1..] {
+                sets.push(if sym { &below[p] } else { &[] });
             }
         }
     }

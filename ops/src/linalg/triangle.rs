@@ -172,12 +172,13 @@ fn transpose_triangle(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<O
 
 /// Whether `p` always gives matrices whose strict upper triangle is zero:
 /// a Cholesky factor (with [`super::OnFailure::Error`]: a failed element
-/// in NaN mode is NaN throughout) and its tangent and cotangent.
+/// in NaN mode is NaN throughout), its tangent, and its cotangent unless
+/// symmetrised.
 fn lower_triangular_result(p: &anvil_core::Producer) -> bool {
     use super::{Cholesky, CholeskyCotangent, CholeskyTangent, OnFailure};
     p.op_as::<Cholesky>().is_some_and(|c| c.on_failure == OnFailure::Error)
         || p.op_as::<CholeskyTangent>().is_some()
-        || p.op_as::<CholeskyCotangent>().is_some()
+        || p.op_as::<CholeskyCotangent>().is_some_and(|c| !c.symmetrize)
 }
 
 /// A mask of a mask of the same kind, triangle and diagonal is the outer

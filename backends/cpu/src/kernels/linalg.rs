@@ -136,15 +136,10 @@ fn cholesky_k<T: Real + Element>(op: &dyn Op, x: &[&Tensor], ctx: &Parallelism) 
     let c = op.try_downcast::<Cholesky>()?;
     let (bs, batch, n, _) = dims(&x[0].ty());
     let a = x[0].as_slice::<T>()?;
-    let sym;
-    let a = if c.symmetrize_input {
-        sym = symmetrized(a, n);
-        &sym[..]
-    } else {
-        a
-    };
     let mut out = zeros(a.len());
-    la::cholesky(a, &mut out, batch, n, mode(c.on_failure), par(ctx))
+    // The symmetrisation happens in the copy the factorisation makes.
+    let f = if c.symmetrize_input { la::cholesky_symmetrized } else { la::cholesky };
+    f(a, &mut out, batch, n, mode(c.on_failure), par(ctx))
         .map_err(|e| linalg_error("cholesky", e, &bs))?;
     tensor(out, x[0].shape())
 }
@@ -264,7 +259,7 @@ pub fn cho_solve(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) 
 
 /// The batched tangent and cotangent functions of [`crate::linalg`].
 type CholeskyPairFn<T> =
-    fn(&[T], &[T], &mut [T], usize, usize, Par) -> std::result::Result<(), LinalgError>;
+    fn(&[T], &[T], &mut [T], usize, usize, bool, Par) -> std::result::Result<(), LinalgError>;
 
 /// Runs the batched tangent (or cotangent) function `f` of
 /// [`crate::linalg`] on a factor and a tangent of one shape.
@@ -272,22 +267,34 @@ fn cholesky_pair_k<T: Real + Element>(
     x: &[&Tensor],
     ctx: &Parallelism,
     f: CholeskyPairFn<T>,
+    symmetrize: bool,
     name: &str,
 ) -> Result<Tensor> {
     let (bs, batch, n, _) = dims(&x[0].ty());
     let (l, s) = (x[0].as_slice::<T>()?, x[1].as_slice::<T>()?);
-    // Every element is written (the strict upper triangles zeroed).
+    // Every element is written (the strict upper triangles zeroed, or
+    // mirrored for a symmetrised cotangent).
     let mut out = buffers::take(s.len());
-    f(l, s, &mut out, batch, n, par(ctx)).map_err(|e| linalg_error(name, e, &bs))?;
+    f(l, s, &mut out, batch, n, symmetrize, par(ctx)).map_err(|e| linalg_error(name, e, &bs))?;
     tensor(out, x[1].shape())
 }
 
-fn cholesky_tangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
-    cholesky_pair_k(x, ctx, la::cholesky_tangent::<T>, "cholesky_tangent")
+fn cholesky_tangent_k<T: Real + Element>(
+    op: &dyn Op,
+    x: &[&Tensor],
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    let sym = op.try_downcast::<CholeskyTangent>()?.symmetrize;
+    cholesky_pair_k(x, ctx, la::cholesky_tangent::<T>, sym, "cholesky_tangent")
 }
 
-fn cholesky_cotangent_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
-    cholesky_pair_k(x, ctx, la::cholesky_cotangent::<T>, "cholesky_cotangent")
+fn cholesky_cotangent_k<T: Real + Element>(
+    op: &dyn Op,
+    x: &[&Tensor],
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    let sym = op.try_downcast::<CholeskyCotangent>()?.symmetrize;
+    cholesky_pair_k(x, ctx, la::cholesky_cotangent::<T>, sym, "cholesky_cotangent")
 }
 
 /// The kernel of [`CholeskyTangent`].
@@ -298,7 +305,7 @@ pub fn cholesky_tangent(
     ctx: &Parallelism,
 ) -> Result<Tensor> {
     arity(op, x, 2)?;
-    by_float!(op, x[0], cholesky_tangent_k(x, ctx))
+    by_float!(op, x[0], cholesky_tangent_k(op, x, ctx))
 }
 
 /// The kernel of [`CholeskyCotangent`].
@@ -309,7 +316,7 @@ pub fn cholesky_cotangent(
     ctx: &Parallelism,
 ) -> Result<Tensor> {
     arity(op, x, 2)?;
-    by_float!(op, x[0], cholesky_cotangent_k(x, ctx))
+    by_float!(op, x[0], cholesky_cotangent_k(op, x, ctx))
 }
 
 // ---------------------------------------------------------------------- lu

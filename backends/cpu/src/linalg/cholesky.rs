@@ -3,6 +3,7 @@
 use super::batch::{plan, run, Per};
 use super::error::check_len;
 use super::transpose::{lower_to_upper_transposed, upper_to_lower_in_place};
+use super::transpose::{symmetric_lower, symmetric_lower_to_upper_transposed};
 use super::{small, FailMode, LinalgError, Real, SMALL_DIM};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::{cholesky_in_place, cholesky_in_place_scratch};
@@ -64,6 +65,52 @@ pub fn cholesky<T: Real>(
     mode: FailMode,
     par: Par,
 ) -> Result<(), LinalgError> {
+    factor(a, out, batch, n, false, mode, par)
+}
+
+/// As [`cholesky`], of the symmetric parts `(A + Aᵀ)/2` (both triangles of
+/// each `A` are read): what `jnp.linalg.cholesky` factors. The
+/// symmetrisation is the copy of `A` into `out` that the factorisation
+/// makes anyway, so it costs no pass and no buffer of its own; each entry
+/// is `(a_ij + a_ji)·0.5`, the bits the same expression gives elsewhere.
+///
+/// # Errors
+///
+/// As [`cholesky`].
+///
+/// # Example
+///
+/// ```
+/// use anvil_cpu::linalg::{cholesky_symmetrized, FailMode};
+/// use faer::Par;
+///
+/// // (A + Aᵀ)/2 = [[4, 2], [2, 5]] = L·Lᵀ with L = [[2, 0], [1, 2]].
+/// let a = [4.0, 1.0, 3.0, 5.0_f64];
+/// let mut l = [0.0; 4];
+/// cholesky_symmetrized(&a, &mut l, 1, 2, FailMode::Error, Par::Seq).unwrap();
+/// assert_eq!(l, [2.0, 0.0, 1.0, 2.0]);
+/// ```
+pub fn cholesky_symmetrized<T: Real>(
+    a: &[T],
+    out: &mut [T],
+    batch: usize,
+    n: usize,
+    mode: FailMode,
+    par: Par,
+) -> Result<(), LinalgError> {
+    factor(a, out, batch, n, true, mode, par)
+}
+
+/// [`cholesky`] (`symmetrize`: [`cholesky_symmetrized`]).
+fn factor<T: Real>(
+    a: &[T],
+    out: &mut [T],
+    batch: usize,
+    n: usize,
+    symmetrize: bool,
+    mode: FailMode,
+    par: Par,
+) -> Result<(), LinalgError> {
     let per = check_len("a", a.len(), &[batch, n, n])?;
     check_len("out", out.len(), &[batch, n, n])?;
     let plan = plan(par, batch, n, (n * n * n) as f64 / 3.0);
@@ -81,12 +128,18 @@ pub fn cholesky<T: Real>(
     run(batch, plan, Per(out, per), scratch, |i, Per(o, _), mem| {
         let ai = &a[i * per..(i + 1) * per];
         let result = if n <= SMALL_DIM {
-            o.copy_from_slice(ai);
+            // The unblocked loop reads the lower triangle and zeroes the
+            // upper one.
+            if symmetrize {
+                symmetric_lower(ai, n, o);
+            } else {
+                o.copy_from_slice(ai);
+            }
             small::cholesky_in_place(o, n)
         } else if blocked {
-            cholesky_blocked(ai, o, n, par, mem)
+            cholesky_blocked(ai, o, n, symmetrize, par, mem)
         } else {
-            cholesky_faer(ai, o, n, plan.inner, mem)
+            cholesky_faer(ai, o, n, symmetrize, plan.inner, mem)
         };
         match (result, mode) {
             (Ok(()), _) => Ok(()),
@@ -114,10 +167,15 @@ fn cholesky_faer<T: Real>(
     a: &[T],
     o: &mut [T],
     n: usize,
+    symmetrize: bool,
     par: Par,
     mem: &mut MemBuffer,
 ) -> Result<(), usize> {
-    lower_to_upper_transposed(a, n, o);
+    if symmetrize {
+        symmetric_lower_to_upper_transposed(a, n, o);
+    } else {
+        lower_to_upper_transposed(a, n, o);
+    }
     let view = MatMut::from_column_major_slice_mut(o, n, n);
     let result =
         cholesky_in_place(view, Default::default(), par, MemStack::new(mem), Default::default());
@@ -142,12 +200,17 @@ fn cholesky_blocked<T: Real>(
     a: &[T],
     o: &mut [T],
     n: usize,
+    symmetrize: bool,
     par: Par,
     mem: &mut MemBuffer,
 ) -> Result<(), usize> {
     use super::cholesky_ad::{par_for, view_mut};
-    for i in 0..n {
-        o[i * n..i * n + i + 1].copy_from_slice(&a[i * n..i * n + i + 1]);
+    if symmetrize {
+        symmetric_lower(a, n, o);
+    } else {
+        for i in 0..n {
+            o[i * n..i * n + i + 1].copy_from_slice(&a[i * n..i * n + i + 1]);
+        }
     }
     let (lower, rect) = (BlockStructure::TriangularLower, BlockStructure::Rectangular);
     for j in (0..n).step_by(BLOCK) {

@@ -17,6 +17,7 @@
 
 use super::batch::{plan, run, Per};
 use super::error::check_len;
+use super::transpose::{symmetric_lower, symmetrize_lower_in_place};
 use super::{LinalgError, Real};
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
@@ -56,8 +57,10 @@ pub(super) fn par_for(par: Par, madds: usize) -> Par {
 /// of factors.
 ///
 /// `l`, `s` and `out` are `[batch, n, n]` row-major. Only the lower
-/// triangles of `l` (the factor) and `s` are read: `Ṡ` is the symmetric
-/// matrix whose lower triangle is `s`'s. `out` gets `L̇`, lower triangular
+/// triangle of `l` (the factor) is read. `Ṡ` is the symmetric matrix whose
+/// lower triangle is `s`'s, or with `symmetrize` `(S + Sᵀ)/2` (the tangent
+/// of [`cholesky_symmetrized`](super::cholesky_symmetrized); it is formed
+/// in the copy the kernel makes anyway). `out` gets `L̇`, lower triangular
 /// (its strict upper triangle is zeroed).
 ///
 /// # Errors
@@ -72,7 +75,7 @@ pub(super) fn par_for(par: Par, madds: usize) -> Par {
 ///
 /// // A = L·Lᵀ = [[4]]: L = [[2]], dL = dA / (2 L) = 1 / 4 for dA = 1.
 /// let mut out = [0.0_f64];
-/// cholesky_tangent(&[2.0], &[1.0], &mut out, 1, 1, Par::Seq).unwrap();
+/// cholesky_tangent(&[2.0], &[1.0], &mut out, 1, 1, false, Par::Seq).unwrap();
 /// assert_eq!(out, [0.25]);
 /// ```
 pub fn cholesky_tangent<T: Real>(
@@ -81,18 +84,21 @@ pub fn cholesky_tangent<T: Real>(
     out: &mut [T],
     batch: usize,
     n: usize,
+    symmetrize: bool,
     par: Par,
 ) -> Result<(), LinalgError> {
-    each(l, s, out, batch, n, par, forward)
+    each(l, s, out, batch, n, Pass::Tangent { symmetrize }, par)
 }
 
 /// The adjoint of [`cholesky_tangent`] in its tangent, for a batch of
 /// factors: `S̄ = Φ(Z + Zᵀ)`, `Z = L⁻ᵀ Φ(Lᵀ L̄) L⁻¹`, the gradient with
-/// respect to the lower triangle of `Ṡ` of `⟨L̄, L̇⟩`.
+/// respect to the lower triangle of `Ṡ` of `⟨L̄, L̇⟩`; with `symmetrize`,
+/// `(S̄ + S̄ᵀ)/2`, the adjoint of the tangent with `symmetrize`.
 ///
 /// `l`, `lbar` and `out` are `[batch, n, n]` row-major. Only the lower
 /// triangles of `l` and `lbar` are read; `out` gets `S̄`, lower triangular
-/// (its strict upper triangle is zeroed).
+/// (its strict upper triangle is zeroed), or with `symmetrize` the
+/// symmetric `(S̄ + S̄ᵀ)/2`, written in place in one tiled pass.
 ///
 /// # Errors
 ///
@@ -106,7 +112,7 @@ pub fn cholesky_tangent<T: Real>(
 ///
 /// // L = [[2]]: L̇ = Ṡ / 4, so S̄ = L̄ / 4.
 /// let mut out = [0.0_f64];
-/// cholesky_cotangent(&[2.0], &[1.0], &mut out, 1, 1, Par::Seq).unwrap();
+/// cholesky_cotangent(&[2.0], &[1.0], &mut out, 1, 1, false, Par::Seq).unwrap();
 /// assert_eq!(out, [0.25]);
 /// ```
 pub fn cholesky_cotangent<T: Real>(
@@ -115,22 +121,34 @@ pub fn cholesky_cotangent<T: Real>(
     out: &mut [T],
     batch: usize,
     n: usize,
+    symmetrize: bool,
     par: Par,
 ) -> Result<(), LinalgError> {
-    each(l, lbar, out, batch, n, par, reverse)
+    each(l, lbar, out, batch, n, Pass::Cotangent { symmetrize }, par)
 }
 
-/// Copies the lower triangle of each `x` into `out` (the strict upper
-/// triangle zeroed) and runs `f` in place on it with that matrix's factor:
-/// one matrix with `par` inside it, or the batch split across threads.
+/// Which of the pair [`each`] runs, and whether the tangent is read
+/// symmetrised (for the tangent) or the result written symmetrised (for
+/// the cotangent).
+#[derive(Clone, Copy)]
+enum Pass {
+    Tangent { symmetrize: bool },
+    Cotangent { symmetrize: bool },
+}
+
+/// Copies the lower triangle of each `x` (or of `(X + Xᵀ)/2`) into `out`
+/// (the strict upper triangle zeroed) and runs [`forward`] or [`reverse`]
+/// in place on it with that matrix's factor (then, for a symmetrised
+/// cotangent, mirrors the result): one matrix with `par` inside it, or the
+/// batch split across threads.
 fn each<T: Real>(
     l: &[T],
     x: &[T],
     out: &mut [T],
     batch: usize,
     n: usize,
+    pass: Pass,
     par: Par,
-    f: fn(&[T], usize, &mut [T], usize, usize, Par),
 ) -> Result<(), LinalgError> {
     let per = check_len("l", l.len(), &[batch, n, n])?;
     check_len("x", x.len(), &[batch, n, n])?;
@@ -149,11 +167,26 @@ fn each<T: Real>(
         || (),
         |i, Per(o, _), _| {
             let xi = &x[i * per..(i + 1) * per];
+            let li = &l[i * per..(i + 1) * per];
+            if let Pass::Tangent { symmetrize: true } = pass {
+                symmetric_lower(xi, n, o);
+            } else {
+                for r in 0..n {
+                    o[r * n..r * n + r + 1].copy_from_slice(&xi[r * n..r * n + r + 1]);
+                }
+            }
             for r in 0..n {
-                o[r * n..r * n + r + 1].copy_from_slice(&xi[r * n..r * n + r + 1]);
                 o[r * n + r + 1..(r + 1) * n].fill(T::ZERO);
             }
-            f(&l[i * per..(i + 1) * per], n, o, n, n, inner);
+            match pass {
+                Pass::Tangent { .. } => forward(li, n, o, n, n, inner),
+                Pass::Cotangent { symmetrize } => {
+                    reverse(li, n, o, n, n, inner);
+                    if symmetrize {
+                        symmetrize_lower_in_place(o, n);
+                    }
+                }
+            }
             Ok(())
         },
     )

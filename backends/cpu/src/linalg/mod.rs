@@ -12,7 +12,8 @@
 //! | function | computes |
 //! | --- | --- |
 //! | [`cholesky()`] | `A = L·Lᵀ`, lower `L`, reads the lower triangle of `A` |
-//! | [`cholesky_tangent`], [`cholesky_cotangent`] | its derivative `L̇` and the adjoint of that |
+//! | [`cholesky_symmetrized`] | the same of `(A + Aᵀ)/2`, symmetrised as it is copied |
+//! | [`cholesky_tangent`], [`cholesky_cotangent`] | its derivative `L̇` and the adjoint of that, for either reading of the input |
 //! | [`triangular_solve`] | `op(A)·X = B` or `X·op(A) = B`, all of `jax.lax.linalg.triangular_solve`'s options |
 //! | [`lu()`], [`lu_unpack`] | `A[perm] = L·U` with partial pivoting; never fails |
 //! | [`lu_with_layout`] | [`lu()`] with the factor column-major if asked ([`FactorLayout`]) |
@@ -132,7 +133,7 @@ mod triangular;
 #[cfg(test)]
 mod tests;
 
-pub use cholesky::cholesky;
+pub use cholesky::{cholesky, cholesky_symmetrized};
 pub use cholesky_ad::{cholesky_cotangent, cholesky_tangent};
 pub use eigh::{eigh, eigvalsh};
 pub use eigh_ad::{eigh_cotangent, eigh_tangent};

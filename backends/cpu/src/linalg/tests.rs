@@ -1204,7 +1204,7 @@ fn cholesky_tangent_matches_the_closed_form() {
     for n in AD_SIZES {
         let (l, s, _) = ad_case(n);
         let mut out = vec![f64::NAN; n * n];
-        cholesky_tangent(&l, &s, &mut out, 1, n, Par::Seq).unwrap();
+        cholesky_tangent(&l, &s, &mut out, 1, n, false, Par::Seq).unwrap();
         let want = tangent_reference(&l, &s, n);
         assert_close(&format!("L̇, n = {n}"), &out, &want, 1e-11 * max_abs(&want).max(1.0));
         for i in 0..n {
@@ -1225,8 +1225,8 @@ fn cholesky_cotangent_is_the_adjoint_of_the_tangent() {
     for n in AD_SIZES {
         let (l, s, lbar) = ad_case(n);
         let (mut t, mut c) = (vec![f64::NAN; n * n], vec![f64::NAN; n * n]);
-        cholesky_tangent(&l, &s, &mut t, 1, n, Par::Seq).unwrap();
-        cholesky_cotangent(&l, &lbar, &mut c, 1, n, Par::Seq).unwrap();
+        cholesky_tangent(&l, &s, &mut t, 1, n, false, Par::Seq).unwrap();
+        cholesky_cotangent(&l, &lbar, &mut c, 1, n, false, Par::Seq).unwrap();
         let (lhs, rhs) = (lower_dot(&lbar, &t, n), lower_dot(&c, &s, n));
         let scale = lower_dot(&lbar, &lbar, n).sqrt() * lower_dot(&t, &t, n).sqrt();
         assert!((lhs - rhs).abs() <= 1e-12 * n as f64 * scale, "n = {n}: {lhs} vs {rhs}");
@@ -1251,7 +1251,7 @@ fn cholesky_ad<T: Real>(
     );
     let mut o = vec![T::NAN; x.len()];
     let f = if reverse { cholesky_cotangent::<T> } else { cholesky_tangent::<T> };
-    f(&l, &x, &mut o, b, n, p).unwrap();
+    f(&l, &x, &mut o, b, n, false, p).unwrap();
     f64s(&o)
 }
 
@@ -1280,6 +1280,73 @@ fn cholesky_derivatives_in_f32_batches_and_threads() {
         }
         let single = cholesky_ad::<f32>(reverse, &l, x, batch, n, Par::Seq);
         assert_close("f32", &single, &whole, tol::<f32>(n, max_abs(&whole)) * 10.0);
+    }
+}
+
+/// `(A + Aᵀ)·0.5` of each `n × n` matrix of `a`, as the graph's
+/// symmetrisation computes it.
+fn symmetric_part(a: &[f64], n: usize) -> Vec<f64> {
+    let nn = (n * n).max(1);
+    a.chunks(nn)
+        .flat_map(|m| (0..n * n).map(move |k| (m[k] + m[(k % n) * n + k / n]) * 0.5))
+        .collect()
+}
+
+#[test]
+fn cholesky_symmetrized_is_cholesky_of_the_symmetric_part_bit_for_bit() {
+    // Every path: the unblocked loop (n ≤ 16), faer (a batch, or n < 512),
+    // the blocked factorisation (one matrix, n ≥ 512).
+    for (batch, n) in [(3, 5), (2, 40), (1, 100), (1, 520)] {
+        let mut rng = Rng(11 + n as u64);
+        let mut a: Vec<f64> = rng.spd(batch, n);
+        // Not symmetric; its symmetric part stays positive definite.
+        for x in a.iter_mut() {
+            *x += 0.01 * rng.next();
+        }
+        let mut want = vec![f64::NAN; a.len()];
+        cholesky(&symmetric_part(&a, n), &mut want, batch, n, FailMode::Error, Par::Seq).unwrap();
+        for par in [Par::Seq, Par::rayon(2)] {
+            let mut got = vec![f64::NAN; a.len()];
+            cholesky_symmetrized(&a, &mut got, batch, n, FailMode::Error, par).unwrap();
+            assert!(got == want, "{batch} × {n}: not the factor of (A + Aᵀ)/2");
+        }
+        let mut lower = vec![f64::NAN; a.len()];
+        cholesky(&a, &mut lower, batch, n, FailMode::Error, Par::Seq).unwrap();
+        assert!(lower != want, "{batch} × {n}: the test cannot tell the triangles apart");
+    }
+    let bad = [1.0, 5.0, -5.0, -1.0_f64]; // (A + Aᵀ)/2 = diag(1, -1)
+    let mut l = [0.0; 4];
+    let err = cholesky_symmetrized(&bad, &mut l, 1, 2, FailMode::Error, Par::Seq).unwrap_err();
+    assert_eq!(err, LinalgError::NotPositiveDefinite { batch_index: 0, pivot: 1 });
+}
+
+#[test]
+fn symmetrized_cholesky_derivatives_are_the_plain_ones_symmetrized_bit_for_bit() {
+    // Sizes for the unblocked loops (n ≤ 32), blocks of 32 and of 128; a
+    // batch split across threads.
+    for (batch, n) in [(3, 7), (1, 40), (1, 260), (2, 45)] {
+        let (mut l, mut s, mut lbar) = (Vec::new(), Vec::new(), Vec::new());
+        for b in 0..batch {
+            let (lb, sb, cb) = ad_case(n);
+            l.extend_from_slice(&lb);
+            // Different tangents per matrix, junk above the diagonal kept.
+            s.extend(sb.iter().map(|x| x * (b + 1) as f64));
+            lbar.extend(cb.iter().map(|x| x - b as f64));
+        }
+        for par in [Par::Seq, Par::rayon(2)] {
+            let run = |reverse: bool, x: &[f64], sym: bool| {
+                let mut o = vec![f64::NAN; x.len()];
+                let f = if reverse { cholesky_cotangent::<f64> } else { cholesky_tangent::<f64> };
+                f(&l, x, &mut o, batch, n, sym, par).unwrap();
+                o
+            };
+            let t = run(false, &s, true);
+            assert!(t == run(false, &symmetric_part(&s, n), false), "{batch} × {n}: tangent");
+            let c = run(true, &lbar, true);
+            let want = symmetric_part(&run(true, &lbar, false), n);
+            assert!(c == want, "{batch} × {n}: cotangent");
+            assert!(t != run(false, &s, false), "{batch} × {n}: S's upper triangle unread");
+        }
     }
 }
 

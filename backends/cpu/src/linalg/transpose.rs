@@ -58,15 +58,7 @@ pub(crate) fn transpose<T: Real>(src: &[T], rows: usize, cols: usize, dst: &mut 
 /// src[i][j]` for `i ≥ j`. Read column-major, `dst`'s lower triangle is then
 /// `src`'s lower triangle.
 pub(crate) fn lower_to_upper_transposed<T: Real>(src: &[T], n: usize, dst: &mut [T]) {
-    for i0 in (0..n).step_by(TRI_TILE) {
-        for j0 in (0..=i0).step_by(TRI_TILE) {
-            for i in i0..(i0 + TRI_TILE).min(n) {
-                for j in j0..(j0 + TRI_TILE).min(i + 1) {
-                    dst[j * n + i] = src[i * n + j];
-                }
-            }
-        }
-    }
+    lower_tiles(n, false, |i, j| dst[j * n + i] = src[i * n + j]);
 }
 
 /// In place on the `n × n` row-major `buf`: moves the strict upper triangle
@@ -82,6 +74,57 @@ pub(crate) fn upper_to_lower_in_place<T: Real>(buf: &mut [T], n: usize) {
             }
         }
     }
+}
+
+/// Visits the lower triangle `(i, j)`, `j ≤ i` (`j < i` if `strict`), of
+/// an `n × n` matrix in [`TRI_TILE`] tiles, so that a transposed access
+/// `[j][i]` next to `[i][j]` stays in cache.
+#[inline(always)]
+fn lower_tiles(n: usize, strict: bool, mut f: impl FnMut(usize, usize)) {
+    for i0 in (0..n).step_by(TRI_TILE) {
+        for j0 in (0..=i0).step_by(TRI_TILE) {
+            for i in i0..(i0 + TRI_TILE).min(n) {
+                for j in j0..(j0 + TRI_TILE).min(if strict { i } else { i + 1 }) {
+                    f(i, j);
+                }
+            }
+        }
+    }
+}
+
+/// `(a + b)/2` as the symmetrisation `(A + Aᵀ)·0.5` of the graph computes
+/// it (the same bits).
+#[inline(always)]
+fn mean<T: Real>(a: T, b: T) -> T {
+    (a + b) * (T::ONE / (T::ONE + T::ONE))
+}
+
+/// Writes the lower triangle (with the diagonal) of `(A + Aᵀ)/2`, `A` the
+/// `n × n` row-major `src`, into the lower triangle of the row-major `dst`;
+/// `dst`'s strict upper triangle is not written. One tiled pass over both
+/// triangles of `src`.
+pub(crate) fn symmetric_lower<T: Real>(src: &[T], n: usize, dst: &mut [T]) {
+    assert!(src.len() >= n * n && dst.len() >= n * n, "symmetric_lower: buffers too short");
+    lower_tiles(n, false, |i, j| dst[i * n + j] = mean(src[i * n + j], src[j * n + i]));
+}
+
+/// As [`lower_to_upper_transposed`], of `(A + Aᵀ)/2`: `dst[j][i] =
+/// (src[i][j] + src[j][i])/2` for `i ≥ j`.
+pub(crate) fn symmetric_lower_to_upper_transposed<T: Real>(src: &[T], n: usize, dst: &mut [T]) {
+    assert!(src.len() >= n * n && dst.len() >= n * n, "symmetric_lower: buffers too short");
+    lower_tiles(n, false, |i, j| dst[j * n + i] = mean(src[i * n + j], src[j * n + i]));
+}
+
+/// In place on the `n × n` row-major `buf` whose strict upper triangle is
+/// zero: `buf ← (buf + bufᵀ)/2`, i.e. the strict lower triangle halved and
+/// mirrored into the upper one (the diagonal is kept: `(x + x)/2 = x`).
+pub(crate) fn symmetrize_lower_in_place<T: Real>(buf: &mut [T], n: usize) {
+    assert!(buf.len() >= n * n, "symmetrize_lower_in_place: buffer too short");
+    lower_tiles(n, true, |i, j| {
+        let v = mean(buf[i * n + j], buf[j * n + i]);
+        buf[i * n + j] = v;
+        buf[j * n + i] = v;
+    });
 }
 
 #[cfg(test)]
@@ -108,6 +151,36 @@ mod tests {
             for i in 0..rows {
                 for j in 0..cols {
                     assert_eq!(dst[j * rows + i], src[i * cols + j], "{rows}x{cols} at ({i}, {j})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn symmetric_triangle_moves_match_the_definition() {
+        for n in [0, 1, 2, 7, 8, 9, 17, 33] {
+            let a: Vec<f64> = (0..n * n).map(|k| ((k * 7 + 3) % 11) as f64 - 4.5).collect();
+            let sym = |i: usize, j: usize| (a[i * n + j] + a[j * n + i]) * 0.5;
+            let mut low = vec![f64::NAN; n * n];
+            super::symmetric_lower(&a, n, &mut low);
+            let mut up = vec![f64::NAN; n * n];
+            super::symmetric_lower_to_upper_transposed(&a, n, &mut up);
+            let mut tri = a.clone();
+            for i in 0..n {
+                tri[i * n + i + 1..(i + 1) * n].fill(0.0);
+            }
+            super::symmetrize_lower_in_place(&mut tri, n);
+            for i in 0..n {
+                for j in 0..n {
+                    if j <= i {
+                        assert_eq!(low[i * n + j], sym(i, j), "{n}: lower ({i}, {j})");
+                        assert_eq!(up[j * n + i], sym(i, j), "{n}: upper ({j}, {i})");
+                    } else {
+                        assert!(low[i * n + j].is_nan(), "{n}: ({i}, {j}) written");
+                    }
+                    let (p, q) = (i.max(j), i.min(j));
+                    let want = if p == q { a[p * n + p] } else { a[p * n + q] * 0.5 };
+                    assert_eq!(tri[i * n + j], want, "{n}: in place ({i}, {j})");
                 }
             }
         }
