@@ -19,7 +19,7 @@
 //!
 //! A leaf that is a `reshape`, `slice` (a flip included) or `broadcast_to`
 //! of another value, or a chain of them, is read from that value through
-//! the composed offset and strides ([`crate::views`]): such movement ops
+//! the composed offset and strides (`views.rs`): such movement ops
 //! are no step of the plan and no copy.
 //!
 //! The grouping is a loop with an explicit stack, not a recursion, so a

@@ -41,7 +41,7 @@ pub mod placement;
 mod plan;
 pub mod strided;
 mod threads;
-pub mod views;
+mod views;
 pub mod vmath;
 
 pub use plan::{compile, Plan};

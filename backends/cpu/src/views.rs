@@ -167,9 +167,8 @@ pub fn drop_unread_views(g: &Graph) -> Result<Option<Graph>> {
         is_output[o.index()] = true;
     }
     // Readers come after their operands: decide from the last node back.
-    let nodes: Vec<_> = g.iter().collect();
-    let mut drop = vec![false; nodes.len()];
-    for (id, n) in nodes.iter().rev() {
+    let mut drop = vec![false; g.len()];
+    for (id, n) in g.iter().rev() {
         drop[id.index()] = is_view_op(n.op.as_ref())
             && n.results()
                 .all(|v| !is_output[v.index()] && readers[v.index()].iter().all(|&r| drop[r]));
