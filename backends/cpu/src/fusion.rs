@@ -17,11 +17,17 @@
 //! never allocated at full size. Generators compute their block from its
 //! position: a seed `I * v` never materialises `I`.
 //!
+//! A leaf that is a `reshape`, `slice` (a flip included) or `broadcast_to`
+//! of another value, or a chain of them, is read from that value through
+//! the composed offset and strides (`views.rs`): such movement ops
+//! are no step of the plan and no copy.
+//!
 //! The grouping is a loop with an explicit stack, not a recursion, so a
 //! chain of a hundred thousand ops compiles on a small thread stack.
 
 use crate::buffers::Pooled;
 use crate::strided::{broadcast_strides, fill_in_tasks, for_each_run, Strides};
+use crate::views::{is_contiguous, View};
 use crate::{register_kernel, Parallelism};
 use anvil_core::{
     op::expect_arity, Block, BlockAt, BlockMut, DType, Error, Graph, Node, Op, Rebuilt, Result,
@@ -107,6 +113,9 @@ pub struct Fused {
 struct Layout {
     /// Per leaf: its broadcast strides and slot when it is gathered.
     leaves: Vec<Option<(Strides, Slot)>>,
+    /// Per leaf: the offset of its first element (a leaf read through a
+    /// [`View`]: a slice's start); 0 for the others.
+    offsets: Vec<isize>,
     /// The leaves' types the layout was made for.
     types: Vec<TensorType>,
     /// Per instruction but the last: its slot.
@@ -118,7 +127,19 @@ struct Layout {
 impl Fused {
     /// A fused program over leaves of types `leaves`, with result `out`.
     pub fn new(program: Vec<Instr>, leaves: &[TensorType], out: TensorType) -> Fused {
-        let layout = Layout::new(&program, leaves, &out);
+        Fused::with_views(program, leaves, &vec![None; leaves.len()], out)
+    }
+
+    /// A fused program whose leaf `k` is read through `views[k]` when it is
+    /// `Some` (strides over `out`'s shape; see [`crate::views`]): `leaves`
+    /// are then the types of the views' sources.
+    pub(crate) fn with_views(
+        program: Vec<Instr>,
+        leaves: &[TensorType],
+        views: &[Option<View>],
+        out: TensorType,
+    ) -> Fused {
+        let layout = Layout::new(&program, leaves, views, &out);
         Fused { inputs: leaves.len(), program: Arc::new(program), out, layout: Arc::new(layout) }
     }
 
@@ -129,13 +150,18 @@ impl Fused {
             inputs: self.inputs,
             program: self.program.clone(),
             out: out.clone(),
-            layout: Arc::new(Layout::new(&self.program, leaves, out)),
+            layout: Arc::new(Layout::new(&self.program, leaves, &vec![None; leaves.len()], out)),
         }
     }
 }
 
 impl Layout {
-    fn new(program: &[Instr], leaves: &[TensorType], out: &TensorType) -> Layout {
+    fn new(
+        program: &[Instr],
+        leaves: &[TensorType],
+        views: &[Option<View>],
+        out: &TensorType,
+    ) -> Layout {
         let mut counts = [0usize; 4];
         let mut slot = |dtype: DType| {
             let k = dtype_index(dtype);
@@ -147,14 +173,23 @@ impl Layout {
         let symbolic = out.is_symbolic() || leaves.iter().any(TensorType::is_symbolic);
         let leaf_slots = leaves
             .iter()
-            .map(|t| {
-                (t.shape() != out.shape() && !symbolic)
-                    .then(|| (broadcast_strides(t.shape(), out.shape()), slot(t.dtype())))
+            .zip(views)
+            .map(|(t, view)| match view {
+                // A view of the output's order from the first element is read in place.
+                Some(v)
+                    if symbolic || (v.offset == 0 && is_contiguous(out.shape(), &v.strides)) =>
+                {
+                    None
+                }
+                Some(v) => Some((v.strides.clone(), slot(t.dtype()))),
+                None => (t.shape() != out.shape() && !symbolic)
+                    .then(|| (broadcast_strides(t.shape(), out.shape()), slot(t.dtype()))),
             })
             .collect();
+        let offsets = views.iter().map(|v| v.as_ref().map_or(0, |v| v.offset)).collect();
         let last = program.len().saturating_sub(1);
         let instrs = program[..last].iter().map(|i| slot(i.dtype)).collect();
-        Layout { leaves: leaf_slots, types: leaves.to_vec(), instrs, counts }
+        Layout { leaves: leaf_slots, offsets, types: leaves.to_vec(), instrs, counts }
     }
 }
 
@@ -203,6 +238,13 @@ fn is_elementwise(n: &Node) -> bool {
 /// # Errors
 /// An invalid graph.
 pub fn fuse(g: &Graph) -> Result<Graph> {
+    let fused = fuse_groups(g)?;
+    // The movement ops now read as views by every reader are dropped.
+    Ok(crate::views::drop_unread_views(&fused)?.unwrap_or(fused))
+}
+
+/// [`fuse`] before the movement ops read as views are dropped.
+fn fuse_groups(g: &Graph) -> Result<Graph> {
     let elem: Vec<bool> = g.nodes().iter().map(is_elementwise).collect();
     let absorbed = absorbed(g, &elem);
     let (mut ends, merged) = chain_ends(g, &elem, &absorbed);
@@ -245,11 +287,22 @@ pub fn fuse(g: &Graph) -> Result<Graph> {
         if absorbed[id.index()] || merged[id.index()] {
             return Ok(Rebuilt::Drop);
         }
-        let (leaves, program) = group(g, n, &absorbed);
-        let inputs = leaves.iter().map(|&l| map.get(l)).collect::<Result<Vec<_>>>()?;
+        let (mut leaves, program) = group(g, n, &absorbed);
         let ty = g.ty(n.out()).clone();
+        // Leaves that are movement ops of other values are read through
+        // views of those (a chain ending in a reduction, emitted above,
+        // reads its leaves as they are).
+        let mut views = vec![None; leaves.len()];
+        if !ty.is_symbolic() {
+            for (leaf, view) in leaves.iter_mut().zip(&mut views) {
+                if let Some((source, v)) = crate::views::leaf_view(g, *leaf, ty.shape()) {
+                    (*leaf, *view) = (source, Some(v));
+                }
+            }
+        }
+        let inputs = leaves.iter().map(|&l| map.get(l)).collect::<Result<Vec<_>>>()?;
         let leaf_types: Vec<TensorType> = leaves.iter().map(|&l| g.ty(l).clone()).collect();
-        let op = Fused::new(program, &leaf_types, ty.clone());
+        let op = Fused::with_views(program, &leaf_types, &views, ty.clone());
         let node = out.push_node(Box::new(op), inputs, vec![ty])?;
         Ok(Rebuilt::Replace(vec![out.node(node).out()]))
     })
@@ -473,7 +526,43 @@ impl<'a> Readers<'a> {
     }
 }
 
+/// Scratch kept for the thread's next fused call (at most this many
+/// bytes): a small program's call then allocates only its result.
+const SPARE_BYTES: usize = 256 * 1024;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Option<Scratch>> = const { std::cell::RefCell::new(None) };
+}
+
 impl Scratch {
+    /// [`Scratch::new`], reusing the buffers the thread's previous call
+    /// gave back ([`Scratch::give_back`]); their contents are unspecified
+    /// (every slot is written before it is read).
+    fn reuse(counts: [usize; 4], width: usize) -> Scratch {
+        match SPARE.with(|s| s.borrow_mut().take()) {
+            Some(mut s) => {
+                s.f64.resize(counts[0] * width, 0.0);
+                s.f32.resize(counts[1] * width, 0.0);
+                s.i64.resize(counts[2] * width, 0);
+                s.bool.resize(counts[3] * width, false);
+                s.width = width;
+                s
+            }
+            None => Scratch::new(counts, width),
+        }
+    }
+
+    /// Keeps the buffers for the thread's next call, if they are small.
+    fn give_back(self) {
+        let bytes = self.f64.capacity() * 8
+            + self.f32.capacity() * 4
+            + self.i64.capacity() * 8
+            + self.bool.capacity();
+        if bytes <= SPARE_BYTES {
+            SPARE.with(|s| *s.borrow_mut() = Some(self));
+        }
+    }
+
     /// Slots of `width` elements, `counts` of each dtype.
     fn new(counts: [usize; 4], width: usize) -> Scratch {
         Scratch {
@@ -555,6 +644,7 @@ fn copy_run<T: Copy>(data: &[T], o: isize, s: isize, dst: &mut [T]) {
 /// Gathers the block `from..from + len` of a broadcast leaf into `dst`.
 fn gather_block(
     storage: &Storage,
+    offset: isize,
     strides: &Strides,
     shape: &[usize],
     from: usize,
@@ -563,7 +653,7 @@ fn gather_block(
     let len = dst.len();
     macro_rules! run {
         ($data:expr, $buf:expr) => {
-            for_each_run(shape, [strides], [0], from, from + len, |pos, [o], [s], run| {
+            for_each_run(shape, [strides], [offset], from, from + len, |pos, [o], [s], run| {
                 copy_run($data, o, s, &mut $buf[pos - from..pos - from + run]);
             })
         };
@@ -672,7 +762,7 @@ fn run_task<T: Pooled>(
     start: usize,
 ) -> Result<()> {
     let width = BLOCK.min(task.len());
-    let mut scratch = Scratch::new(f.layout.counts, width);
+    let mut scratch = Scratch::reuse(f.layout.counts, width);
     // A leaf of one element (all strides 0) is the same in every block:
     // spread once per task.
     gather_leaves(f, inputs, shape, &mut scratch, start, width, true);
@@ -690,6 +780,7 @@ fn run_task<T: Pooled>(
         )?;
         at += len;
     }
+    scratch.give_back();
     Ok(())
 }
 
@@ -704,11 +795,11 @@ fn gather_leaves(
     len: usize,
     scalar: bool,
 ) {
-    for (t, leaf) in inputs.iter().zip(&f.layout.leaves) {
+    for ((t, leaf), &offset) in inputs.iter().zip(&f.layout.leaves).zip(&f.layout.offsets) {
         if let Some((strides, slot)) = leaf {
             if strides.iter().all(|&s| s == 0) == scalar {
                 let (_, dst) = scratch.split(*slot, len);
-                gather_block(t.storage(), strides, shape, from, dst);
+                gather_block(t.storage(), offset, strides, shape, from, dst);
             }
         }
     }

@@ -41,6 +41,7 @@ pub mod placement;
 mod plan;
 pub mod strided;
 mod threads;
+mod views;
 pub mod vmath;
 
 pub use plan::{compile, Plan};
