@@ -1311,28 +1311,38 @@ fn sub_program(f: &Fused, reg: usize) -> Fused {
 /// (the [`Fused`] kernel, parallel over blocks; a leaf is its operand),
 /// then each reduction's kernel.
 fn unfused(r: &FusedReduce, inputs: &[&Tensor], ctx: &Parallelism) -> Result<Vec<Tensor>> {
-    let mut values: Vec<(usize, Tensor)> = Vec::new();
-    let mut value = |reg: usize| -> Result<Tensor> {
-        if let Some((_, t)) = values.iter().find(|(r, _)| *r == reg) {
-            return Ok(t.clone());
-        }
-        let t = match inputs.get(reg) {
-            Some(&t) if reg < r.chain.inputs => t.clone(),
-            _ => {
-                let f = sub_program(&r.chain, reg);
-                fused(&f, inputs, &f.out, ctx)?
+    // The registers in order of use: each reduction's, then the kept one.
+    let uses: Vec<usize> = r.reductions.iter().map(|c| c.register).chain(r.kept).collect();
+    let mut held: Option<(usize, Tensor)> = None;
+    let mut results = Vec::with_capacity(uses.len());
+    for (i, &reg) in uses.iter().enumerate() {
+        let operand = match held.take() {
+            Some((h, t)) if h == reg => t,
+            other => {
+                if let Some((_, t)) = other {
+                    crate::buffers::recycle(t);
+                }
+                match inputs.get(reg) {
+                    Some(&t) if reg < r.chain.inputs => t.clone(),
+                    _ => {
+                        let f = sub_program(&r.chain, reg);
+                        fused(&f, inputs, &f.out, ctx)?
+                    }
+                }
             }
         };
-        values.push((reg, t.clone()));
-        Ok(t)
-    };
-    let mut results = Vec::with_capacity(r.reductions.len() + 1);
-    for c in &r.reductions {
-        let operand = value(c.register)?;
-        results.push(reduce_kernel(c, &operand, ctx)?);
+        match r.reductions.get(i) {
+            Some(c) => {
+                results.push(reduce_kernel(c, &operand, ctx)?);
+                // Kept while the next use reads the same register (`Σ e`
+                // and `max e`); otherwise its buffer goes back to the pool.
+                held = Some((reg, operand));
+            }
+            None => results.push(operand), // the kept value, a result
+        }
     }
-    if let Some(k) = r.kept {
-        results.push(value(k)?);
+    if let Some((_, t)) = held {
+        crate::buffers::recycle(t);
     }
     Ok(results)
 }
