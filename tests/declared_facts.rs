@@ -123,6 +123,27 @@ impl Op for PlugMove {
     }
 }
 
+/// A plugin's reversal of a vector (no CPU kernel): it declares itself a
+/// slice with step −1, and fused programs read it as a view.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PlugFlip([anvil::core::shape::SliceSpec; 1]);
+
+impl Op for PlugFlip {
+    fn name(&self) -> &'static str {
+        "plug.flip"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> anvil::Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        Ok(inputs[0].clone())
+    }
+    fn is_relayout(&self) -> bool {
+        true
+    }
+    fn movement(&self) -> Option<Movement<'_>> {
+        Some(Movement::Slice(&self.0))
+    }
+}
+
 fn apply(op: impl Op, args: &[&Var]) -> Var {
     Var::apply_op(Box::new(op), args)
 }
@@ -290,4 +311,17 @@ fn a_loop_pass_registered_for_a_plugin_op_runs() {
     assert!(!g.to_string().contains("plug.marker"), "{g}");
     let got = jit(f).eval(&x).unwrap().to_vec::<f64>().unwrap();
     assert_eq!(got, [2.0 * 0.5f64.sin(), 2.0 * 1.0f64.sin()]);
+}
+
+#[test]
+fn a_plugin_slice_is_read_as_a_view_without_a_kernel() {
+    // `sin(x) * flip(x)`: the fused product reads the flip as a view of
+    // `x` (offset at the end, stride −1), so the flip needs no kernel.
+    let spec = anvil::core::shape::SliceSpec { start: None, stop: None, step: -1 };
+    let f = move |x: &Var| x.sin() * apply(PlugFlip([spec]), &[x]);
+    let xs: Vec<f64> = vec![0.5, -1.0, 2.0, 0.25, 3.0];
+    let x = Tensor::from_vec(xs.clone(), &[5]).unwrap();
+    let got = jit(f).eval(&x).unwrap().to_vec::<f64>().unwrap();
+    let want: Vec<f64> = (0..5).map(|i| xs[i].sin() * xs[4 - i]).collect();
+    assert_eq!(got, want);
 }

@@ -275,6 +275,11 @@ pub enum Movement<'a> {
         /// The value of the added elements (of the operand's dtype).
         value: crate::Scalar,
     },
+    /// A strided slice of operand 0, one spec per axis (Python semantics,
+    /// [`crate::shape::SliceSpec::resolve`]).
+    Slice(&'a [crate::shape::SliceSpec]),
+    /// Operand 0 broadcast to the result's shape (NumPy's rules).
+    BroadcastTo,
 }
 
 /// A run of elements of one dtype: an operand's block, already broadcast

@@ -133,6 +133,9 @@ impl Op for BroadcastTo {
     fn params(&self) -> String {
         format!("shape={:?}", self.shape)
     }
+    fn movement(&self) -> Option<Movement<'_>> {
+        Some(Movement::BroadcastTo)
+    }
     fn is_broadcast(&self) -> bool {
         true
     }
@@ -266,6 +269,9 @@ impl Op for Slice {
     }
     fn linear_in(&self, k: usize) -> bool {
         k == 0
+    }
+    fn movement(&self) -> Option<Movement<'_>> {
+        Some(Movement::Slice(&self.specs))
     }
 }
 

@@ -13,8 +13,8 @@
 //! source is materialised as before.
 
 use crate::strided::{contiguous_strides, Strides};
-use anvil_core::{Graph, Rebuilt, Result, TensorType, ValueId};
-use anvil_ops::movement::{BroadcastTo, Reshape, Slice};
+use anvil_core::shape::SliceSpec;
+use anvil_core::{Graph, Movement, Op, Rebuilt, Result, TensorType, ValueId};
 
 /// How a fused program's leaf reads its source buffer: element `i` of the
 /// leaf (row-major index `(i_0, …)` in the leaf's own shape) is element
@@ -67,14 +67,13 @@ pub fn leaf_view(g: &Graph, v: ValueId, out: &[usize]) -> Option<(ValueId, View)
     for k in (0..chain.len() - 1).rev() {
         let (value, operand) = (chain[k], g.ty(chain[k + 1]));
         let ty = g.ty(value);
-        let op = g.producer_node(value).op.as_ref();
-        let reshape = op.is::<Reshape>();
-        let next = if reshape {
-            reshaped(operand.shape(), ty.shape(), &view)
-        } else if let Some(sl) = op.downcast_ref::<Slice>() {
-            sliced(sl, operand.shape(), &view)
-        } else {
-            op.downcast_ref::<BroadcastTo>().map(|_| broadcast(operand.shape(), ty.shape(), &view))
+        let movement = g.producer_node(value).op.movement();
+        let reshape = movement == Some(Movement::Reshape);
+        let next = match movement {
+            Some(Movement::Reshape) => reshaped(operand.shape(), ty.shape(), &view),
+            Some(Movement::Slice(specs)) => sliced(specs, operand.shape(), &view),
+            Some(Movement::BroadcastTo) => Some(broadcast(operand.shape(), ty.shape(), &view)),
+            _ => None,
         };
         match next {
             Some(next) => view = next,
@@ -117,9 +116,13 @@ fn identity(ty: &TensorType) -> View {
     View { offset: 0, strides: contiguous_strides(ty.shape()) }
 }
 
-/// `view` (of a value of shape `shape`) sliced by `sl`.
-fn sliced(sl: &Slice, shape: &[usize], view: &View) -> Option<View> {
-    let r = sl.resolve(shape).ok()?;
+/// `view` (of a value of shape `shape`) sliced by `specs`.
+fn sliced(specs: &[SliceSpec], shape: &[usize], view: &View) -> Option<View> {
+    if specs.len() != shape.len() {
+        return None;
+    }
+    let r: Vec<(i64, i64, usize)> =
+        specs.iter().zip(shape).map(|(s, &d)| s.resolve("slice", d)).collect::<Result<_>>().ok()?;
     if r.len() != view.strides.len() || r.iter().any(|&(_, _, len)| len == 0) {
         return None;
     }
@@ -143,12 +146,14 @@ fn broadcast(from: &[usize], to: &[usize], view: &View) -> View {
     View { offset: view.offset, strides }
 }
 
-/// Whether a node is a movement op read as a view.
-fn is_view_op(op: &dyn anvil_core::Op) -> bool {
-    op.is::<Reshape>() || op.is::<Slice>() || op.is::<BroadcastTo>()
+/// Whether a node is a movement op read as a view: one that declares
+/// itself a reshape, a slice or a broadcast ([`Op::movement`]; a plugin's
+/// op too).
+fn is_view_op(op: &dyn Op) -> bool {
+    matches!(op.movement(), Some(Movement::Reshape | Movement::Slice(_) | Movement::BroadcastTo))
 }
 
-/// `g` without the movement ops ([`Reshape`], [`Slice`], [`BroadcastTo`])
+/// `g` without the movement ops (reshapes, slices, broadcasts)
 /// whose result is no output and is read only by other such dropped ops:
 /// those whose readers now read their source through a view. `None` when
 /// there is none.
