@@ -1010,9 +1010,7 @@ fn matmul<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output =
     if mm.n == 1 && acs == 1 && brs == 1 {
         // Matrix times vector: rows of a dotted with b, four rows at a time.
         for &(ao, bo) in &mm.batches {
-            let x = &b[bo..bo + k];
-            let rows = (0..mm.m).map(|i| &a[ao + i * ars..ao + i * ars + k]);
-            dots(rows, x, &mut out[o..o + mm.m]);
+            dots(&a[ao..], ars, &b[bo..bo + k], &mut out[o..o + mm.m]);
             o += mm.m;
         }
         return;
@@ -1086,42 +1084,42 @@ mod num_one {
     }
 }
 
-/// `out[i] = Σ rows[i][p] x[p]`, four rows at a time sharing each block of
+/// `out[i] = Σ a[i·stride + p] x[p]` (row `i` of a matrix with row stride
+/// `stride`, `out.len()` rows), four rows at a time sharing each block of
 /// `x`; each row's sum is formed as [`dot`] forms it (same bits).
-fn dots<'a, T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T> + 'a>(
-    mut rows: impl ExactSizeIterator<Item = &'a [T]>,
+fn dots<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+    a: &[T],
+    stride: usize,
     x: &[T],
     out: &mut [T],
 ) {
     let k = x.len();
     let full = k - k % 8;
-    let mut quads = out.chunks_exact_mut(4);
-    for q in &mut quads {
-        let r: [&[T]; 4] = std::array::from_fn(|_| rows.next().unwrap_or(&[]));
-        if r.iter().any(|r| r.len() != k) {
-            return;
-        }
+    let row = |i: usize| &a[i * stride..i * stride + k];
+    let quads = out.len() / 4 * 4;
+    for (q, d4) in out[..quads].chunks_exact_mut(4).enumerate() {
+        let r: [&[T]; 4] = std::array::from_fn(|j| row(4 * q + j));
         let mut acc = [[T::default(); 8]; 4];
         for p in (0..full).step_by(8) {
             let xb = &x[p..p + 8];
-            for (accr, row) in acc.iter_mut().zip(&r) {
-                let rb = &row[p..p + 8];
+            for (accr, rj) in acc.iter_mut().zip(&r) {
+                let rb = &rj[p..p + 8];
                 for l in 0..8 {
                     accr[l] = accr[l] + rb[l] * xb[l];
                 }
             }
         }
-        for ((d, accr), row) in q.iter_mut().zip(&acc).zip(&r) {
+        for ((d, accr), rj) in d4.iter_mut().zip(&acc).zip(&r) {
             let mut s = ((accr[0] + accr[1]) + (accr[2] + accr[3]))
                 + ((accr[4] + accr[5]) + (accr[6] + accr[7]));
             for p in full..k {
-                s = s + row[p] * x[p];
+                s = s + rj[p] * x[p];
             }
             *d = s;
         }
     }
-    for (d, row) in quads.into_remainder().iter_mut().zip(rows) {
-        *d = dot(row, x);
+    for (i, d) in out.iter_mut().enumerate().skip(quads) {
+        *d = dot(row(i), x);
     }
 }
 
