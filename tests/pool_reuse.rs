@@ -129,6 +129,30 @@ fn repeated_newton_steps_take_no_fresh_large_buffers() {
 }
 
 #[test]
+fn repeated_batched_while_loops_take_no_fresh_large_buffers() {
+    // vmap of a while_loop with a batched predicate runs by lane groups; its
+    // carries' results (20,000 f64 each: 160 KiB) come from the pool.
+    let root = |a: &Var| -> anvil::Result<Var> {
+        let (x, _) = while_loop(
+            |(x, it): &(Var, Var)| {
+                let go = (x * x - a).abs().ge(&x.full_like(1e-12));
+                go.select(&it.lt(&it.full_like(30.0)), &go)
+            },
+            |(x, it): &(Var, Var)| (x - &((x * x - a) / (x * 2.0)), it + 1.0),
+            (&a.ones_like(), &a.zeros_like()),
+        )?;
+        Ok(x)
+    };
+    let a = Tensor::linspace(0.5, 4.0, 20_000).unwrap();
+    let f = jit(vmap(root));
+    let n = steady_state_large_allocations(|| vec![f.eval(&a).unwrap()]);
+    assert_eq!(n, 0, "{n} fresh large buffers per cached batched while_loop call");
+    let x = f.eval(&a).unwrap().to_f64_vec();
+    let want = a.to_f64_vec();
+    assert!(x.iter().zip(&want).all(|(x, a)| (x * x - a).abs() < 1e-9));
+}
+
+#[test]
 fn repeated_factorisations_take_no_fresh_large_buffers() {
     let a = matrix();
     let spd = jit(|a: &Var| a.matmul(&a.transpose()) + 1.0);

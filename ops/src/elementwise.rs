@@ -19,8 +19,8 @@
 
 use anvil_core::shape::broadcast_shapes;
 use anvil_core::{
-    op::expect_arity, register_rule, Block, BlockAt, BlockMut, DType, ElementwiseMath, Error,
-    LinearArg, Op, Result, TensorType, Var,
+    op::expect_arity, register_rule, Arith, Block, BlockAt, BlockMut, DType, ElementwiseMath,
+    Error, LinearArg, Op, Result, TensorType, Var,
 };
 
 use crate::ad::{add_tangents, dense, scale, unbroadcast};
@@ -280,6 +280,47 @@ wide_loop! {
         for (((d, &c), &t), &e) in out.iter_mut().zip(c).zip(t).zip(e) {
             *d = f(c, t, e);
         }
+    }
+}
+
+/// A block loop `out[i] = f(a[i], b[i])` over `f64` slices of one length.
+pub type F64BinaryLoop = fn(&[f64], &[f64], &mut [f64]);
+
+/// The block loop of binary `f64` arithmetic, `out[i] = a[i] ∘ b[i]`, at
+/// the widest width the CPU has, for callers that run many small blocks
+/// and resolve the loop once (a lane-group loop). The same bits as the
+/// block math of every op declaring that [`Arith`] (one IEEE operation per
+/// element). `None` for [`Arith::Neg`] (one operand). The three slices have
+/// the same length.
+///
+/// ```
+/// use anvil_core::Arith;
+/// use anvil_ops::elementwise::f64_arith_loop;
+/// let div = f64_arith_loop(Arith::Div).unwrap();
+/// let mut out = [0.0; 3];
+/// div(&[1.0, 2.0, 3.0], &[2.0, 4.0, 8.0], &mut out);
+/// assert_eq!(out, [0.5, 0.5, 0.375]);
+/// assert!(f64_arith_loop(Arith::Neg).is_none());
+/// ```
+pub fn f64_arith_loop(arith: Arith) -> Option<F64BinaryLoop> {
+    fn add(a: &[f64], b: &[f64], out: &mut [f64]) {
+        map2(a, b, out, |p, q| p + q);
+    }
+    fn sub(a: &[f64], b: &[f64], out: &mut [f64]) {
+        map2(a, b, out, |p, q| p - q);
+    }
+    fn mul(a: &[f64], b: &[f64], out: &mut [f64]) {
+        map2(a, b, out, |p, q| p * q);
+    }
+    fn div(a: &[f64], b: &[f64], out: &mut [f64]) {
+        map2(a, b, out, |p, q| p / q);
+    }
+    match arith {
+        Arith::Add => Some(add),
+        Arith::Sub => Some(sub),
+        Arith::Mul => Some(mul),
+        Arith::Div => Some(div),
+        Arith::Neg => None,
     }
 }
 

@@ -21,6 +21,7 @@ use anvil_core::{
     Block, BlockAt, BlockMut, DType, Error, Evaluator, Graph, Parameter, Result, Storage, Tensor,
     TensorType,
 };
+use anvil_ops::elementwise::{f64_arith_loop, F64BinaryLoop};
 use anvil_ops::while_loop::While;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -35,14 +36,42 @@ const TASK_LANES: usize = 4096;
 const INLINE_ARGS: usize = 4;
 
 /// Where an instruction's operand lives.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Loc {
     /// A register (a carry, a computed value, a spread scalar).
     Reg(usize),
-    /// A loop operand of the lanes' shape, read in place.
+    /// A leaf of the lanes' shape (a loop operand or a constant), read in
+    /// place: its group's block is found once per group, not per step.
+    Leaf(usize),
+}
+
+/// A leaf of the lanes' shape.
+#[derive(Debug)]
+enum Leaf {
+    /// The loop operand of this index.
     Input(usize),
-    /// A constant of the lanes' shape, read in place.
-    Value(usize),
+    /// A constant of the body.
+    Value(Tensor),
+}
+
+/// One instruction of the body: its kernel, its operands and its result
+/// register (never one of its operands).
+#[derive(Debug)]
+struct Step {
+    kernel: Kernel,
+    args: Vec<Loc>,
+    out: usize,
+}
+
+/// How an instruction runs on a group.
+#[derive(Debug)]
+enum Kernel {
+    /// Binary `f64` arithmetic (the op's [`Arith`](anvil_core::Arith) fact): the loop is
+    /// resolved once, so a step costs no dispatch through the op's block
+    /// math (most of a small group's time otherwise).
+    F64Binary(F64BinaryLoop),
+    /// The op's block math.
+    Block(Instr),
 }
 
 /// One register: a block of [`LANES`] elements of one dtype (the
@@ -100,10 +129,10 @@ pub(crate) struct LaneLoop {
     regs: Vec<DType>,
     /// Scalars spread over registers.
     spreads: Vec<Spread>,
-    /// Constants of the lanes' shape.
-    values: Vec<Tensor>,
-    /// The body's instructions, their operands and their registers.
-    code: Vec<(Instr, Vec<Loc>, usize)>,
+    /// Operands and constants of the lanes' shape.
+    leaves: Vec<Leaf>,
+    /// The body's instructions.
+    code: Vec<Step>,
     /// Per carry: its register.
     carries: Vec<usize>,
     /// Per carry: where the body's new value is.
@@ -153,8 +182,10 @@ impl LaneLoop {
                 ));
             }
         }
+        // Every element of the results is written: pooled buffers need no
+        // zeroing and, call after call, no fresh pages.
         let mut results: Vec<Reg> =
-            self.carries.iter().map(|&r| Reg::zeros(self.regs[r], n)).collect();
+            self.carries.iter().map(|&r| Reg::stacked(self.regs[r], n)).collect();
         let task = if ctx.parallel(n * self.code.len().max(1)) { TASK_LANES } else { n.max(1) };
         let mut tasks: Vec<Vec<BlockMut<'_>>> = (0..n.div_ceil(task)).map(|_| Vec::new()).collect();
         for r in &mut results {
@@ -203,18 +234,25 @@ impl LaneLoop {
             regs[s.reg].spread(storage)?;
         }
         let flag = self.carries[self.carries.len() - 1];
+        let mut leaves: Vec<Block<'_>> = Vec::with_capacity(self.leaves.len());
         let mut at = 0;
         while at < total {
             let len = width.min(total - at);
             let from = start + at;
+            leaves.clear();
+            leaves.extend(self.leaves.iter().map(|l| match l {
+                Leaf::Input(k) => in_place(inputs[*k].storage(), from, len),
+                Leaf::Value(t) => in_place(t.storage(), from, len),
+            }));
             for (k, &r) in self.carries.iter().enumerate() {
                 regs[r].load(in_place(inputs[self.consts + k].storage(), from, len))?;
             }
+            let at_block = BlockAt { start: from, shape: &self.shape };
             let mut steps = 0usize;
             while self.max_steps.is_none_or(|m| steps < m)
                 && matches!(&regs[flag], Reg::Bool(v) if v[..len].contains(&true))
             {
-                self.step(&mut regs, inputs, from, len)?;
+                self.step(&mut regs, &leaves, at_block, len)?;
                 steps += 1;
             }
             for (out, &r) in outs.iter_mut().zip(&self.carries) {
@@ -225,33 +263,46 @@ impl LaneLoop {
         Ok(())
     }
 
-    /// One step of the body on the group at `from` (`len` lanes).
-    fn step(&self, regs: &mut [Reg], inputs: &[&Tensor], from: usize, len: usize) -> Result<()> {
-        let at = BlockAt { start: from, shape: &self.shape };
-        for (instr, args, out) in &self.code {
-            let mut dst = std::mem::take(&mut regs[*out]);
-            let result = {
-                let regs: &[Reg] = regs;
-                let read = |l: &Loc| -> Block<'_> {
-                    match *l {
-                        Loc::Reg(r) => regs[r].prefix(len),
-                        Loc::Input(k) => in_place(inputs[k].storage(), from, len),
-                        Loc::Value(v) => in_place(self.values[v].storage(), from, len),
-                    }
-                };
-                if args.len() <= INLINE_ARGS {
+    /// One step of the body on a group of `len` lanes whose leaves' blocks
+    /// are `leaves`.
+    fn step(
+        &self,
+        regs: &mut [Reg],
+        leaves: &[Block<'_>],
+        at: BlockAt<'_>,
+        len: usize,
+    ) -> Result<()> {
+        for Step { kernel, args, out } in &self.code {
+            // The result register apart from the others (the compiler never
+            // gives an instruction its own operand's register).
+            let (below, rest) = regs.split_at_mut(*out);
+            let Some((dst, above)) = rest.split_first_mut() else {
+                return Err(Error::invalid("while", "masked", "a register out of range"));
+            };
+            let read = |l: &Loc| -> Block<'_> {
+                match *l {
+                    Loc::Reg(r) if r < *out => below[r].prefix(len),
+                    Loc::Reg(r) => above[r - *out - 1].prefix(len),
+                    Loc::Leaf(j) => leaves[j],
+                }
+            };
+            match kernel {
+                Kernel::F64Binary(f) => match (read(&args[0]), read(&args[1]), dst) {
+                    (Block::F64(a), Block::F64(b), Reg::F64(d)) => f(a, b, &mut d[..len]),
+                    _ => return Err(Error::invalid("while", "masked", "f64 operands")),
+                },
+                Kernel::Block(instr) if args.len() <= INLINE_ARGS => {
                     let mut inline = [Block::F64(&[]); INLINE_ARGS];
                     for (slot, l) in inline.iter_mut().zip(args) {
                         *slot = read(l);
                     }
-                    instr.eval(&inline[..args.len()], dst.prefix_mut(len), at)
-                } else {
-                    let heap: Vec<Block<'_>> = args.iter().map(read).collect();
-                    instr.eval(&heap, dst.prefix_mut(len), at)
+                    instr.eval(&inline[..args.len()], dst.prefix_mut(len), at)?;
                 }
-            };
-            regs[*out] = dst;
-            result?;
+                Kernel::Block(instr) => {
+                    let heap: Vec<Block<'_>> = args.iter().map(read).collect();
+                    instr.eval(&heap, dst.prefix_mut(len), at)?;
+                }
+            }
         }
         // The new carries: swapped in when they are registers of their own,
         // else copied (through fresh buffers, so carries may trade places).
@@ -259,12 +310,10 @@ impl LaneLoop {
         for (k, (&r, next)) in self.carries.iter().zip(&self.next).enumerate() {
             if !self.swap[k] {
                 let mut fresh = Reg::zeros(self.regs[r], len);
-                let src = match *next {
+                fresh.load(match *next {
                     Loc::Reg(s) => regs[s].prefix(len),
-                    Loc::Input(i) => in_place(inputs[i].storage(), from, len),
-                    Loc::Value(v) => in_place(self.values[v].storage(), from, len),
-                };
-                fresh.load(src)?;
+                    Loc::Leaf(j) => leaves[j],
+                })?;
                 copied.push((r, fresh));
             }
         }
@@ -311,7 +360,7 @@ struct Compiler {
     /// Whether each register holds computed values (it can be reused).
     computed: Vec<bool>,
     spreads: Vec<Spread>,
-    values: Vec<Tensor>,
+    leaves: Vec<Leaf>,
 }
 
 impl Compiler {
@@ -323,7 +372,7 @@ impl Compiler {
             free: Vec::new(),
             computed: Vec::new(),
             spreads: Vec::new(),
-            values: Vec::new(),
+            leaves: Vec::new(),
         }
     }
 
@@ -347,13 +396,11 @@ impl Compiler {
     /// any other shape.
     fn leaf(&mut self, from: Result<usize, Tensor>, ty: &TensorType) -> Option<Loc> {
         if ty.shape() == self.shape {
-            return Some(match from {
-                Ok(k) => Loc::Input(k),
-                Err(t) => {
-                    self.values.push(t);
-                    Loc::Value(self.values.len() - 1)
-                }
+            self.leaves.push(match from {
+                Ok(k) => Leaf::Input(k),
+                Err(t) => Leaf::Value(t),
             });
+            return Some(Loc::Leaf(self.leaves.len() - 1));
         }
         if ty.numel() != 1 {
             return None;
@@ -428,7 +475,17 @@ impl Compiler {
                     }
                 }
             }
-            code.push((Instr::new(n.op.clone(), Vec::new(), ty.dtype()), args, out));
+            if args.contains(&Loc::Reg(out)) {
+                return Ok(None);
+            }
+            let f64s = ty.dtype() == DType::F64
+                && args.len() == 2
+                && n.inputs.iter().all(|i| body.ty(*i).dtype() == DType::F64);
+            let kernel = match n.op.arith().and_then(f64_arith_loop) {
+                Some(f) if f64s => Kernel::F64Binary(f),
+                _ => Kernel::Block(Instr::new(n.op.clone(), Vec::new(), ty.dtype())),
+            };
+            code.push(Step { kernel, args, out });
             loc[n.out().index()] = Some(Loc::Reg(out));
         }
         let next: Option<Vec<Loc>> = body.outputs().iter().map(|o| loc[o.index()]).collect();
@@ -449,7 +506,7 @@ impl Compiler {
             max_steps: None,
             regs: self.regs,
             spreads: self.spreads,
-            values: self.values,
+            leaves: self.leaves,
             code,
             carries,
             next,
@@ -530,6 +587,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn f64_arithmetic_runs_by_loops_resolved_once() {
+        // x * 0.5 + a and it + 1.0: three f64 arithmetic steps; the
+        // comparisons and selects keep their block math.
+        let lanes = LaneLoop::new(&masked(10, 50.0)).unwrap().unwrap();
+        let resolved =
+            lanes.code.iter().filter(|s| matches!(s.kernel, Kernel::F64Binary(_))).count();
+        assert_eq!(resolved, 3, "{:?}", lanes.code);
+        assert!(lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Block(_))));
+        assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
     }
 
     #[test]
