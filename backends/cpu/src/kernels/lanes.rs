@@ -18,10 +18,10 @@
 use crate::fusion::{in_place, Instr};
 use crate::Parallelism;
 use anvil_core::{
-    Block, BlockAt, BlockMut, DType, Error, Evaluator, Graph, Parameter, Result, Storage, Tensor,
-    TensorType,
+    Arith, Block, BlockAt, BlockMut, DType, Error, Evaluator, Graph, Parameter, Result, Storage,
+    Tensor, TensorType,
 };
-use anvil_ops::elementwise::{f64_arith_loop, F64BinaryLoop};
+use anvil_ops::elementwise::{f64_arith_loop, F64BinaryLoop, Width};
 use anvil_ops::while_loop::While;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -66,12 +66,128 @@ struct Step {
 /// How an instruction runs on a group.
 #[derive(Debug)]
 enum Kernel {
-    /// Binary `f64` arithmetic (the op's [`Arith`](anvil_core::Arith) fact): the loop is
+    /// Binary `f64` arithmetic (the op's [`Arith`] fact): the loop is
     /// resolved once, so a step costs no dispatch through the op's block
     /// math (most of a small group's time otherwise).
-    F64Binary(F64BinaryLoop),
+    F64Binary(F64BinaryLoop, Arith),
+    /// Consecutive `f64` arithmetic steps, each reading the one before it
+    /// and read by nothing else, run in one pass (see [`Chain`]).
+    F64Chain(Chain),
     /// The op's block math.
     Block(Instr),
+}
+
+/// Operands of a [`Chain`] at most (its first step's two, one per link).
+const CHAIN_ARGS: usize = 8;
+
+/// Lanes a chain carries through all its links at once (a strip small
+/// enough to stay in vector registers or the first cache lines).
+const STRIP: usize = 32;
+
+/// A chain of `f64` arithmetic: `acc = args[0] ∘ args[1]`, then per link
+/// `k`, `acc = acc ∘ args[2 + k]` (or `args[2 + k] ∘ acc`). Run strip by
+/// strip, it reads each operand once and writes only the last result, where
+/// the steps one by one would write and read back every intermediate. Each
+/// element sees the same operations in the same order: the same bits.
+#[derive(Clone, Debug, PartialEq)]
+struct Chain {
+    first: Arith,
+    /// Per link: its operation and whether the running value is its left
+    /// operand.
+    links: Vec<(Arith, bool)>,
+}
+
+impl Chain {
+    /// Runs the chain on `args` (`2 + links` slices of `out`'s length) at
+    /// the widest width the CPU has.
+    fn run(&self, args: &[&[f64]], out: &mut [f64]) {
+        self.run_at(Width::detect(), args, out);
+    }
+
+    /// Runs the chain with the vector instructions of `w` (the baseline
+    /// loop when the CPU lacks them).
+    fn run_at(&self, w: Width, args: &[&[f64]], out: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx2")]
+            fn avx2(c: &Chain, args: &[&[f64]], out: &mut [f64]) {
+                c.strips(args, out);
+            }
+            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+            fn avx512(c: &Chain, args: &[&[f64]], out: &mut [f64]) {
+                c.strips(args, out);
+            }
+            match w {
+                // SAFETY: `detect` is the widest width `available` lists,
+                // which it does only when the CPU has every feature of the
+                // loop and of the narrower ones.
+                Width::Avx512 if w <= Width::detect() => unsafe { avx512(self, args, out) },
+                // SAFETY: as above (a CPU with AVX-512 has AVX2).
+                Width::Avx2 if w <= Width::detect() => unsafe { avx2(self, args, out) },
+                _ => self.strips(args, out),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = w;
+            self.strips(args, out);
+        }
+    }
+
+    #[inline(always)]
+    fn strips(&self, args: &[&[f64]], out: &mut [f64]) {
+        let mut start = 0;
+        while start + STRIP <= out.len() {
+            // Strips of a constant length: the running values stay in
+            // vector registers.
+            let mut acc = [0.0f64; STRIP];
+            self.strip(args, start, &mut acc);
+            out[start..start + STRIP].copy_from_slice(&acc);
+            start += STRIP;
+        }
+        let m = out.len() - start;
+        let mut acc = [0.0f64; STRIP];
+        self.strip(args, start, &mut acc[..m]);
+        out[start..].copy_from_slice(&acc[..m]);
+    }
+
+    /// The chain on the `acc.len()` lanes from `start`.
+    #[inline(always)]
+    fn strip(&self, args: &[&[f64]], start: usize, acc: &mut [f64]) {
+        let end = start + acc.len();
+        for (a, &x) in acc.iter_mut().zip(&args[0][start..end]) {
+            *a = x;
+        }
+        apply(self.first, true, acc, &args[1][start..end]);
+        for (k, &(op, left)) in self.links.iter().enumerate() {
+            apply(op, left, acc, &args[2 + k][start..end]);
+        }
+    }
+}
+
+/// `acc = acc ∘ x` (`left`) or `x ∘ acc`, elementwise. (`Neg` takes no
+/// operand: `acc = -acc`; chains are built of binary steps only.)
+#[inline(always)]
+fn apply(op: Arith, left: bool, acc: &mut [f64], x: &[f64]) {
+    match (op, left) {
+        (Arith::Add, true) => link(acc, x, |p, q| p + q),
+        (Arith::Add, false) => link(acc, x, |p, q| q + p),
+        (Arith::Sub, true) => link(acc, x, |p, q| p - q),
+        (Arith::Sub, false) => link(acc, x, |p, q| q - p),
+        (Arith::Mul, true) => link(acc, x, |p, q| p * q),
+        (Arith::Mul, false) => link(acc, x, |p, q| q * p),
+        (Arith::Div, true) => link(acc, x, |p, q| p / q),
+        (Arith::Div, false) => link(acc, x, |p, q| q / p),
+        (Arith::Neg, _) => link(acc, x, |p, _| -p),
+    }
+}
+
+/// `acc[i] = f(acc[i], x[i])`.
+#[inline(always)]
+fn link(acc: &mut [f64], x: &[f64], f: impl Fn(f64, f64) -> f64) {
+    for (a, &y) in acc.iter_mut().zip(x) {
+        *a = f(*a, y);
+    }
 }
 
 /// One register: a block of [`LANES`] elements of one dtype (the
@@ -287,10 +403,23 @@ impl LaneLoop {
                 }
             };
             match kernel {
-                Kernel::F64Binary(f) => match (read(&args[0]), read(&args[1]), dst) {
+                Kernel::F64Binary(f, _) => match (read(&args[0]), read(&args[1]), dst) {
                     (Block::F64(a), Block::F64(b), Reg::F64(d)) => f(a, b, &mut d[..len]),
                     _ => return Err(Error::invalid("while", "masked", "f64 operands")),
                 },
+                Kernel::F64Chain(chain) => {
+                    let mut ops: [&[f64]; CHAIN_ARGS] = [&[]; CHAIN_ARGS];
+                    for (slot, l) in ops.iter_mut().zip(args) {
+                        match read(l) {
+                            Block::F64(v) => *slot = v,
+                            _ => return Err(Error::invalid("while", "masked", "f64 operands")),
+                        }
+                    }
+                    match dst {
+                        Reg::F64(d) => chain.run(&ops[..args.len()], &mut d[..len]),
+                        _ => return Err(Error::invalid("while", "masked", "an f64 result")),
+                    }
+                }
                 Kernel::Block(instr) if args.len() <= INLINE_ARGS => {
                     let mut inline = [Block::F64(&[]); INLINE_ARGS];
                     for (slot, l) in inline.iter_mut().zip(args) {
@@ -347,6 +476,31 @@ fn chunks(r: &mut Reg, size: usize) -> Vec<BlockMut<'_>> {
         Reg::I64(v) => v.chunks_mut(size).map(BlockMut::I64).collect(),
         Reg::Bool(v) => v.chunks_mut(size).map(BlockMut::Bool).collect(),
     }
+}
+
+/// `prev` and `next` as one chain, when `next` is binary `f64` arithmetic
+/// reading `prev`'s result once, `prev` is arithmetic or a chain, and
+/// `next`'s result register is none of the chain's operands.
+fn chained(prev: &Step, next: &Step) -> Option<Step> {
+    let (first, mut links) = match &prev.kernel {
+        Kernel::F64Binary(_, a) => (*a, Vec::new()),
+        Kernel::F64Chain(c) => (c.first, c.links.clone()),
+        Kernel::Block(_) => return None,
+    };
+    let Kernel::F64Binary(_, op) = next.kernel else { return None };
+    let r = Loc::Reg(prev.out);
+    let (left, other) = match *next.args.as_slice() {
+        [a, b] if a == r && b != r => (true, b),
+        [a, b] if b == r && a != r => (false, a),
+        _ => return None,
+    };
+    if prev.args.len() >= CHAIN_ARGS || prev.args.contains(&Loc::Reg(next.out)) {
+        return None;
+    }
+    links.push((op, left));
+    let mut args = prev.args.clone();
+    args.push(other);
+    Some(Step { kernel: Kernel::F64Chain(Chain { first, links }), args, out: next.out })
 }
 
 /// Builds a [`LaneLoop`] from a body graph: every value gets a location;
@@ -422,6 +576,18 @@ impl Compiler {
         for o in body.outputs() {
             last[o.index()] = usize::MAX;
         }
+        // How many times each value is read (outputs count).
+        let mut uses = vec![0usize; nv];
+        for (_, n) in body.iter() {
+            for i in &n.inputs {
+                uses[i.index()] += 1;
+            }
+        }
+        for o in body.outputs() {
+            uses[o.index()] += 1;
+        }
+        // The value of the last step in `code`.
+        let mut previous: Option<usize> = None;
         let nk = body.outputs().len();
         let mut loc: Vec<Option<Loc>> = vec![None; nv];
         let mut carries = vec![0usize; nk];
@@ -481,11 +647,23 @@ impl Compiler {
             let f64s = ty.dtype() == DType::F64
                 && args.len() == 2
                 && n.inputs.iter().all(|i| body.ty(*i).dtype() == DType::F64);
-            let kernel = match n.op.arith().and_then(f64_arith_loop) {
-                Some(f) if f64s => Kernel::F64Binary(f),
-                _ => Kernel::Block(Instr::new(n.op.clone(), Vec::new(), ty.dtype())),
+            let kernel =
+                match n.op.arith().filter(|_| f64s).and_then(|a| Some((f64_arith_loop(a)?, a))) {
+                    Some((f, a)) => Kernel::F64Binary(f, a),
+                    None => Kernel::Block(Instr::new(n.op.clone(), Vec::new(), ty.dtype())),
+                };
+            let step = Step { kernel, args, out };
+            // Joined to the step before when it reads that step's value,
+            // which nothing else reads.
+            let joined = match (code.last(), previous) {
+                (Some(prev), Some(v)) if uses[v] == 1 => chained(prev, &step),
+                _ => None,
             };
-            code.push(Step { kernel, args, out });
+            match (joined, code.last_mut()) {
+                (Some(j), Some(last)) => *last = j,
+                _ => code.push(step),
+            }
+            previous = Some(n.out().index());
             loc[n.out().index()] = Some(Loc::Reg(out));
         }
         let next: Option<Vec<Loc>> = body.outputs().iter().map(|o| loc[o.index()]).collect();
@@ -591,14 +769,79 @@ mod tests {
 
     #[test]
     fn f64_arithmetic_runs_by_loops_resolved_once() {
-        // x * 0.5 + a and it + 1.0: three f64 arithmetic steps; the
-        // comparisons and selects keep their block math.
+        // x * 0.5 + a: one chain (the sum reads the product, which nothing
+        // else reads); it + 1.0: one step; comparisons and selects keep
+        // their block math.
         let lanes = LaneLoop::new(&masked(10, 50.0)).unwrap().unwrap();
-        let resolved =
-            lanes.code.iter().filter(|s| matches!(s.kernel, Kernel::F64Binary(_))).count();
-        assert_eq!(resolved, 3, "{:?}", lanes.code);
+        let chains: Vec<&Chain> = lanes
+            .code
+            .iter()
+            .filter_map(|s| match &s.kernel {
+                Kernel::F64Chain(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(chains, [&Chain { first: Arith::Mul, links: vec![(Arith::Add, true)] }]);
+        let single = |s: &&Step| matches!(s.kernel, Kernel::F64Binary(_, Arith::Add));
+        assert_eq!(lanes.code.iter().filter(single).count(), 1, "{:?}", lanes.code);
         assert!(lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Block(_))));
         assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
+    }
+
+    #[test]
+    fn chains_keep_the_bits_of_their_steps_one_by_one() {
+        // Every operation with the running value on either side, on
+        // lengths around the strip (tails included) and special values.
+        // Bits compared, except a NaN's sign and payload (which Rust leaves
+        // unspecified: the compiler may commute an addition's operands).
+        let canonical = |v: f64| if v.is_nan() { f64::NAN.to_bits() } else { v.to_bits() };
+        let ops = [Arith::Add, Arith::Sub, Arith::Mul, Arith::Div];
+        let links: Vec<(Arith, bool)> =
+            ops.iter().flat_map(|&o| [(o, true), (o, false)]).take(CHAIN_ARGS - 2).collect();
+        let specials = [0.0, -0.0, 1e-310, -3.5, f64::INFINITY, f64::NAN, 1e300, 7.25];
+        for first in ops {
+            let chain = Chain { first, links: links.clone() };
+            for n in [1, 5, STRIP - 1, STRIP, STRIP + 3, 3 * STRIP + 7] {
+                let args: Vec<Vec<f64>> = (0..CHAIN_ARGS)
+                    .map(|k| {
+                        (0..n)
+                            .map(|i| match (i * 7 + k * 3) % 11 {
+                                j if j < specials.len() => specials[j],
+                                j => (i as f64 + 1.0) * 0.37 - j as f64,
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let want: Vec<u64> = (0..n)
+                    .map(|i| {
+                        let mut acc = [args[0][i]];
+                        apply(first, true, &mut acc, &[args[1][i]]);
+                        for (k, &(op, left)) in chain.links.iter().enumerate() {
+                            let x = args[2 + k][i];
+                            acc[0] = match (op, left) {
+                                (Arith::Add, true) => acc[0] + x,
+                                (Arith::Add, false) => x + acc[0],
+                                (Arith::Sub, true) => acc[0] - x,
+                                (Arith::Sub, false) => x - acc[0],
+                                (Arith::Mul, true) => acc[0] * x,
+                                (Arith::Mul, false) => x * acc[0],
+                                (Arith::Div, true) => acc[0] / x,
+                                (Arith::Div, false) => x / acc[0],
+                                (Arith::Neg, _) => -acc[0],
+                            };
+                        }
+                        canonical(acc[0])
+                    })
+                    .collect();
+                let refs: Vec<&[f64]> = args.iter().map(Vec::as_slice).collect();
+                for w in Width::available() {
+                    let mut out = vec![0.0; n];
+                    chain.run_at(w, &refs, &mut out);
+                    let got: Vec<u64> = out.iter().map(|&v| canonical(v)).collect();
+                    assert_eq!(got, want, "{first:?}, n = {n}, {w:?}");
+                }
+            }
+        }
     }
 
     #[test]
