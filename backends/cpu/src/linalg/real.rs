@@ -61,6 +61,15 @@ pub trait Real:
     fn to_f64_(self) -> f64;
     /// The two slices as f64 slices if `Self` is f64 (for the kernels with
     /// an f64-only SIMD path), else `None`.
+    ///
+    /// ```
+    /// use anvil_cpu::linalg::Real;
+    ///
+    /// let (a, mut b) = ([1.0f64, 2.0], [0.0f64; 2]);
+    /// assert!(f64::as_f64_pair(&a, &mut b).is_some());
+    /// let (c, mut d) = ([1.0f32], [0.0f32]);
+    /// assert!(f32::as_f64_pair(&c, &mut d).is_none());
+    /// ```
     fn as_f64_pair<'a>(a: &'a [Self], b: &'a mut [Self]) -> Option<(&'a [f64], &'a mut [f64])>;
 }
 
