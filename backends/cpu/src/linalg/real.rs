@@ -59,10 +59,32 @@ pub trait Real:
     fn from_f64_(x: f64) -> Self;
     /// Conversion to f64 (exact).
     fn to_f64_(self) -> f64;
+    /// The two slices as f64 slices if `Self` is f64 (for the kernels with
+    /// an f64-only SIMD path), else `None`.
+    ///
+    /// ```
+    /// use anvil_cpu::linalg::Real;
+    ///
+    /// let (a, mut b) = ([1.0f64, 2.0], [0.0f64; 2]);
+    /// assert!(f64::as_f64_pair(&a, &mut b).is_some());
+    /// let (c, mut d) = ([1.0f32], [0.0f32]);
+    /// assert!(f32::as_f64_pair(&c, &mut d).is_none());
+    /// ```
+    fn as_f64_pair<'a>(a: &'a [Self], b: &'a mut [Self]) -> Option<(&'a [f64], &'a mut [f64])>;
+}
+
+/// [`Real::as_f64_pair`] of f64: the slices themselves.
+fn f64_pair<'a>(a: &'a [f64], b: &'a mut [f64]) -> Option<(&'a [f64], &'a mut [f64])> {
+    Some((a, b))
+}
+
+/// [`Real::as_f64_pair`] of f32: not f64.
+fn no_f64_pair<'a>(_: &'a [f32], _: &'a mut [f32]) -> Option<(&'a [f64], &'a mut [f64])> {
+    None
 }
 
 macro_rules! impl_real {
-    ($t:ty, $bits:ty, $mant:expr, $bias:expr) => {
+    ($t:ty, $bits:ty, $mant:expr, $bias:expr, $pair:ident) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -117,9 +139,16 @@ macro_rules! impl_real {
             fn to_f64_(self) -> f64 {
                 self as f64
             }
+            #[inline(always)]
+            fn as_f64_pair<'a>(
+                a: &'a [Self],
+                b: &'a mut [Self],
+            ) -> Option<(&'a [f64], &'a mut [f64])> {
+                $pair(a, b)
+            }
         }
     };
 }
 
-impl_real!(f32, u32, 23, 127);
-impl_real!(f64, u64, 52, 1023);
+impl_real!(f32, u32, 23, 127, no_f64_pair);
+impl_real!(f64, u64, 52, 1023, f64_pair);
