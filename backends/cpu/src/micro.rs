@@ -23,6 +23,11 @@
 //!
 //! A loop (`scan`, `while`) keeps its carries in their input buffers and
 //! swaps in the new ones after each step: nothing is allocated per step.
+//!
+//! The per-step code is then reordered so that elementwise `f64`
+//! instructions of one length run back to back, and each such run becomes
+//! one instruction over registers (`runs`): one dispatch per run rather than
+//! per op, intermediates kept out of the buffers, the same bits.
 
 use crate::fusion::Instr;
 use crate::{compile, Kernel, Parallelism, Plan};
