@@ -23,6 +23,11 @@
 //!
 //! A loop (`scan`, `while`) keeps its carries in their input buffers and
 //! swaps in the new ones after each step: nothing is allocated per step.
+//!
+//! The per-step code is then reordered so that elementwise `f64`
+//! instructions of one length run back to back, and each such run becomes
+//! one instruction over registers (`runs`): one dispatch per run rather than
+//! per op, intermediates kept out of the buffers, the same bits.
 
 use crate::fusion::Instr;
 use crate::{compile, Kernel, Parallelism, Plan};
@@ -31,6 +36,8 @@ use anvil_core::{
     Tensor, TensorType,
 };
 use anvil_ops::movement::{Concatenate, Pad, Permute, Reshape};
+
+mod runs;
 
 /// The largest value (in elements) a micro program holds: beyond, the
 /// blocked, parallel kernels of a plan are faster.
@@ -208,6 +215,8 @@ impl Buf {
 #[derive(Debug)]
 pub struct State {
     bufs: Vec<Buf>,
+    /// The registers of fused runs.
+    regs: runs::Registers,
 }
 
 impl State {
@@ -293,6 +302,9 @@ enum Code {
     Matmul { a: usize, b: usize, out: usize, mm: MatmulShape },
     /// `out[i] = fold(src[groups[i * per .. (i + 1) * per]])`.
     Reduce { src: usize, out: usize, groups: Vec<u32>, per: usize, fold: Fold },
+    /// Elementwise `f64` instructions of one length fused into one
+    /// dispatch, on registers (see [`runs`]).
+    Run(Box<runs::Run>),
     /// Any other op, through its registered kernel on tensors.
     Kernel {
         op: Box<dyn Op>,
@@ -313,6 +325,7 @@ impl Code {
             | Code::Const { out, .. }
             | Code::Matmul { out, .. }
             | Code::Reduce { out, .. } => vec![*out],
+            Code::Run(r) => r.reads_writes().1,
             Code::Kernel { outs, .. } => outs.iter().map(|(s, _)| *s).collect(),
         }
     }
@@ -380,6 +393,12 @@ impl Micro {
     /// # Errors
     /// As [`Micro::compile`].
     pub fn compile_invariant(graph: &Graph, invariant: &[bool]) -> Result<Option<Micro>> {
+        Micro::compile_fused(graph, invariant, true)
+    }
+
+    /// [`Micro::compile_invariant`], the per-step elementwise runs fused
+    /// into one dispatch each when `fuse` (see [`runs`]).
+    fn compile_fused(graph: &Graph, invariant: &[bool], fuse: bool) -> Result<Option<Micro>> {
         graph.verify()?;
         let small = graph
             .iter()
@@ -408,8 +427,12 @@ impl Micro {
             let outs: Vec<usize> = node.results().map(|v| v.index()).collect();
             b.node(node.op.as_ref(), &args, &outs)?;
         }
-        let outputs = graph.outputs().iter().map(|o| o.index()).collect();
-        let (invariant, code) = split_invariant(b.code, &inputs, invariant, b.types.len());
+        let outputs: Vec<usize> = graph.outputs().iter().map(|o| o.index()).collect();
+        let (invariant, mut code) = split_invariant(b.code, &inputs, invariant, b.types.len());
+        if fuse {
+            let known = known_scalars(&invariant, b.types.len());
+            code = runs::fuse(code, &b.types, &outputs, &known);
+        }
         let mut per_step = vec![false; b.types.len()];
         for c in &code {
             for s in c.outs() {
@@ -421,7 +444,10 @@ impl Micro {
 
     /// Fresh buffers for a run (allocated once per loop, not per step).
     pub fn state(&self) -> State {
-        State { bufs: self.types.iter().map(|t| Buf::zeros(t.dtype(), t.numel())).collect() }
+        State {
+            bufs: self.types.iter().map(|t| Buf::zeros(t.dtype(), t.numel())).collect(),
+            regs: runs::Registers::default(),
+        }
     }
 
     /// The slot of input `k`.
@@ -472,7 +498,7 @@ impl Micro {
     /// A kernel's run-time error.
     pub fn run_invariant(&self, st: &mut State, ctx: &Parallelism) -> Result<()> {
         for c in &self.invariant {
-            step(c, &mut st.bufs, &self.types, ctx)?;
+            step(c, st, &self.types, ctx)?;
         }
         Ok(())
     }
@@ -484,6 +510,10 @@ impl Micro {
     /// A kernel's run-time error.
     pub fn run(&self, st: &mut State, ctx: &Parallelism) -> Result<()> {
         for c in &self.code {
+            if let Code::Run(r) = c {
+                r.exec(&mut st.bufs, &mut st.regs)?;
+                continue;
+            }
             // The commonest instruction, inline: a call of `step` (a large
             // function) costs more than its arithmetic on a small value.
             if let Code::Arith { f, a, b, out } = c {
@@ -494,7 +524,7 @@ impl Micro {
                     }
                 }
             }
-            step(c, &mut st.bufs, &self.types, ctx)?;
+            step(c, st, &self.types, ctx)?;
         }
         Ok(())
     }
@@ -678,6 +708,7 @@ fn reads_writes(c: &Code) -> (Vec<usize>, Vec<usize>) {
         Code::Const { out, .. } => (vec![], vec![*out]),
         Code::Matmul { a, b, out, .. } => (vec![*a, *b], vec![*out]),
         Code::Reduce { src, out, .. } => (vec![*src], vec![*out]),
+        Code::Run(r) => r.reads_writes(),
         Code::Kernel { args, outs, .. } => (args.clone(), outs.iter().map(|(s, _)| *s).collect()),
     }
 }
@@ -705,6 +736,24 @@ fn split_invariant(
         }
     }
     (once, each)
+}
+
+/// Per slot: the value of each of its elements when the code run once
+/// before the steps sets it to a constant scalar, or to a broadcast of one.
+fn known_scalars(invariant: &[Code], slots: usize) -> Vec<Option<f64>> {
+    let mut known = vec![None; slots];
+    for c in invariant {
+        match c {
+            Code::Const { value, out } if value.numel() == 1 => {
+                if let Ok(v) = value.to_vec::<f64>() {
+                    known[*out] = v.first().copied();
+                }
+            }
+            Code::Gather { src, out, .. } => known[*out] = known[*src],
+            _ => {}
+        }
+    }
+    known
 }
 
 /// Runs `op` once on tensors, as the evaluator does (generators, index maps).
@@ -834,8 +883,10 @@ fn fold_of(op: &dyn Op, dtype: DType) -> Option<Fold> {
 }
 
 /// Runs one instruction.
-fn step(c: &Code, bufs: &mut [Buf], types: &[TensorType], ctx: &Parallelism) -> Result<()> {
+fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Result<()> {
+    let bufs = &mut st.bufs;
     match c {
+        Code::Run(r) => r.exec(bufs, &mut st.regs),
         Code::Elementwise { instr, args, out, shape } => {
             let mut o = std::mem::take(&mut bufs[*out]);
             let at = BlockAt { start: 0, shape };
@@ -880,7 +931,7 @@ fn step(c: &Code, bufs: &mut [Buf], types: &[TensorType], ctx: &Parallelism) -> 
             match (&bufs[*a], &bufs[*b], &mut o) {
                 (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct(mm) => gemm(x, y, z, mm),
                 (Buf::F32(x), Buf::F32(y), Buf::F32(z)) if !direct(mm) => gemm(x, y, z, mm),
-                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) => matmul(x, y, z, mm),
+                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) => matmul_f64(x, y, z, mm),
                 (Buf::F32(x), Buf::F32(y), Buf::F32(z)) => matmul(x, y, z, mm),
                 _ => {}
             }
@@ -967,6 +1018,31 @@ fn assemble(parts: &[&Buf], map: &[Option<(u32, u32)>], fill: Scalar, out: &mut 
     }
 }
 
+/// [`matmul`] in `f64`, compiled for AVX2 when the CPU has it
+/// ([`runs::vector_lanes`]; same bits).
+fn matmul_f64(a: &[f64], b: &[f64], out: &mut [f64], mm: &MatmulShape) {
+    #[cfg(target_arch = "x86_64")]
+    if runs::vector_lanes() {
+        // SAFETY: the only requirement of calling a function compiled with
+        // `target_feature(enable = "avx2")` is that the CPU supports AVX2,
+        // which `vector_lanes` detected.
+        unsafe { matmul_avx2(a, b, out, mm) };
+        return;
+    }
+    matmul(a, b, out, mm);
+}
+
+/// [`matmul`] compiled with AVX2 (it is inlined here).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn matmul_avx2(a: &[f64], b: &[f64], out: &mut [f64], mm: &MatmulShape) {
+    matmul(a, b, out, mm);
+}
+
+#[inline(always)]
 fn matmul<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
     a: &[T],
     b: &[T],
@@ -1087,6 +1163,7 @@ mod num_one {
 /// `out[i] = Σ a[i·stride + p] x[p]` (row `i` of a matrix with row stride
 /// `stride`, `out.len()` rows), four rows at a time sharing each block of
 /// `x`; each row's sum is formed as [`dot`] forms it (same bits).
+#[inline(always)]
 fn dots<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
     a: &[T],
     stride: usize,
@@ -1124,6 +1201,7 @@ fn dots<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T
 }
 
 /// `Σ x[i] y[i]` in eight interleaved partial sums (they vectorise).
+#[inline(always)]
 fn dot<T: Copy + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
     x: &[T],
     y: &[T],
@@ -1241,6 +1319,15 @@ mod tests {
     /// row of `b` added per pass.
     #[test]
     fn vector_products_keep_the_bits_of_the_plain_loops() {
+        for generic in [true, false] {
+            runs::force_generic(generic);
+            vector_products_of_every_small_size();
+        }
+        runs::force_generic(false);
+    }
+
+    /// Both copies of the product loops ([`matmul_f64`]: baseline, AVX2).
+    fn vector_products_of_every_small_size() {
         let f =
             |i: usize, s: f64| ((i as f64) * s).sin() * 1e3_f64.powf(((i * 7) % 5) as f64 - 2.0);
         for m in 1..=9 {
@@ -1250,13 +1337,13 @@ mod tests {
                 // a (m×k) times x.
                 let mm = matmul_shape(&[m, k], &[k], false, false);
                 let mut got = vec![0.0; m];
-                matmul(&a, &x, &mut got, &mm);
+                matmul_f64(&a, &x, &mut got, &mm);
                 let want: Vec<f64> = (0..m).map(|i| dot(&a[i * k..i * k + k], &x)).collect();
                 assert_eq!(got, want, "{m}x{k} times a vector");
                 // x (k) times a read as k×m.
                 let mm = matmul_shape(&[k], &[k, m], false, false);
                 let mut got = vec![0.0; m];
-                matmul(&x, &a, &mut got, &mm);
+                matmul_f64(&x, &a, &mut got, &mm);
                 let mut want = vec![0.0; m];
                 for p in 0..k {
                     for j in 0..m {
@@ -1282,6 +1369,83 @@ mod tests {
         .unwrap();
         let (micro, plan) = both(&graph, &[t(5, &[5], 0.9)]);
         assert_eq!(micro[0].to_vec::<f64>().unwrap(), plan[0].to_vec::<f64>().unwrap());
+    }
+
+    /// Runs a compiled program on `args`; its outputs' elements as bits.
+    fn bits_of(m: &Micro, graph: &Graph, args: &[Tensor]) -> Vec<Vec<u64>> {
+        let mut st = m.state();
+        for (k, a) in args.iter().enumerate() {
+            m.set_input(&mut st, k, a, 0).unwrap();
+        }
+        let ctx = Parallelism::sequential();
+        m.run_invariant(&mut st, &ctx).unwrap();
+        // Twice: the registers of the second run hold the first one's values.
+        m.run(&mut st, &ctx).unwrap();
+        m.run(&mut st, &ctx).unwrap();
+        (0..graph.outputs().len())
+            .map(|k| match st.buf(m.output(k)) {
+                Buf::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
+                other => panic!("f64 outputs expected, got {other:?}"),
+            })
+            .collect()
+    }
+
+    /// Fused elementwise runs give the bits of the instructions run one by
+    /// one, at every lane width and with partial chunks: each instruction
+    /// computes the same operation on the same operands. Sums of terms of
+    /// very different magnitudes make any change of an evaluation order
+    /// (a reassociated sum, an instruction reading an operand before it is
+    /// computed) change the bits.
+    #[test]
+    fn fused_runs_keep_the_bits_of_the_instructions() {
+        for n in [1, 3, 8, 13, 40, 70] {
+            let types = [
+                TensorType::new(DType::F64, vec![n]),
+                TensorType::new(DType::F64, vec![n, n]),
+                TensorType::new(DType::F64, vec![n]),
+            ];
+            let graph = trace_with(&types, |v| {
+                let (x, a, y) = (&v[0], &v[1], &v[2]);
+                let m = a.matmul(x);
+                let u = ((&m + y) * x - y / &(x * x + 3.0)).tanh();
+                let w = &(&(&(&u + x) + y) + &m) * 0.25;
+                let p = a.matmul(&w);
+                let z = &(-(&p * &u) + &(w.exp() * 1e-3)) / &(&w * &w + 1.0);
+                let q = &(&(&z * 1e8 + &w) - &z * 1e8) + &(x * 2.0);
+                // Constants on the left of each operation.
+                let k = |v: f64| x.scalar_like(v);
+                let r = &(&(&k(1.0) - &u) * &(&k(2.0) / &(&w * &w + 1.0)))
+                    + &(&(&k(0.5) + &z) * &(&k(3.0) * &u));
+                Ok(vec![z, u, q, &p - &(x * 0.5), &r - &(x / 7.0)])
+            })
+            .unwrap();
+            let f = |i: usize, s: f64| {
+                ((i as f64) * s).sin() * 1e3_f64.powf(((i * 7) % 5) as f64 - 2.0)
+            };
+            let args = [
+                Tensor::from_vec((0..n).map(|i| f(i, 0.37)).collect(), &[n]).unwrap(),
+                Tensor::from_vec((0..n * n).map(|i| f(i, 0.71) * 1e-3).collect(), &[n, n]).unwrap(),
+                Tensor::from_vec((0..n).map(|i| f(i + 3, 1.13)).collect(), &[n]).unwrap(),
+            ];
+            let fused = Micro::compile_fused(&graph, &[], true).unwrap().expect("small");
+            let plain = Micro::compile_fused(&graph, &[], false).unwrap().expect("small");
+            let runs: Vec<(usize, usize)> = fused
+                .code
+                .iter()
+                .filter_map(|c| if let Code::Run(r) = c { Some(r.size()) } else { None })
+                .collect();
+            let fused_ops: usize = runs.iter().map(|r| r.0).sum();
+            let immediates: usize = runs.iter().map(|r| r.1).sum();
+            assert!(fused_ops >= 20 && immediates >= 8, "n = {n}: runs {runs:?}");
+            assert!(fused.code.len() + 10 <= plain.code.len(), "n = {n}: nothing fused");
+            runs::force_generic(true);
+            let reference = bits_of(&plain, &graph, &args);
+            let generic = bits_of(&fused, &graph, &args);
+            runs::force_generic(false);
+            assert_eq!(generic, reference, "n = {n}: fused (baseline) and unfused bits differ");
+            let detected = bits_of(&fused, &graph, &args);
+            assert_eq!(detected, reference, "n = {n}: fused (AVX2) and unfused bits differ");
+        }
     }
 
     #[test]

@@ -1,0 +1,493 @@
+//! Runs of elementwise instructions fused into one dispatch.
+//!
+//! A loop body on small vectors (an ODE step on 8 elements) is mostly
+//! elementwise arithmetic between a few matrix products. Run one by one,
+//! each instruction pays a dispatch (the match, three buffers borrowed, a
+//! loop set up over the value) larger than its arithmetic. [`fuse`] reorders
+//! the per-step code, keeping every dependency, so that the elementwise
+//! instructions over values of one length run back to back, and turns each
+//! run of two or more into one [`Run`]: per chunk of lanes it loads the
+//! run's operands into registers (fixed-size arrays), evaluates every
+//! instruction on registers, and stores only the values read outside the
+//! run (by later code, or as the program's outputs). Intermediates read
+//! only inside the run never reach a buffer.
+//!
+//! **Same bits.** Each instruction computes the same IEEE operation on the
+//! same operands, element by element, as the unfused code: only where the
+//! intermediates live changes, never an evaluation order within an element.
+//! Ops other than the four arithmetic ones (`tanh`, `exp`, ...) run their
+//! block math on a chunk of lanes, which gives the same bits at any offset
+//! and length (see [`crate::vmath`]); ops whose math depends on the position
+//! get it through [`BlockAt`], as in the fused kernels of a plan.
+
+use super::{reads_writes, Buf, Code};
+use crate::fusion::Instr;
+use anvil_core::{Arith, Block, BlockAt, BlockMut, DType, Error, Result, TensorType};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One instruction of a run, on registers.
+#[derive(Debug)]
+enum Lane {
+    /// `out = a + b`.
+    Add { a: usize, b: usize, out: usize },
+    /// `out = a - b`.
+    Sub { a: usize, b: usize, out: usize },
+    /// `out = a * b`.
+    Mul { a: usize, b: usize, out: usize },
+    /// `out = a / b`.
+    Div { a: usize, b: usize, out: usize },
+    /// `out = -a`.
+    Neg { a: usize, out: usize },
+    /// `out = a + k`, a constant `k` (a scalar broadcast, not loaded).
+    AddK { a: usize, k: f64, out: usize },
+    /// `out = k + a`.
+    KAdd { a: usize, k: f64, out: usize },
+    /// `out = a - k`.
+    SubK { a: usize, k: f64, out: usize },
+    /// `out = k - a`.
+    KSub { a: usize, k: f64, out: usize },
+    /// `out = a * k`.
+    MulK { a: usize, k: f64, out: usize },
+    /// `out = k * a`.
+    KMul { a: usize, k: f64, out: usize },
+    /// `out = a / k`.
+    DivK { a: usize, k: f64, out: usize },
+    /// `out = k / a`.
+    KDiv { a: usize, k: f64, out: usize },
+    /// Block math over a chunk (`shape`: the value's shape, for its position).
+    Math { instr: Instr, args: Vec<usize>, out: usize, shape: Vec<usize> },
+}
+
+/// Elementwise `f64` instructions over values of one length, evaluated
+/// chunk by chunk on registers.
+#[derive(Debug)]
+pub(super) struct Run {
+    /// Elements of every value of the run.
+    len: usize,
+    /// Per operand read from outside the run: its slot and register.
+    loads: Vec<(usize, usize)>,
+    /// The instructions, in an order that respects their dependencies.
+    lanes: Vec<Lane>,
+    /// Per value read outside the run: its register and slot.
+    stores: Vec<(usize, usize)>,
+    /// Registers used.
+    regs: usize,
+}
+
+/// Register files of the lane widths a run uses, grown once to the largest
+/// run (no allocation per step).
+#[derive(Debug, Default)]
+pub(super) struct Registers {
+    one: Vec<[f64; 1]>,
+    four: Vec<[f64; 4]>,
+    eight: Vec<[f64; 8]>,
+    wide: Vec<[f64; 32]>,
+}
+
+impl Run {
+    /// The slots the run reads and writes.
+    pub(super) fn reads_writes(&self) -> (Vec<usize>, Vec<usize>) {
+        (self.loads.iter().map(|l| l.0).collect(), self.stores.iter().map(|s| s.1).collect())
+    }
+
+    /// Instructions fused, and how many of them take a constant operand
+    /// as an immediate.
+    #[cfg(test)]
+    pub(super) fn size(&self) -> (usize, usize) {
+        let immediate = self
+            .lanes
+            .iter()
+            .filter(|l| {
+                matches!(
+                    l,
+                    Lane::AddK { .. }
+                        | Lane::KAdd { .. }
+                        | Lane::SubK { .. }
+                        | Lane::KSub { .. }
+                        | Lane::MulK { .. }
+                        | Lane::KMul { .. }
+                        | Lane::DivK { .. }
+                        | Lane::KDiv { .. }
+                )
+            })
+            .count();
+        (self.lanes.len(), immediate)
+    }
+
+    /// Runs the instructions over every element, in chunks of a lane width
+    /// that suits the length (one chunk for a vector of up to 16 elements),
+    /// compiled for AVX2 when the CPU has it ([`vector_lanes`]).
+    ///
+    /// # Errors
+    /// A buffer of another dtype or length than compiled for; an op's
+    /// block-math error.
+    pub(super) fn exec(&self, bufs: &mut [Buf], regs: &mut Registers) -> Result<()> {
+        #[cfg(target_arch = "x86_64")]
+        if vector_lanes() {
+            // SAFETY: the only requirement of calling a function compiled
+            // with `target_feature(enable = "avx2")` is that the CPU
+            // supports AVX2, which `vector_lanes` detected.
+            return unsafe { self.exec_avx2(bufs, regs) };
+        }
+        self.exec_any(bufs, regs)
+    }
+
+    /// [`Run::exec`] compiled with AVX2 (everything but the block math of
+    /// other ops is inlined here).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn exec_avx2(&self, bufs: &mut [Buf], regs: &mut Registers) -> Result<()> {
+        self.exec_any(bufs, regs)
+    }
+
+    #[inline(always)]
+    fn exec_any(&self, bufs: &mut [Buf], regs: &mut Registers) -> Result<()> {
+        match self.len {
+            1 => self.lanes_of(bufs, &mut regs.one),
+            2..=4 => self.lanes_of(bufs, &mut regs.four),
+            5..=16 => self.lanes_of(bufs, &mut regs.eight),
+            _ => self.lanes_of(bufs, &mut regs.wide),
+        }
+    }
+
+    #[inline(always)]
+    fn lanes_of<const W: usize>(&self, bufs: &mut [Buf], file: &mut Vec<[f64; W]>) -> Result<()> {
+        if file.len() < self.regs {
+            file.resize(self.regs, [0.0; W]);
+        }
+        let regs = &mut file[..self.regs];
+        let bad = || Error::invalid("micro", "fused run", "a buffer of another dtype or length");
+        let mut c = 0;
+        while c < self.len {
+            // The last chunk may be partial: lanes past `w` hold stale
+            // values, computed on but never stored.
+            let w = W.min(self.len - c);
+            for &(slot, r) in &self.loads {
+                let Buf::F64(v) = &bufs[slot] else { return Err(bad()) };
+                load(&mut regs[r], v.get(c..c + w).ok_or_else(bad)?);
+            }
+            for lane in &self.lanes {
+                // Whole registers by value: the arithmetic of a fixed
+                // number of lanes compiles to a few vector instructions.
+                match *lane {
+                    Lane::Add { a, b, out } => regs[out] = zip(regs[a], regs[b], |p, q| p + q),
+                    Lane::Sub { a, b, out } => regs[out] = zip(regs[a], regs[b], |p, q| p - q),
+                    Lane::Mul { a, b, out } => regs[out] = zip(regs[a], regs[b], |p, q| p * q),
+                    Lane::Div { a, b, out } => regs[out] = zip(regs[a], regs[b], |p, q| p / q),
+                    Lane::Neg { a, out } => regs[out] = regs[a].map(|p| -p),
+                    Lane::AddK { a, k, out } => regs[out] = regs[a].map(|p| p + k),
+                    Lane::KAdd { a, k, out } => regs[out] = regs[a].map(|p| k + p),
+                    Lane::SubK { a, k, out } => regs[out] = regs[a].map(|p| p - k),
+                    Lane::KSub { a, k, out } => regs[out] = regs[a].map(|p| k - p),
+                    Lane::MulK { a, k, out } => regs[out] = regs[a].map(|p| p * k),
+                    Lane::KMul { a, k, out } => regs[out] = regs[a].map(|p| k * p),
+                    Lane::DivK { a, k, out } => regs[out] = regs[a].map(|p| p / k),
+                    Lane::KDiv { a, k, out } => regs[out] = regs[a].map(|p| k / p),
+                    Lane::Math { ref instr, ref args, out, ref shape } => {
+                        let mut z = [0.0; W];
+                        let at = BlockAt { start: c, shape };
+                        let r = |k: usize| Block::F64(&regs[args[k]][..w]);
+                        let o = BlockMut::F64(&mut z[..w]);
+                        match args.len() {
+                            1 => instr.eval(&[r(0)], o, at)?,
+                            2 => instr.eval(&[r(0), r(1)], o, at)?,
+                            3 => instr.eval(&[r(0), r(1), r(2)], o, at)?,
+                            _ => {
+                                let blocks: Vec<Block<'_>> = (0..args.len()).map(r).collect();
+                                instr.eval(&blocks, o, at)?
+                            }
+                        }
+                        regs[out] = z;
+                    }
+                }
+            }
+            for &(r, slot) in &self.stores {
+                let Buf::F64(v) = &mut bufs[slot] else { return Err(bad()) };
+                store(&regs[r], v.get_mut(c..c + w).ok_or_else(bad)?);
+            }
+            c += W;
+        }
+        Ok(())
+    }
+}
+
+/// Whether this CPU runs the AVX2 copies of the lane loops ([`Run::exec`])
+/// and of the small matrix products (`micro::matmul_f64`). The crate is
+/// built for baseline x86-64 (SSE2); AVX2 runs a register of 8 lanes in
+/// half the instructions. Without FMA contraction (Rust never contracts
+/// `a * b + c`), both copies give the same bits.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(super) fn vector_lanes() -> bool {
+    #[cfg(test)]
+    if GENERIC.with(std::cell::Cell::get) {
+        return false;
+    }
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: run the baseline copies on this thread.
+    static GENERIC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Tests: whether this thread runs the baseline copies rather than the
+/// AVX2 ones.
+#[cfg(test)]
+pub(super) fn force_generic(on: bool) {
+    GENERIC.with(|g| g.set(on));
+}
+
+/// `reg[..src.len()] = src`: a whole register in a few moves (the partial
+/// chunk apart, so that the compiler does not merge both into a call to
+/// `memcpy` of a variable length).
+#[inline(always)]
+fn load<const W: usize>(reg: &mut [f64; W], src: &[f64]) {
+    match <&[f64; W]>::try_from(src) {
+        Ok(full) => *reg = *full,
+        Err(_) => copy_part(reg, src),
+    }
+}
+
+/// `dst = reg[..dst.len()]`, as [`load`].
+#[inline(always)]
+fn store<const W: usize>(reg: &[f64; W], dst: &mut [f64]) {
+    match <&mut [f64; W]>::try_from(&mut *dst) {
+        Ok(full) => *full = *reg,
+        Err(_) => copy_part(dst, reg),
+    }
+}
+
+/// The first elements of `src` into `dst` (a partial chunk).
+#[cold]
+#[inline(never)]
+fn copy_part(dst: &mut [f64], src: &[f64]) {
+    let n = dst.len().min(src.len());
+    dst[..n].copy_from_slice(&src[..n]);
+}
+
+/// `f` lane by lane.
+#[inline(always)]
+fn zip<const W: usize>(x: [f64; W], y: [f64; W], f: impl Fn(f64, f64) -> f64) -> [f64; W] {
+    std::array::from_fn(|l| f(x[l], y[l]))
+}
+
+/// The length of the values an instruction computes element by element in
+/// `f64`, if it can join a run.
+fn lane_len(c: &Code, types: &[TensorType]) -> Option<usize> {
+    match c {
+        Code::Arith { out, .. } => Some(types[*out].numel()),
+        Code::Elementwise { args, out, .. } => {
+            let n = types[*out].numel();
+            let f64_of_n = |s: usize| types[s].dtype() == DType::F64 && types[s].numel() == n;
+            (f64_of_n(*out) && args.iter().all(|&a| f64_of_n(a))).then_some(n)
+        }
+        _ => None,
+    }
+}
+
+/// Reorders `code` (per-step code in dependency order, every slot written
+/// once) so that elementwise instructions of one length run back to back,
+/// and fuses each such run of two or more into one [`Run`]. `outputs` are
+/// the program's output slots (always stored); `known[s]` is the value of
+/// every element of slot `s` when it is a constant set before the steps (a
+/// scalar broadcast), which arithmetic then takes as an immediate rather
+/// than loading it. Code with a slot written twice, or read before it is
+/// written, is returned as it is.
+pub(super) fn fuse(
+    code: Vec<Code>,
+    types: &[TensorType],
+    outputs: &[usize],
+    known: &[Option<f64>],
+) -> Vec<Code> {
+    let n = code.len();
+    let rw: Vec<(Vec<usize>, Vec<usize>)> = code.iter().map(reads_writes).collect();
+    let mut producer: Vec<Option<usize>> = vec![None; types.len()];
+    for (i, (_, writes)) in rw.iter().enumerate() {
+        for &s in writes {
+            if producer[s].replace(i).is_some() {
+                return code;
+            }
+        }
+    }
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); types.len()];
+    let mut waiting = vec![0usize; n];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, (reads, _)) in rw.iter().enumerate() {
+        let mut deps = Vec::new();
+        for &s in reads {
+            readers[s].push(i);
+            match producer[s] {
+                Some(p) if p >= i => return code,
+                Some(p) => deps.push(p),
+                None => {}
+            }
+        }
+        deps.sort_unstable();
+        deps.dedup();
+        waiting[i] = deps.len();
+        for p in deps {
+            users[p].push(i);
+        }
+    }
+    // List scheduling: elementwise instructions of the open run's length
+    // first, then any ready elementwise one (a new run), and only when none
+    // is ready, every ready other instruction (so that independent
+    // products do not split a run).
+    let lens: Vec<Option<usize>> = code.iter().map(|c| lane_len(c, types)).collect();
+    let mut ready = Ready::default();
+    (0..n).filter(|&i| waiting[i] == 0).for_each(|i| ready.add(i, lens[i]));
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut done = 0;
+    while done < n {
+        let same = open.and_then(|len| ready.lanes.get(&len)?.first().copied());
+        let picked: Vec<usize> = if let Some(i) = same {
+            groups.last_mut().into_iter().for_each(|g| g.push(i));
+            vec![i]
+        } else if let Some(i) = ready.lanes.values().filter_map(|s| s.first().copied()).min() {
+            open = lens[i];
+            groups.push(vec![i]);
+            vec![i]
+        } else {
+            open = None;
+            let all: Vec<usize> = std::mem::take(&mut ready.other).into_iter().collect();
+            if all.is_empty() {
+                // A cycle: cannot happen in dependency-ordered code.
+                return code;
+            }
+            groups.extend(all.iter().map(|&i| vec![i]));
+            all
+        };
+        for i in picked {
+            ready.remove(i, lens[i]);
+            done += 1;
+            for &u in &users[i] {
+                waiting[u] -= 1;
+                if waiting[u] == 0 {
+                    ready.add(u, lens[u]);
+                }
+            }
+        }
+    }
+    let mut code: Vec<Option<Code>> = code.into_iter().map(Some).collect();
+    let mut group_of = vec![usize::MAX; n];
+    for (g, members) in groups.iter().enumerate() {
+        members.iter().for_each(|&i| group_of[i] = g);
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for (g, members) in groups.iter().enumerate() {
+        if members.len() < 2 {
+            out.extend(members.iter().filter_map(|&i| code[i].take()));
+            continue;
+        }
+        let len = lens[members[0]].unwrap_or(0);
+        let mut reg_of: BTreeMap<usize, usize> = BTreeMap::new();
+        let (mut loads, mut lanes, mut stores) = (Vec::new(), Vec::new(), Vec::new());
+        let mut reg = |s: usize, loads: &mut Vec<(usize, usize)>| {
+            let next = reg_of.len();
+            *reg_of.entry(s).or_insert_with(|| {
+                loads.push((s, next));
+                next
+            })
+        };
+        for &i in members {
+            let Some(c) = code[i].take() else { continue };
+            let (lane, written) = match c {
+                Code::Arith { f, a, b, out: slot } => {
+                    let k = |s: usize| known.get(s).copied().flatten();
+                    let lane = match (f, k(a), k(b)) {
+                        (Arith::Neg, _, _) => {
+                            let a = reg(a, &mut loads);
+                            Lane::Neg { a, out: reg(slot, &mut Vec::new()) }
+                        }
+                        (_, None, Some(k)) => {
+                            let a = reg(a, &mut loads);
+                            let out = reg(slot, &mut Vec::new());
+                            match f {
+                                Arith::Add => Lane::AddK { a, k, out },
+                                Arith::Sub => Lane::SubK { a, k, out },
+                                Arith::Mul => Lane::MulK { a, k, out },
+                                _ => Lane::DivK { a, k, out },
+                            }
+                        }
+                        (_, Some(k), None) => {
+                            let a = reg(b, &mut loads);
+                            let out = reg(slot, &mut Vec::new());
+                            match f {
+                                Arith::Add => Lane::KAdd { a, k, out },
+                                Arith::Sub => Lane::KSub { a, k, out },
+                                Arith::Mul => Lane::KMul { a, k, out },
+                                _ => Lane::KDiv { a, k, out },
+                            }
+                        }
+                        _ => {
+                            let (a, b) = (reg(a, &mut loads), reg(b, &mut loads));
+                            let out = reg(slot, &mut Vec::new());
+                            match f {
+                                Arith::Add => Lane::Add { a, b, out },
+                                Arith::Sub => Lane::Sub { a, b, out },
+                                Arith::Mul => Lane::Mul { a, b, out },
+                                _ => Lane::Div { a, b, out },
+                            }
+                        }
+                    };
+                    (lane, slot)
+                }
+                Code::Elementwise { instr, args, out, shape } => {
+                    let args = args.iter().map(|&s| reg(s, &mut loads)).collect();
+                    (Lane::Math { instr, args, out: reg(out, &mut Vec::new()), shape }, out)
+                }
+                other => {
+                    // Only elementwise instructions are grouped (`lane_len`).
+                    out.push(other);
+                    continue;
+                }
+            };
+            let outside = readers[written].iter().any(|&r| group_of[r] != g);
+            if outside || outputs.contains(&written) {
+                stores.push((reg(written, &mut Vec::new()), written));
+            }
+            lanes.push(lane);
+        }
+        let regs = reg_of.len();
+        out.push(Code::Run(Box::new(Run { len, loads, lanes, stores, regs })));
+    }
+    out
+}
+
+/// The instructions whose operands are all computed, elementwise ones by
+/// length.
+#[derive(Default)]
+struct Ready {
+    lanes: BTreeMap<usize, BTreeSet<usize>>,
+    other: BTreeSet<usize>,
+}
+
+impl Ready {
+    fn add(&mut self, i: usize, len: Option<usize>) {
+        match len {
+            Some(len) => {
+                self.lanes.entry(len).or_default().insert(i);
+            }
+            None => {
+                self.other.insert(i);
+            }
+        }
+    }
+
+    fn remove(&mut self, i: usize, len: Option<usize>) {
+        if let Some(len) = len {
+            if let Some(set) = self.lanes.get_mut(&len) {
+                set.remove(&i);
+                if set.is_empty() {
+                    self.lanes.remove(&len);
+                }
+            }
+        }
+    }
+}
