@@ -535,3 +535,76 @@ fn diagonals_keep_infinities_in_their_entry() {
     let raw = raw.to_vec::<f64>().unwrap();
     assert!(raw[1].is_nan() && raw[2].is_nan(), "the dense product spreads NaN: {raw:?}");
 }
+
+/// `sin(x) * x[::-1]` (W7's function).
+fn sin_times_flip(x: &Var) -> Var {
+    x.sin() * x.flip(&[0])
+}
+
+#[test]
+fn a_jitted_tiny_jacobian_called_from_several_threads_gives_each_call_its_own_bits() {
+    // One plan (one fused step with gathered views of x), called at once
+    // from four threads, each with its own inputs: every result is the
+    // bits of the same call made alone.
+    let f = jit(jacfwd(sin_times_flip));
+    let input = |t: usize, k: usize| {
+        let v: Vec<f64> = (0..3).map(|i| 0.1 * (t * 7 + k + i) as f64).collect();
+        Tensor::from_vec(v, &[3]).unwrap()
+    };
+    let bits = |t: &Tensor| -> Vec<u64> {
+        t.to_vec::<f64>().unwrap().iter().map(|v| v.to_bits()).collect()
+    };
+    let alone: Vec<Vec<Vec<u64>>> =
+        (0..4).map(|t| (0..50).map(|k| bits(&f.eval(input(t, k)).unwrap())).collect()).collect();
+    std::thread::scope(|s| {
+        for (t, want) in alone.iter().enumerate() {
+            let (f, input, bits) = (&f, &input, &bits);
+            s.spawn(move || {
+                for _ in 0..20 {
+                    for (k, w) in want.iter().enumerate() {
+                        assert!(&bits(&f.eval(input(t, k)).unwrap()) == w, "thread {t} call {k}");
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(f.cache_len(), 1);
+    // The values: d/dx_j of sin(x_i) x_{n-1-i}.
+    let x = input(1, 2);
+    let xs = x.to_vec::<f64>().unwrap();
+    let got = f.eval(&x).unwrap().to_vec::<f64>().unwrap();
+    for i in 0..3 {
+        for j in 0..3 {
+            let mut want = if i == j { xs[i].cos() * xs[2 - i] } else { 0.0 };
+            if j == 2 - i {
+                want += xs[i].sin();
+            }
+            assert!((got[i * 3 + j] - want).abs() < 1e-15, "{got:?}");
+        }
+    }
+}
+
+#[test]
+fn a_jitted_tiny_jacobian_compiles_again_for_other_sizes_and_dtypes() {
+    let f = jit(jacfwd(sin_times_flip));
+    for n in [3usize, 5, 9] {
+        let xs: Vec<f64> = (0..n).map(|i| 0.3 + 0.1 * i as f64).collect();
+        let x = Tensor::from_vec(xs.clone(), &[n]).unwrap();
+        for x in [x.clone(), x.cast(DType::F32)] {
+            let out = f.eval(&x).unwrap();
+            assert_eq!((out.shape(), out.dtype()), (&[n, n][..], x.dtype()));
+            let got = out.cast(DType::F64).to_vec::<f64>().unwrap();
+            let tol = if x.dtype() == DType::F32 { 1e-5 } else { 1e-15 };
+            for i in 0..n {
+                for j in 0..n {
+                    let mut want = if i == j { xs[i].cos() * xs[n - 1 - i] } else { 0.0 };
+                    if j == n - 1 - i {
+                        want += xs[i].sin();
+                    }
+                    assert!((got[i * n + j] - want).abs() < tol, "n={n} {:?}: {got:?}", x.dtype());
+                }
+            }
+        }
+    }
+    assert_eq!(f.cache_len(), 6);
+}

@@ -118,6 +118,11 @@ struct Layout {
     offsets: Vec<isize>,
     /// The leaves' types the layout was made for.
     types: Vec<TensorType>,
+    /// Per gathered leaf of a small program (at most
+    /// [`SMALL_GATHER_ELEMS`] elements): the source element of every
+    /// output position, so a call gathers by index rather than walking
+    /// the strides (computed once, when the program is built).
+    indices: Vec<Option<Vec<usize>>>,
     /// Per instruction but the last: its slot.
     instrs: Vec<Slot>,
     /// Slots per dtype (f64, f32, i64, bool).
@@ -171,7 +176,7 @@ impl Layout {
         // Symbolic shapes have no strides: such a layout only records the
         // types; every call lays the program out for its sizes.
         let symbolic = out.is_symbolic() || leaves.iter().any(TensorType::is_symbolic);
-        let leaf_slots = leaves
+        let leaf_slots: Vec<Option<(Strides, Slot)>> = leaves
             .iter()
             .zip(views)
             .map(|(t, view)| match view {
@@ -186,11 +191,36 @@ impl Layout {
                     .then(|| (broadcast_strides(t.shape(), out.shape()), slot(t.dtype()))),
             })
             .collect();
-        let offsets = views.iter().map(|v| v.as_ref().map_or(0, |v| v.offset)).collect();
+        let offsets: Vec<isize> =
+            views.iter().map(|v| v.as_ref().map_or(0, |v| v.offset)).collect();
+        let small = !symbolic && out.numel() <= SMALL_GATHER_ELEMS;
+        let indices = leaf_slots
+            .iter()
+            .zip(&offsets)
+            .map(|(leaf, &offset)| match leaf {
+                Some((strides, _)) if small => Some(gather_indices(out.shape(), strides, offset)),
+                _ => None,
+            })
+            .collect();
         let last = program.len().saturating_sub(1);
         let instrs = program[..last].iter().map(|i| slot(i.dtype)).collect();
-        Layout { leaves: leaf_slots, offsets, types: leaves.to_vec(), instrs, counts }
+        Layout { leaves: leaf_slots, offsets, types: leaves.to_vec(), indices, instrs, counts }
     }
+}
+
+/// Programs of at most this many output elements gather their broadcast
+/// and viewed leaves through a table of indices (see [`Layout`]).
+const SMALL_GATHER_ELEMS: usize = 256;
+
+/// The source element `offset + Σ i_k strides[k]` of every position of
+/// `shape`, in row-major order.
+fn gather_indices(shape: &[usize], strides: &[isize], offset: isize) -> Vec<usize> {
+    let n: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(n);
+    for_each_run(shape, [strides], [offset], 0, n, |_, [o], [s], run| {
+        out.extend((0..run as isize).map(|j| (o + j * s) as usize));
+    });
+    out
 }
 
 impl PartialEq for Fused {
@@ -238,7 +268,16 @@ fn is_elementwise(n: &Node) -> bool {
 /// # Errors
 /// An invalid graph.
 pub fn fuse(g: &Graph) -> Result<Graph> {
-    let fused = fuse_groups(g)?;
+    // Movement ops moved before the pointwise ops they read, so those
+    // join their reader's group (a few rounds: a chain of movement ops).
+    let mut sunk: Option<Graph> = None;
+    for _ in 0..4 {
+        match crate::views::sink_views(sunk.as_ref().unwrap_or(g))? {
+            Some(next) => sunk = Some(next),
+            None => break,
+        }
+    }
+    let fused = fuse_groups(sunk.as_ref().unwrap_or(g))?;
     // The movement ops now read as views by every reader are dropped.
     Ok(crate::views::drop_unread_views(&fused)?.unwrap_or(fused))
 }
@@ -320,14 +359,34 @@ fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
     let mut consumer: Vec<Option<usize>> = vec![None; g.num_values()];
     let mut shared = vec![false; g.num_values()];
     let mut same_shape_readers = vec![true; g.num_values()];
+    // Whether a node and every elementwise node it reads, back to the
+    // materialised values, compute each element from the operands'
+    // elements at its position only (no generator that reads its
+    // position): such a chain gives the same values computed at the
+    // positions of a larger reader.
+    // (One that reads no argument is left to be computed once, when the
+    // plan is built.)
+    let live = crate::views::reads_arguments(g);
+    let mut pure = vec![false; g.len()];
+    for (id, n) in g.iter() {
+        pure[id.index()] = elem[id.index()]
+            && n.results().all(|v| live[v.index()])
+            && !n.inputs.is_empty()
+            && n.op.is_elementwise()
+            && n.inputs.iter().all(|&i| {
+                let p = g.producer(i).0.index();
+                !elem[p] || pure[p]
+            });
+    }
     for (id, n) in g.iter() {
         for &i in &n.inputs {
             match consumer[i.index()] {
                 Some(c) if c != id.index() => shared[i.index()] = true,
                 _ => consumer[i.index()] = Some(id.index()),
             }
-            same_shape_readers[i.index()] &=
-                elem[id.index()] && g.ty(n.out()).shape() == g.ty(i).shape();
+            same_shape_readers[i.index()] &= elem[id.index()]
+                && (g.ty(n.out()).shape() == g.ty(i).shape()
+                    || (pure[g.producer(i).0.index()] && small_broadcast(g.ty(i), g.ty(n.out()))));
         }
     }
     for o in g.outputs() {
@@ -374,6 +433,21 @@ fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
                 && !matches!(crate::block_maths().lookup(n.op.as_ref()), Ok(Some(_)))
         })
         .collect()
+}
+
+/// Whether a pointwise value of type `ty` (a chain of ops with
+/// [`Op::is_elementwise`], see `pure` in [`absorbed`]) read through a
+/// broadcast by a group of type `out` is computed again at every position
+/// of the group rather than as a step of its own: `out` holds at most
+/// [`SMALL_BROADCAST_ELEMS`](crate::views::SMALL_BROADCAST_ELEMS)
+/// elements (a step costs more than recomputing so few) and `ty`
+/// broadcasts to it.
+fn small_broadcast(ty: &TensorType, out: &TensorType) -> bool {
+    !ty.is_symbolic()
+        && !out.is_symbolic()
+        && out.numel() <= crate::views::SMALL_BROADCAST_ELEMS
+        && ty.rank() <= out.rank()
+        && ty.shape().iter().rev().zip(out.shape().iter().rev()).all(|(&a, &b)| a == b || a == 1)
 }
 
 /// How many nodes read each value (a node reading it twice counts once).
@@ -667,6 +741,22 @@ fn gather_block(
     }
 }
 
+/// Gathers the elements `idx` of a leaf into `dst`.
+fn gather_indexed(storage: &Storage, idx: &[usize], dst: BlockMut<'_>) {
+    fn copy<T: Copy>(data: &[T], idx: &[usize], dst: &mut [T]) {
+        for (d, &i) in dst.iter_mut().zip(idx) {
+            *d = data[i];
+        }
+    }
+    match (storage, dst) {
+        (Storage::F64(d), BlockMut::F64(b)) => copy(d, idx, b),
+        (Storage::F32(d), BlockMut::F32(b)) => copy(d, idx, b),
+        (Storage::I64(d), BlockMut::I64(b)) => copy(d, idx, b),
+        (Storage::Bool(d), BlockMut::Bool(b)) => copy(d, idx, b),
+        _ => {}
+    }
+}
+
 /// A block of a leaf of the output's shape, read in place.
 pub(crate) fn in_place(storage: &Storage, from: usize, len: usize) -> Block<'_> {
     match storage {
@@ -795,11 +885,17 @@ fn gather_leaves(
     len: usize,
     scalar: bool,
 ) {
-    for ((t, leaf), &offset) in inputs.iter().zip(&f.layout.leaves).zip(&f.layout.offsets) {
+    let layout = &f.layout;
+    for (k, ((t, leaf), &offset)) in
+        inputs.iter().zip(&layout.leaves).zip(&layout.offsets).enumerate()
+    {
         if let Some((strides, slot)) = leaf {
             if strides.iter().all(|&s| s == 0) == scalar {
                 let (_, dst) = scratch.split(*slot, len);
-                gather_block(t.storage(), offset, strides, shape, from, dst);
+                match layout.indices.get(k).and_then(Option::as_ref) {
+                    Some(idx) => gather_indexed(t.storage(), &idx[from..from + len], dst),
+                    None => gather_block(t.storage(), offset, strides, shape, from, dst),
+                }
             }
         }
     }

@@ -39,6 +39,61 @@ pub struct Plan {
     /// whole calls with those steps on one thread and on several (the
     /// choice is made per call, see [`Parallelism::adaptive`]).
     adaptive: Option<Box<crate::threads::Slot>>,
+    /// Per output: whether it is the last output of its value, whose slot
+    /// a call then moves out rather than clones.
+    output_moves: Vec<bool>,
+}
+
+thread_local! {
+    /// The slot vector of the thread's last call, kept for its next one
+    /// (a call nested in a kernel finds it taken and allocates its own).
+    static SPARE_SLOTS: std::cell::Cell<Vec<Option<Tensor>>> =
+        const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The most slots kept for the thread's next call.
+const MAX_SPARE_SLOTS: usize = 4096;
+
+/// One call's slots (a value per graph value), in the thread's spare
+/// vector when it has one: a cached call allocates no vector for them.
+/// Dropping it drops the values left and keeps the vector for the
+/// thread's next call.
+struct Slots(Vec<Option<Tensor>>);
+
+impl Slots {
+    fn new(n: usize) -> Slots {
+        let mut v = SPARE_SLOTS.try_with(std::cell::Cell::take).unwrap_or_default();
+        v.clear();
+        v.resize(n, None);
+        Slots(v)
+    }
+}
+
+impl std::ops::Deref for Slots {
+    type Target = [Option<Tensor>];
+    fn deref(&self) -> &[Option<Tensor>] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Slots {
+    fn deref_mut(&mut self) -> &mut [Option<Tensor>] {
+        &mut self.0
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        let mut v = std::mem::take(&mut self.0);
+        v.clear();
+        if v.capacity() <= MAX_SPARE_SLOTS {
+            // Keep the larger of this vector and one a nested call gave back.
+            let _ = SPARE_SLOTS.try_with(|s| {
+                let other = s.take();
+                s.set(if other.capacity() > v.capacity() { other } else { v });
+            });
+        }
+    }
 }
 
 /// A symbolic plan's types under one binding.
@@ -169,6 +224,11 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
         .flat_map(|v| graph.ty(v).shape().to_vec());
     let dims = DimTable::new(dims)?;
     let adaptive = steps.iter().any(|s| s.adaptive).then(|| Box::new(crate::threads::Slot::new()));
+    let mut seen = vec![false; graph.num_values()];
+    let mut output_moves = vec![false; graph.outputs().len()];
+    for (k, o) in graph.outputs().iter().enumerate().rev() {
+        output_moves[k] = !std::mem::replace(&mut seen[o.index()], true);
+    }
     Ok(Plan {
         graph,
         steps,
@@ -178,6 +238,7 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
         dims,
         bound: Mutex::default(),
         adaptive,
+        output_moves,
     })
 }
 
@@ -519,7 +580,7 @@ impl Plan {
     ) -> Result<(Vec<Tensor>, usize)> {
         let bytes = |t: &Tensor| t.numel() * t.dtype().size_of();
         let (mut live, mut peak) = (0usize, 0usize);
-        let mut slots: Vec<Option<Tensor>> = vec![None; self.graph.num_values()];
+        let mut slots = Slots::new(self.graph.num_values());
         for (k, step) in self.steps.iter().enumerate() {
             let outs = bound.map_or(&step.outs[..], |b| &b.outs[k][..]);
             let step_ctx = if step.adaptive { eligible } else { ctx };
@@ -545,8 +606,11 @@ impl Plan {
             .graph
             .outputs()
             .iter()
-            .map(|o| {
-                slots[o.index()].clone().ok_or_else(|| Error::InvalidGraph {
+            .zip(&self.output_moves)
+            .map(|(o, &moves)| {
+                let slot = &mut slots[o.index()];
+                let value = if moves { slot.take() } else { slot.clone() };
+                value.ok_or_else(|| Error::InvalidGraph {
                     node: o.index(),
                     msg: "output was not computed".into(),
                 })
@@ -751,6 +815,33 @@ mod tests {
                     .collect();
                 assert!(got == want, "a call through reused buffers differs");
             }
+        }
+    }
+
+    #[test]
+    fn an_output_listed_twice_is_given_twice() {
+        // `e` is the first and the third output: the first is a clone, the
+        // last takes the slot (calls nested in a kernel, a loop's body,
+        // are run by the loop tests of the workspace).
+        let mut g = Graph::new();
+        let x = g.add_input(TensorType::new(anvil_core::DType::F64, [3])).unwrap();
+        let e = g.push(Box::new(anvil_ops::elementwise::Exp), &[x]).unwrap();
+        let e = g.node(e).out();
+        let s = g.push(Box::new(anvil_ops::elementwise::Sin), &[x]).unwrap();
+        let s = g.node(s).out();
+        g.set_outputs(vec![e, s, e]);
+        let plan = compile(&g).unwrap();
+        assert_eq!(plan.output_moves, vec![false, true, true]);
+        let xs = Tensor::from_vec(vec![0.5, 1.0, 2.0], &[3]).unwrap();
+        for _ in 0..3 {
+            let out = plan.run(std::slice::from_ref(&xs), &Parallelism::sequential()).unwrap();
+            // (vmath: within an ulp or two of libm.)
+            let close = |t: &Tensor, f: fn(f64) -> f64| {
+                let got = t.to_vec::<f64>().unwrap();
+                got.iter().zip([0.5f64, 1.0, 2.0]).all(|(g, x)| (g - f(x)).abs() <= 1e-15 * f(x))
+            };
+            assert!(close(&out[0], f64::exp) && close(&out[1], f64::sin), "{out:?}");
+            assert!(out[0] == out[2], "{out:?}");
         }
     }
 

@@ -153,6 +153,165 @@ fn is_view_op(op: &dyn Op) -> bool {
     matches!(op.movement(), Some(Movement::Reshape | Movement::Slice(_) | Movement::BroadcastTo))
 }
 
+/// Per value of `g`: whether it depends on an argument of the graph
+/// (values that do not are computed once, when a plan is built, if small:
+/// see [`crate::plan::PRECOMPUTE_BELOW_BYTES`]).
+pub(crate) fn reads_arguments(g: &Graph) -> Vec<bool> {
+    let mut live = vec![false; g.num_values()];
+    for (_, n) in g.iter() {
+        let reads = n.op.parameter_index().is_some() || n.inputs.iter().any(|i| live[i.index()]);
+        for v in n.results() {
+            live[v.index()] = reads;
+        }
+    }
+    live
+}
+
+/// Outputs of at most this many elements read a smaller value through
+/// a broadcast by computing it again at every position (see
+/// [`sink_views`] and the fusion of groups): a plan step costs more than
+/// recomputing a few dozen elements.
+pub const SMALL_BROADCAST_ELEMS: usize = 64;
+
+/// The longest chain of pointwise ops a movement op is moved through.
+const MAX_SINK: usize = 16;
+
+/// `g` with movement ops moved before the pointwise ops they read:
+/// `reshape(sin(x))` becomes `sin(reshape(x))`, `slice(a * b)` becomes
+/// `slice(a) * slice(b)`, so the movement ops read the operands as views
+/// and the pointwise ops join the fused program of their reader (they
+/// are no step of their own). A movement op is moved when it is a
+/// reshape that only inserts or removes axes of one element (any view
+/// composes with it), a slice (fewer elements to compute), or a
+/// broadcast to at most [`SMALL_BROADCAST_ELEMS`] elements; and the op it
+/// reads is pointwise ([`Op::is_elementwise`]: no position-dependent
+/// generator), has one result, read only by the movement op and not an
+/// output, with every operand of its own shape or of rank 0. Every
+/// element is computed by the same op from the same operand elements, so
+/// the values are the same bits. `None` when nothing moves.
+///
+/// # Errors
+/// An invalid graph.
+pub fn sink_views(g: &Graph) -> Result<Option<Graph>> {
+    let mut readers = vec![0usize; g.num_values()];
+    for (_, n) in g.iter() {
+        for (k, i) in n.inputs.iter().enumerate() {
+            if !n.inputs[..k].contains(i) {
+                readers[i.index()] += 1;
+            }
+        }
+    }
+    for o in g.outputs() {
+        readers[o.index()] += 1;
+    }
+    let live = reads_arguments(g);
+    // Whether the pointwise producer of `v` can have a movement op of `v`
+    // moved before it (one that reads no argument is left to be computed
+    // once, when the plan is built).
+    let sinkable = |v: ValueId| {
+        let n = g.producer_node(v);
+        let ty = g.ty(v);
+        readers[v.index()] == 1
+            && live[v.index()]
+            && n.num_results() == 1
+            && !n.inputs.is_empty()
+            && n.op.is_elementwise()
+            && n.op.elementwise_math().is_some()
+            && !ty.is_symbolic()
+            && n.inputs.iter().all(|&i| {
+                let t = g.ty(i);
+                !t.is_symbolic() && (t.shape() == ty.shape() || t.rank() == 0)
+            })
+    };
+    let movable = |n: &anvil_core::Node| -> bool {
+        if n.inputs.len() != 1 || n.num_results() != 1 {
+            return false;
+        }
+        let (from, to) = (g.ty(n.inputs[0]), g.ty(n.out()));
+        if from.is_symbolic() || to.is_symbolic() {
+            return false;
+        }
+        match n.op.movement() {
+            Some(Movement::Reshape) => {
+                let kept = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+                kept(from.shape()) == kept(to.shape())
+            }
+            Some(Movement::Slice(_)) => true,
+            Some(Movement::BroadcastTo) => to.numel() <= SMALL_BROADCAST_ELEMS,
+            _ => false,
+        }
+    };
+    // The pointwise nodes moved after a movement op (rebuilt at it).
+    let mut moved = vec![false; g.len()];
+    let mut any = false;
+    for (_, n) in g.iter() {
+        if !movable(n) || !sinkable(n.inputs[0]) {
+            continue;
+        }
+        any = true;
+        let mut stack = vec![(n.inputs[0], 0usize)];
+        while let Some((v, depth)) = stack.pop() {
+            let (p, pn) = (g.producer(v).0, g.producer_node(v));
+            moved[p.index()] = true;
+            if depth + 1 < MAX_SINK {
+                for &i in &pn.inputs {
+                    if g.ty(i).shape() == g.ty(v).shape() && sinkable(i) {
+                        stack.push((i, depth + 1));
+                    }
+                }
+            }
+        }
+    }
+    if !any {
+        return Ok(None);
+    }
+    let rebuilt = g.rebuild(|out, map, id, n, ins| {
+        if moved[id.index()] {
+            return Ok(Rebuilt::Drop);
+        }
+        if !(movable(n) && moved[g.producer(n.inputs[0]).0.index()]) {
+            return Ok(Rebuilt::Copy);
+        }
+        let _ = ins;
+        // Post-order over the moved pointwise nodes under this movement op.
+        let mut done: std::collections::HashMap<ValueId, ValueId> = Default::default();
+        let mut stack = vec![(n.inputs[0], false)];
+        while let Some((v, ready)) = stack.pop() {
+            if done.contains_key(&v) {
+                continue;
+            }
+            let pn = g.producer_node(v);
+            if !moved[g.producer(v).0.index()] {
+                // A value computed anyway: the movement op reads it.
+                let m = out.push(n.op.clone(), &[map.get(v)?])?;
+                done.insert(v, out.node(m).out());
+                continue;
+            }
+            if !ready {
+                stack.push((v, true));
+                for &i in pn.inputs.iter().rev() {
+                    if g.ty(i).shape() == g.ty(v).shape() {
+                        stack.push((i, false));
+                    }
+                }
+                continue;
+            }
+            let args = pn
+                .inputs
+                .iter()
+                .map(|&i| match done.get(&i) {
+                    Some(&d) if g.ty(i).shape() == g.ty(v).shape() => Ok(d),
+                    _ => map.get(i),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let p = out.push(pn.op.clone(), &args)?;
+            done.insert(v, out.node(p).out());
+        }
+        Ok(Rebuilt::Replace(vec![done[&n.inputs[0]]]))
+    })?;
+    Ok(Some(rebuilt))
+}
+
 /// `g` without the movement ops (reshapes, slices, broadcasts)
 /// whose result is no output and is read only by other such dropped ops:
 /// those whose readers now read their source through a view. `None` when
@@ -313,5 +472,77 @@ mod tests {
             compile(&trace(&|v: &Var| v.slice_axis(0, Some(0), Some(4), 1).exp(), big).unwrap())
                 .unwrap();
         assert!(names(g.graph()).contains(&"slice"), "{}", g.graph());
+    }
+
+    fn count(g: &Graph, name: &str) -> usize {
+        names(g).iter().filter(|&&n| n == name).count()
+    }
+
+    #[test]
+    fn pointwise_ops_under_small_broadcasts_join_their_readers_program() {
+        // W7's pattern: sin(x)[:, None] * cos(x)[None, :] at n = 5 is one
+        // fused step (sin and cos computed at each of the 25 positions),
+        // with the bits of sin(x) materialised apart.
+        let x = arange(&[5]);
+        let g = same_bits_as_materialised(
+            &x,
+            |v| v.sin().reshape(&[5, 1]),
+            |v, y| y * v.cos().reshape(&[1, 5]) + v.exp().reshape(&[1, 5]),
+        );
+        assert_eq!(count(&g, "fused"), 1, "{g}");
+        assert!(!names(&g).contains(&"reshape"), "{g}");
+        // A slice of a pointwise product: computed on the slice only.
+        let g = same_bits_as_materialised(
+            &x,
+            |v| (v.exp() * v).slice_axis(0, Some(1), Some(5), 2),
+            |_, y| y.sin() + 1.0,
+        );
+        assert_eq!(count(&g, "fused"), 1, "{g}");
+        // A broadcast_to of a pointwise op, into a small program.
+        let g = same_bits_as_materialised(
+            &x,
+            |v| v.tanh().broadcast_to(&[3, 5]),
+            |v, y| y * v.reshape(&[1, 5]),
+        );
+        assert_eq!(count(&g, "fused"), 1, "{g}");
+    }
+
+    #[test]
+    fn large_broadcasts_keep_the_pointwise_op_a_step_of_its_own() {
+        // 40 × 40 outputs: sin is computed on 40 elements, not 1600 times.
+        let x = arange(&[40]);
+        let g = same_bits_as_materialised(
+            &x,
+            |v| v.sin().reshape(&[40, 1]),
+            |v, y| y * v.cos().reshape(&[1, 40]),
+        );
+        assert!(count(&g, "fused") >= 2, "{g}");
+        let sin_alone =
+            g.iter().any(|(_, n)| n.op.params() == "sin(r0)" && g.ty(n.out()).numel() == 40);
+        assert!(sin_alone, "{g}");
+    }
+
+    #[test]
+    fn an_op_that_reads_its_position_is_not_recomputed_under_a_broadcast() {
+        // tril reads each element's row and column: computed at the
+        // (2, 3, 3) positions of its reader it would zero other elements.
+        let m = arange(&[3, 3]);
+        let g = same_bits_as_materialised(
+            &m,
+            |v| v.tril(0),
+            |v, y| y.broadcast_to(&[2, 3, 3]) * 2.0 + v.broadcast_to(&[2, 3, 3]),
+        );
+        assert!(count(&g, "fused") >= 2, "{g}");
+        let whole = trace(&|v: &Var| v.tril(0) * v.broadcast_to(&[2, 3, 3]), m.clone()).unwrap();
+        let got = compile(&whole)
+            .unwrap()
+            .run(std::slice::from_ref(&m), &Parallelism::sequential())
+            .unwrap();
+        let (got, ms) = (got[0].to_vec::<f64>().unwrap(), m.to_vec::<f64>().unwrap());
+        for (k, g) in got.iter().enumerate() {
+            let (r, c) = ((k % 9) / 3, k % 3);
+            let want = if c <= r { ms[k % 9] } else { 0.0 } * ms[k % 9];
+            assert_eq!(g.to_bits(), want.to_bits(), "element {k}: {got:?}");
+        }
     }
 }
