@@ -18,8 +18,8 @@
 use crate::fusion::{in_place, Instr};
 use crate::Parallelism;
 use anvil_core::{
-    Arith, Block, BlockAt, BlockMut, DType, Error, Evaluator, Graph, Parameter, Result, Storage,
-    Tensor, TensorType,
+    Arith, Block, BlockAt, BlockMut, DType, Error, Evaluator, Graph, Result, Storage, Tensor,
+    TensorType,
 };
 use anvil_ops::elementwise::{f64_arith_loop, F64BinaryLoop, Width};
 use anvil_ops::while_loop::While;
@@ -594,13 +594,13 @@ impl Compiler {
         let mut code = Vec::new();
         for (id, n) in body.iter() {
             let ty = body.ty(n.out());
-            if let Some(p) = n.op.downcast_ref::<Parameter>() {
-                let l = if p.index >= self.consts {
+            if let Some(index) = n.op.parameter_index() {
+                let l = if index >= self.consts {
                     let r = self.fresh(ty.dtype());
-                    carries[p.index - self.consts] = r;
+                    carries[index - self.consts] = r;
                     Loc::Reg(r)
                 } else {
-                    match self.leaf(Ok(p.index), ty) {
+                    match self.leaf(Ok(index), ty) {
                         Some(l) => l,
                         None => return Ok(None),
                     }
