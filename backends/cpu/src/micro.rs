@@ -1291,16 +1291,26 @@ mod tests {
     use anvil_core::{trace_with, Var};
     use anvil_ops::{concatenate, iota, VarExt};
 
-    /// Runs `graph` as a micro program and as a plan on `args`.
-    fn both(graph: &Graph, args: &[Tensor]) -> (Vec<Tensor>, Vec<Tensor>) {
-        let m = Micro::compile(graph).unwrap().expect("small enough");
+    /// The state of `m` after loading `args`, running its invariant part
+    /// and then its step `times` times.
+    fn ran(m: &Micro, args: &[Tensor], times: usize) -> State {
         let mut st = m.state();
         for (k, a) in args.iter().enumerate() {
             m.set_input(&mut st, k, a, 0).unwrap();
         }
         let ctx = Parallelism::sequential();
         m.run_invariant(&mut st, &ctx).unwrap();
-        m.run(&mut st, &ctx).unwrap();
+        for _ in 0..times {
+            m.run(&mut st, &ctx).unwrap();
+        }
+        st
+    }
+
+    /// Runs `graph` as a micro program and as a plan on `args`.
+    fn both(graph: &Graph, args: &[Tensor]) -> (Vec<Tensor>, Vec<Tensor>) {
+        let m = Micro::compile(graph).unwrap().expect("small enough");
+        let st = ran(&m, args, 1);
+        let ctx = Parallelism::sequential();
         let micro = graph
             .outputs()
             .iter()
@@ -1373,15 +1383,8 @@ mod tests {
 
     /// Runs a compiled program on `args`; its outputs' elements as bits.
     fn bits_of(m: &Micro, graph: &Graph, args: &[Tensor]) -> Vec<Vec<u64>> {
-        let mut st = m.state();
-        for (k, a) in args.iter().enumerate() {
-            m.set_input(&mut st, k, a, 0).unwrap();
-        }
-        let ctx = Parallelism::sequential();
-        m.run_invariant(&mut st, &ctx).unwrap();
         // Twice: the registers of the second run hold the first one's values.
-        m.run(&mut st, &ctx).unwrap();
-        m.run(&mut st, &ctx).unwrap();
+        let st = ran(m, args, 2);
         (0..graph.outputs().len())
             .map(|k| match st.buf(m.output(k)) {
                 Buf::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
