@@ -201,6 +201,101 @@ impl Width {
     }
 }
 
+/// Runs a body compiled once per vector width and picks the copy for a
+/// [`Width`](crate::elementwise::Width) at run time. It is the one width
+/// dispatch of anvil's autovectorised loops (the block loops here, the CPU
+/// backend's lane chains and micro interpreter); kernels written with
+/// intrinsics (vectorised math, blocked transposes) check their own
+/// features.
+///
+/// `at_width!(w, fn[generics](arg: Type = value, ...) -> Ret { body })`
+/// declares `body` as an `#[inline(always)]` function of the listed
+/// arguments, a copy of it compiled with `target_feature` for each width,
+/// and calls the copy for `w` with the values (the baseline copy when the
+/// CPU lacks `w`, so tests can run every width
+/// [`Width::available`](crate::elementwise::Width::available) lists and
+/// compare). The body sees only its arguments (it is a nested function);
+/// `fn[...]`'s generic parameters, optional, must be inferable from the
+/// argument types. Loops that use no intrinsics and are not contracted
+/// into fused multiply-adds (Rust never contracts `a * b + c`) give the
+/// same bits at every width.
+///
+/// ```
+/// use anvil_ops::{at_width, elementwise::Width};
+///
+/// fn scale(w: Width, x: &[f64], k: f64, out: &mut [f64]) {
+///     at_width!(w, fn(x: &[f64] = x, k: f64 = k, out: &mut [f64] = out) {
+///         for (d, &v) in out.iter_mut().zip(x) {
+///             *d = v * k;
+///         }
+///     })
+/// }
+///
+/// let x: Vec<f64> = (0..37).map(|i| i as f64 / 7.0).collect();
+/// let mut want = vec![0.0; 37];
+/// scale(Width::Base, &x, 3.0, &mut want);
+/// for w in Width::available() {
+///     let mut got = vec![0.0; 37];
+///     scale(w, &x, 3.0, &mut got);
+///     assert_eq!(got, want);
+/// }
+///
+/// // Generic bodies, and a result:
+/// fn total<T: Copy + std::iter::Sum<T>>(w: Width, x: &[T]) -> T {
+///     at_width!(w, fn[T: Copy + std::iter::Sum<T>](x: &[T] = x) -> T { x.iter().copied().sum() })
+/// }
+/// assert_eq!(total(Width::detect(), &[1_i64, 2, 3]), 6);
+/// ```
+#[macro_export]
+macro_rules! at_width {
+    (
+        $w:expr,
+        fn $([$($gen:tt)*])? ($($arg:ident: $ty:ty = $val:expr),* $(,)?) $(-> $ret:ty)? $body:block
+    ) => {{
+        #[inline(always)]
+        #[allow(clippy::too_many_arguments)]
+        fn base $(<$($gen)*>)? ($($arg: $ty),*) $(-> $ret)? $body
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        #[allow(clippy::too_many_arguments)]
+        fn avx2 $(<$($gen)*>)? ($($arg: $ty),*) $(-> $ret)? {
+            base($($arg),*)
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+        #[allow(clippy::too_many_arguments)]
+        fn avx512 $(<$($gen)*>)? ($($arg: $ty),*) $(-> $ret)? {
+            base($($arg),*)
+        }
+
+        let w: $crate::elementwise::Width = $w;
+        $(let $arg: $ty = $val;)*
+        #[cfg(target_arch = "x86_64")]
+        let result = match w {
+            // SAFETY: `detect` is the widest width `available` lists,
+            // which it does only when the CPU has every feature of that
+            // copy and of the narrower ones; calling a `target_feature`
+            // function needs nothing else.
+            $crate::elementwise::Width::Avx512 if w <= $crate::elementwise::Width::detect() => unsafe {
+                avx512($($arg),*)
+            },
+            // SAFETY: as above (a CPU with AVX-512 has AVX2).
+            $crate::elementwise::Width::Avx2 if w <= $crate::elementwise::Width::detect() => unsafe {
+                avx2($($arg),*)
+            },
+            _ => base($($arg),*),
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let result = {
+            let _ = w;
+            base($($arg),*)
+        };
+        result
+    }};
+}
+
 /// Declares a block loop `$name` (the widest width the CPU has) and
 /// `$name_at` (a given width; the baseline loop for a width the CPU lacks).
 macro_rules! wide_loop {
@@ -218,36 +313,10 @@ macro_rules! wide_loop {
         /// The loop of the same name at width `w` (for tests comparing the
         /// widths); the baseline loop when the CPU lacks `w`.
         fn $at<$($g $(: $bound)?,)* F: $($fty)+>(w: Width, $($arg: $ty,)* $f: F) {
-            #[inline(always)]
-            fn base<$($g $(: $bound)?,)* F: $($fty)+>($($arg: $ty,)* $f: F) $body
-
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2")]
-            fn avx2<$($g $(: $bound)?,)* F: $($fty)+>($($arg: $ty,)* $f: F) {
-                base($($arg,)* $f)
-            }
-
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-            fn avx512<$($g $(: $bound)?,)* F: $($fty)+>($($arg: $ty,)* $f: F) {
-                base($($arg,)* $f)
-            }
-
-            #[cfg(target_arch = "x86_64")]
-            match w {
-                // SAFETY: `detect` is the widest width `available` lists,
-                // which it does only when the CPU has every feature of its
-                // loop and of the narrower ones.
-                Width::Avx512 if w <= Width::detect() => unsafe { avx512($($arg,)* $f) },
-                // SAFETY: as above (a CPU with AVX-512 has AVX2).
-                Width::Avx2 if w <= Width::detect() => unsafe { avx2($($arg,)* $f) },
-                _ => base($($arg,)* $f),
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            {
-                let _ = w;
-                base($($arg,)* $f)
-            }
+            $crate::at_width!(
+                w,
+                fn[$($g $(: $bound)?,)* F: $($fty)+]($($arg: $ty = $arg,)* $f: F = $f) $body
+            )
         }
     };
 }

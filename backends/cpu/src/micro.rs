@@ -1019,27 +1019,14 @@ fn assemble(parts: &[&Buf], map: &[Option<(u32, u32)>], fill: Scalar, out: &mut 
 }
 
 /// [`matmul`] in `f64`, compiled for AVX2 when the CPU has it
-/// ([`runs::vector_lanes`]; same bits).
+/// ([`runs::lanes_width`]; same bits).
 fn matmul_f64(a: &[f64], b: &[f64], out: &mut [f64], mm: &MatmulShape) {
-    #[cfg(target_arch = "x86_64")]
-    if runs::vector_lanes() {
-        // SAFETY: the only requirement of calling a function compiled with
-        // `target_feature(enable = "avx2")` is that the CPU supports AVX2,
-        // which `vector_lanes` detected.
-        unsafe { matmul_avx2(a, b, out, mm) };
-        return;
-    }
-    matmul(a, b, out, mm);
-}
-
-/// [`matmul`] compiled with AVX2 (it is inlined here).
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn matmul_avx2(a: &[f64], b: &[f64], out: &mut [f64], mm: &MatmulShape) {
-    matmul(a, b, out, mm);
+    anvil_ops::at_width!(
+        runs::lanes_width(),
+        fn(a: &[f64] = a, b: &[f64] = b, out: &mut [f64] = out, mm: &MatmulShape = mm) {
+            matmul(a, b, out, mm)
+        }
+    )
 }
 
 #[inline(always)]

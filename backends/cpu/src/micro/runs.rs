@@ -23,6 +23,7 @@
 use super::{reads_writes, Buf, Code};
 use crate::fusion::Instr;
 use anvil_core::{Arith, Block, BlockAt, BlockMut, DType, Error, Result, TensorType};
+use anvil_ops::elementwise::Width;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One instruction of a run, on registers.
@@ -116,31 +117,18 @@ impl Run {
 
     /// Runs the instructions over every element, in chunks of a lane width
     /// that suits the length (one chunk for a vector of up to 16 elements),
-    /// compiled for AVX2 when the CPU has it ([`vector_lanes`]).
+    /// compiled for AVX2 when the CPU has it ([`lanes_width`]).
     ///
     /// # Errors
     /// A buffer of another dtype or length than compiled for; an op's
     /// block-math error.
     pub(super) fn exec(&self, bufs: &mut [Buf], regs: &mut Registers) -> Result<()> {
-        #[cfg(target_arch = "x86_64")]
-        if vector_lanes() {
-            // SAFETY: the only requirement of calling a function compiled
-            // with `target_feature(enable = "avx2")` is that the CPU
-            // supports AVX2, which `vector_lanes` detected.
-            return unsafe { self.exec_avx2(bufs, regs) };
-        }
-        self.exec_any(bufs, regs)
-    }
-
-    /// [`Run::exec`] compiled with AVX2 (everything but the block math of
-    /// other ops is inlined here).
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn exec_avx2(&self, bufs: &mut [Buf], regs: &mut Registers) -> Result<()> {
-        self.exec_any(bufs, regs)
+        anvil_ops::at_width!(
+            lanes_width(),
+            fn(run: &Run = self, bufs: &mut [Buf] = bufs, regs: &mut Registers = regs) -> Result<()> {
+                run.exec_any(bufs, regs)
+            }
+        )
     }
 
     #[inline(always)]
@@ -214,19 +202,19 @@ impl Run {
     }
 }
 
-/// Whether this CPU runs the AVX2 copies of the lane loops ([`Run::exec`])
-/// and of the small matrix products (`micro::matmul_f64`). The crate is
-/// built for baseline x86-64 (SSE2); AVX2 runs a register of 8 lanes in
-/// half the instructions. Without FMA contraction (Rust never contracts
-/// `a * b + c`), both copies give the same bits.
-#[cfg(target_arch = "x86_64")]
+/// The vector width the lane loops ([`Run::exec`]) and the small matrix
+/// products (`micro::matmul_f64`) run at: AVX2 when the CPU has it, never
+/// wider. The crate is built for baseline x86-64 (SSE2); AVX2 runs a
+/// register of 8 lanes in half the instructions, and AVX-512 was not
+/// faster on these short loops. Without FMA contraction (Rust never
+/// contracts `a * b + c`), every width gives the same bits.
 #[inline]
-pub(super) fn vector_lanes() -> bool {
+pub(super) fn lanes_width() -> Width {
     #[cfg(test)]
     if GENERIC.with(std::cell::Cell::get) {
-        return false;
+        return Width::Base;
     }
-    std::arch::is_x86_feature_detected!("avx2")
+    Width::detect().min(Width::Avx2)
 }
 
 #[cfg(test)]
