@@ -1,7 +1,8 @@
 //! The anvil side of `bench/compare`: runs the workloads and prints one line
 //! per workload in `jax_reference.py`'s format (tab-separated: name, size,
 //! `median_s`, `min_s`, `first_call_s`, `inner`, `cpu/wall`, `minflt/call`,
-//! `out`, `sum`, `wsum`), with the same timing protocol: the first call
+//! `out`, `sum`, `wsum`, then `first_minflt`: the first call's minor page
+//! faults), with the same timing protocol: the first call
 //! (trace + compile + run) timed apart, two warm-up calls, one call to size
 //! `inner` so a sample lasts `--min-sample` seconds, then `--repeats` samples
 //! of `inner` calls; W7 is timed call by call (the median over `--calls`
@@ -197,11 +198,15 @@ fn time_latency(w: &mut Workload, o: &Opts) -> anvil::Result<Timing> {
 }
 
 fn run(w: &mut Workload, o: &Opts) -> anvil::Result<()> {
-    let t0 = Instant::now();
+    let (r0, t0) = (rusage(), Instant::now());
     let out = w.call()?;
     let first = t0.elapsed().as_secs_f64();
+    // Minor page faults of the first call: its fresh pages (about 1.7 µs
+    // each here) are part of `first_call_s`, apart from trace and compile.
+    let first_faults = rusage().minflt - r0.minflt;
     let mut t = if w.latency { time_latency(w, o)? } else { time_batches(w, o)? };
     t.first = first;
+    t.extra.push_str(&format!("\tfirst_minflt={first_faults}"));
     let (s, ws) = checksum(&out);
     println!(
         "{}\t{}\tmedian_s={}\tmin_s={}\tfirst_call_s={:.3}\tinner={}\tcpu/wall={:.2}\t\
