@@ -197,29 +197,77 @@ fn run<F: Function>(
     par: &Parallelism,
 ) -> Result<<F::Output as Traced>::Concrete> {
     // Plans are keyed by the structure as given (`&x` and `(&x,)` are two
-    // keys for one signature): the per-call path builds no structure.
-    let given = args.def();
-    let mut leaves = args.leaves();
-    let build = || -> Result<Compiled> {
-        let def = fit_args_named(|| f.name(), given.clone(), <F::Args as Args>::ARITY)?;
+    // keys for one signature): the per-call path builds no structure (it
+    // is built on a miss only).
+    let mut vecs = CallVecs::take();
+    let leaves = &mut vecs.leaves;
+    args.for_each_leaf(&mut |t| leaves.push(t.clone()));
+    let leaves: &[Tensor] = leaves;
+    let build = |given: TreeDef| -> Result<Compiled> {
+        let def = fit_args_named(|| f.name(), given, <F::Args as Args>::ARITY)?;
         compile(f, &def, &leaves.iter().map(Tensor::ty).collect::<Vec<_>>())
     };
     let compiled = match f.cache() {
         Some(cache) => {
-            let any = match cache.get_for(&given, &leaves) {
+            let any = match cache.get_matching(|d| args.def_is(d), leaves) {
                 Some(hit) => hit,
                 None => {
+                    let given = args.def();
                     let types: Vec<TensorType> = leaves.iter().map(Tensor::ty).collect();
-                    cache.get_or_try_insert(&given, &types, || Ok(Arc::new(build()?)))?
+                    cache
+                        .get_or_try_insert(&given, &types, || Ok(Arc::new(build(given.clone())?)))?
                 }
             };
             any.downcast::<Compiled>()
                 .map_err(|_| Error::invalid(f.name(), "cache", "holds a plan of another backend"))?
         }
-        None => Arc::new(build()?),
+        None => Arc::new(build(args.def())?),
     };
-    leaves.extend(compiled.lifted.iter().cloned());
-    unflatten_all(&compiled.output, compiled.plan.run(&leaves, par)?)
+    vecs.leaves.extend(compiled.lifted.iter().cloned());
+    compiled.plan.run_into(&vecs.leaves, par, &mut vecs.outputs)?;
+    // The leaves die here, not when the vectors are next used.
+    vecs.leaves.clear();
+    unflatten_all(&compiled.output, vecs.outputs.drain(..))
+}
+
+/// The argument and result vectors of a call, kept per thread for its next
+/// call: a cached call allocates neither. A call made while another runs on
+/// the same thread (from inside a kernel) finds them taken and allocates
+/// its own. Both are empty whenever they are kept, so they hold no tensor
+/// alive between calls.
+#[derive(Default)]
+struct CallVecs {
+    leaves: Vec<Tensor>,
+    outputs: Vec<Tensor>,
+}
+
+thread_local! {
+    /// The vectors of the thread's last call (plain vectors: a kept
+    /// [`CallVecs`] would be dropped, and kept again, on replacing it).
+    static SPARE_CALL_VECS: std::cell::Cell<(Vec<Tensor>, Vec<Tensor>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+}
+
+/// The most tensors a kept vector may have room for.
+const MAX_SPARE_CALL_LEAVES: usize = 1024;
+
+impl CallVecs {
+    fn take() -> CallVecs {
+        let (leaves, outputs) = SPARE_CALL_VECS.try_with(std::cell::Cell::take).unwrap_or_default();
+        CallVecs { leaves, outputs }
+    }
+}
+
+impl Drop for CallVecs {
+    fn drop(&mut self) {
+        let mut leaves = std::mem::take(&mut self.leaves);
+        let mut outputs = std::mem::take(&mut self.outputs);
+        leaves.clear();
+        outputs.clear();
+        if leaves.capacity().max(outputs.capacity()) <= MAX_SPARE_CALL_LEAVES {
+            let _ = SPARE_CALL_VECS.try_with(|s| s.set((leaves, outputs)));
+        }
+    }
 }
 
 /// Traces, optimises (the pipeline of [`transforms::pipeline`]) and

@@ -637,6 +637,16 @@ impl PlanCache {
     /// function). A cache with many entries answers `None` (use
     /// [`PlanCache::get_or_try_insert`]).
     pub fn get_for(&self, def: &TreeDef, args: &[Tensor]) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.get_matching(|d| d == def, args)
+    }
+
+    /// [`PlanCache::get_for`] with the structure tested by `is_def` (such
+    /// as [`Flatten::def_is`] of the arguments, which builds no structure).
+    pub fn get_matching(
+        &self,
+        is_def: impl Fn(&TreeDef) -> bool,
+        args: &[Tensor],
+    ) -> Option<Arc<dyn Any + Send + Sync>> {
         let plans = self.lock();
         if plans.len() > 8 {
             return None;
@@ -647,7 +657,7 @@ impl PlanCache {
                     .iter()
                     .zip(args)
                     .all(|(t, a)| t.dtype() == a.dtype() && t.shape() == a.shape())
-                && d == def
+                && is_def(d)
         };
         plans.iter().find(|(k, _)| matches(k)).map(|(_, p)| p.clone())
     }

@@ -201,6 +201,21 @@ pub trait Flatten<L> {
     /// Calls `f` on every leaf, in order.
     fn for_each_leaf(&self, f: &mut dyn FnMut(&L));
 
+    /// Whether the structure is `def` (`self.def() == *def`), decided
+    /// without building the structure where the type allows (leaves,
+    /// references, tuples): the per-call path of a cached function
+    /// compares its arguments' structure with its plans' keys.
+    ///
+    /// ```
+    /// use anvil_core::{Tensor, tree::{Flatten, TreeDef}};
+    /// let x = Tensor::scalar(1.0);
+    /// assert!((&x, &x).def_is(&TreeDef::Tuple(vec![TreeDef::Leaf, TreeDef::Leaf])));
+    /// assert!(!(&x, &x).def_is(&TreeDef::Leaf));
+    /// ```
+    fn def_is(&self, def: &TreeDef) -> bool {
+        self.def() == *def
+    }
+
     /// The leaves, in order.
     fn leaves(&self) -> Vec<L>
     where
@@ -218,6 +233,9 @@ impl<L, T: Flatten<L> + ?Sized> Flatten<L> for &T {
     }
     fn for_each_leaf(&self, f: &mut dyn FnMut(&L)) {
         (**self).for_each_leaf(f);
+    }
+    fn def_is(&self, def: &TreeDef) -> bool {
+        (**self).def_is(def)
     }
 }
 
@@ -255,11 +273,16 @@ pub trait Tree<L>: Flatten<L> + Sized {
     fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = L>) -> Result<Self>;
 }
 
-/// Rebuilds a `T` from `def` and exactly the leaves of `leaves`.
+/// Rebuilds a `T` from `def` and exactly the leaves of `leaves` (a `Vec`,
+/// or a `drain` of one that its owner keeps for reuse).
 ///
 /// # Errors
 /// A structure that does not fit `T`; a number of leaves that differs.
-pub fn unflatten_all<L, T: Tree<L>>(def: &TreeDef, leaves: Vec<L>) -> Result<T> {
+pub fn unflatten_all<L, T: Tree<L>>(
+    def: &TreeDef,
+    leaves: impl IntoIterator<Item = L, IntoIter: ExactSizeIterator>,
+) -> Result<T> {
+    let mut leaves = leaves.into_iter();
     let n = leaves.len();
     if n != def.num_leaves() {
         return Err(Error::Arity {
@@ -269,7 +292,7 @@ pub fn unflatten_all<L, T: Tree<L>>(def: &TreeDef, leaves: Vec<L>) -> Result<T> 
             got: n,
         });
     }
-    T::unflatten(def, &mut leaves.into_iter())
+    T::unflatten(def, &mut leaves)
 }
 
 /// The fields' structures of a struct `name` with fields `fields`, from
@@ -308,6 +331,9 @@ macro_rules! leaf {
             }
             fn for_each_leaf(&self, f: &mut dyn FnMut(&$t)) {
                 f(self)
+            }
+            fn def_is(&self, def: &TreeDef) -> bool {
+                matches!(def, TreeDef::Leaf)
             }
         }
         impl Tree<$t> for $t {
@@ -349,6 +375,9 @@ macro_rules! tuple {
             }
             fn for_each_leaf(&self, f: &mut dyn FnMut(&L)) {
                 $(self.$i.for_each_leaf(f);)+
+            }
+            fn def_is(&self, def: &TreeDef) -> bool {
+                matches!(def, TreeDef::Tuple(c) if c.len() == $n $(&& self.$i.def_is(&c[$i]))+)
             }
         }
         impl<L, $($t: Tree<L>),+> Tree<L> for ($($t,)+) {

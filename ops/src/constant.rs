@@ -256,6 +256,28 @@ impl Basis {
     }
 }
 
+/// The body of [`basis_ones`] in the integer type `$i` (`i64` or `i128`).
+macro_rules! basis_ones_in {
+    ($i:ty, $inner:expr, $k:expr, $offset:expr, $start:expr, $len:expr, $set_one:expr) => {{
+        let mut set_one = $set_one;
+        let row = $inner * $k; // elements per index of the axes before the basis axis
+        let first_outer = $start / row;
+        let last_outer = ($start + $len - 1) / row;
+        let (inner, k, start, end) = ($inner as $i, $k as $i, $start as $i, ($start + $len) as $i);
+        for outer in first_outer..=last_outer {
+            let outer = outer as $i;
+            // Ones at i with b = outer * inner + i - offset in 0..k, i in
+            // 0..inner, at p = c + i * (inner + 1) (b grows with i).
+            let base = outer * inner - <$i>::from($offset);
+            let c = outer * (inner * k) + base * inner;
+            let lo = (-base).max(0).max(div_ceil(start - c, inner + 1));
+            let hi = (k - base).min(inner).min(div_ceil(end - c, inner + 1));
+            for i in lo..hi {
+                set_one((c + i * (inner + 1) - start) as usize);
+            }
+        }
+    }};
+}
 /// Calls `set_one(j)` for every position `start + j` (`j < len`) of the
 /// block where the seed of `shape` with basis axis `axis` (of `k` vectors)
 /// and offset `offset` is 1: where the row-major position over the other
@@ -269,44 +291,60 @@ pub(crate) fn basis_ones(
     offset: i64,
     start: usize,
     len: usize,
-    mut set_one: impl FnMut(usize),
+    set_one: impl FnMut(usize),
 ) {
     if k == 0 || len == 0 {
         return;
     }
     let inner: usize = shape[axis + 1..].iter().product::<usize>().max(1);
-    let row = inner * k; // elements per index of the axes before the basis axis
-    let first_outer = start / row;
-    let last_outer = (start + len - 1) / row;
-    let (inner, k, start, end) = (inner as i128, k as i128, start as i128, (start + len) as i128);
-    for outer in first_outer..=last_outer {
-        let outer = outer as i128;
-        // Ones at i with b = outer * inner + i - offset in 0..k, i in
-        // 0..inner, at p = c + i * (inner + 1) (b grows with i).
-        let base = outer * inner - i128::from(offset);
-        let c = outer * (inner * k) + base * inner;
-        let lo = (-base).max(0).max(div_ceil(start - c, inner + 1));
-        let hi = (k - base).min(inner).min(div_ceil(end - c, inner + 1));
-        for i in lo..hi {
-            set_one((c + i * (inner + 1) - start) as usize);
-        }
+    // In i64 when every intermediate fits with room (each magnitude below
+    // 2^62: always, for blocks and seeds that fit in memory); a 128-bit
+    // product or division is a slow library call, and this runs on every
+    // block of a small Jacobian's seed.
+    const SMALL: u64 = 1 << 30;
+    let small = offset.unsigned_abs() < SMALL
+        && ((start + len) as u64) < SMALL
+        && (inner as u64) < SMALL
+        && (inner.saturating_mul(k) as u64) < SMALL;
+    if small {
+        basis_ones_in!(i64, inner, k, offset, start, len, set_one);
+    } else {
+        basis_ones_in!(i128, inner, k, offset, start, len, set_one);
     }
 }
 
-/// `a / b` rounded up, for `b > 0`. In i64 when both fit (always, for
-/// shapes that fit in memory): a 128-bit division is a slow library call,
-/// and this runs on every block of a small Jacobian's seed.
-fn div_ceil(a: i128, b: i128) -> i128 {
-    if let (Ok(a), Ok(b)) = (i64::try_from(a), i64::try_from(b)) {
-        // b > 0, so neither division overflows.
-        let q = a.div_euclid(b);
-        return i128::from(if a.rem_euclid(b) == 0 { q } else { q + 1 });
-    }
-    let q = a.div_euclid(b);
-    if a.rem_euclid(b) == 0 {
+/// `a / b` rounded up, for `b > 0` (neither division overflows).
+fn div_ceil<I>(a: I, b: I) -> I
+where
+    I: Copy + PartialEq + From<u8> + std::ops::Add<Output = I> + Euclid,
+{
+    let q = a.div_euclid_(b);
+    if a.rem_euclid_(b) == I::from(0) {
         q
     } else {
-        q + 1
+        q + I::from(1)
+    }
+}
+
+/// Euclidean division of the integer types [`basis_ones`] computes in.
+trait Euclid {
+    fn div_euclid_(self, b: Self) -> Self;
+    fn rem_euclid_(self, b: Self) -> Self;
+}
+impl Euclid for i64 {
+    fn div_euclid_(self, b: i64) -> i64 {
+        self.div_euclid(b)
+    }
+    fn rem_euclid_(self, b: i64) -> i64 {
+        self.rem_euclid(b)
+    }
+}
+impl Euclid for i128 {
+    fn div_euclid_(self, b: i128) -> i128 {
+        self.div_euclid(b)
+    }
+    fn rem_euclid_(self, b: i128) -> i128 {
+        self.rem_euclid(b)
     }
 }
 
@@ -534,6 +572,37 @@ mod tests {
             (5, big, 1),
         ] {
             assert_eq!(div_ceil(a, b), want, "{a} / {b}");
+        }
+    }
+
+    #[test]
+    fn basis_ones_are_the_same_in_64_and_128_bits() {
+        // The i64 path (every small seed) against the i128 one on the same
+        // blocks, and both against the definition.
+        for (shape, axis) in [(vec![3usize, 3], 1usize), (vec![2, 4, 3], 1), (vec![5, 2], 0)] {
+            let k = shape[axis];
+            let inner: usize = shape[axis + 1..].iter().product::<usize>().max(1);
+            let numel: usize = shape.iter().product();
+            for offset in [-3i64, -1, 0, 1, 2, 7] {
+                let want: Vec<usize> = (0..numel)
+                    .filter(|&p| {
+                        let (outer, i) = (p / (inner * k), p % inner);
+                        let b = (outer * inner + i) as i64 - offset;
+                        (0..k as i64).contains(&b) && (p / inner) % k == b as usize
+                    })
+                    .collect();
+                for (start, len) in [(0, numel), (1, numel - 1), (numel / 2, numel - numel / 2)] {
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    basis_ones_in!(i64, inner, k, offset, start, len, |j| a.push(start + j));
+                    basis_ones_in!(i128, inner, k, offset, start, len, |j| b.push(start + j));
+                    let mut c = Vec::new();
+                    basis_ones(&shape, axis, k, offset, start, len, |j| c.push(start + j));
+                    let want: Vec<usize> = want.iter().copied().filter(|&p| p >= start).collect();
+                    assert_eq!(a, want, "{shape:?} axis {axis} offset {offset} at {start}");
+                    assert_eq!(b, want);
+                    assert_eq!(c, want);
+                }
+            }
         }
     }
 

@@ -125,8 +125,24 @@ struct Layout {
     indices: Vec<Option<Vec<usize>>>,
     /// Per instruction but the last: its slot.
     instrs: Vec<Slot>,
+    /// Per instruction: where each of its operands is read (worked out
+    /// once, so a block's dispatch looks nothing up).
+    sources: Vec<Vec<Source>>,
+    /// The gathered leaves of one element (spread once per task), and the
+    /// others (gathered per block).
+    scalar_leaves: Vec<usize>,
+    block_leaves: Vec<usize>,
     /// Slots per dtype (f64, f32, i64, bool).
     counts: [usize; 4],
+}
+
+/// Where an instruction reads an operand: a scratch slot (a gathered leaf
+/// or an earlier instruction's result), or a leaf of the output's shape
+/// read in place.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    Slot(Slot),
+    InPlace(usize),
 }
 
 impl Fused {
@@ -203,8 +219,44 @@ impl Layout {
             })
             .collect();
         let last = program.len().saturating_sub(1);
-        let instrs = program[..last].iter().map(|i| slot(i.dtype)).collect();
-        Layout { leaves: leaf_slots, offsets, types: leaves.to_vec(), indices, instrs, counts }
+        let instrs: Vec<Slot> = program[..last].iter().map(|i| slot(i.dtype)).collect();
+        let inputs = leaves.len();
+        let sources = program
+            .iter()
+            .map(|i| {
+                i.args
+                    .iter()
+                    .map(|&a| match a.checked_sub(inputs) {
+                        Some(r) => Source::Slot(instrs[r]),
+                        None => match &leaf_slots[a] {
+                            Some((_, slot)) => Source::Slot(*slot),
+                            None => Source::InPlace(a),
+                        },
+                    })
+                    .collect()
+            })
+            .collect();
+        let gathered = |scalar: bool| -> Vec<usize> {
+            (0..inputs)
+                .filter(|&k| {
+                    leaf_slots[k]
+                        .as_ref()
+                        .is_some_and(|(strides, _)| strides.iter().all(|&s| s == 0) == scalar)
+                })
+                .collect()
+        };
+        let (scalar_leaves, block_leaves) = (gathered(true), gathered(false));
+        Layout {
+            leaves: leaf_slots,
+            offsets,
+            types: leaves.to_vec(),
+            indices,
+            instrs,
+            sources,
+            scalar_leaves,
+            block_leaves,
+            counts,
+        }
     }
 }
 
@@ -886,17 +938,14 @@ fn gather_leaves(
     scalar: bool,
 ) {
     let layout = &f.layout;
-    for (k, ((t, leaf), &offset)) in
-        inputs.iter().zip(&layout.leaves).zip(&layout.offsets).enumerate()
-    {
-        if let Some((strides, slot)) = leaf {
-            if strides.iter().all(|&s| s == 0) == scalar {
-                let (_, dst) = scratch.split(*slot, len);
-                match layout.indices.get(k).and_then(Option::as_ref) {
-                    Some(idx) => gather_indexed(t.storage(), &idx[from..from + len], dst),
-                    None => gather_block(t.storage(), offset, strides, shape, from, dst),
-                }
-            }
+    let which = if scalar { &layout.scalar_leaves } else { &layout.block_leaves };
+    for &k in which {
+        let Some((strides, slot)) = &layout.leaves[k] else { continue };
+        let (_, dst) = scratch.split(*slot, len);
+        let storage = inputs[k].storage();
+        match layout.indices.get(k).and_then(Option::as_ref) {
+            Some(idx) => gather_indexed(storage, &idx[from..from + len], dst),
+            None => gather_block(storage, layout.offsets[k], strides, shape, from, dst),
         }
     }
 }
@@ -913,30 +962,27 @@ fn run_block(
 ) -> Result<()> {
     let (last, len, layout) = (f.program.len() - 1, out.len(), &f.layout);
     let place = BlockAt { start: from, shape };
-    for (j, instr) in f.program.iter().enumerate() {
+    for (j, (instr, sources)) in f.program.iter().zip(&layout.sources).enumerate() {
         let (readers, dst) = if j == last {
             (scratch.readers(), reborrow(&mut out))
         } else {
             scratch.split(layout.instrs[j], len)
         };
-        let src = |a: usize| -> Block<'_> {
-            match a.checked_sub(f.inputs) {
-                Some(r) => readers.block(layout.instrs[r], len),
-                None => match &layout.leaves[a] {
-                    Some((_, slot)) => readers.block(*slot, len),
-                    None => in_place(inputs[a].storage(), from, len),
-                },
+        let src = |s: &Source| -> Block<'_> {
+            match *s {
+                Source::Slot(slot) => readers.block(slot, len),
+                Source::InPlace(a) => in_place(inputs[a].storage(), from, len),
             }
         };
         let mut inline = [Block::F64(&[]); INLINE_ARGS];
         let heap: Vec<Block<'_>>;
-        let args: &[Block<'_>] = if instr.args.len() <= INLINE_ARGS {
-            for (slot, &a) in inline.iter_mut().zip(&instr.args) {
-                *slot = src(a);
+        let args: &[Block<'_>] = if sources.len() <= INLINE_ARGS {
+            for (slot, s) in inline.iter_mut().zip(sources) {
+                *slot = src(s);
             }
-            &inline[..instr.args.len()]
+            &inline[..sources.len()]
         } else {
-            heap = instr.args.iter().map(|&a| src(a)).collect();
+            heap = sources.iter().map(src).collect();
             &heap
         };
         instr.eval(args, dst, place)?;

@@ -51,6 +51,10 @@ thread_local! {
         const { std::cell::Cell::new(Vec::new()) };
 }
 
+/// The most operands of a one-result step passed without allocating a
+/// vector for them (a fused program's leaves are often more than three).
+const INLINE_OPERANDS: usize = 8;
+
 /// The most slots kept for the thread's next call.
 const MAX_SPARE_SLOTS: usize = 4096;
 
@@ -411,6 +415,33 @@ impl Plan {
     /// exceeds the call's memory budget; a kernel's run-time error (an
     /// index out of bounds).
     pub fn run(&self, inputs: &[Tensor], ctx: &Parallelism) -> Result<Vec<Tensor>> {
+        let mut outputs = Vec::with_capacity(self.graph.outputs().len());
+        self.run_into(inputs, ctx, &mut outputs)?;
+        Ok(outputs)
+    }
+
+    /// [`Plan::run`], appending the outputs to `outputs` (left as it was on
+    /// an error): a caller that runs plans often keeps one vector for
+    /// them, and a call then allocates no vector of its own.
+    ///
+    /// ```
+    /// use anvil_core::{trace, Tensor, Var};
+    /// use anvil_cpu::{compile, Parallelism};
+    /// let plan = compile(&trace(&|x: &Var| x.clone() * 2.0, &Tensor::zeros(&[2])?)?)?;
+    /// let mut outputs = Vec::with_capacity(1);
+    /// plan.run_into(&[Tensor::ones(&[2])?], &Parallelism::default(), &mut outputs)?;
+    /// assert_eq!(outputs[0].to_vec::<f64>()?, vec![2.0, 2.0]);
+    /// # Ok::<(), anvil_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Plan::run`].
+    pub fn run_into(
+        &self,
+        inputs: &[Tensor],
+        ctx: &Parallelism,
+        outputs: &mut Vec<Tensor>,
+    ) -> Result<()> {
         let bound = if self.dims.is_empty() {
             self.check_inputs(inputs)?;
             None
@@ -432,27 +463,28 @@ impl Plan {
         }
         let bound = bound.as_deref();
         if !self.pooled {
-            return self.run_steps(inputs, bound, ctx).map(|(outputs, _)| outputs);
+            return self.run_steps(inputs, bound, ctx, outputs).map(|_| ());
         }
+        let first = outputs.len();
         // The lock is never held while kernels run; were it poisoned, the
         // buffers would still be just buffers.
         let mut pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|e| e.into_inner()));
         pool.reclaim_lent();
         let installed = buffers::Installed::new(pool);
-        let result = self.run_steps(inputs, bound, ctx);
+        let result = self.run_steps(inputs, bound, ctx, outputs);
         let mut pool = installed.finish();
-        if let Ok((outputs, peak_bytes)) = &result {
+        if let Ok(peak_bytes) = &result {
             // The values' peak plus the kernels' scratch: enough to serve
             // every buffer of the next call, bounded by what one call uses.
             let cap = peak_bytes.saturating_add(pool.scratch_peak());
             pool.trim(cap);
-            pool.lend(outputs);
+            pool.lend(&outputs[first..]);
         }
         let mut slot = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_empty() || slot.bytes() < pool.bytes() {
             *slot = pool;
         }
-        result.map(|(outputs, _)| outputs)
+        result.map(|_| ())
     }
 
     /// Whether the plan's shapes have symbolic dimensions, bound by each
@@ -550,23 +582,26 @@ impl Plan {
         Ok(b)
     }
 
-    /// Runs the steps with the pool installed; returns the outputs and the
-    /// largest number of bytes live at once. The adaptive steps run with
-    /// `ctx` or on one thread, as the plan's recent call times say.
+    /// Runs the steps with the pool installed; appends the outputs to
+    /// `outputs` (left as it was on an error) and returns the largest
+    /// number of bytes live at once. The adaptive steps run with `ctx` or
+    /// on one thread, as the plan's recent call times say.
     fn run_steps(
         &self,
         inputs: &[Tensor],
         bound: Option<&Bound>,
         ctx: &Parallelism,
-    ) -> Result<(Vec<Tensor>, usize)> {
+        outputs: &mut Vec<Tensor>,
+    ) -> Result<usize> {
         match &self.adaptive {
             Some(slot) if ctx.is_adaptive() && ctx.thread_count() > 1 => {
                 let one = ctx.threads(1);
                 slot.run(|parallel| {
-                    self.run_steps_with(inputs, bound, ctx, if parallel { ctx } else { &one })
+                    let eligible = if parallel { ctx } else { &one };
+                    self.run_steps_with(inputs, bound, ctx, eligible, outputs)
                 })
             }
-            _ => self.run_steps_with(inputs, bound, ctx, ctx),
+            _ => self.run_steps_with(inputs, bound, ctx, ctx, outputs),
         }
     }
 
@@ -577,7 +612,8 @@ impl Plan {
         bound: Option<&Bound>,
         ctx: &Parallelism,
         eligible: &Parallelism,
-    ) -> Result<(Vec<Tensor>, usize)> {
+        outputs: &mut Vec<Tensor>,
+    ) -> Result<usize> {
         let bytes = |t: &Tensor| t.numel() * t.dtype().size_of();
         let (mut live, mut peak) = (0usize, 0usize);
         let mut slots = Slots::new(self.graph.num_values());
@@ -602,21 +638,22 @@ impl Plan {
                 }
             }
         }
-        let outputs = self
-            .graph
-            .outputs()
-            .iter()
-            .zip(&self.output_moves)
-            .map(|(o, &moves)| {
-                let slot = &mut slots[o.index()];
-                let value = if moves { slot.take() } else { slot.clone() };
-                value.ok_or_else(|| Error::InvalidGraph {
-                    node: o.index(),
-                    msg: "output was not computed".into(),
-                })
-            })
-            .collect::<Result<Vec<Tensor>>>()?;
-        Ok((outputs, peak))
+        let first = outputs.len();
+        outputs.reserve(self.graph.outputs().len());
+        for (o, &moves) in self.graph.outputs().iter().zip(&self.output_moves) {
+            let slot = &mut slots[o.index()];
+            match if moves { slot.take() } else { slot.clone() } {
+                Some(value) => outputs.push(value),
+                None => {
+                    outputs.truncate(first);
+                    return Err(Error::InvalidGraph {
+                        node: o.index(),
+                        msg: "output was not computed".into(),
+                    });
+                }
+            }
+        }
+        Ok(peak)
     }
 
     /// Runs one step, storing its results in `slots`.
@@ -653,13 +690,19 @@ impl Plan {
                 }
                 StepKernel::One(kernel) => {
                     let out = &types[0];
-                    // Up to three operands on the stack: no allocation per step.
-                    let t = match node.inputs.len() {
-                        0 => kernel(op, &[], out, ctx),
-                        1 => kernel(op, &[arg(0)?], out, ctx),
-                        2 => kernel(op, &[arg(0)?, arg(1)?], out, ctx),
-                        3 => kernel(op, &[arg(0)?, arg(1)?, arg(2)?], out, ctx),
-                        _ => kernel(op, &all_args()?, out, ctx),
+                    // Up to INLINE_OPERANDS operands on the stack: no
+                    // allocation per step.
+                    let n = node.inputs.len();
+                    let t = if n == 0 {
+                        kernel(op, &[], out, ctx)
+                    } else if n <= INLINE_OPERANDS {
+                        let mut operands = [arg(0)?; INLINE_OPERANDS];
+                        for (k, slot) in operands.iter_mut().enumerate().take(n).skip(1) {
+                            *slot = arg(k)?;
+                        }
+                        kernel(op, &operands[..n], out, ctx)
+                    } else {
+                        kernel(op, &all_args()?, out, ctx)
                     }?;
                     check_result(op.name(), &t, out);
                     slots[node.out().index()] = Some(t);
