@@ -222,57 +222,6 @@ impl Reg {
     }
 }
 
-impl Reg {
-    /// Moves lane `kept[j]` to lane `j`, for every `j` (`kept` ascending).
-    fn gather(&mut self, kept: &[u32]) {
-        fn on<T: Copy>(v: &mut [T], kept: &[u32]) {
-            for (j, &i) in kept.iter().enumerate() {
-                v[j] = v[i as usize];
-            }
-        }
-        match self {
-            Reg::F64(v) => on(v, kept),
-            Reg::F32(v) => on(v, kept),
-            Reg::I64(v) => on(v, kept),
-            Reg::Bool(v) => on(v, kept),
-        }
-    }
-
-    /// Copies lane `kept[j]` of `src` to lane `j`, for every `j`.
-    fn gather_from(&mut self, src: Block<'_>, kept: &[u32]) -> Result<()> {
-        fn on<T: Copy>(v: &mut [T], s: &[T], kept: &[u32]) {
-            for (d, &i) in v.iter_mut().zip(kept) {
-                *d = s[i as usize];
-            }
-        }
-        match (self, src) {
-            (Reg::F64(v), Block::F64(s)) => on(v, s, kept),
-            (Reg::F32(v), Block::F32(s)) => on(v, s, kept),
-            (Reg::I64(v), Block::I64(s)) => on(v, s, kept),
-            (Reg::Bool(v), Block::Bool(s)) => on(v, s, kept),
-            _ => return Err(Error::invalid("while", "masked", "a leaf of another dtype")),
-        }
-        Ok(())
-    }
-
-    /// Writes each lane `i` of `lanes` to `out[at + pos[i]]`.
-    fn scatter(&self, lanes: &[u32], pos: &[u32], out: &mut BlockMut<'_>, at: usize) -> Result<()> {
-        fn on<T: Copy>(v: &[T], o: &mut [T], lanes: &[u32], pos: &[u32], at: usize) {
-            for &i in lanes {
-                o[at + pos[i as usize] as usize] = v[i as usize];
-            }
-        }
-        match (self, out) {
-            (Reg::F64(v), BlockMut::F64(o)) => on(v, o, lanes, pos, at),
-            (Reg::F32(v), BlockMut::F32(o)) => on(v, o, lanes, pos, at),
-            (Reg::I64(v), BlockMut::I64(o)) => on(v, o, lanes, pos, at),
-            (Reg::Bool(v), BlockMut::Bool(o)) => on(v, o, lanes, pos, at),
-            _ => return Err(Error::invalid("while", "masked", "a carry of another dtype")),
-        }
-        Ok(())
-    }
-}
-
 /// Copies a block into one of the same dtype and length.
 fn copy_block(src: Block<'_>, dst: BlockMut<'_>) -> Result<()> {
     match (src, dst) {
@@ -316,10 +265,6 @@ pub(crate) struct LaneLoop {
     /// Whether each carry's new value is a register of its own, computed
     /// by the body and read by no other carry (swapped in, not copied).
     swap: Vec<bool>,
-    /// Whether a group's running lanes may be moved together once some are
-    /// done: every instruction runs by a resolved loop, none of which
-    /// reads its lanes' positions (an op's block math may).
-    compact: bool,
 }
 
 impl LaneLoop {
@@ -414,20 +359,6 @@ impl LaneLoop {
             regs[s.reg].spread(storage)?;
         }
         let flag = self.carries[self.carries.len() - 1];
-        // Registers for the leaves' lanes once a group is compacted.
-        let base = regs.len();
-        if self.compact {
-            for l in &self.leaves {
-                let t = match l {
-                    Leaf::Input(k) => inputs[*k],
-                    Leaf::Value(t) => t,
-                };
-                regs.push(Reg::zeros(t.dtype(), width));
-            }
-        }
-        // Per register lane, its lane in the group; the lanes kept by a
-        // compaction; the lanes it finishes.
-        let (mut pos, mut kept, mut done) = (Vec::new(), Vec::new(), Vec::new());
         let mut leaves: Vec<Block<'_>> = Vec::with_capacity(self.leaves.len());
         let mut at = 0;
         while at < total {
@@ -442,75 +373,27 @@ impl LaneLoop {
                 regs[r].load(in_place(inputs[self.consts + k].storage(), from, len))?;
             }
             let at_block = BlockAt { start: from, shape: &self.shape };
-            // The lanes in registers: `live`, at `pos` once compacted.
-            let (mut live, mut compacted) = (len, false);
             let mut steps = 0usize;
-            while self.max_steps.is_none_or(|m| steps < m) {
-                let Reg::Bool(flags) = &regs[flag] else {
-                    return Err(Error::invalid("while", "masked", "a bool flag"));
-                };
-                let active = flags[..live].iter().filter(|&&f| f).count();
-                if active == 0 {
-                    break;
-                }
-                if self.compact && active * 8 <= live * 7 {
-                    // A quarter or more of the lanes are done: their carries
-                    // are final (a clear lane keeps them), so they go to the
-                    // results, and the others move down.
-                    if !compacted {
-                        pos.clear();
-                        pos.extend(0..len as u32);
-                    }
-                    kept.clear();
-                    done.clear();
-                    for (i, &f) in flags[..live].iter().enumerate() {
-                        if f {
-                            kept.push(i as u32)
-                        } else {
-                            done.push(i as u32)
-                        }
-                    }
-                    for (out, &r) in outs.iter_mut().zip(&self.carries) {
-                        regs[r].scatter(&done, &pos, out, at)?;
-                        regs[r].gather(&kept);
-                    }
-                    for (k, leaf) in leaves.iter().enumerate() {
-                        if compacted {
-                            regs[base + k].gather(&kept);
-                        } else {
-                            regs[base + k].gather_from(*leaf, &kept)?;
-                        }
-                    }
-                    for (j, &i) in kept.iter().enumerate() {
-                        pos[j] = pos[i as usize];
-                    }
-                    (live, compacted) = (active, true);
-                }
-                self.step(&mut regs, &leaves, compacted.then_some(base), at_block, live)?;
+            while self.max_steps.is_none_or(|m| steps < m)
+                && matches!(&regs[flag], Reg::Bool(v) if v[..len].contains(&true))
+            {
+                self.step(&mut regs, &leaves, at_block, len)?;
                 steps += 1;
             }
             for (out, &r) in outs.iter_mut().zip(&self.carries) {
-                if compacted {
-                    kept.clear();
-                    kept.extend(0..live as u32);
-                    regs[r].scatter(&kept, &pos, out, at)?;
-                } else {
-                    copy_block(regs[r].prefix(len), sub_block(out, at, len))?;
-                }
+                copy_block(regs[r].prefix(len), sub_block(out, at, len))?;
             }
             at += len;
         }
         Ok(())
     }
 
-    /// One step of the body on `len` lanes whose leaves' blocks are
-    /// `leaves`, or, for a compacted group, the registers from `gathered`
-    /// on.
+    /// One step of the body on a group of `len` lanes whose leaves' blocks
+    /// are `leaves`.
     fn step(
         &self,
         regs: &mut [Reg],
         leaves: &[Block<'_>],
-        gathered: Option<usize>,
         at: BlockAt<'_>,
         len: usize,
     ) -> Result<()> {
@@ -522,15 +405,10 @@ impl LaneLoop {
                 return Err(Error::invalid("while", "masked", "a register out of range"));
             };
             let read = |l: &Loc| -> Block<'_> {
-                let r = match (*l, gathered) {
-                    (Loc::Reg(r), _) => r,
-                    (Loc::Leaf(j), Some(base)) => base + j,
-                    (Loc::Leaf(j), None) => return leaves[j],
-                };
-                if r < *out {
-                    below[r].prefix(len)
-                } else {
-                    above[r - *out - 1].prefix(len)
+                match *l {
+                    Loc::Reg(r) if r < *out => below[r].prefix(len),
+                    Loc::Reg(r) => above[r - *out - 1].prefix(len),
+                    Loc::Leaf(j) => leaves[j],
                 }
             };
             match kernel {
@@ -587,10 +465,9 @@ impl LaneLoop {
         for (k, (&r, next)) in self.carries.iter().zip(&self.next).enumerate() {
             if !self.swap[k] {
                 let mut fresh = Reg::zeros(self.regs[r], len);
-                fresh.load(match (*next, gathered) {
-                    (Loc::Reg(s), _) => regs[s].prefix(len),
-                    (Loc::Leaf(j), Some(base)) => regs[base + j].prefix(len),
-                    (Loc::Leaf(j), None) => leaves[j],
+                fresh.load(match *next {
+                    Loc::Reg(s) => regs[s].prefix(len),
+                    Loc::Leaf(j) => leaves[j],
                 })?;
                 copied.push((r, fresh));
             }
@@ -862,9 +739,7 @@ impl Compiler {
                 _ => false,
             })
             .collect();
-        let compact = code.iter().all(|s| !matches!(s.kernel, Kernel::Block(_)));
         Ok(Some(LaneLoop {
-            compact,
             shape: self.shape,
             consts: self.consts,
             max_steps: None,
@@ -957,8 +832,8 @@ mod tests {
     fn f64_arithmetic_runs_by_loops_resolved_once() {
         // x * 0.5 + a: one chain (the sum reads the product, which nothing
         // else reads); it + 1.0: one step; comparisons and selects by their
-        // resolved loops, found by the ops' facts: no block math, so a
-        // group's running lanes may be compacted.
+        // resolved loops, found by the ops' facts; the constants `full`
+        // makes, spread once: no block math.
         let lanes = LaneLoop::new(&masked(10, 50.0)).unwrap().unwrap();
         let chains: Vec<&Chain> = lanes
             .code
@@ -974,7 +849,6 @@ mod tests {
         assert_eq!(count(|k| matches!(k, Kernel::F64Compare(_))), 3, "{:?}", lanes.code);
         assert_eq!(count(|k| matches!(k, Kernel::Select)), 3, "{:?}", lanes.code);
         assert_eq!(count(|k| matches!(k, Kernel::Block(_))), 0, "{:?}", lanes.code);
-        assert!(lanes.compact);
         assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
     }
 
