@@ -52,7 +52,9 @@ pub use function::{
 pub use graph::{
     Constant, DimSize, Graph, Mapped, Node, NodeId, Parameter, Rebuilt, SubGraph, ValueId,
 };
-pub use op::{Arith, Block, BlockAt, BlockMut, ElementwiseMath, Movement, Op, ReductionMath};
+pub use op::{
+    Arith, Block, BlockAt, BlockMut, Compare, ElementwiseMath, Movement, Op, ReductionMath,
+};
 pub use registry::{GraphPassFn, Registered, RuleTable};
 pub use rules::{
     jvp_rules, rewrite_rules, transpose_rules, vmap_rules, Batched, JvpFn, JvpManyFn, JvpRule,

@@ -206,6 +206,50 @@ pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
         None
     }
 
+    /// The comparison the op computes, when it is one of [`Compare`]: two
+    /// operands of one dtype to `bool`, with NumPy broadcasting. A backend
+    /// may run it as a plain loop.
+    fn comparison(&self) -> Option<Compare> {
+        None
+    }
+
+    /// Whether the op is `select(cond, on_true, on_false)`: operand 0 a
+    /// `bool` condition, 1 and 2 of the result's dtype, NumPy broadcasting,
+    /// each result element the bits of the branch its condition picks
+    /// (`anvil_ops::Select`'s semantics). A backend may run it as a plain
+    /// loop, or join it to the arithmetic around it.
+    fn is_select(&self) -> bool {
+        false
+    }
+
+    /// The op's loop over a block of `f64`s, when it is a unary elementwise
+    /// op (`out[i]` a function of `x[i]` alone, `out.len() == x.len()`)
+    /// giving the same bits as its block math: a backend running many
+    /// small blocks may resolve it once rather than dispatch per block.
+    ///
+    /// ```
+    /// use anvil_core::Op;
+    /// #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+    /// struct Twice;
+    /// impl Op for Twice {
+    ///     fn name(&self) -> &'static str { "doc.twice" }
+    ///     fn f64_map(&self) -> Option<anvil_core::op::F64Map> {
+    ///         fn twice(x: &[f64], out: &mut [f64]) {
+    ///             for (o, v) in out.iter_mut().zip(x) {
+    ///                 *o = 2.0 * v;
+    ///             }
+    ///         }
+    ///         Some(twice)
+    ///     }
+    /// }
+    /// let mut out = [0.0; 2];
+    /// (Twice.f64_map().unwrap())(&[1.0, 2.5], &mut out);
+    /// assert_eq!(out, [2.0, 5.0]);
+    /// ```
+    fn f64_map(&self) -> Option<F64Map> {
+        None
+    }
+
     /// `Some((ta, tb))` when the op is the matrix product of operands 0 and
     /// 1 with the semantics of `anvil_ops::matmul` (batched, a vector
     /// operand promoted and its axis dropped), each operand read transposed
@@ -221,6 +265,29 @@ pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
     fn movement(&self) -> Option<Movement<'_>> {
         None
     }
+}
+
+/// A loop `out[i] = f(x[i])` over `f64` slices of one length (see
+/// [`Op::f64_map`]).
+pub type F64Map = fn(&[f64], &mut [f64]);
+
+/// A comparison of elements (see [`Op::comparison`]), in the dtype's order:
+/// IEEE for floats (a NaN operand makes every comparison false but
+/// [`Compare::Ne`]), `false < true` for `bool`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Compare {
+    /// `a < b`.
+    Lt,
+    /// `a <= b`.
+    Le,
+    /// `a > b`.
+    Gt,
+    /// `a >= b`.
+    Ge,
+    /// `a == b`.
+    Eq,
+    /// `a != b`.
+    Ne,
 }
 
 /// A field operation on elements, applied with NumPy broadcasting (see

@@ -19,8 +19,8 @@
 
 use anvil_core::shape::broadcast_shapes;
 use anvil_core::{
-    op::expect_arity, register_rule, Arith, Block, BlockAt, BlockMut, DType, ElementwiseMath,
-    Error, LinearArg, Op, Result, TensorType, Var,
+    op::expect_arity, register_rule, Arith, Block, BlockAt, BlockMut, Compare, DType,
+    ElementwiseMath, Error, LinearArg, Op, Result, TensorType, Var,
 };
 
 use crate::ad::{add_tangents, dense, scale, unbroadcast};
@@ -393,6 +393,78 @@ pub fn f64_arith_loop(arith: Arith) -> Option<F64BinaryLoop> {
     }
 }
 
+/// A block loop `out[i] = a[i] ⋈ b[i]` comparing `f64` slices of one length.
+pub type F64CompareLoop = fn(&[f64], &[f64], &mut [bool]);
+
+/// The block loop of an `f64` comparison at the widest width the CPU has,
+/// for callers that resolve the loop once (see [`f64_arith_loop`]): the
+/// same results as the block math of every op declaring that [`Compare`].
+///
+/// ```
+/// use anvil_core::Compare;
+/// use anvil_ops::elementwise::f64_compare_loop;
+/// let mut out = [false; 3];
+/// f64_compare_loop(Compare::Ge)(&[1.0, 2.0, f64::NAN], &[2.0, 2.0, 0.0], &mut out);
+/// assert_eq!(out, [false, true, false]);
+/// ```
+pub fn f64_compare_loop(c: Compare) -> F64CompareLoop {
+    fn lt(a: &[f64], b: &[f64], out: &mut [bool]) {
+        map2(a, b, out, |p, q| p < q);
+    }
+    fn le(a: &[f64], b: &[f64], out: &mut [bool]) {
+        map2(a, b, out, |p, q| p <= q);
+    }
+    fn gt(a: &[f64], b: &[f64], out: &mut [bool]) {
+        map2(a, b, out, |p, q| p > q);
+    }
+    fn ge(a: &[f64], b: &[f64], out: &mut [bool]) {
+        map2(a, b, out, |p, q| p >= q);
+    }
+    fn eq(a: &[f64], b: &[f64], out: &mut [bool]) {
+        map2(a, b, out, |p, q| p == q);
+    }
+    fn ne(a: &[f64], b: &[f64], out: &mut [bool]) {
+        map2(a, b, out, |p, q| p != q);
+    }
+    match c {
+        Compare::Lt => lt,
+        Compare::Le => le,
+        Compare::Gt => gt,
+        Compare::Ge => ge,
+        Compare::Eq => eq,
+        Compare::Ne => ne,
+    }
+}
+
+/// `out[i] = if c[i] { t[i] } else { f[i] }` over `f64` blocks of one
+/// length, at the widest width the CPU has: the bits of the picked
+/// operand, as the block math of [`Select`] (and of every op declaring
+/// [`Op::is_select`]).
+///
+/// ```
+/// use anvil_ops::elementwise::select_f64;
+/// let mut out = [0.0; 2];
+/// select_f64(&[true, false], &[1.0, 2.0], &[-1.0, f64::NAN], &mut out);
+/// assert_eq!(out[0], 1.0);
+/// assert!(out[1].is_nan());
+/// ```
+pub fn select_f64(c: &[bool], t: &[f64], f: &[f64], out: &mut [f64]) {
+    pick(c, t, f, out);
+}
+
+/// `out[i] = if c[i] { t[i] } else { f[i] }` over `bool` blocks of one
+/// length (see [`select_f64`]).
+///
+/// ```
+/// use anvil_ops::elementwise::select_bool;
+/// let mut out = [false; 2];
+/// select_bool(&[true, false], &[true, true], &[false, false], &mut out);
+/// assert_eq!(out, [true, false]);
+/// ```
+pub fn select_bool(c: &[bool], t: &[bool], f: &[bool], out: &mut [bool]) {
+    pick(c, t, f, out);
+}
+
 /// The error for operand blocks an op's block math does not handle.
 pub fn block_error(op: &dyn Op, args: &[Block<'_>], out: &BlockMut<'_>) -> Error {
     let ins: Vec<String> = args.iter().map(|b| b.dtype().to_string()).collect();
@@ -551,6 +623,12 @@ macro_rules! unary_elementwise_op {
             }
             fn elementwise_math(&self) -> Option<&dyn $crate::anvil_core::ElementwiseMath> {
                 Some(self)
+            }
+            fn f64_map(&self) -> Option<$crate::anvil_core::op::F64Map> {
+                fn map(x: &[f64], out: &mut [f64]) {
+                    $crate::elementwise::UnaryMath::f64_block(&$name, x, out)
+                }
+                Some(map)
             }
         }
 
@@ -1274,6 +1352,9 @@ macro_rules! compare_ops {
             fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
                 Some(self)
             }
+            fn comparison(&self) -> Option<anvil_core::Compare> {
+                Some(anvil_core::Compare::$name)
+            }
         }
 
         impl CompareMath for $name {
@@ -1367,6 +1448,9 @@ impl Op for Select {
     }
     fn elementwise_math(&self) -> Option<&dyn ElementwiseMath> {
         Some(self)
+    }
+    fn is_select(&self) -> bool {
+        true
     }
 }
 

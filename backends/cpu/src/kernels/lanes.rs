@@ -18,10 +18,12 @@
 use crate::fusion::{in_place, Instr};
 use crate::Parallelism;
 use anvil_core::{
-    Arith, Block, BlockAt, BlockMut, DType, Error, Evaluator, Graph, Result, Storage, Tensor,
+    Arith, Block, BlockAt, BlockMut, DType, Error, Evaluator, Graph, Op, Result, Storage, Tensor,
     TensorType,
 };
-use anvil_ops::elementwise::{f64_arith_loop, F64BinaryLoop, Width};
+use anvil_ops::elementwise::{
+    f64_arith_loop, f64_compare_loop, select_bool, select_f64, F64BinaryLoop, F64CompareLoop, Width,
+};
 use anvil_ops::while_loop::While;
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -73,6 +75,13 @@ enum Kernel {
     /// Consecutive `f64` arithmetic steps, each reading the one before it
     /// and read by nothing else, run in one pass (see [`Chain`]).
     F64Chain(Chain),
+    /// A comparison of two `f64` operands to `bool` (the op's
+    /// [`Compare`](anvil_core::Compare) fact), by its resolved loop.
+    F64Compare(F64CompareLoop),
+    /// A unary `f64` op by the loop it declares ([`Op::f64_map`]).
+    F64Map(anvil_core::op::F64Map),
+    /// A select ([`Op::is_select`]) of `f64` or of `bool` branches.
+    Select,
     /// The op's block math.
     Block(Instr),
 }
@@ -420,6 +429,23 @@ impl LaneLoop {
                         _ => return Err(Error::invalid("while", "masked", "an f64 result")),
                     }
                 }
+                Kernel::F64Compare(f) => match (read(&args[0]), read(&args[1]), dst) {
+                    (Block::F64(a), Block::F64(b), Reg::Bool(d)) => f(a, b, &mut d[..len]),
+                    _ => return Err(Error::invalid("while", "masked", "f64 operands")),
+                },
+                Kernel::F64Map(f) => match (read(&args[0]), dst) {
+                    (Block::F64(a), Reg::F64(d)) => f(a, &mut d[..len]),
+                    _ => return Err(Error::invalid("while", "masked", "an f64 operand")),
+                },
+                Kernel::Select => match (read(&args[0]), read(&args[1]), read(&args[2]), dst) {
+                    (Block::Bool(c), Block::F64(t), Block::F64(f), Reg::F64(d)) => {
+                        select_f64(c, t, f, &mut d[..len])
+                    }
+                    (Block::Bool(c), Block::Bool(t), Block::Bool(f), Reg::Bool(d)) => {
+                        select_bool(c, t, f, &mut d[..len])
+                    }
+                    _ => return Err(Error::invalid("while", "masked", "select operands")),
+                },
                 Kernel::Block(instr) if args.len() <= INLINE_ARGS => {
                     let mut inline = [Block::F64(&[]); INLINE_ARGS];
                     for (slot, l) in inline.iter_mut().zip(args) {
@@ -485,7 +511,7 @@ fn chained(prev: &Step, next: &Step) -> Option<Step> {
     let (first, mut links) = match &prev.kernel {
         Kernel::F64Binary(_, a) => (*a, Vec::new()),
         Kernel::F64Chain(c) => (c.first, c.links.clone()),
-        Kernel::Block(_) => return None,
+        _ => return None,
     };
     let Kernel::F64Binary(_, op) = next.kernel else { return None };
     let r = Loc::Reg(prev.out);
@@ -501,6 +527,41 @@ fn chained(prev: &Step, next: &Step) -> Option<Step> {
     let mut args = prev.args.clone();
     args.push(other);
     Some(Step { kernel: Kernel::F64Chain(Chain { first, links }), args, out: next.out })
+}
+
+/// The first element of `t` alone, when every element has its bits.
+fn uniform(t: &Tensor) -> Result<Option<Tensor>> {
+    fn first<T: Copy>(v: &[T], same: impl Fn(&T, &T) -> bool) -> Option<Vec<T>> {
+        let x = *v.first()?;
+        v.iter().all(|y| same(&x, y)).then(|| vec![x])
+    }
+    let one = match t.storage() {
+        Storage::F64(v) => first(v.as_slice(), |a, b| a.to_bits() == b.to_bits())
+            .map(|v| Storage::F64(Arc::new(v))),
+        Storage::F32(v) => first(v.as_slice(), |a, b| a.to_bits() == b.to_bits())
+            .map(|v| Storage::F32(Arc::new(v))),
+        Storage::I64(v) => first(v.as_slice(), |a, b| a == b).map(|v| Storage::I64(Arc::new(v))),
+        Storage::Bool(v) => first(v.as_slice(), |a, b| a == b).map(|v| Storage::Bool(Arc::new(v))),
+    };
+    one.map(|s| Tensor::from_storage(s, &[])).transpose()
+}
+
+/// The loop an instruction of `op` on operands of `dtypes` to `out` runs
+/// by, found from the op's declared facts; `None` for the op's block math.
+fn resolved(op: &dyn Op, dtypes: &[DType], out: DType) -> Option<Kernel> {
+    use DType::{Bool, F64};
+    match (dtypes, out) {
+        ([F64, F64], F64) => {
+            let a = op.arith()?;
+            Some(Kernel::F64Binary(f64_arith_loop(a)?, a))
+        }
+        ([F64, F64], Bool) => Some(Kernel::F64Compare(f64_compare_loop(op.comparison()?))),
+        ([F64], F64) => op.f64_map().map(Kernel::F64Map),
+        ([Bool, F64, F64], F64) | ([Bool, Bool, Bool], Bool) => {
+            op.is_select().then_some(Kernel::Select)
+        }
+        _ => None,
+    }
 }
 
 /// Builds a [`LaneLoop`] from a body graph: every value gets a location;
@@ -611,14 +672,19 @@ impl Compiler {
             if n.num_results() != 1 {
                 return Ok(None);
             }
-            if n.inputs.is_empty() && n.op.elementwise_math().is_none() {
-                // A constant: evaluated once.
+            if n.inputs.is_empty() {
+                // A constant or a generator (a `full`, an `iota`): evaluated
+                // once, and spread from one element when all are the same.
                 let value = crate::Cpu
                     .evaluate(n.op.as_ref(), &[], std::slice::from_ref(ty))
                     .unwrap_or_else(|| {
                         Err(Error::invalid(n.op.name(), "while", "could not be evaluated"))
                     })?
                     .swap_remove(0);
+                let (value, ty) = match uniform(&value)? {
+                    Some(one) => (one, &TensorType::new(ty.dtype(), vec![])),
+                    None => (value, ty),
+                };
                 match self.leaf(Err(value), ty) {
                     Some(l) => loc[n.out().index()] = Some(l),
                     None => return Ok(None),
@@ -644,14 +710,9 @@ impl Compiler {
             if args.contains(&Loc::Reg(out)) {
                 return Ok(None);
             }
-            let f64s = ty.dtype() == DType::F64
-                && args.len() == 2
-                && n.inputs.iter().all(|i| body.ty(*i).dtype() == DType::F64);
-            let kernel =
-                match n.op.arith().filter(|_| f64s).and_then(|a| Some((f64_arith_loop(a)?, a))) {
-                    Some((f, a)) => Kernel::F64Binary(f, a),
-                    None => Kernel::Block(Instr::new(n.op.clone(), Vec::new(), ty.dtype())),
-                };
+            let dtypes: Vec<DType> = n.inputs.iter().map(|i| body.ty(*i).dtype()).collect();
+            let kernel = resolved(n.op.as_ref(), &dtypes, ty.dtype())
+                .unwrap_or_else(|| Kernel::Block(Instr::new(n.op.clone(), Vec::new(), ty.dtype())));
             let step = Step { kernel, args, out };
             // Joined to the step before when it reads that step's value,
             // which nothing else reads.
@@ -770,8 +831,9 @@ mod tests {
     #[test]
     fn f64_arithmetic_runs_by_loops_resolved_once() {
         // x * 0.5 + a: one chain (the sum reads the product, which nothing
-        // else reads); it + 1.0: one step; comparisons and selects keep
-        // their block math.
+        // else reads); it + 1.0: one step; comparisons and selects by their
+        // resolved loops, found by the ops' facts; the constants `full`
+        // makes, spread once: no block math.
         let lanes = LaneLoop::new(&masked(10, 50.0)).unwrap().unwrap();
         let chains: Vec<&Chain> = lanes
             .code
@@ -782,9 +844,11 @@ mod tests {
             })
             .collect();
         assert_eq!(chains, [&Chain { first: Arith::Mul, links: vec![(Arith::Add, true)] }]);
-        let single = |s: &&Step| matches!(s.kernel, Kernel::F64Binary(_, Arith::Add));
-        assert_eq!(lanes.code.iter().filter(single).count(), 1, "{:?}", lanes.code);
-        assert!(lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Block(_))));
+        let count = |f: fn(&Kernel) -> bool| lanes.code.iter().filter(|s| f(&s.kernel)).count();
+        assert_eq!(count(|k| matches!(k, Kernel::F64Binary(_, Arith::Add))), 1);
+        assert_eq!(count(|k| matches!(k, Kernel::F64Compare(_))), 3, "{:?}", lanes.code);
+        assert_eq!(count(|k| matches!(k, Kernel::Select)), 3, "{:?}", lanes.code);
+        assert_eq!(count(|k| matches!(k, Kernel::Block(_))), 0, "{:?}", lanes.code);
         assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
     }
 
@@ -842,6 +906,79 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn resolved_kernels_keep_the_bits_of_the_block_math() {
+        // Every comparison, selects of f64 and bool, and unary maps, found
+        // by their facts, against the ops' block math: special values (NaN
+        // in either branch of a select, NaN and infinities compared),
+        // lengths around a vector and a register.
+        use anvil_ops::elementwise::{Abs, Eq, Exp, Ge, Gt, Le, Lt, Ne, Select, Sin};
+        let specials = [0.0, -0.0, f64::NAN, -f64::NAN, f64::INFINITY, -1e-310, 2.5, -7.0];
+        let value = |i: usize, k: usize| specials[(i * 5 + k * 3) % specials.len()];
+        let at = BlockAt { start: 0, shape: &[] };
+        let block = |op: &dyn Op, args: &[Block<'_>], out: BlockMut<'_>| {
+            op.elementwise_math().unwrap().eval_block(args, out, at).unwrap();
+        };
+        for n in [1, 3, 8, 31, 32, 35, 103, LANES] {
+            let a: Vec<f64> = (0..n).map(|i| value(i, 0)).collect();
+            let b: Vec<f64> = (0..n).map(|i| value(i, 1)).collect();
+            let c: Vec<bool> = (0..n).map(|i| i % 3 != 1).collect();
+            let d: Vec<bool> = (0..n).map(|i| i % 2 == 0).collect();
+            let ops: [&dyn Op; 6] = [&Lt, &Le, &Gt, &Ge, &Eq, &Ne];
+            for op in ops {
+                let Some(Kernel::F64Compare(f)) = resolved(op, &[DType::F64; 2], DType::Bool)
+                else {
+                    panic!("{} by a loop", op.name())
+                };
+                let (mut got, mut want) = (vec![false; n], vec![true; n]);
+                f(&a, &b, &mut got);
+                block(op, &[Block::F64(&a), Block::F64(&b)], BlockMut::Bool(&mut want));
+                assert_eq!(got, want, "{}, n = {n}", op.name());
+            }
+            let ops: [&dyn Op; 3] = [&Abs, &Sin, &Exp];
+            for op in ops {
+                let Some(Kernel::F64Map(f)) = resolved(op, &[DType::F64], DType::F64) else {
+                    panic!("{} by a loop", op.name())
+                };
+                let (mut got, mut want) = (vec![0.0; n], vec![1.0; n]);
+                f(&a, &mut got);
+                block(op, &[Block::F64(&a)], BlockMut::F64(&mut want));
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{}, n = {n}", op.name());
+            }
+            // Selects, through the step that runs them.
+            let sel = resolved(&Select, &[DType::Bool, DType::F64, DType::F64], DType::F64);
+            assert!(matches!(sel, Some(Kernel::Select)));
+            let (mut got, mut want) = (vec![0.0; n], vec![1.0; n]);
+            select_f64(&c, &a, &b, &mut got);
+            block(
+                &Select,
+                &[Block::Bool(&c), Block::F64(&a), Block::F64(&b)],
+                BlockMut::F64(&mut want),
+            );
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "select, n = {n}");
+            let picked: Vec<u64> =
+                (0..n).map(|i| if c[i] { a[i] } else { b[i] }.to_bits()).collect();
+            assert_eq!(bits(&got), picked, "select picks the bits, n = {n}");
+            let sel = resolved(&Select, &[DType::Bool; 3], DType::Bool);
+            assert!(matches!(sel, Some(Kernel::Select)));
+            let (mut got, mut want) = (vec![false; n], vec![true; n]);
+            select_bool(&c, &d, &c, &mut got);
+            block(
+                &Select,
+                &[Block::Bool(&c), Block::Bool(&d), Block::Bool(&c)],
+                BlockMut::Bool(&mut want),
+            );
+            assert_eq!(got, want, "bool select, n = {n}");
+            let and: Vec<bool> = (0..n).map(|i| c[i] && d[i]).collect();
+            assert_eq!(got, and, "select(c, d, c) is c && d, n = {n}");
+        }
+        // Other dtypes keep the block math.
+        assert!(resolved(&Lt, &[DType::F32; 2], DType::Bool).is_none());
+        assert!(resolved(&Select, &[DType::Bool, DType::I64, DType::I64], DType::I64).is_none());
     }
 
     #[test]
