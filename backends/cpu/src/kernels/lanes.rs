@@ -116,31 +116,12 @@ impl Chain {
     /// Runs the chain with the vector instructions of `w` (the baseline
     /// loop when the CPU lacks them).
     fn run_at(&self, w: Width, args: &[&[f64]], out: &mut [f64]) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            #[target_feature(enable = "avx2")]
-            fn avx2(c: &Chain, args: &[&[f64]], out: &mut [f64]) {
-                c.strips(args, out);
+        anvil_ops::at_width!(
+            w,
+            fn(chain: &Chain = self, args: &[&[f64]] = args, out: &mut [f64] = out) {
+                chain.strips(args, out)
             }
-            #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
-            fn avx512(c: &Chain, args: &[&[f64]], out: &mut [f64]) {
-                c.strips(args, out);
-            }
-            match w {
-                // SAFETY: `detect` is the widest width `available` lists,
-                // which it does only when the CPU has every feature of the
-                // loop and of the narrower ones.
-                Width::Avx512 if w <= Width::detect() => unsafe { avx512(self, args, out) },
-                // SAFETY: as above (a CPU with AVX-512 has AVX2).
-                Width::Avx2 if w <= Width::detect() => unsafe { avx2(self, args, out) },
-                _ => self.strips(args, out),
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = w;
-            self.strips(args, out);
-        }
+        )
     }
 
     #[inline(always)]
