@@ -246,3 +246,44 @@ fn dropped_results_come_back_without_page_faults() {
     let after = thread_minor_faults().unwrap() - before;
     assert!(after < pages, "{after} minor faults in 10 calls after the kept results were dropped");
 }
+
+#[test]
+fn a_fused_step_writes_over_the_product_it_last_reads() {
+    // `tanh(A B) * 2 + A` (a layer's shape): the product dies at the fused
+    // step, which writes its result over the product's buffer, so even a
+    // first call maps one large buffer, not two. The same function with
+    // the product also returned (so it must survive) is the reference:
+    // the same bits. The argument `A`, which the caller holds, is never
+    // written over.
+    let a = matrix();
+    let b = Tensor::from_vec((0..N * N).map(|k| (k as f64 * 0.013).cos()).collect(), &[N, N]);
+    let b = b.unwrap();
+    let a_before = a.to_vec::<f64>().unwrap();
+    let layer = |a: &Var, b: &Var| a.matmul(b).tanh() * 2.0 + a;
+    let f = jit(layer);
+    let kept = jit(move |a: &Var, b: &Var| vec![layer(a, b), a.matmul(b)]);
+    for ctx in [
+        anvil::Parallelism::default().threads(1),
+        anvil::Parallelism::default().min_parallel_elems(1),
+    ] {
+        // The reference and a first call of another copy before: faer's
+        // first product of a shape on a thread allocates its workspace.
+        let reference = kept.eval_with((&a, &b), &ctx).unwrap();
+        f.clone().eval_with((&a, &b), &ctx).unwrap();
+        let f = f.clone();
+        let mut first = None;
+        let n = large_allocations_of(|| first = Some(f.eval_with((&a, &b), &ctx).unwrap()));
+        assert_eq!(n, 1, "{n} fresh large buffers in a first call with {ctx:?}");
+        assert_eq!(first.unwrap(), reference[0]);
+        assert_eq!(f.eval_with((&a, &b), &ctx).unwrap(), reference[0]);
+        assert_eq!(a.to_vec::<f64>().unwrap(), a_before);
+    }
+    // An argument whose last reader is a fused step is not written over
+    // while the caller holds it.
+    let g = jit(|a: &Var| a.tanh() * 2.0);
+    let r = g.eval(&a).unwrap();
+    assert_eq!(a.to_vec::<f64>().unwrap(), a_before);
+    for (x, y) in r.to_vec::<f64>().unwrap().iter().zip(&a_before) {
+        assert!((x - y.tanh() * 2.0).abs() <= 1e-15, "{x} against tanh({y}) * 2");
+    }
+}
