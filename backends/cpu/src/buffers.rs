@@ -64,9 +64,6 @@ pub trait Pooled: Element + Default {
     /// The elements as a block of a result (for block math).
     #[doc(hidden)]
     fn block_mut(v: &mut [Self]) -> anvil_core::BlockMut<'_>;
-    /// The elements as a block of an operand (for block math).
-    #[doc(hidden)]
-    fn block(v: &[Self]) -> anvil_core::Block<'_>;
     /// The elements of a block of this dtype (`None` for another dtype).
     #[doc(hidden)]
     fn from_block(b: anvil_core::Block<'_>) -> Option<&[Self]>;
@@ -89,9 +86,6 @@ macro_rules! pooled {
             }
             fn block_mut(v: &mut [Self]) -> anvil_core::BlockMut<'_> {
                 anvil_core::BlockMut::$d(v)
-            }
-            fn block(v: &[Self]) -> anvil_core::Block<'_> {
-                anvil_core::Block::$d(v)
             }
             fn from_block(b: anvil_core::Block<'_>) -> Option<&[Self]> {
                 match b {
@@ -275,18 +269,6 @@ pub(crate) fn install(pool: Pool) -> Option<Pool> {
 /// Removes the calling thread's pool, putting `previous` back.
 pub(crate) fn uninstall(previous: Option<Pool>) -> Pool {
     CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), previous)).unwrap_or_default()
-}
-
-/// The buffer of `storage` as an owned vector, if it holds elements of
-/// type `T` and nobody else holds it.
-pub(crate) fn unique<T: Pooled>(storage: Storage) -> Option<Vec<T>> {
-    let buf = match storage {
-        Storage::F64(a) => Arc::try_unwrap(a).ok().map(Buf::F64),
-        Storage::F32(a) => Arc::try_unwrap(a).ok().map(Buf::F32),
-        Storage::I64(a) => Arc::try_unwrap(a).ok().map(Buf::I64),
-        Storage::Bool(a) => Arc::try_unwrap(a).ok().map(Buf::Bool),
-    };
-    buf.and_then(T::from_buf)
 }
 
 /// Gives a value's buffer back to the calling thread's pool, if there is one

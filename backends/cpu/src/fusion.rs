@@ -164,21 +164,6 @@ impl Fused {
         Fused { inputs: leaves.len(), program: Arc::new(program), out, layout: Arc::new(layout) }
     }
 
-    /// The leaves whose buffer the result may be written over when their
-    /// value dies at this step: each is read in place, at the result's own
-    /// positions (no broadcast, no view offset), with the result's dtype
-    /// and static shape. Position `i` of the result is then written only
-    /// after position `i` of such a leaf has been read (see [`fused_over`]).
-    pub(crate) fn overwritable(&self) -> Vec<usize> {
-        let l = &self.layout;
-        if self.out.is_symbolic() || l.types.iter().any(TensorType::is_symbolic) {
-            return Vec::new();
-        }
-        (0..self.inputs)
-            .filter(|&k| l.leaves[k].is_none() && l.offsets[k] == 0 && l.types[k] == self.out)
-            .collect()
-    }
-
     /// The same program laid out for other types of the same ranks (a
     /// program of symbolic shapes, run with one binding's sizes).
     fn for_types(&self, leaves: &[TensorType], out: &TensorType) -> Fused {
@@ -851,56 +836,10 @@ pub fn fused(
         return Err(Error::invalid("fused", "program", "a fused group without instructions"));
     }
     let storage = match out.dtype() {
-        DType::F64 => run_program::<f64>(f, inputs, out, ctx, None)?,
-        DType::F32 => run_program::<f32>(f, inputs, out, ctx, None)?,
-        DType::I64 => run_program::<i64>(f, inputs, out, ctx, None)?,
-        DType::Bool => run_program::<bool>(f, inputs, out, ctx, None)?,
-    };
-    Tensor::from_storage(storage, out.shape())
-}
-
-/// [`fused`] with its result written over the buffer of leaf `k`, whose
-/// value `own` the plan moves in (this step is its last reader and nobody
-/// else holds it). `inputs[k]` is not read: the plan passes any tensor
-/// there. Leaf `k` must be one of [`Fused::overwritable`]. Each block of
-/// the leaf is copied to a small buffer before the block of the result is
-/// written over it, so every element sees the same operations as in
-/// [`fused`]: the bits are the same.
-///
-/// # Errors
-/// As [`fused`]; leaf `k` not overwritable, or `own` shared or not of the
-/// result's type (a bug in the plan).
-pub(crate) fn fused_over(
-    op: &dyn Op,
-    inputs: &[&Tensor],
-    k: usize,
-    own: Tensor,
-    out: &TensorType,
-    ctx: &Parallelism,
-) -> Result<Tensor> {
-    let f = op.try_downcast::<Fused>()?;
-    expect_arity(op, inputs, f.inputs)?;
-    if f.program.is_empty() || !f.overwritable().contains(&k) || own.ty() != *out {
-        return Err(Error::invalid("fused", "overwritten leaf", "not a leaf of the result's type"));
-    }
-    fn owned<T: Pooled + Send>(
-        f: &Fused,
-        inputs: &[&Tensor],
-        k: usize,
-        own: Tensor,
-        out: &TensorType,
-        ctx: &Parallelism,
-    ) -> Result<Storage> {
-        match crate::buffers::unique::<T>(own.into_storage()) {
-            Some(v) => run_program::<T>(f, inputs, out, ctx, Some((k, v))),
-            None => Err(Error::invalid("fused", "overwritten leaf", "a shared buffer")),
-        }
-    }
-    let storage = match out.dtype() {
-        DType::F64 => owned::<f64>(f, inputs, k, own, out, ctx)?,
-        DType::F32 => owned::<f32>(f, inputs, k, own, out, ctx)?,
-        DType::I64 => owned::<i64>(f, inputs, k, own, out, ctx)?,
-        DType::Bool => owned::<bool>(f, inputs, k, own, out, ctx)?,
+        DType::F64 => run_program::<f64>(f, inputs, out, ctx)?,
+        DType::F32 => run_program::<f32>(f, inputs, out, ctx)?,
+        DType::I64 => run_program::<i64>(f, inputs, out, ctx)?,
+        DType::Bool => run_program::<bool>(f, inputs, out, ctx)?,
     };
     Tensor::from_storage(storage, out.shape())
 }
@@ -911,14 +850,13 @@ fn run_program<T: Pooled + Send>(
     inputs: &[&Tensor],
     out: &TensorType,
     ctx: &Parallelism,
-    over: Option<(usize, Vec<T>)>,
 ) -> Result<Storage> {
     // The layout was made for these types; other ones would read out of bounds.
-    let over_leaf = over.as_ref().map(|(k, _)| *k);
     let fits = out.shape() == f.out.shape()
-        && inputs.iter().zip(&f.layout.types).enumerate().all(|(i, (t, ty))| {
-            Some(i) == over_leaf || (t.dtype() == ty.dtype() && t.shape() == ty.shape())
-        });
+        && inputs
+            .iter()
+            .zip(&f.layout.types)
+            .all(|(t, ty)| t.dtype() == ty.dtype() && t.shape() == ty.shape());
     if !fits && (f.out.is_symbolic() || f.layout.types.iter().any(TensorType::is_symbolic)) {
         // Laid out for symbolic shapes: lay it out for this call's sizes.
         let types: Vec<TensorType> = inputs.iter().map(|t| t.ty()).collect();
@@ -926,7 +864,7 @@ fn run_program<T: Pooled + Send>(
         if types.iter().zip(&f.layout.types).all(|(t, s)| t.rank() == s.rank())
             && out.rank() == f.out.rank()
         {
-            return run_program::<T>(&bound, inputs, out, ctx, None);
+            return run_program::<T>(&bound, inputs, out, ctx);
         }
     }
     if !fits {
@@ -936,18 +874,15 @@ fn run_program<T: Pooled + Send>(
             "operands of other types than the program was built for",
         ));
     }
-    let mut result: Vec<T> = match over {
-        Some((_, v)) => v,
-        None => crate::buffers::take(out.numel()),
-    };
+    let mut result: Vec<T> = crate::buffers::take(out.numel());
     if !ctx.parallel(result.len()) {
         // One task on this thread (every small call): no error slot to share.
-        run_task(f, inputs, out.shape(), &mut result, 0, over_leaf)?;
+        run_task(f, inputs, out.shape(), &mut result, 0)?;
         return Ok(T::into_storage(result));
     }
     let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
     fill_in_tasks(&mut result, ctx, |task, start| {
-        if let Err(e) = run_task(f, inputs, out.shape(), task, start, over_leaf) {
+        if let Err(e) = run_task(f, inputs, out.shape(), task, start) {
             if let Ok(mut slot) = error.lock() {
                 slot.get_or_insert(e);
             }
@@ -960,21 +895,16 @@ fn run_program<T: Pooled + Send>(
 }
 
 /// Evaluates the program over `task` (which starts at flat index `start`),
-/// block by block. With `over = Some(k)`, `task` holds leaf `k`'s values
-/// on entry (see [`fused_over`]): each block of them is copied out before
-/// the block of the result is written over it.
+/// block by block.
 fn run_task<T: Pooled>(
     f: &Fused,
     inputs: &[&Tensor],
     shape: &[usize],
     task: &mut [T],
     start: usize,
-    over: Option<usize>,
 ) -> Result<()> {
     let width = BLOCK.min(task.len());
     let mut scratch = Scratch::reuse(f.layout.counts, width);
-    let mut copy: Vec<T> =
-        if over.is_some() { crate::buffers::small(width, T::default()) } else { Vec::new() };
     // A leaf of one element (all strides 0) is the same in every block:
     // spread once per task.
     gather_leaves(f, inputs, shape, &mut scratch, start, width, true);
@@ -982,10 +912,6 @@ fn run_task<T: Pooled>(
     while at < task.len() {
         let len = BLOCK.min(task.len() - at);
         gather_leaves(f, inputs, shape, &mut scratch, start + at, len, false);
-        let overwritten = over.map(|k| {
-            copy[..len].copy_from_slice(&task[at..at + len]);
-            (k, T::block(&copy[..len]))
-        });
         run_block(
             f,
             inputs,
@@ -993,7 +919,6 @@ fn run_task<T: Pooled>(
             &mut scratch,
             start + at,
             T::block_mut(&mut task[at..at + len]),
-            overwritten,
         )?;
         at += len;
     }
@@ -1034,7 +959,6 @@ fn run_block(
     scratch: &mut Scratch,
     from: usize,
     mut out: BlockMut<'_>,
-    overwritten: Option<(usize, Block<'_>)>,
 ) -> Result<()> {
     let (last, len, layout) = (f.program.len() - 1, out.len(), &f.layout);
     let place = BlockAt { start: from, shape };
@@ -1047,12 +971,7 @@ fn run_block(
         let src = |s: &Source| -> Block<'_> {
             match *s {
                 Source::Slot(slot) => readers.block(slot, len),
-                Source::InPlace(a) => match overwritten {
-                    // The operand this block's result overwrites: its
-                    // elements as they were, copied before the write.
-                    Some((k, block)) if k == a => block,
-                    _ => in_place(inputs[a].storage(), from, len),
-                },
+                Source::InPlace(a) => in_place(inputs[a].storage(), from, len),
             }
         };
         let mut inline = [Block::F64(&[]); INLINE_ARGS];
@@ -1718,7 +1637,7 @@ fn reduce_rows<T: Pooled + std::ops::Add<Output = T>>(
      -> Result<()> {
         gather_leaves(c, inputs, shape, scratch, from, len, false);
         let dst: &mut [T] = if direct { &mut chain[at..at + len] } else { &mut buf[..len] };
-        run_block(c, inputs, shape, scratch, from, T::block_mut(dst), None)?;
+        run_block(c, inputs, shape, scratch, from, T::block_mut(dst))?;
         for ((red, fold), part) in r.reductions.iter().zip(folds).zip(row.chunks_mut(inner1)) {
             let blk = if red.register == last {
                 &*dst

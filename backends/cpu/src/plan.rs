@@ -135,12 +135,6 @@ struct Step {
     /// runs on one thread or several as the plan chooses
     /// ([`Parallelism::adaptive`]).
     adaptive: bool,
-    /// A large fused elementwise step may write its result over operand
-    /// `k` (see [`Fused::overwritable`](crate::fusion::Fused::overwritable)),
-    /// a value whose last reader it is: no fresh buffer, and one buffer
-    /// fewer moving through the caches. Done when the call finds the value
-    /// held by nobody else (not an argument the caller holds).
-    over: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -212,7 +206,7 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
             }
         };
         let adaptive = adaptive_eligible(&graph, id)?;
-        steps.push(Step { node: id, kernel, outs, free: vec![], adaptive, over: None });
+        steps.push(Step { node: id, kernel, outs, free: vec![], adaptive });
     }
     // A value dies after its last reader; an unread value (a result nobody
     // uses) right after its own step.
@@ -223,9 +217,6 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
                 steps[at.index()].free.push(v);
             }
         }
-    }
-    for step in &mut steps {
-        step.over = overwritten_operand(&graph, step);
     }
     precompute(&graph, &mut steps, &is_output);
     let pooled = (0..graph.num_values())
@@ -252,26 +243,6 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
         bound: Mutex::default(),
         adaptive,
         output_moves,
-    })
-}
-
-/// The operand a step's result may be written over (see `Step::over`): a
-/// leaf of a fused program of at least [`buffers::MIN_BYTES`] read in place
-/// at the result's positions, whose value dies at this step and is read
-/// once by it, computed by a step with operands (not an argument or a
-/// constant, whose buffers the caller or the plan keeps).
-fn overwritten_operand(graph: &Graph, step: &Step) -> Option<usize> {
-    let n = graph.node(step.node);
-    let f = n.op.downcast_ref::<crate::fusion::Fused>()?;
-    if !matches!(step.kernel, StepKernel::One(_)) || f.out.bytes().unwrap_or(0) < buffers::MIN_BYTES
-    {
-        return None;
-    }
-    f.overwritable().into_iter().find(|&k| {
-        let v = n.inputs[k];
-        step.free.contains(&v)
-            && n.inputs.iter().filter(|&&i| i == v).count() == 1
-            && !graph.producer_node(v).inputs.is_empty()
     })
 }
 
@@ -649,16 +620,8 @@ impl Plan {
         for (k, step) in self.steps.iter().enumerate() {
             let outs = bound.map_or(&step.outs[..], |b| &b.outs[k][..]);
             let step_ctx = if step.adaptive { eligible } else { ctx };
-            let node = self.graph.node(step.node);
-            let over = step.over.map(|k| node.inputs[k].index());
-            let over_bytes = over.and_then(|v| slots[v].as_ref().map(bytes));
             self.run_step(step, outs, bound.map(|b| (b, k)), inputs, &mut slots, step_ctx)?;
-            if let (Some(v), Some(b), true) = (over, over_bytes, self.pooled) {
-                // Its buffer became the result's.
-                if slots[v].is_none() {
-                    live -= b;
-                }
-            }
+            let node = self.graph.node(step.node);
             if self.pooled {
                 live += node
                     .results()
@@ -708,32 +671,6 @@ impl Plan {
             .and_then(|(b, k)| b.ops.get(k))
             .and_then(Option::as_deref)
             .unwrap_or(node.op.as_ref());
-        if let (StepKernel::One(_), Some(k), None) = (&step.kernel, step.over, bound) {
-            let v = node.inputs[k].index();
-            let unique = slots[v].as_ref().is_some_and(|t| t.storage().ref_count() == 1);
-            if let Some(own) = slots[v].take_if(|_| unique) {
-                let placeholder =
-                    Tensor::from_storage(anvil_core::Storage::F64(Arc::new(Vec::new())), &[0])?;
-                let args = node
-                    .inputs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| match slots[x.index()].as_ref() {
-                        _ if i == k => Ok(&placeholder),
-                        Some(t) => Ok(t),
-                        None => Err(Error::InvalidGraph {
-                            node: step.node.index(),
-                            msg: "input value was freed early".into(),
-                        }),
-                    })
-                    .collect::<Result<Vec<&Tensor>>>()?;
-                let out = &types[0];
-                let t = crate::fusion::fused_over(op, &args, k, own, out, ctx)?;
-                check_result(op.name(), &t, out);
-                slots[node.out().index()] = Some(t);
-                return Ok(());
-            }
-        }
         let outs = {
             let arg = |k: usize| {
                 slots[node.inputs[k].index()].as_ref().ok_or_else(|| Error::InvalidGraph {
