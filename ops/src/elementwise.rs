@@ -359,8 +359,11 @@ pub type F64BinaryLoop = fn(&[f64], &[f64], &mut [f64]);
 /// the widest width the CPU has, for callers that run many small blocks
 /// and resolve the loop once (a lane-group loop). The same bits as the
 /// block math of every op declaring that [`Arith`] (one IEEE operation per
-/// element). `None` for [`Arith::Neg`] (one operand). The three slices have
-/// the same length.
+/// element). `None` for [`Arith::Neg`] (one operand).
+///
+/// # Panics
+/// When an operand's length differs from the result's (a caller's bug: the
+/// loop would otherwise leave the rest of the result unwritten).
 ///
 /// ```
 /// use anvil_core::Arith;
@@ -373,15 +376,19 @@ pub type F64BinaryLoop = fn(&[f64], &[f64], &mut [f64]);
 /// ```
 pub fn f64_arith_loop(arith: Arith) -> Option<F64BinaryLoop> {
     fn add(a: &[f64], b: &[f64], out: &mut [f64]) {
+        same_lengths("f64_arith_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p + q);
     }
     fn sub(a: &[f64], b: &[f64], out: &mut [f64]) {
+        same_lengths("f64_arith_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p - q);
     }
     fn mul(a: &[f64], b: &[f64], out: &mut [f64]) {
+        same_lengths("f64_arith_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p * q);
     }
     fn div(a: &[f64], b: &[f64], out: &mut [f64]) {
+        same_lengths("f64_arith_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p / q);
     }
     match arith {
@@ -400,6 +407,10 @@ pub type F64CompareLoop = fn(&[f64], &[f64], &mut [bool]);
 /// for callers that resolve the loop once (see [`f64_arith_loop`]): the
 /// same results as the block math of every op declaring that [`Compare`].
 ///
+/// # Panics
+/// When an operand's length differs from the result's (a caller's bug: the
+/// loop would otherwise leave the rest of the result unwritten).
+///
 /// ```
 /// use anvil_core::Compare;
 /// use anvil_ops::elementwise::f64_compare_loop;
@@ -409,21 +420,27 @@ pub type F64CompareLoop = fn(&[f64], &[f64], &mut [bool]);
 /// ```
 pub fn f64_compare_loop(c: Compare) -> F64CompareLoop {
     fn lt(a: &[f64], b: &[f64], out: &mut [bool]) {
+        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p < q);
     }
     fn le(a: &[f64], b: &[f64], out: &mut [bool]) {
+        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p <= q);
     }
     fn gt(a: &[f64], b: &[f64], out: &mut [bool]) {
+        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p > q);
     }
     fn ge(a: &[f64], b: &[f64], out: &mut [bool]) {
+        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p >= q);
     }
     fn eq(a: &[f64], b: &[f64], out: &mut [bool]) {
+        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p == q);
     }
     fn ne(a: &[f64], b: &[f64], out: &mut [bool]) {
+        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
         map2(a, b, out, |p, q| p != q);
     }
     match c {
@@ -441,6 +458,10 @@ pub fn f64_compare_loop(c: Compare) -> F64CompareLoop {
 /// operand, as the block math of [`Select`] (and of every op declaring
 /// [`Op::is_select`]).
 ///
+/// # Panics
+/// When an operand's length differs from the result's (a caller's bug: the
+/// loop would otherwise leave the rest of the result unwritten).
+///
 /// ```
 /// use anvil_ops::elementwise::select_f64;
 /// let mut out = [0.0; 2];
@@ -449,11 +470,16 @@ pub fn f64_compare_loop(c: Compare) -> F64CompareLoop {
 /// assert!(out[1].is_nan());
 /// ```
 pub fn select_f64(c: &[bool], t: &[f64], f: &[f64], out: &mut [f64]) {
+    same_lengths("select_f64", &[c.len(), t.len(), f.len()], out.len());
     pick(c, t, f, out);
 }
 
 /// `out[i] = if c[i] { t[i] } else { f[i] }` over `bool` blocks of one
 /// length (see [`select_f64`]).
+///
+/// # Panics
+/// When an operand's length differs from the result's (a caller's bug: the
+/// loop would otherwise leave the rest of the result unwritten).
 ///
 /// ```
 /// use anvil_ops::elementwise::select_bool;
@@ -462,7 +488,19 @@ pub fn select_f64(c: &[bool], t: &[f64], f: &[f64], out: &mut [f64]) {
 /// assert_eq!(out, [true, false]);
 /// ```
 pub fn select_bool(c: &[bool], t: &[bool], f: &[bool], out: &mut [bool]) {
+    same_lengths("select_bool", &[c.len(), t.len(), f.len()], out.len());
     pick(c, t, f, out);
+}
+
+/// The precondition of the public block loops: every operand has the
+/// result's length.
+#[inline(always)]
+#[track_caller]
+fn same_lengths(loop_name: &str, operands: &[usize], out: usize) {
+    assert!(
+        operands.iter().all(|&n| n == out),
+        "{loop_name}: operands of {operands:?} elements for a result of {out}"
+    );
 }
 
 /// The error for operand blocks an op's block math does not handle.
@@ -1651,6 +1689,36 @@ register_rule!(SparsityRule, Select, sparsity_select);
 #[cfg(test)]
 mod wide_tests {
     use super::*;
+
+    /// Every public block loop refuses operands shorter or longer than its
+    /// result rather than leaving part of the result unwritten.
+    #[test]
+    fn public_loops_refuse_operands_of_another_length() {
+        let refused = |f: &dyn Fn()| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+                .expect_err("a loop accepted mismatched lengths")
+        };
+        let message = |e: Box<dyn std::any::Any + Send>| -> String {
+            e.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        let (x3, x2) = ([1.0, 2.0, 3.0], [1.0, 2.0]);
+        for arith in [Arith::Add, Arith::Sub, Arith::Mul, Arith::Div] {
+            let run = f64_arith_loop(arith).unwrap();
+            let e = refused(&|| run(&x3, &x2, &mut [0.0; 3]));
+            assert!(message(e).contains("operands of [3, 2] elements for a result of 3"));
+            refused(&|| run(&x3, &x3, &mut [0.0; 2]));
+            run(&x3, &x3, &mut [0.0; 3]);
+        }
+        for c in [Compare::Lt, Compare::Le, Compare::Gt, Compare::Ge, Compare::Eq, Compare::Ne] {
+            let run = f64_compare_loop(c);
+            refused(&|| run(&x2, &x3, &mut [false; 3]));
+            run(&x3, &x3, &mut [false; 3]);
+        }
+        refused(&|| select_f64(&[true; 2], &x3, &x3, &mut [0.0; 3]));
+        refused(&|| select_f64(&[true; 3], &x3, &x2, &mut [0.0; 3]));
+        refused(&|| select_bool(&[true; 3], &[true; 3], &[false; 3], &mut [false; 4]));
+        select_bool(&[true; 3], &[true; 3], &[false; 3], &mut [false; 3]);
+    }
 
     /// Values where loops could differ: signed zeros, infinities, NaNs,
     /// subnormals, and ordinary numbers.
