@@ -375,27 +375,18 @@ pub type F64BinaryLoop = fn(&[f64], &[f64], &mut [f64]);
 /// assert!(f64_arith_loop(Arith::Neg).is_none());
 /// ```
 pub fn f64_arith_loop(arith: Arith) -> Option<F64BinaryLoop> {
-    fn add(a: &[f64], b: &[f64], out: &mut [f64]) {
+    // The arithmetic each op's own math does (written once, in its
+    // `binary_elementwise_op!`).
+    fn by<B: BinaryMath + Default>(a: &[f64], b: &[f64], out: &mut [f64]) {
         same_lengths("f64_arith_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p + q);
-    }
-    fn sub(a: &[f64], b: &[f64], out: &mut [f64]) {
-        same_lengths("f64_arith_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p - q);
-    }
-    fn mul(a: &[f64], b: &[f64], out: &mut [f64]) {
-        same_lengths("f64_arith_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p * q);
-    }
-    fn div(a: &[f64], b: &[f64], out: &mut [f64]) {
-        same_lengths("f64_arith_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p / q);
+        let op = B::default();
+        map2(a, b, out, |p, q| op.f64(p, q));
     }
     match arith {
-        Arith::Add => Some(add),
-        Arith::Sub => Some(sub),
-        Arith::Mul => Some(mul),
-        Arith::Div => Some(div),
+        Arith::Add => Some(by::<Add>),
+        Arith::Sub => Some(by::<Sub>),
+        Arith::Mul => Some(by::<Mul>),
+        Arith::Div => Some(by::<Div>),
         Arith::Neg => None,
     }
 }
@@ -419,37 +410,20 @@ pub type F64CompareLoop = fn(&[f64], &[f64], &mut [bool]);
 /// assert_eq!(out, [false, true, false]);
 /// ```
 pub fn f64_compare_loop(c: Compare) -> F64CompareLoop {
-    fn lt(a: &[f64], b: &[f64], out: &mut [bool]) {
+    // The comparison each op's own math makes (written once, in
+    // `compare_ops!`).
+    fn by<C: CompareMath + Default>(a: &[f64], b: &[f64], out: &mut [bool]) {
         same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p < q);
-    }
-    fn le(a: &[f64], b: &[f64], out: &mut [bool]) {
-        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p <= q);
-    }
-    fn gt(a: &[f64], b: &[f64], out: &mut [bool]) {
-        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p > q);
-    }
-    fn ge(a: &[f64], b: &[f64], out: &mut [bool]) {
-        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p >= q);
-    }
-    fn eq(a: &[f64], b: &[f64], out: &mut [bool]) {
-        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p == q);
-    }
-    fn ne(a: &[f64], b: &[f64], out: &mut [bool]) {
-        same_lengths("f64_compare_loop", &[a.len(), b.len()], out.len());
-        map2(a, b, out, |p, q| p != q);
+        let op = C::default();
+        map2(a, b, out, |p, q| op.compare(p, q));
     }
     match c {
-        Compare::Lt => lt,
-        Compare::Le => le,
-        Compare::Gt => gt,
-        Compare::Ge => ge,
-        Compare::Eq => eq,
-        Compare::Ne => ne,
+        Compare::Lt => by::<Lt>,
+        Compare::Le => by::<Le>,
+        Compare::Gt => by::<Gt>,
+        Compare::Ge => by::<Ge>,
+        Compare::Eq => by::<Eq>,
+        Compare::Ne => by::<Ne>,
     }
 }
 
