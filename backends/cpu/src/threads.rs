@@ -14,14 +14,29 @@
 //! takes the path with the smaller median (a median, so that one call
 //! slowed by a preemption does not move the choice). The choice is per
 //! call, not per step: a call does the same work every time, so its times
-//! compare cleanly, and its steps do not hand the cores back and forth. The path not taken is tried again now and then,
-//! after an interval that doubles each time it loses (from [`MIN_INTERVAL`]
-//! to [`MAX_INTERVAL`] runs) and drops back to the minimum when it wins, or
-//! when the path taken becomes the slower one: a machine that becomes busy
-//! moves the choice to one thread within two runs, and one that becomes
-//! idle moves it back within at most `2 × MAX_INTERVAL` runs (two tries
-//! must win). On an idle machine the cost is one serial run in
-//! `MAX_INTERVAL` (about 1 % of a step that two threads make 1.8× faster).
+//! compare cleanly, and its steps do not hand the cores back and forth.
+//! The path not taken is tried again now and then, after an interval that
+//! doubles each time it loses (from [`MIN_INTERVAL`] to [`MAX_INTERVAL`]
+//! runs) and drops back to the minimum when it wins, or when the path taken
+//! becomes the slower one: a machine that becomes busy moves the choice to
+//! one thread within two runs, and one that becomes idle moves it back
+//! within about `MAX_INTERVAL` runs (a try that beats the path taken
+//! replaces its path's older times, so it is taken from the next call).
+//! On an idle machine the cost is a serial try of two calls in
+//! `MAX_INTERVAL`.
+//!
+//! A call is timed only when its path is warm: the call before it took
+//! the same path, and a run of calls on several threads has gone on for
+//! [`PARALLEL_WARM_NS`]. The first calls of several threads after serial
+//! ones pay for waking idle threads, for caches warmed on another core and,
+//! on a VM, for a virtual CPU the host let go cold (W1's Jacobian at
+//! n = 256 on a 2-vCPU VM: 0.45 ms a call on two threads when they run
+//! call after call, 0.8–0.9 ms for the first few to twenty after two
+//! serial calls, 0.62 ms on one thread). Timed from their first call, a
+//! try of several threads lost to one thread on an idle machine, and a
+//! serial try made the parallel path look slower than it is: the plan
+//! went serial and stayed there. A try is so a run of calls that ends
+//! with its first warm one.
 //!
 //! The times are hints kept by the plan (a [`Slot`]), not settings: races
 //! between concurrent calls of one plan lose a measurement at worst. Only steps whose kernels give the same bits on
@@ -31,13 +46,17 @@
 //! `gemm_bits_do_not_depend_on_threads` below), so the choice never
 //! changes a result.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::time::Instant;
 
 /// Calls between two tries of the path not taken, at first and after it wins.
 pub const MIN_INTERVAL: u32 = 4;
 /// The most calls between two tries of the path not taken.
 pub const MAX_INTERVAL: u32 = 64;
+
+/// How long several threads must have run call after call before a call
+/// of theirs is timed (see the module documentation).
+pub const PARALLEL_WARM_NS: u64 = 5_000_000;
 
 /// Samples kept per path: a path's time is the median of its last three.
 const KEPT: usize = 3;
@@ -53,6 +72,13 @@ struct Times {
 impl Times {
     const fn new() -> Times {
         Times { ns: [const { AtomicU64::new(0) }; KEPT], next: AtomicU32::new(0) }
+    }
+
+    /// Every sample `ns`.
+    fn fill(&self, ns: f64) {
+        for t in &self.ns {
+            t.store(ns.max(1.0).to_bits(), Relaxed);
+        }
     }
 
     fn push(&self, ns: f64) {
@@ -92,6 +118,14 @@ pub(crate) struct Slot {
     countdown: AtomicU32,
     /// The current interval between tries.
     interval: AtomicU32,
+    /// Whether a try of the path not taken is under way (until one of its
+    /// calls is warm).
+    trying: AtomicBool,
+    /// The path of the last call: 0 none yet, 1 one thread, 2 several.
+    last: AtomicU8,
+    /// When the run of calls on the last call's path began (nanoseconds
+    /// since [`epoch`]).
+    run_start: AtomicU64,
 }
 
 impl Slot {
@@ -101,6 +135,9 @@ impl Slot {
             par: Times::new(),
             countdown: AtomicU32::new(MIN_INTERVAL),
             interval: AtomicU32::new(MIN_INTERVAL),
+            trying: AtomicBool::new(false),
+            last: AtomicU8::new(0),
+            run_start: AtomicU64::new(0),
         }
     }
 
@@ -122,44 +159,68 @@ impl Slot {
         self.times(parallel).median()
     }
 
-    /// Which path the next call takes, and whether it is a try of the path
-    /// that is not the current best.
+    /// Which path the next call takes, and whether it is a try of the
+    /// path that is not the current best.
     fn choose(&self) -> Choice {
         let (seq, par) = (self.time(false), self.time(true));
-        if par == 0.0 {
-            // The first call: the fixed rule's path.
-            return Choice { parallel: true, trial: false };
+        // Until both paths have a time, each is tried in turn, the fixed
+        // rule's (several threads) first.
+        let best = par > 0.0 && (seq == 0.0 || par <= seq);
+        if self.trying.load(Relaxed) {
+            return Choice { parallel: !best, trial: true };
         }
-        if seq == 0.0 {
-            return Choice { parallel: false, trial: true };
-        }
-        let best = par <= seq;
-        let left = self.countdown.load(Relaxed);
-        if left == 0 {
+        let countdown = self.countdown.load(Relaxed);
+        if par == 0.0 || seq == 0.0 || countdown == 0 {
             self.countdown.store(self.interval.load(Relaxed), Relaxed);
-            Choice { parallel: !best, trial: true }
-        } else {
-            self.countdown.store(left - 1, Relaxed);
-            Choice { parallel: best, trial: false }
+            self.trying.store(true, Relaxed);
+            return Choice { parallel: !best, trial: true };
         }
+        self.countdown.store(countdown - 1, Relaxed);
+        Choice { parallel: best, trial: false }
+    }
+
+    /// Whether a call on `parallel`'s path starting at `now` (nanoseconds
+    /// since [`epoch`]) is warm, and so timed: the call before took the
+    /// same path, and several threads have run for [`PARALLEL_WARM_NS`].
+    fn warm(&self, parallel: bool, now: u64) -> bool {
+        let path = 1 + u8::from(parallel);
+        if self.last.swap(path, Relaxed) != path {
+            self.run_start.store(now, Relaxed);
+            return false;
+        }
+        !parallel || now.saturating_sub(self.run_start.load(Relaxed)) >= PARALLEL_WARM_NS
     }
 
     /// Records that `choice` took `ns` nanoseconds.
-    fn record(&self, choice: Choice, ns: f64) {
+    fn record(&self, choice: Choice, warm: bool, ns: f64) {
+        if !warm {
+            return;
+        }
         let p = choice.parallel;
         let was_best = self.time(p) <= self.time(!p);
-        self.times(p).push(ns);
-        let (mine, other) = (self.time(p), self.time(!p));
+        let other = self.time(!p);
         if choice.trial {
-            // A try of the other path: if it is now the faster, it is taken
-            // from the next call on; if not, it is tried less often.
-            let next = if other == 0.0 || mine < other {
+            self.trying.store(false, Relaxed);
+            // A try of the other path: if it beats the path taken, its
+            // older times (from before the machine changed) are dropped and
+            // it is taken from the next call on; if not, it is tried less
+            // often.
+            let wins = other == 0.0 || ns < other;
+            if wins {
+                self.times(p).fill(ns);
+            } else {
+                self.times(p).push(ns);
+            }
+            let next = if wins {
                 MIN_INTERVAL
             } else {
                 self.interval.load(Relaxed).saturating_mul(2).min(MAX_INTERVAL)
             };
             self.interval.store(next, Relaxed);
-        } else if was_best && other > 0.0 && mine > other {
+            return;
+        }
+        self.times(p).push(ns);
+        if was_best && other > 0.0 && self.time(p) > other {
             // The path taken has become the slower one (the machine got
             // busier): the other is taken from now on, and this one tried
             // again soon.
@@ -174,6 +235,14 @@ impl Slot {
 struct Choice {
     parallel: bool,
     trial: bool,
+}
+
+/// Nanoseconds since the first call of this function (a clock for warm
+/// runs).
+fn epoch(at: Instant) -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(at.saturating_duration_since(start).as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Adaptive calls run on one thread and on several, since the start.
@@ -191,8 +260,9 @@ impl Slot {
         let choice = self.choose();
         CALLS[usize::from(choice.parallel)].fetch_add(1, Relaxed);
         let start = Instant::now();
+        let warm = self.warm(choice.parallel, epoch(start));
         let r = f(choice.parallel);
-        self.record(choice, start.elapsed().as_nanos() as f64);
+        self.record(choice, warm, start.elapsed().as_nanos() as f64);
         r
     }
 }
@@ -201,55 +271,112 @@ impl Slot {
 mod tests {
     use super::*;
 
+    /// A machine for a slot: its clock, and the path of its last call.
+    #[derive(Default)]
+    struct Machine {
+        now: u64,
+        last: Option<bool>,
+    }
+
+    impl Machine {
+        /// One call through `slot`, which takes `time(parallel, cold)`
+        /// nanoseconds (`cold`: the call before took the other path).
+        fn call(&mut self, slot: &Slot, mut time: impl FnMut(bool, bool) -> f64) -> Choice {
+            let c = slot.choose();
+            let warm = slot.warm(c.parallel, self.now);
+            let ns = time(c.parallel, self.last.is_some_and(|p| p != c.parallel));
+            slot.record(c, warm, ns);
+            self.now += ns as u64;
+            self.last = Some(c.parallel);
+            c
+        }
+    }
+
     /// Feeds a slot the times of a machine where one thread takes `seq` ns
     /// and several `par` ns; returns the paths taken.
-    fn drive(slot: &Slot, calls: usize, seq: f64, par: f64) -> Vec<bool> {
-        (0..calls)
-            .map(|_| {
-                let c = slot.choose();
-                slot.record(c, if c.parallel { par } else { seq });
-                c.parallel
-            })
-            .collect()
+    fn drive(m: &mut Machine, slot: &Slot, calls: usize, seq: f64, par: f64) -> Vec<bool> {
+        (0..calls).map(|_| m.call(slot, |p, _| if p { par } else { seq }).parallel).collect()
     }
 
     fn share_parallel(paths: &[bool]) -> f64 {
         paths.iter().filter(|&&p| p).count() as f64 / paths.len() as f64
     }
 
+    /// The share of calls the path not taken gets once settled: a try of
+    /// two calls in MAX_INTERVAL (and a half for rounding).
+    const TRIES: f64 = 2.5 / MAX_INTERVAL as f64;
+
+    /// One millisecond: the time of a call on one thread in these tests.
+    const MS: f64 = 1e6;
+
     #[test]
     fn the_faster_path_is_taken_and_the_choice_follows_the_load() {
-        let slot = Slot::new();
+        let (slot, mut m) = (Slot::new(), Machine::default());
         // Idle: two threads 1.8x faster. Mostly parallel, a serial try at
         // most every MAX_INTERVAL calls once settled.
-        let idle = drive(&slot, 1000, 10.0, 5.5);
-        assert!(share_parallel(&idle[200..]) > 1.0 - 1.5 / MAX_INTERVAL as f64, "{idle:?}");
+        let idle = drive(&mut m, &slot, 1000, MS, 0.55 * MS);
+        assert!(share_parallel(&idle[200..]) > 1.0 - TRIES, "{idle:?}");
         // Busy: two threads 2x slower than one. Within a few calls the
-        // choice is serial, with parallel tries at doubling intervals.
-        let busy = drive(&slot, 1000, 10.0, 20.0);
-        assert!(busy[..MAX_INTERVAL as usize].iter().filter(|&&p| p).count() <= 8, "{busy:?}");
-        assert!(share_parallel(&busy[200..]) < 1.5 / MAX_INTERVAL as f64, "{busy:?}");
+        // choice is serial, with parallel tries (each until warm: three
+        // calls here) at doubling intervals.
+        let busy = drive(&mut m, &slot, 1000, MS, 2.0 * MS);
+        let early = busy[..MAX_INTERVAL as usize].iter().filter(|&&p| p).count();
+        assert!(early <= 4 + 4 * 4, "{busy:?}");
+        assert!(share_parallel(&busy[200..]) < 2.0 * TRIES, "{busy:?}");
         // Idle again: back to parallel within MAX_INTERVAL calls.
-        let again = drive(&slot, 1000, 10.0, 5.5);
-        let first = again.iter().position(|&p| p).unwrap();
-        assert!(first <= MAX_INTERVAL as usize + 1, "{first}");
-        assert!(share_parallel(&again[200..]) > 1.0 - 1.5 / MAX_INTERVAL as f64);
+        let again = drive(&mut m, &slot, 1000, MS, 0.55 * MS);
+        let settled = again.windows(10).position(|w| w.iter().all(|&p| p)).unwrap();
+        assert!(settled <= 2 * MAX_INTERVAL as usize, "{again:?}");
+        assert!(share_parallel(&again[200..]) > 1.0 - TRIES, "{again:?}");
+    }
+
+    #[test]
+    fn a_path_is_judged_warm_not_by_its_first_calls() {
+        // Several threads take twice their time on the first calls after a
+        // serial one (idle threads woken, caches warmed on another core, a
+        // cold virtual CPU): here for 3 ms. A busy spell makes them slower
+        // than one thread; once it is over they are 1.6x faster when warm,
+        // but slower than one thread while cold: the choice must go back
+        // to them, and serial tries must not make them look slow.
+        let (slot, mut m) = (Slot::new(), Machine::default());
+        let mut cold_until = 0u64;
+        let mut call = |busy: bool| {
+            let now = m.now;
+            m.call(&slot, |parallel, switched| {
+                if !parallel {
+                    return MS;
+                }
+                if switched {
+                    cold_until = now + 3_000_000;
+                }
+                let warm = if busy { 2.0 * MS } else { 0.625 * MS };
+                if now < cold_until {
+                    2.0 * warm
+                } else {
+                    warm
+                }
+            })
+            .parallel
+        };
+        let busy: Vec<bool> = (0..100).map(|_| call(true)).collect();
+        assert!(share_parallel(&busy[50..]) < 0.25, "{busy:?}");
+        let idle: Vec<bool> = (0..1000).map(|_| call(false)).collect();
+        assert!(share_parallel(&idle[200..]) > 1.0 - TRIES, "{idle:?}");
     }
 
     #[test]
     fn one_slow_call_does_not_lock_in_the_wrong_path() {
-        let slot = Slot::new();
-        drive(&slot, 300, 10.0, 5.0);
+        let (slot, mut m) = (Slot::new(), Machine::default());
+        drive(&mut m, &slot, 300, MS, 0.5 * MS);
         // One parallel call 10x slower (a preemption), then idle again.
-        let c = loop {
-            let c = slot.choose();
-            if c.parallel && !c.trial {
-                break c;
+        loop {
+            let c = m.call(&slot, |p, _| if p { 0.5 * MS } else { MS });
+            if c.parallel && !c.trial && m.last == Some(true) {
+                break;
             }
-            slot.record(c, 10.0);
-        };
-        slot.record(c, 50.0);
-        let after = drive(&slot, 40, 10.0, 5.0);
+        }
+        m.call(&slot, |p, _| if p { 5.0 * MS } else { MS });
+        let after = drive(&mut m, &slot, 40, MS, 0.5 * MS);
         let serial = after.iter().filter(|&&p| !p).count();
         assert!(serial <= 2 * MIN_INTERVAL as usize, "{after:?}");
     }
@@ -257,16 +384,19 @@ mod tests {
     #[test]
     fn run_records_both_paths() {
         let slot = Slot::new();
-        assert_eq!(slot.choose(), Choice { parallel: true, trial: false });
+        assert_eq!(slot.choose(), Choice { parallel: true, trial: true });
+        let slot = Slot::new();
         let mut paths = vec![];
-        for _ in 0..3 {
+        while !slot.tried_both() {
             slot.run(|p| {
                 paths.push(p);
-                std::hint::black_box((0..1000).sum::<u64>())
+                std::thread::sleep(std::time::Duration::from_micros(500));
             });
+            assert!(paths.len() < 100, "{paths:?}");
         }
-        assert_eq!(&paths[..2], [true, false], "parallel first, then one serial run");
-        assert!(slot.time(false) > 0.0 && slot.time(true) > 0.0);
+        let first_serial = paths.iter().position(|&p| !p).unwrap();
+        assert!(paths[..first_serial].len() >= 2, "parallel first, until warm: {paths:?}");
+        assert!(paths[first_serial..].iter().all(|&p| !p), "then serial: {paths:?}");
     }
 
     #[test]
