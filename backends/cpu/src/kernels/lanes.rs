@@ -579,8 +579,12 @@ impl Compiler {
     }
 
     /// A free register of `dtype`, or a new one, for a computed value.
-    fn reuse(&mut self, dtype: DType) -> usize {
-        let r = match self.free.iter().position(|&r| self.regs[r] == dtype) {
+    fn reuse(&mut self, dtype: DType, avoid: &[Loc]) -> usize {
+        let r = match self
+            .free
+            .iter()
+            .position(|&r| self.regs[r] == dtype && !avoid.contains(&Loc::Reg(r)))
+        {
             Some(i) => self.free.swap_remove(i),
             None => self.fresh(dtype),
         };
@@ -677,7 +681,10 @@ impl Compiler {
             }
             let args: Option<Vec<Loc>> = n.inputs.iter().map(|i| loc[i.index()]).collect();
             let Some(args) = args else { return Ok(None) };
-            let out = self.reuse(ty.dtype());
+            // Not a register the step before reads (a chain cannot write
+            // over its own operand).
+            let avoid: Vec<Loc> = code.last().map(|s: &Step| s.args.clone()).unwrap_or_default();
+            let out = self.reuse(ty.dtype(), &avoid);
             // Registers whose value is read for the last time here.
             for (k, i) in n.inputs.iter().enumerate() {
                 if last[i.index()] == id.index() && !n.inputs[..k].contains(i) {
@@ -831,6 +838,64 @@ mod tests {
         assert_eq!(count(|k| matches!(k, Kernel::Select)), 3, "{:?}", lanes.code);
         assert_eq!(count(|k| matches!(k, Kernel::Block(_))), 0, "{:?}", lanes.code);
         assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
+    }
+
+    #[test]
+    fn a_result_register_is_never_one_the_step_it_may_join_reads() {
+        // Newton on x^3 + a x - b (W13's body): t = x * x is read twice, last
+        // by t * 3, so its register is free when the sum after that product
+        // is given one. Were the sum given it, the product's chain would
+        // write over its own operand and could not take the sum: the
+        // derivative t * 3 + a, the division and the update are one chain.
+        let n = 300;
+        let f64n = TensorType::new(DType::F64, vec![n]);
+        let types = [f64n.clone(), f64n.clone(), f64n, TensorType::new(DType::Bool, vec![n])];
+        let cond = trace_with(&types, |v| Ok(vec![v[3].max(&[0], false)])).unwrap();
+        let body = trace_with(&types, |v| {
+            let (a, b, x, on) = (&v[0], &v[1], &v[2], &v[3]);
+            let t = x * x;
+            let f = x * &(&t + a) - b;
+            let x = on.select(&(x - &(f / (&t * 3.0 + a))), x);
+            let go = (&x * &(&x * &x + a) - b).abs().ge(&x.full_like(1e-12));
+            Ok(vec![x, go])
+        })
+        .unwrap();
+        let w = While {
+            cond: cond.into(),
+            body: body.into(),
+            consts: 2,
+            max_steps: Some(30),
+            masked: true,
+        };
+        let lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
+        let derivative = Chain {
+            first: Arith::Mul,
+            links: vec![(Arith::Add, true), (Arith::Div, false), (Arith::Sub, false)],
+        };
+        let chains: Vec<&Chain> = lanes
+            .code
+            .iter()
+            .filter_map(|s| match &s.kernel {
+                Kernel::F64Chain(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert!(chains.contains(&&derivative), "{:?}", lanes.code);
+        assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
+        let a: Vec<f64> = (0..n).map(|k| 1.25 + 0.75 * (0.7 * (k as f64 + 1.0)).sin()).collect();
+        let b: Vec<f64> = (0..n).map(|k| 3.0 * (1.3 * (k as f64 + 1.0)).cos()).collect();
+        let args = [
+            Tensor::from_vec(a, &[n]).unwrap(),
+            Tensor::from_vec(b, &[n]).unwrap(),
+            Tensor::zeros(&[n]).unwrap(),
+            Tensor::from_vec(vec![true; n], &[n]).unwrap(),
+        ];
+        let refs: Vec<&Tensor> = args.iter().collect();
+        let got = lanes.run(&refs, &Parallelism::default()).unwrap();
+        let want = by_plans(&w, &args);
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.to_f64_vec(), w.to_f64_vec());
+        }
     }
 
     #[test]
