@@ -156,10 +156,10 @@ impl Parallelism {
     /// (of at least `parallel_elems` elements in all) run all on one thread
     /// or all with these settings, as a call chooses: the plan keeps the
     /// recent call times of each path and a call takes the faster one; the
-    /// other is tried again now and then (at most every 64 calls once
+    /// other is tried again now and then (at most every 128 calls once
     /// settled). On
     /// an idle machine that is the parallel path but for about one call in
-    /// 64; when other processes hold the cores, where work split evenly
+    /// 128; when other processes hold the cores, where work split evenly
     /// across threads waits for a descheduled one, it becomes the serial
     /// path within a few calls, and goes back when the machine is idle
     /// again. The times are measurements kept by the plan, not settings:
