@@ -256,28 +256,36 @@ impl Basis {
     }
 }
 
-/// The body of [`basis_ones`] in the integer type `$i` (`i64` or `i128`).
-macro_rules! basis_ones_in {
-    ($i:ty, $inner:expr, $k:expr, $offset:expr, $start:expr, $len:expr, $set_one:expr) => {{
-        let mut set_one = $set_one;
-        let row = $inner * $k; // elements per index of the axes before the basis axis
-        let first_outer = $start / row;
-        let last_outer = ($start + $len - 1) / row;
-        let (inner, k, start, end) = ($inner as $i, $k as $i, $start as $i, ($start + $len) as $i);
-        for outer in first_outer..=last_outer {
-            let outer = outer as $i;
-            // Ones at i with b = outer * inner + i - offset in 0..k, i in
-            // 0..inner, at p = c + i * (inner + 1) (b grows with i).
-            let base = outer * inner - <$i>::from($offset);
-            let c = outer * (inner * k) + base * inner;
-            let lo = (-base).max(0).max(div_ceil(start - c, inner + 1));
-            let hi = (k - base).min(inner).min(div_ceil(end - c, inner + 1));
-            for i in lo..hi {
-                set_one((c + i * (inner + 1) - start) as usize);
-            }
+/// The body of [`basis_ones`] in the integer type `I` (`i64` or `i128`).
+fn basis_ones_in<I: Wide>(
+    inner: usize,
+    k: usize,
+    offset: i64,
+    start: usize,
+    len: usize,
+    mut set_one: impl FnMut(usize),
+) {
+    let row = inner * k; // elements per index of the axes before the basis axis
+    let first_outer = start / row;
+    let last_outer = (start + len - 1) / row;
+    let (one, zero) = (I::of(1), I::of(0));
+    let (inner, k, end, start) = (I::of(inner), I::of(k), I::of(start + len), I::of(start));
+    for outer in first_outer..=last_outer {
+        let outer = I::of(outer);
+        // Ones at i with b = outer * inner + i - offset in 0..k, i in
+        // 0..inner, at p = c + i * (inner + 1) (b grows with i).
+        let base = outer * inner - I::from(offset);
+        let c = outer * (inner * k) + base * inner;
+        let lo = (zero - base).max(zero).max(div_ceil(start - c, inner + one));
+        let hi = (k - base).min(inner).min(div_ceil(end - c, inner + one));
+        let mut i = lo;
+        while i < hi {
+            set_one((c + i * (inner + one) - start).index());
+            i = i + one;
         }
-    }};
+    }
 }
+
 /// Calls `set_one(j)` for every position `start + j` (`j < len`) of the
 /// block where the seed of `shape` with basis axis `axis` (of `k` vectors)
 /// and offset `offset` is 1: where the row-major position over the other
@@ -307,46 +315,58 @@ pub(crate) fn basis_ones(
         && (inner as u64) < SMALL
         && (inner.saturating_mul(k) as u64) < SMALL;
     if small {
-        basis_ones_in!(i64, inner, k, offset, start, len, set_one);
+        basis_ones_in::<i64>(inner, k, offset, start, len, set_one);
     } else {
-        basis_ones_in!(i128, inner, k, offset, start, len, set_one);
+        basis_ones_in::<i128>(inner, k, offset, start, len, set_one);
     }
 }
 
 /// `a / b` rounded up, for `b > 0` (neither division overflows).
-fn div_ceil<I>(a: I, b: I) -> I
-where
-    I: Copy + PartialEq + From<u8> + std::ops::Add<Output = I> + Euclid,
-{
+fn div_ceil<I: Wide>(a: I, b: I) -> I {
     let q = a.div_euclid_(b);
-    if a.rem_euclid_(b) == I::from(0) {
+    if a.rem_euclid_(b) == I::of(0) {
         q
     } else {
-        q + I::from(1)
+        q + I::of(1)
     }
 }
 
-/// Euclidean division of the integer types [`basis_ones`] computes in.
-trait Euclid {
+/// The signed integer types [`basis_ones`] computes in.
+trait Wide:
+    Copy
+    + Ord
+    + From<i64>
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+{
+    /// `u` in this type (every `usize` fits in both).
+    fn of(u: usize) -> Self;
+    /// A non-negative value as an index.
+    fn index(self) -> usize;
     fn div_euclid_(self, b: Self) -> Self;
     fn rem_euclid_(self, b: Self) -> Self;
 }
-impl Euclid for i64 {
-    fn div_euclid_(self, b: i64) -> i64 {
-        self.div_euclid(b)
-    }
-    fn rem_euclid_(self, b: i64) -> i64 {
-        self.rem_euclid(b)
-    }
+
+macro_rules! wide {
+    ($($i:ty),*) => {$(
+        impl Wide for $i {
+            fn of(u: usize) -> $i {
+                u as $i
+            }
+            fn index(self) -> usize {
+                self as usize
+            }
+            fn div_euclid_(self, b: $i) -> $i {
+                self.div_euclid(b)
+            }
+            fn rem_euclid_(self, b: $i) -> $i {
+                self.rem_euclid(b)
+            }
+        }
+    )*};
 }
-impl Euclid for i128 {
-    fn div_euclid_(self, b: i128) -> i128 {
-        self.div_euclid(b)
-    }
-    fn rem_euclid_(self, b: i128) -> i128 {
-        self.rem_euclid(b)
-    }
-}
+wide!(i64, i128);
 
 impl Op for Basis {
     fn name(&self) -> &'static str {
@@ -593,8 +613,8 @@ mod tests {
                     .collect();
                 for (start, len) in [(0, numel), (1, numel - 1), (numel / 2, numel - numel / 2)] {
                     let (mut a, mut b) = (Vec::new(), Vec::new());
-                    basis_ones_in!(i64, inner, k, offset, start, len, |j| a.push(start + j));
-                    basis_ones_in!(i128, inner, k, offset, start, len, |j| b.push(start + j));
+                    basis_ones_in::<i64>(inner, k, offset, start, len, |j| a.push(start + j));
+                    basis_ones_in::<i128>(inner, k, offset, start, len, |j| b.push(start + j));
                     let mut c = Vec::new();
                     basis_ones(&shape, axis, k, offset, start, len, |j| c.push(start + j));
                     let want: Vec<usize> = want.iter().copied().filter(|&p| p >= start).collect();

@@ -974,18 +974,11 @@ fn run_block(
                 Source::InPlace(a) => in_place(inputs[a].storage(), from, len),
             }
         };
-        let mut inline = [Block::F64(&[]); INLINE_ARGS];
-        let heap: Vec<Block<'_>>;
-        let args: &[Block<'_>] = if sources.len() <= INLINE_ARGS {
-            for (slot, s) in inline.iter_mut().zip(sources) {
-                *slot = src(s);
-            }
-            &inline[..sources.len()]
-        } else {
-            heap = sources.iter().map(src).collect();
-            &heap
-        };
-        instr.eval(args, dst, place)?;
+        crate::gathered::<_, _, INLINE_ARGS>(
+            sources.len(),
+            |k| Ok(src(&sources[k])),
+            |args| instr.eval(args, dst, place),
+        )?;
     }
     Ok(())
 }

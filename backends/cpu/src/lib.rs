@@ -42,6 +42,28 @@ mod plan;
 pub mod strided;
 mod threads;
 mod views;
+
+/// Calls `f` with the `n` values `get(0), ..., get(n - 1)` in a slice: on
+/// the stack when there are at most `N` (a kernel's usual few operands, read
+/// with no allocation), else in a vector.
+pub(crate) fn gathered<T: Copy, R, const N: usize>(
+    n: usize,
+    mut get: impl FnMut(usize) -> Result<T>,
+    f: impl FnOnce(&[T]) -> Result<R>,
+) -> Result<R> {
+    if n == 0 {
+        return f(&[]);
+    }
+    if n > N {
+        let all = (0..n).map(get).collect::<Result<Vec<T>>>()?;
+        return f(&all);
+    }
+    let mut inline = [get(0)?; N];
+    for (k, slot) in inline.iter_mut().enumerate().take(n).skip(1) {
+        *slot = get(k)?;
+    }
+    f(&inline[..n])
+}
 pub mod vmath;
 
 pub use plan::{compile, Plan};

@@ -692,18 +692,11 @@ impl Plan {
                     let out = &types[0];
                     // Up to INLINE_OPERANDS operands on the stack: no
                     // allocation per step.
-                    let n = node.inputs.len();
-                    let t = if n == 0 {
-                        kernel(op, &[], out, ctx)
-                    } else if n <= INLINE_OPERANDS {
-                        let mut operands = [arg(0)?; INLINE_OPERANDS];
-                        for (k, slot) in operands.iter_mut().enumerate().take(n).skip(1) {
-                            *slot = arg(k)?;
-                        }
-                        kernel(op, &operands[..n], out, ctx)
-                    } else {
-                        kernel(op, &all_args()?, out, ctx)
-                    }?;
+                    let t = crate::gathered::<_, _, INLINE_OPERANDS>(
+                        node.inputs.len(),
+                        arg,
+                        |operands| kernel(op, operands, out, ctx),
+                    )?;
                     check_result(op.name(), &t, out);
                     slots[node.out().index()] = Some(t);
                     return Ok(());

@@ -427,17 +427,11 @@ impl LaneLoop {
                     }
                     _ => return Err(Error::invalid("while", "masked", "select operands")),
                 },
-                Kernel::Block(instr) if args.len() <= INLINE_ARGS => {
-                    let mut inline = [Block::F64(&[]); INLINE_ARGS];
-                    for (slot, l) in inline.iter_mut().zip(args) {
-                        *slot = read(l);
-                    }
-                    instr.eval(&inline[..args.len()], dst.prefix_mut(len), at)?;
-                }
-                Kernel::Block(instr) => {
-                    let heap: Vec<Block<'_>> = args.iter().map(read).collect();
-                    instr.eval(&heap, dst.prefix_mut(len), at)?;
-                }
+                Kernel::Block(instr) => crate::gathered::<_, _, INLINE_ARGS>(
+                    args.len(),
+                    |k| Ok(read(&args[k])),
+                    |operands| instr.eval(operands, dst.prefix_mut(len), at),
+                )?,
             }
         }
         // The new carries: swapped in when they are registers of their own,
