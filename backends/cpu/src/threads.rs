@@ -25,7 +25,11 @@
 //! On an idle machine the cost is a serial call in `MAX_INTERVAL`, and the
 //! parallel calls after it, which run cold (see below): W2's Jacobian at
 //! n = 512 took 7 % longer than always on two threads with tries every 64
-//! calls.
+//! calls. The interval counts calls per call of the last try: a try of
+//! several threads lasts until they are warm, many calls when the calls
+//! are short, and is repeated that many times less often (W8a's Newton
+//! body, 0.16 ms a call, where one thread is faster: a fifth of its calls
+//! were tries of several threads, 8 % slower than serial, before).
 //!
 //! A call is timed only when its path is warm: a serial call always, a
 //! call on several threads when the call before it took the same path and
@@ -124,6 +128,8 @@ pub(crate) struct Slot {
     /// Whether a try of the path not taken is under way (until one of its
     /// calls is warm).
     trying: AtomicBool,
+    /// Calls of the try under way so far.
+    try_calls: AtomicU32,
     /// The path of the last call: 0 none yet, 1 one thread, 2 several.
     last: AtomicU8,
     /// When the run of calls on the last call's path began (nanoseconds
@@ -139,6 +145,7 @@ impl Slot {
             countdown: AtomicU32::new(MIN_INTERVAL),
             interval: AtomicU32::new(MIN_INTERVAL),
             trying: AtomicBool::new(false),
+            try_calls: AtomicU32::new(0),
             last: AtomicU8::new(0),
             run_start: AtomicU64::new(0),
         }
@@ -170,12 +177,14 @@ impl Slot {
         // rule's (several threads) first.
         let best = par > 0.0 && (seq == 0.0 || par <= seq);
         if self.trying.load(Relaxed) {
+            self.try_calls.fetch_add(1, Relaxed);
             return Choice { parallel: !best, trial: true };
         }
         let countdown = self.countdown.load(Relaxed);
         if par == 0.0 || seq == 0.0 || countdown == 0 {
             self.countdown.store(self.interval.load(Relaxed), Relaxed);
             self.trying.store(true, Relaxed);
+            self.try_calls.store(1, Relaxed);
             return Choice { parallel: !best, trial: true };
         }
         self.countdown.store(countdown - 1, Relaxed);
@@ -221,6 +230,11 @@ impl Slot {
                 self.interval.load(Relaxed).saturating_mul(2).min(MAX_INTERVAL)
             };
             self.interval.store(next, Relaxed);
+            // The next try comes after `next` calls per call this one took:
+            // a try that needed a long warm-up (many short calls on several
+            // threads) costs the same small share of calls as a try of one.
+            let calls = self.try_calls.load(Relaxed).max(1);
+            self.countdown.store(next.saturating_mul(calls), Relaxed);
             return;
         }
         self.times(p).push(ns);
@@ -366,6 +380,37 @@ mod tests {
         assert!(share_parallel(&busy[50..]) < 0.25, "{busy:?}");
         let idle: Vec<bool> = (0..1000).map(|_| call(false)).collect();
         assert!(share_parallel(&idle[200..]) > 1.0 - TRIES, "{idle:?}");
+    }
+
+    #[test]
+    fn tries_that_need_many_calls_come_that_much_less_often() {
+        // Short calls (0.16 ms, W8a's Newton body) on which several threads
+        // are slower, and cold for 3 ms after serial calls: a try of them
+        // lasts until warm, about twenty calls. Repeated every MAX_INTERVAL
+        // calls, tries would be a seventh of all calls; spaced by their
+        // length, a few percent.
+        let (slot, mut m) = (Slot::new(), Machine::default());
+        let mut cold_until = 0u64;
+        let paths: Vec<bool> = (0..20_000)
+            .map(|_| {
+                let now = m.now;
+                m.call(&slot, |parallel, switched| {
+                    if !parallel {
+                        return 0.16 * MS;
+                    }
+                    if switched {
+                        cold_until = now + 3_000_000;
+                    }
+                    if now < cold_until {
+                        0.4 * MS
+                    } else {
+                        0.21 * MS
+                    }
+                })
+                .parallel
+            })
+            .collect();
+        assert!(share_parallel(&paths[5_000..]) < 0.05, "{}", share_parallel(&paths[5_000..]));
     }
 
     #[test]
