@@ -340,7 +340,8 @@ trait Wide:
     + std::ops::Sub<Output = Self>
     + std::ops::Mul<Output = Self>
 {
-    /// `u` in this type (every `usize` fits in both).
+    /// `u` in this type (in `i64` only for values [`basis_ones`] has
+    /// checked to be below 2^30; every `usize` fits in `i128`).
     fn of(u: usize) -> Self;
     /// A non-negative value as an index.
     fn index(self) -> usize;

@@ -42,6 +42,11 @@ mod plan;
 pub mod strided;
 mod threads;
 mod views;
+pub mod vmath;
+
+pub use plan::{compile, Plan};
+
+use anvil_core::{Op, Result, Tensor, TensorType};
 
 /// Calls `f` with the `n` values `get(0), ..., get(n - 1)` in a slice: on
 /// the stack when there are at most `N` (a kernel's usual few operands, read
@@ -64,11 +69,6 @@ pub(crate) fn gathered<T: Copy, R, const N: usize>(
     }
     f(&inline[..n])
 }
-pub mod vmath;
-
-pub use plan::{compile, Plan};
-
-use anvil_core::{Op, Result, Tensor, TensorType};
 
 /// The execution settings of a call: how kernels may use threads (passed
 /// to every kernel as an argument, as faer passes its `Par`, never read
@@ -466,3 +466,22 @@ impl anvil_core::Backend for Cpu {
 
 #[doc(hidden)]
 pub use anvil_core;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gathered_passes_every_value_in_order_and_the_first_error() {
+        for n in [0usize, 1, 3, 4, 5, 9] {
+            let got = gathered::<usize, Vec<usize>, 4>(n, |k| Ok(k * 10), |v| Ok(v.to_vec()));
+            assert_eq!(got.unwrap(), (0..n).map(|k| k * 10).collect::<Vec<_>>(), "n = {n}");
+            let bad = gathered::<usize, (), 4>(
+                n,
+                |k| if k == 2 { Err(anvil_core::Error::invalid("t", "x", "k = 2")) } else { Ok(k) },
+                |_| Ok(()),
+            );
+            assert_eq!(bad.is_err(), n > 2, "n = {n}");
+        }
+    }
+}

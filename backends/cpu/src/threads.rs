@@ -20,8 +20,9 @@
 //! runs) and drops back to the minimum when it wins, or when the path taken
 //! becomes the slower one: a machine that becomes busy moves the choice to
 //! one thread within two runs, and one that becomes idle moves it back
-//! within about `MAX_INTERVAL` runs (a try that beats the path taken
-//! replaces its path's older times, so it is taken from the next call).
+//! within about `MAX_INTERVAL` tries' lengths of runs (a try that beats the
+//! path taken replaces its path's older times, so it is taken from the
+//! next call).
 //! On an idle machine the cost is a serial call in `MAX_INTERVAL`, and the
 //! parallel calls after it, which run cold (see below): W2's Jacobian at
 //! n = 512 took 7 % longer than always on two threads with tries every 64
@@ -34,8 +35,8 @@
 //! A call is timed only when its path is warm: a serial call always, a
 //! call on several threads when the call before it took the same path and
 //! a run of calls on several threads has gone on for [`PARALLEL_WARM_NS`].
-//! The first calls of several threads after serial
-//! ones pay for waking idle threads, for caches warmed on another core and,
+//! The first calls of several threads after serial ones pay for waking
+//! idle threads, for caches warmed on another core and,
 //! on a VM, for a virtual CPU the host let go cold (W1's Jacobian at
 //! n = 256 on a 2-vCPU VM: 0.45 ms a call on two threads when they run
 //! call after call, 0.8–0.9 ms for the first few to twenty after two
@@ -182,7 +183,7 @@ impl Slot {
         }
         let countdown = self.countdown.load(Relaxed);
         if par == 0.0 || seq == 0.0 || countdown == 0 {
-            self.countdown.store(self.interval.load(Relaxed), Relaxed);
+            // (The countdown to the next try is set when this one ends.)
             self.trying.store(true, Relaxed);
             self.try_calls.store(1, Relaxed);
             return Choice { parallel: !best, trial: true };

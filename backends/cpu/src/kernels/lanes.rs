@@ -572,7 +572,8 @@ impl Compiler {
         self.regs.len() - 1
     }
 
-    /// A free register of `dtype`, or a new one, for a computed value.
+    /// A free register of `dtype` that none of `avoid` names, or a new one,
+    /// for a computed value.
     fn reuse(&mut self, dtype: DType, avoid: &[Loc]) -> usize {
         let r = match self
             .free
@@ -763,6 +764,34 @@ mod tests {
         While { cond: cond.into(), body: body.into(), consts: 1, max_steps: None, masked: true }
     }
 
+    /// The chains of a lane loop's code, in order.
+    fn chains_of(lanes: &LaneLoop) -> Vec<&Chain> {
+        lanes
+            .code
+            .iter()
+            .filter_map(|s| match &s.kernel {
+                Kernel::F64Chain(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Asserts that the lane loop gives the plans' results on `args`.
+    fn assert_as_plans(
+        lanes: &LaneLoop,
+        w: &While,
+        args: &[Tensor],
+        ctx: &Parallelism,
+        what: &str,
+    ) {
+        let refs: Vec<&Tensor> = args.iter().collect();
+        let got = lanes.run(&refs, ctx).unwrap();
+        let want = by_plans(w, args);
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.to_f64_vec(), w.to_f64_vec(), "{what}");
+        }
+    }
+
     /// The loop run as plans, a step at a time over the whole batch.
     fn by_plans(w: &While, args: &[Tensor]) -> Vec<Tensor> {
         let (cond, body) =
@@ -799,13 +828,8 @@ mod tests {
                 Tensor::zeros(&[n]).unwrap(),
                 Tensor::from_vec(go, &[n]).unwrap(),
             ];
-            let refs: Vec<&Tensor> = args.iter().collect();
             for ctx in [Parallelism::default(), Parallelism::default().threads(1)] {
-                let got = lanes.run(&refs, &ctx).unwrap();
-                let want = by_plans(&w, &args);
-                for (g, w) in got.iter().zip(&want) {
-                    assert_eq!(g.to_f64_vec(), w.to_f64_vec(), "n = {n}, limit = {limit}");
-                }
+                assert_as_plans(&lanes, &w, &args, &ctx, &format!("n = {n}, limit = {limit}"));
             }
         }
     }
@@ -817,14 +841,7 @@ mod tests {
         // resolved loops, found by the ops' facts; the constants `full`
         // makes, spread once: no block math.
         let lanes = LaneLoop::new(&masked(10, 50.0)).unwrap().unwrap();
-        let chains: Vec<&Chain> = lanes
-            .code
-            .iter()
-            .filter_map(|s| match &s.kernel {
-                Kernel::F64Chain(c) => Some(c),
-                _ => None,
-            })
-            .collect();
+        let chains = chains_of(&lanes);
         assert_eq!(chains, [&Chain { first: Arith::Mul, links: vec![(Arith::Add, true)] }]);
         let count = |f: fn(&Kernel) -> bool| lanes.code.iter().filter(|s| f(&s.kernel)).count();
         assert_eq!(count(|k| matches!(k, Kernel::F64Binary(_, Arith::Add))), 1);
@@ -866,14 +883,7 @@ mod tests {
             first: Arith::Mul,
             links: vec![(Arith::Add, true), (Arith::Div, false), (Arith::Sub, false)],
         };
-        let chains: Vec<&Chain> = lanes
-            .code
-            .iter()
-            .filter_map(|s| match &s.kernel {
-                Kernel::F64Chain(c) => Some(c),
-                _ => None,
-            })
-            .collect();
+        let chains = chains_of(&lanes);
         assert!(chains.contains(&&derivative), "{:?}", lanes.code);
         assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
         let a: Vec<f64> = (0..n).map(|k| 1.25 + 0.75 * (0.7 * (k as f64 + 1.0)).sin()).collect();
@@ -884,12 +894,7 @@ mod tests {
             Tensor::zeros(&[n]).unwrap(),
             Tensor::from_vec(vec![true; n], &[n]).unwrap(),
         ];
-        let refs: Vec<&Tensor> = args.iter().collect();
-        let got = lanes.run(&refs, &Parallelism::default()).unwrap();
-        let want = by_plans(&w, &args);
-        for (g, w) in got.iter().zip(&want) {
-            assert_eq!(g.to_f64_vec(), w.to_f64_vec());
-        }
+        assert_as_plans(&lanes, &w, &args, &Parallelism::default(), "Newton");
     }
 
     #[test]
