@@ -355,9 +355,7 @@ impl LaneLoop {
             }
             let at_block = BlockAt { start: from, shape: &self.shape };
             let mut steps = 0usize;
-            while self.max_steps.is_none_or(|m| steps < m)
-                && matches!(&regs[flag], Reg::Bool(v) if v[..len].contains(&true))
-            {
+            while self.max_steps.is_none_or(|m| steps < m) && any_set(&regs[flag], len) {
                 self.step(&mut regs, &leaves, at_block, len)?;
                 steps += 1;
             }
@@ -456,6 +454,16 @@ impl LaneLoop {
             copy_block(fresh.prefix(len), regs[r].prefix_mut(len))?;
         }
         Ok(())
+    }
+}
+
+/// Whether any of the first `len` flags in `r` is set: a byte-wise OR
+/// (vectorised), where a search would test lane by lane until the first
+/// set flag, which late in a loop lies far in.
+fn any_set(r: &Reg, len: usize) -> bool {
+    match r {
+        Reg::Bool(v) => v[..len].iter().fold(0u8, |acc, &b| acc | u8::from(b)) != 0,
+        _ => false,
     }
 }
 
