@@ -187,6 +187,10 @@ pub fn gather<T: Pooled>(
                 let dst = &mut chunk[pos - start..pos - start + len];
                 if s == 1 {
                     dst.copy_from_slice(&src[o as usize..o as usize + len]);
+                } else if s == 0 {
+                    // A broadcast run: one element, spread (a fill, not a
+                    // bounds-checked read per element).
+                    dst.fill(src[o as usize]);
                 } else {
                     for (j, d) in dst.iter_mut().enumerate() {
                         *d = src[(o + j as isize * s) as usize];
@@ -264,6 +268,16 @@ mod tests {
             }
         });
         assert_eq!(seen, (2..11).map(|i| (i, i as isize)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn gather_spreads_a_broadcast_axis() {
+        // [[10, 11, 12]] spread over 4 rows, and a column spread over 3.
+        let src: Vec<i64> = vec![10, 11, 12];
+        let rows = gather(&src, 0, &[0, 1], &[4, 3], &Parallelism::sequential());
+        assert_eq!(rows, [10, 11, 12].repeat(4));
+        let cols = gather(&src, 1, &[1, 0], &[2, 3], &Parallelism::sequential());
+        assert_eq!(cols, vec![11, 11, 11, 12, 12, 12]);
     }
 
     #[test]
