@@ -299,13 +299,19 @@ impl LaneLoop {
                 tasks[t].push(chunk);
             }
         }
+        // Registers per worker, not per task (a task is a few microseconds;
+        // allocating and zeroing a dozen registers was a twentieth of it).
+        let width = LANES.min(n.max(1));
         if tasks.len() > 1 {
-            tasks
-                .into_par_iter()
-                .enumerate()
-                .try_for_each(|(t, outs)| self.run_task(inputs, t * task, outs))?;
+            tasks.into_par_iter().enumerate().try_for_each_init(
+                || self.registers(inputs, width),
+                |regs, (t, outs)| match regs {
+                    Ok(regs) => self.run_task(regs, inputs, t * task, outs),
+                    Err(e) => Err(e.clone()),
+                },
+            )?;
         } else if let Some(outs) = tasks.pop() {
-            self.run_task(inputs, 0, outs)?;
+            self.run_task(&mut self.registers(inputs, width)?, inputs, 0, outs)?;
         }
         results
             .into_iter()
@@ -321,16 +327,9 @@ impl LaneLoop {
             .collect()
     }
 
-    /// Runs the lanes `start..start + outs[k].len()`, group by group,
-    /// writing each carry's final values into `outs`.
-    fn run_task(
-        &self,
-        inputs: &[&Tensor],
-        start: usize,
-        mut outs: Vec<BlockMut<'_>>,
-    ) -> Result<()> {
-        let total = outs.first().map_or(0, BlockMut::len);
-        let width = LANES.min(total);
+    /// Registers of `width` lanes for [`run_task`](Self::run_task), the
+    /// spread scalars filled in.
+    fn registers(&self, inputs: &[&Tensor], width: usize) -> Result<Vec<Reg>> {
         let mut regs: Vec<Reg> = self.regs.iter().map(|&d| Reg::zeros(d, width)).collect();
         for s in &self.spreads {
             let storage = match &s.from {
@@ -339,6 +338,21 @@ impl LaneLoop {
             };
             regs[s.reg].spread(storage)?;
         }
+        Ok(regs)
+    }
+
+    /// Runs the lanes `start..start + outs[k].len()`, group by group, in
+    /// `regs` (of [`LANES`] lanes, or all when fewer), writing each carry's
+    /// final values into `outs`.
+    fn run_task(
+        &self,
+        regs: &mut [Reg],
+        inputs: &[&Tensor],
+        start: usize,
+        mut outs: Vec<BlockMut<'_>>,
+    ) -> Result<()> {
+        let total = outs.first().map_or(0, BlockMut::len);
+        let width = LANES.min(total);
         let flag = self.carries[self.carries.len() - 1];
         let mut leaves: Vec<Block<'_>> = Vec::with_capacity(self.leaves.len());
         let mut at = 0;
@@ -356,7 +370,7 @@ impl LaneLoop {
             let at_block = BlockAt { start: from, shape: &self.shape };
             let mut steps = 0usize;
             while self.max_steps.is_none_or(|m| steps < m) && any_set(&regs[flag], len) {
-                self.step(&mut regs, &leaves, at_block, len)?;
+                self.step(regs, &leaves, at_block, len)?;
                 steps += 1;
             }
             for (out, &r) in outs.iter_mut().zip(&self.carries) {
@@ -821,9 +835,13 @@ mod tests {
 
     #[test]
     fn lane_groups_give_the_plans_results() {
-        for (n, limit, max_steps) in
-            [(1, 50.0, None), (300, 50.0, None), (9000, 6.0, None), (700, 50.0, Some(4))]
-        {
+        for (n, limit, max_steps) in [
+            (1, 50.0, None),
+            (300, 50.0, None),
+            (9000, 6.0, None),
+            (20_000, 50.0, None),
+            (700, 50.0, Some(4)),
+        ] {
             let mut w = masked(n, limit);
             w.max_steps = max_steps;
             let lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
