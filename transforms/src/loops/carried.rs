@@ -16,7 +16,11 @@
 //! A pair is carried when the nodes the body no longer needs outnumber the
 //! values it newly has to keep: `w` read once and carried no longer fuses
 //! with its reader. A masked loop only carries values of its lanes' shape,
-//! so that a backend that runs its lanes group by group still can.
+//! so that a backend that runs its lanes group by group still can. The
+//! first values are computed even when the loop runs no step: a masked
+//! loop computes them anyway (they are part of its initial predicate); any
+//! other loop carries only elementwise values, which cannot fail at run
+//! time where no step ran.
 
 use anvil_core::replay::{bound_inputs, inline_graph, outputs, replay, value};
 use anvil_core::{trace_with, Graph, NodeId, Op, Result, ValueId, Var};
@@ -96,13 +100,24 @@ impl Carried {
             Ok(outs)
         })?;
         let cond = trace_with(&types, |vars| inline_graph(w.cond.graph(), &old_args(vars)))?;
-        let first = trace_with(&old_types, |vars| {
+        let first = crate::passes::dce(&trace_with(&old_types, |vars| {
             let mut env = bound_inputs(body, vars);
             replay(body, &mut env, |_| true)?;
             pairs.iter().map(|&(v, _)| value(&env, v)).collect()
-        })?;
+        })?)?;
+        // The first values are computed even when the loop runs no step.
+        // A masked loop computes its predicate, of which they are part, on
+        // the initial carries anyway; another loop carries them only when
+        // they are elementwise (an op that can fail at run time, a
+        // factorisation or a gather, must not fail where no step ran).
+        let safe = |n: &anvil_core::Node| {
+            n.op.parameter_index().is_some() || n.inputs.is_empty() || n.op.is_elementwise()
+        };
+        if !w.masked && !first.nodes().iter().all(safe) {
+            return Ok(None);
+        }
         let looped = While { cond: cond.into(), body: new_body.into(), consts: nc, ..w.clone() };
-        Ok(Some(Carried { looped, first: crate::passes::dce(&first)? }))
+        Ok(Some(Carried { looped, first }))
     }
 
     /// The rewritten loop on the old loop's operands, with the old loop's
@@ -409,5 +424,33 @@ mod tests {
             assert!(close(x.to_f64_vec()[k], y), "x of {start}: {x:?} against {y}");
             assert!(close(r.to_f64_vec()[k], y.sin() * y), "r of {start}: {r:?}");
         }
+    }
+
+    #[test]
+    fn a_loop_that_may_run_no_step_carries_nothing_that_can_fail() {
+        // As above, with g(x) = solve(A(x), 1): a factorisation, which can
+        // fail at run time, is not computed before a loop that may not run.
+        let g = |x: &Var| {
+            let a = x.reshape(&[2, 2]) + anvil_ops::linalg::api::eye_of(2, x);
+            a.solve(&x.reshape(&[2, 2]).sum(&[1])).reshape(&[2]).pad(&[(0, 2)], 0.0)
+        };
+        let f = move |x0: &Var| {
+            let (x, r, _) = while_loop(
+                |(_, _, it): &(Var, Var, Var)| it.lt(&it.full_like(3.0)),
+                |(x, _, it): &(Var, Var, Var)| {
+                    let next = x - &(g(x) * 0.1);
+                    let r = g(&next);
+                    (next, r, it + 1.0)
+                },
+                (x0, &x0.zeros_like(), &x0.sum(&[0]).zeros_like()),
+            )
+            .unwrap();
+            (x, r)
+        };
+        let x0 = Tensor::from_vec(vec![0.5, 0.1, -0.2, 0.3], &[4]).unwrap();
+        let traced = anvil::trace(&f, &x0).unwrap();
+        assert!(!matched_pairs(the_loop(&traced)).is_empty());
+        let lowered = anvil::lower(&f, &x0).unwrap();
+        assert_eq!(the_loop(&lowered).carries(), the_loop(&traced).carries());
     }
 }
