@@ -59,6 +59,28 @@ fn a_masked_loop_gives_each_lane_its_own_result() {
 }
 
 #[test]
+fn a_masked_loop_with_transcendental_functions_gives_each_lane_its_own_result() {
+    // Newton on exp(x) + a x - b (increasing: a > 0): the lanes compute exp
+    // as a plan does, and the residual carried from step to step has the
+    // bits it has when recomputed.
+    let f = |a: &Var, b: &Var| {
+        let f = |x: &Var| x.exp() + a * x - b;
+        while_loop(
+            |(x, it): &(Var, Var)| {
+                let go = f(x).abs().ge(&x.full_like(1e-12));
+                go.select(&it.lt(&it.full_like(50.0)), &go)
+            },
+            |(x, it): &(Var, Var)| (x - &(f(x) / (x.exp() + a)), it + 1.0),
+            (&a.zeros_like(), &a.zeros_like()),
+        )
+        .unwrap()
+    };
+    for n in [5, 3000] {
+        check_lanes(f, n);
+    }
+}
+
+#[test]
 fn a_masked_loop_stops_each_lane_at_its_bound() {
     // The bound cuts most lanes short; lanes differ in their steps.
     check_lanes(newton(3.0, 1e-12), 3000);

@@ -10,17 +10,17 @@
 //! of its own: its first value is computed once before the loop, and each
 //! step returns `w` as its next value, so the body no longer computes `v`.
 //! A step computes the same operations on the same values as before, so
-//! the results are the same, bit for bit; an op with effects is never
-//! matched.
+//! the results are the same, bit for bit.
 //!
 //! A pair is carried when the nodes the body no longer needs outnumber the
 //! values it newly has to keep: `w` read once and carried no longer fuses
 //! with its reader. A masked loop only carries values of its lanes' shape,
 //! so that a backend that runs its lanes group by group still can. The
-//! first values are computed even when the loop runs no step: a masked
-//! loop computes them anyway (they are part of its initial predicate); any
-//! other loop carries only elementwise values, which cannot fail at run
-//! time where no step ran.
+//! first values are computed even when the loop runs no step, so only
+//! values that cannot fail at run time are carried (elementwise math,
+//! movement, reductions, matrix products; not a factorisation or a
+//! gather), and nothing that reads an op with effects (a collective), in
+//! the body or in a nested body, is ever matched.
 
 use anvil_core::replay::{bound_inputs, inline_graph, outputs, replay, value};
 use anvil_core::{trace_with, Graph, NodeId, Op, Result, ValueId, Var};
@@ -75,7 +75,9 @@ impl Carried {
     /// The rewritten loop, when some value is worth carrying.
     fn find(w: &While) -> Result<Option<Carried>> {
         let body = w.body.graph();
-        let pairs = chosen(w, &matched_pairs(w));
+        let pairs: Vec<(ValueId, ValueId)> =
+            matched_pairs(w).into_iter().filter(|&(v, _)| cannot_fail(body, v)).collect();
+        let pairs = chosen(w, &pairs);
         if pairs.is_empty() {
             return Ok(None);
         }
@@ -105,17 +107,6 @@ impl Carried {
             replay(body, &mut env, |_| true)?;
             pairs.iter().map(|&(v, _)| value(&env, v)).collect()
         })?)?;
-        // The first values are computed even when the loop runs no step.
-        // A masked loop computes its predicate, of which they are part, on
-        // the initial carries anyway; another loop carries them only when
-        // they are elementwise (an op that can fail at run time, a
-        // factorisation or a gather, must not fail where no step ran).
-        let safe = |n: &anvil_core::Node| {
-            n.op.parameter_index().is_some() || n.inputs.is_empty() || n.op.is_elementwise()
-        };
-        if !w.masked && !first.nodes().iter().all(safe) {
-            return Ok(None);
-        }
         let looped = While { cond: cond.into(), body: new_body.into(), consts: nc, ..w.clone() };
         Ok(Some(Carried { looped, first }))
     }
@@ -164,7 +155,7 @@ fn matched_pairs(w: &While) -> Vec<(ValueId, ValueId)> {
             count += 1;
             count - 1
         };
-        if unique || op.has_effects() {
+        if unique || has_effects(op) {
             return fresh();
         }
         *table.entry((op.boxed(), ins, k)).or_insert_with(fresh)
@@ -199,7 +190,9 @@ fn matched_pairs(w: &While) -> Vec<(ValueId, ValueId)> {
         // another value: an expression mixing it with new carries is
         // nothing the next step computes.
         let mixed = reads_new && n.inputs.iter().any(|i| !is_later(i) && varies[i.index()]);
-        let reads_carry = n.inputs.iter().any(|i| varies[i.index()]);
+        // An op with effects (or a loop whose body has some) is this step's
+        // own: nothing that reads it is the next step's value.
+        let reads_carry = n.inputs.iter().any(|i| varies[i.index()]) || has_effects(n.op.as_ref());
         for (k, r) in n.results().enumerate() {
             plain[r.index()] = number(n.op.as_ref(), ins.clone(), k, false);
             shifted[r.index()] = if reads_new {
@@ -244,6 +237,41 @@ fn matched_pairs(w: &While) -> Vec<(ValueId, ValueId)> {
     pairs
 }
 
+/// Whether `op` has effects, or is a loop or branch whose bodies have.
+fn has_effects(op: &dyn Op) -> bool {
+    op.has_effects()
+        || op.subgraphs().iter().any(|g| g.nodes().iter().any(|n| has_effects(n.op.as_ref())))
+}
+
+/// Whether computing `v` (from the body's inputs) cannot fail at run time:
+/// its first value is computed before the loop, even when the loop runs no
+/// step, where a factorisation or a gather must not fail (or communicate)
+/// when the loop would not have. Elementwise math, movement, reductions
+/// and matrix products qualify.
+fn cannot_fail(body: &Graph, v: ValueId) -> bool {
+    let mut need = vec![false; body.num_values()];
+    need[v.index()] = true;
+    for (_, n) in body.iter().rev() {
+        if !n.results().any(|r| need[r.index()]) {
+            continue;
+        }
+        let op = n.op.as_ref();
+        let harmless = op.parameter_index().is_some()
+            || n.inputs.is_empty()
+            || op.is_elementwise()
+            || op.movement().is_some()
+            || op.reduction_math().is_some()
+            || op.matmul_transposes().is_some();
+        if !harmless || has_effects(op) {
+            return false;
+        }
+        for i in &n.inputs {
+            need[i.index()] = true;
+        }
+    }
+    true
+}
+
 /// The pairs worth carrying, chosen one by one: a pair is kept when the
 /// nodes the body no longer needs outnumber the values it newly keeps.
 fn chosen(w: &While, pairs: &[(ValueId, ValueId)]) -> Vec<(ValueId, ValueId)> {
@@ -254,11 +282,12 @@ fn chosen(w: &While, pairs: &[(ValueId, ValueId)]) -> Vec<(ValueId, ValueId)> {
             reads[i.index()] += 1;
         }
     }
-    for o in body.outputs() {
-        reads[o.index()] += 1;
-    }
-    // A value read once, by a node, is usually fused with its reader.
-    let kept = |set: &[(ValueId, ValueId)]| set.iter().filter(|p| reads[p.1.index()] == 1).count();
+    // A value read once, by a node, is usually fused with its reader (an
+    // output is kept anyway).
+    let output = |v: ValueId| body.outputs().contains(&v);
+    let kept = |set: &[(ValueId, ValueId)]| {
+        set.iter().filter(|p| reads[p.1.index()] == 1 && !output(p.1)).count()
+    };
     let mut set: Vec<(ValueId, ValueId)> = Vec::new();
     let mut needed = needed_nodes(body, &set);
     for &p in pairs {
@@ -434,23 +463,80 @@ mod tests {
             let a = x.reshape(&[2, 2]) + anvil_ops::linalg::api::eye_of(2, x);
             a.solve(&x.reshape(&[2, 2]).sum(&[1])).reshape(&[2]).pad(&[(0, 2)], 0.0)
         };
-        let f = move |x0: &Var| {
+        // `steps` steps (a scalar operand, so one program runs both).
+        let f = move |x0: &Var, steps: &Var| {
             let (x, r, _) = while_loop(
-                |(_, _, it): &(Var, Var, Var)| it.lt(&it.full_like(3.0)),
+                |(_, _, it): &(Var, Var, Var)| it.lt(steps),
                 |(x, _, it): &(Var, Var, Var)| {
                     let next = x - &(g(x) * 0.1);
                     let r = g(&next);
                     (next, r, it + 1.0)
                 },
-                (x0, &x0.zeros_like(), &x0.sum(&[0]).zeros_like()),
+                (x0, &x0.zeros_like(), &steps.zeros_like()),
             )
             .unwrap();
             (x, r)
         };
         let x0 = Tensor::from_vec(vec![0.5, 0.1, -0.2, 0.3], &[4]).unwrap();
-        let traced = anvil::trace(&f, &x0).unwrap();
+        let three = Tensor::scalar(3.0);
+        let traced = anvil::trace(&f, (&x0, &three)).unwrap();
         assert!(!matched_pairs(the_loop(&traced)).is_empty());
-        let lowered = anvil::lower(&f, &x0).unwrap();
-        assert_eq!(the_loop(&lowered).carries(), the_loop(&traced).carries());
+        let lowered = anvil::lower(&f, (&x0, &three)).unwrap();
+        // A(x) and the sums may be carried; each step still solves twice.
+        let solves = |g: &Graph| g.nodes().iter().filter(|n| n.op.name().contains("solve")).count();
+        assert_eq!(solves(the_loop(&lowered).body.graph()), 2, "{lowered}");
+        assert_eq!(solves(&lowered), 0, "{lowered}");
+        // What a user sees: A(x0) = x0 + I is singular, and a loop that runs
+        // no step returns x0 without solving anything.
+        let singular = Tensor::from_vec(vec![-1.0, 0.0, 0.0, -1.0], &[4]).unwrap();
+        let (x, _) = jit(f).eval((&singular, &Tensor::scalar(0.0))).unwrap();
+        assert_eq!(x.to_f64_vec(), singular.to_f64_vec());
+    }
+
+    /// An identity that the program must run where it is written (as a
+    /// collective must), for the tests.
+    #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+    struct Effect;
+
+    impl Op for Effect {
+        fn name(&self) -> &'static str {
+            "test.effect"
+        }
+        fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+            Ok(inputs[0].clone())
+        }
+        fn has_effects(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn nothing_that_reads_an_effect_is_carried() {
+        // Body: e = effect(c) (c a const); v = x + e; x' = x * 0.5;
+        // w = x' + e; z' = v * w. Carried, v would run the effect once
+        // before the loop instead of once a step.
+        let t = TensorType::new(DType::F64, vec![4]);
+        let types = [t.clone(), t.clone(), t];
+        let body = anvil_core::trace_with(&types, |v| {
+            let e = v[0].apply(Effect, &[]);
+            let old = &v[1] + &e;
+            let next = &v[1] * 0.5;
+            let new = &next + &e;
+            Ok(vec![next, &old * &new])
+        })
+        .unwrap();
+        let cond = anvil_core::trace_with(&types, |v| {
+            let s = v[1].sum(&[0]);
+            Ok(vec![s.gt(&s.full_like(1.0))])
+        })
+        .unwrap();
+        let w = While {
+            cond: cond.into(),
+            body: body.into(),
+            consts: 1,
+            max_steps: None,
+            masked: false,
+        };
+        assert_eq!(matched_pairs(&w), vec![]);
     }
 }

@@ -299,8 +299,9 @@ impl LaneLoop {
                 tasks[t].push(chunk);
             }
         }
-        // Registers per worker, not per task (a task is a few microseconds;
-        // allocating and zeroing a dozen registers was a twentieth of it).
+        // Registers per rayon job (a run of tasks on one worker), not per
+        // task: a task is a few microseconds, and allocating and zeroing a
+        // dozen registers was a twentieth of it.
         let width = LANES.min(n.max(1));
         if tasks.len() > 1 {
             tasks.into_par_iter().enumerate().try_for_each_init(
@@ -553,7 +554,12 @@ fn resolved(op: &dyn Op, dtypes: &[DType], out: DType) -> Option<Kernel> {
             Some(Kernel::F64Binary(f64_arith_loop(a)?, a))
         }
         ([F64, F64], Bool) => Some(Kernel::F64Compare(f64_compare_loop(op.comparison()?))),
-        ([F64], F64) => op.f64_map().map(Kernel::F64Map),
+        // Not for an op with vectorised CPU math (`exp`, `sin`, ...): a plan
+        // computes it with that, within an ulp or two of the op's own
+        // scalar map, and a lane must get the bits it would get alone.
+        ([F64], F64) if !matches!(crate::block_maths().lookup(op), Ok(Some(_))) => {
+            op.f64_map().map(Kernel::F64Map)
+        }
         ([Bool, F64, F64], F64) | ([Bool, Bool, Bool], Bool) => {
             op.is_select().then_some(Kernel::Select)
         }
@@ -769,6 +775,11 @@ mod tests {
     /// the flag; `x ← x/2 + a` on the lanes still running, which run while
     /// `x > 1` and for at most `limit` steps.
     fn masked(n: usize, limit: f64) -> While {
+        masked_by(n, limit, |x, a| x * 0.5 + a)
+    }
+
+    /// [`masked`] with the update `x ← update(x, a)`.
+    fn masked_by(n: usize, limit: f64, update: impl Fn(&Var, &Var) -> Var) -> While {
         let f64n = TensorType::new(DType::F64, vec![n]);
         let types = [f64n.clone(), f64n.clone(), f64n, TensorType::new(DType::Bool, vec![n])];
         let pred = |x: &Var, it: &Var| {
@@ -777,7 +788,7 @@ mod tests {
         let cond = trace_with(&types, |v| Ok(vec![v[3].max(&[0], false)])).unwrap();
         let body = trace_with(&types, |v| {
             let (a, x, it, on) = (&v[0], &v[1], &v[2], &v[3]);
-            let x = on.select(&(x * 0.5 + a), x);
+            let x = on.select(&update(x, a), x);
             let it = on.select(&(it + 1.0), it);
             let go = pred(&x, &it);
             Ok(vec![x, it, go])
@@ -858,6 +869,24 @@ mod tests {
                 assert_as_plans(&lanes, &w, &args, &ctx, &format!("n = {n}, limit = {limit}"));
             }
         }
+    }
+
+    #[test]
+    fn a_transcendental_function_has_the_bits_of_the_plans() {
+        // The plans compute exp with the CPU's vectorised math, not libm's.
+        let n = 1000;
+        let w = masked_by(n, 50.0, |x, a| x * 0.5 + (-x).exp() * a);
+        let lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
+        let a: Vec<f64> = (0..n).map(|k| 0.3 + (k % 17) as f64 * 0.05).collect();
+        let x: Vec<f64> = (0..n).map(|k| 1.0 + (k % 101) as f64 * 0.37).collect();
+        let go: Vec<bool> = x.iter().map(|&v| v > 1.0).collect();
+        let args = [
+            Tensor::from_vec(a, &[n]).unwrap(),
+            Tensor::from_vec(x, &[n]).unwrap(),
+            Tensor::zeros(&[n]).unwrap(),
+            Tensor::from_vec(go, &[n]).unwrap(),
+        ];
+        assert_as_plans(&lanes, &w, &args, &Parallelism::sequential(), "exp");
     }
 
     #[test]
@@ -981,8 +1010,9 @@ mod tests {
 
     #[test]
     fn resolved_kernels_keep_the_bits_of_the_block_math() {
-        // Every comparison, selects of f64 and bool, and unary maps, found
-        // by their facts, against the ops' block math: special values (NaN
+        // Every comparison, selects of f64 and bool, and unary maps (those
+        // without vectorised CPU math), found by their facts, against the
+        // ops' block math: special values (NaN
         // in either branch of a select, NaN and infinities compared),
         // lengths around a vector and a register.
         use anvil_ops::elementwise::{Abs, Eq, Exp, Ge, Gt, Le, Lt, Ne, Select, Sin};
@@ -1008,7 +1038,12 @@ mod tests {
                 block(op, &[Block::F64(&a), Block::F64(&b)], BlockMut::Bool(&mut want));
                 assert_eq!(got, want, "{}, n = {n}", op.name());
             }
-            let ops: [&dyn Op; 3] = [&Abs, &Sin, &Exp];
+            // Ops with vectorised CPU math run it, as in a plan.
+            for op in [&Sin as &dyn Op, &Exp] {
+                assert!(resolved(op, &[DType::F64], DType::F64).is_none(), "{}", op.name());
+            }
+            let ops: [&dyn Op; 3] =
+                [&Abs, &anvil_ops::elementwise::Sqrt, &anvil_ops::elementwise::Tan];
             for op in ops {
                 let Some(Kernel::F64Map(f)) = resolved(op, &[DType::F64], DType::F64) else {
                     panic!("{} by a loop", op.name())
