@@ -280,6 +280,15 @@ pub trait Prepared: Send + Sync + std::fmt::Debug {
         outs: &[TensorType],
         ctx: &Parallelism,
     ) -> Result<Vec<Tensor>>;
+
+    /// Which results the plan reads (`read[k]` for result `k`), told once
+    /// when the plan is built. A kernel may then return any tensor of the
+    /// right type for a result nobody reads, and skip computing or writing
+    /// it (a loop's step counter that the caller drops). By default every
+    /// result is computed.
+    fn results_read(&mut self, read: &[bool]) {
+        let _ = read;
+    }
 }
 
 /// A registered CPU kernel in one of its three forms.

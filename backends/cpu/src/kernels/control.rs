@@ -494,6 +494,12 @@ impl Prepared for WhilePlan {
             WhileBodies::Plans(p) => self.run_plans(&p.0, &p.1, inputs, ctx),
         }
     }
+
+    fn results_read(&mut self, read: &[bool]) {
+        if let WhileBodies::Lanes(l) = &mut self.bodies {
+            l.results_read(read);
+        }
+    }
 }
 
 register_kernel!(While, prepare: prepare_while);

@@ -246,6 +246,8 @@ pub(crate) struct LaneLoop {
     /// Whether each carry's new value is a register of its own, computed
     /// by the body and read by no other carry (swapped in, not copied).
     swap: Vec<bool>,
+    /// Whether the plan reads each result (see [`LaneLoop::results_read`]).
+    read: Vec<bool>,
 }
 
 impl LaneLoop {
@@ -288,10 +290,15 @@ impl LaneLoop {
                 ));
             }
         }
-        // Every element of the results is written: pooled buffers need no
-        // zeroing and, call after call, no fresh pages.
-        let mut results: Vec<Reg> =
-            self.carries.iter().map(|&r| Reg::stacked(self.regs[r], n)).collect();
+        // Every element of the results read is written: pooled buffers
+        // need no zeroing and, call after call, no fresh pages.
+        let mut results: Vec<Reg> = self
+            .carries
+            .iter()
+            .zip(&self.read)
+            .filter(|(_, &read)| read)
+            .map(|(&r, _)| Reg::stacked(self.regs[r], n))
+            .collect();
         let task = if ctx.parallel(n * self.code.len().max(1)) { TASK_LANES } else { n.max(1) };
         let mut tasks: Vec<Vec<BlockMut<'_>>> = (0..n.div_ceil(task)).map(|_| Vec::new()).collect();
         for r in &mut results {
@@ -314,18 +321,31 @@ impl LaneLoop {
         } else if let Some(outs) = tasks.pop() {
             self.run_task(&mut self.registers(inputs, width)?, inputs, 0, outs)?;
         }
-        results
-            .into_iter()
-            .map(|r| {
-                let storage = match r {
-                    Reg::F64(v) => Storage::F64(Arc::new(v)),
-                    Reg::F32(v) => Storage::F32(Arc::new(v)),
-                    Reg::I64(v) => Storage::I64(Arc::new(v)),
-                    Reg::Bool(v) => Storage::Bool(Arc::new(v)),
+        // A result nobody reads is its initial carry (of its type, at no cost).
+        let mut results = results.into_iter();
+        (0..self.carries.len())
+            .map(|k| {
+                if !self.read[k] {
+                    return Ok(inputs[self.consts + k].clone());
+                }
+                let storage = match results.next() {
+                    Some(Reg::F64(v)) => Storage::F64(Arc::new(v)),
+                    Some(Reg::F32(v)) => Storage::F32(Arc::new(v)),
+                    Some(Reg::I64(v)) => Storage::I64(Arc::new(v)),
+                    Some(Reg::Bool(v)) => Storage::Bool(Arc::new(v)),
+                    None => return Err(Error::invalid("while", "masked", "a result missing")),
                 };
                 Tensor::from_storage(storage, &self.shape)
             })
             .collect()
+    }
+
+    /// Tells which results the plan reads: the others are not written
+    /// (each is returned as its initial carry).
+    pub(crate) fn results_read(&mut self, read: &[bool]) {
+        if read.len() == self.read.len() {
+            self.read = read.to_vec();
+        }
     }
 
     /// Registers of `width` lanes for [`run_task`](Self::run_task), the
@@ -374,7 +394,8 @@ impl LaneLoop {
                 self.step(regs, &leaves, at_block, len)?;
                 steps += 1;
             }
-            for (out, &r) in outs.iter_mut().zip(&self.carries) {
+            let read = self.carries.iter().zip(&self.read).filter(|(_, &read)| read);
+            for (out, (&r, _)) in outs.iter_mut().zip(read) {
                 copy_block(regs[r].prefix(len), sub_block(out, at, len))?;
             }
             at += len;
@@ -750,7 +771,9 @@ impl Compiler {
                 _ => false,
             })
             .collect();
+        let read = vec![true; carries.len()];
         Ok(Some(LaneLoop {
+            read,
             shape: self.shape,
             consts: self.consts,
             max_steps: None,
@@ -868,6 +891,30 @@ mod tests {
             for ctx in [Parallelism::default(), Parallelism::default().threads(1)] {
                 assert_as_plans(&lanes, &w, &args, &ctx, &format!("n = {n}, limit = {limit}"));
             }
+        }
+    }
+
+    #[test]
+    fn results_nobody_reads_are_not_written() {
+        let n = 5000;
+        let w = masked(n, 50.0);
+        let mut lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
+        lanes.results_read(&[true, false, false]);
+        let a: Vec<f64> = (0..n).map(|k| (k % 13) as f64 * 0.3).collect();
+        let x: Vec<f64> = (0..n).map(|k| 1.0 + (k % 101) as f64 * 7.5).collect();
+        let go: Vec<bool> = x.iter().map(|&v| v > 1.0).collect();
+        let args = [
+            Tensor::from_vec(a, &[n]).unwrap(),
+            Tensor::from_vec(x, &[n]).unwrap(),
+            Tensor::zeros(&[n]).unwrap(),
+            Tensor::from_vec(go, &[n]).unwrap(),
+        ];
+        let want = by_plans(&w, &args);
+        for ctx in [Parallelism::default(), Parallelism::sequential()] {
+            let got = lanes.run(&args.iter().collect::<Vec<_>>(), &ctx).unwrap();
+            assert_eq!(got[0].to_f64_vec(), want[0].to_f64_vec());
+            // The others: their initial carries, the same buffers.
+            assert!(got[1].same_buffer(&args[2]) && got[2].same_buffer(&args[3]));
         }
     }
 
