@@ -225,7 +225,10 @@ pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
     /// The op's loop over a block of `f64`s, when it is a unary elementwise
     /// op (`out[i]` a function of `x[i]` alone, `out.len() == x.len()`)
     /// giving the same bits as its block math: a backend running many
-    /// small blocks may resolve it once rather than dispatch per block.
+    /// small blocks may resolve it once rather than dispatch per block. A
+    /// backend that registers math of its own for the op (the CPU's
+    /// vectorised `exp`) runs that instead, everywhere, so that every
+    /// path gives one op the same bits.
     ///
     /// ```
     /// use anvil_core::Op;
