@@ -350,6 +350,19 @@ mod tests {
         .unwrap()
     }
 
+    /// An unmasked loop over `consts` and `carries` vectors of 4, with
+    /// `body`, running while the first carry sums to more than 1.
+    fn vector_loop(consts: usize, carries: usize, body: impl Fn(&[Var]) -> Vec<Var>) -> While {
+        let types = vec![TensorType::new(DType::F64, vec![4]); consts + carries];
+        let body = anvil_core::trace_with(&types, |v| Ok(body(v))).unwrap();
+        let cond = anvil_core::trace_with(&types, |v| {
+            let s = v[consts].sum(&[0]);
+            Ok(vec![s.gt(&s.full_like(1.0))])
+        })
+        .unwrap();
+        While { cond: cond.into(), body: body.into(), consts, max_steps: None, masked: false }
+    }
+
     /// The one loop of `g`.
     fn the_loop(g: &Graph) -> &While {
         g.nodes().iter().find_map(|n| n.op.downcast_ref::<While>()).expect("a while loop")
@@ -394,27 +407,13 @@ mod tests {
         // Body: y = 2x; v = x + y (= 3x); x' = x + 1; w = x' + y (= x' + 2x,
         // not 3x'); z' = v * w. w's expression is v's with x read as x',
         // but y is this step's, so w is not the next step's v.
-        let t = TensorType::new(DType::F64, vec![4]);
-        let body = anvil_core::trace_with(&[t.clone(), t.clone()], |v| {
+        let w = vector_loop(0, 2, |v| {
             let y = &v[0] * 2.0;
             let old = &v[0] + &y;
             let next = &v[0] + 1.0;
             let new = &next + &y;
-            Ok(vec![next, &old * &new])
-        })
-        .unwrap();
-        let cond = anvil_core::trace_with(&[t.clone(), t], |v| {
-            let s = v[0].sum(&[0]);
-            Ok(vec![s.lt(&s.full_like(9.0))])
-        })
-        .unwrap();
-        let w = While {
-            cond: cond.into(),
-            body: body.into(),
-            consts: 0,
-            max_steps: None,
-            masked: false,
-        };
+            vec![next, &old * &new]
+        });
         assert_eq!(matched_pairs(&w), vec![]);
     }
 
@@ -515,28 +514,13 @@ mod tests {
         // Body: e = effect(c) (c a const); v = x + e; x' = x * 0.5;
         // w = x' + e; z' = v * w. Carried, v would run the effect once
         // before the loop instead of once a step.
-        let t = TensorType::new(DType::F64, vec![4]);
-        let types = [t.clone(), t.clone(), t];
-        let body = anvil_core::trace_with(&types, |v| {
+        let w = vector_loop(1, 2, |v| {
             let e = v[0].apply(Effect, &[]);
             let old = &v[1] + &e;
             let next = &v[1] * 0.5;
             let new = &next + &e;
-            Ok(vec![next, &old * &new])
-        })
-        .unwrap();
-        let cond = anvil_core::trace_with(&types, |v| {
-            let s = v[1].sum(&[0]);
-            Ok(vec![s.gt(&s.full_like(1.0))])
-        })
-        .unwrap();
-        let w = While {
-            cond: cond.into(),
-            body: body.into(),
-            consts: 1,
-            max_steps: None,
-            masked: false,
-        };
+            vec![next, &old * &new]
+        });
         assert_eq!(matched_pairs(&w), vec![]);
     }
 }

@@ -820,6 +820,19 @@ mod tests {
         While { cond: cond.into(), body: body.into(), consts: 1, max_steps: None, masked: true }
     }
 
+    /// Operands of [`masked_by`]'s loops: `a[k]`, `x[k]` for `k < n`, zero
+    /// steps, and the flags `x > 1`.
+    fn operands(n: usize, a: impl Fn(usize) -> f64, x: impl Fn(usize) -> f64) -> [Tensor; 4] {
+        let x: Vec<f64> = (0..n).map(x).collect();
+        let go: Vec<bool> = x.iter().map(|&v| v > 1.0).collect();
+        [
+            Tensor::from_vec((0..n).map(a).collect(), &[n]).unwrap(),
+            Tensor::from_vec(x, &[n]).unwrap(),
+            Tensor::zeros(&[n]).unwrap(),
+            Tensor::from_vec(go, &[n]).unwrap(),
+        ]
+    }
+
     /// The chains of a lane loop's code, in order.
     fn chains_of(lanes: &LaneLoop) -> Vec<&Chain> {
         lanes
@@ -879,15 +892,7 @@ mod tests {
             let mut w = masked(n, limit);
             w.max_steps = max_steps;
             let lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
-            let a: Vec<f64> = (0..n).map(|k| (k % 13) as f64 * 0.3).collect();
-            let x: Vec<f64> = (0..n).map(|k| 1.0 + (k % 101) as f64 * 7.5).collect();
-            let go: Vec<bool> = x.iter().map(|&v| v > 1.0).collect();
-            let args = [
-                Tensor::from_vec(a, &[n]).unwrap(),
-                Tensor::from_vec(x, &[n]).unwrap(),
-                Tensor::zeros(&[n]).unwrap(),
-                Tensor::from_vec(go, &[n]).unwrap(),
-            ];
+            let args = operands(n, |k| (k % 13) as f64 * 0.3, |k| 1.0 + (k % 101) as f64 * 7.5);
             for ctx in [Parallelism::default(), Parallelism::default().threads(1)] {
                 assert_as_plans(&lanes, &w, &args, &ctx, &format!("n = {n}, limit = {limit}"));
             }
@@ -900,15 +905,7 @@ mod tests {
         let w = masked(n, 50.0);
         let mut lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
         lanes.results_read(&[true, false, false]);
-        let a: Vec<f64> = (0..n).map(|k| (k % 13) as f64 * 0.3).collect();
-        let x: Vec<f64> = (0..n).map(|k| 1.0 + (k % 101) as f64 * 7.5).collect();
-        let go: Vec<bool> = x.iter().map(|&v| v > 1.0).collect();
-        let args = [
-            Tensor::from_vec(a, &[n]).unwrap(),
-            Tensor::from_vec(x, &[n]).unwrap(),
-            Tensor::zeros(&[n]).unwrap(),
-            Tensor::from_vec(go, &[n]).unwrap(),
-        ];
+        let args = operands(n, |k| (k % 13) as f64 * 0.3, |k| 1.0 + (k % 101) as f64 * 7.5);
         let want = by_plans(&w, &args);
         for ctx in [Parallelism::default(), Parallelism::sequential()] {
             let got = lanes.run(&args.iter().collect::<Vec<_>>(), &ctx).unwrap();
@@ -924,15 +921,7 @@ mod tests {
         let n = 1000;
         let w = masked_by(n, 50.0, |x, a| x * 0.5 + (-x).exp() * a);
         let lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
-        let a: Vec<f64> = (0..n).map(|k| 0.3 + (k % 17) as f64 * 0.05).collect();
-        let x: Vec<f64> = (0..n).map(|k| 1.0 + (k % 101) as f64 * 0.37).collect();
-        let go: Vec<bool> = x.iter().map(|&v| v > 1.0).collect();
-        let args = [
-            Tensor::from_vec(a, &[n]).unwrap(),
-            Tensor::from_vec(x, &[n]).unwrap(),
-            Tensor::zeros(&[n]).unwrap(),
-            Tensor::from_vec(go, &[n]).unwrap(),
-        ];
+        let args = operands(n, |k| 0.3 + (k % 17) as f64 * 0.05, |k| 1.0 + (k % 101) as f64 * 0.37);
         assert_as_plans(&lanes, &w, &args, &Parallelism::sequential(), "exp");
     }
 
