@@ -233,9 +233,9 @@ fn dropped_results_come_back_without_page_faults() {
     );
     drop(kept);
     // Once the kept results are dropped, calls reuse buffers again. (That
-    // the pool then keeps no more than the plan's largest live set, not
-    // the 10 results that came back, is `the_pool_keeps_at_most_the_largest_live_set`
-    // in backends/cpu/src/plan.rs.)
+    // the pool then keeps what one call asks for, not the 10 results that
+    // came back, is `the_pool_keeps_what_a_call_asks_for_and_no_more` in
+    // backends/cpu/src/plan.rs.)
     for _ in 0..3 {
         drop(call());
     }

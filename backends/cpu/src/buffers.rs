@@ -16,9 +16,12 @@
 //!   caller has dropped are taken back.
 //!
 //! Buffers are matched by dtype and exact length, which is what a cached plan
-//! asks for call after call. The pool never holds more bytes than the plan's
-//! largest live set (it drops its smallest buffers first), and buffers below
-//! [`MIN_BYTES`] are left to the allocator, which serves them without faults.
+//! asks for call after call. After a call the pool holds at most the larger
+//! of the plan's largest live set and, per dtype and length, as many buffers
+//! as the call had out at once (what the next call asks for again): it
+//! drops first the buffers beyond that demand, the smallest first. Buffers
+//! below [`MIN_BYTES`] are left to the allocator, which serves them without
+//! faults.
 //! Everything is safe code: a buffer is reused only after `Arc::try_unwrap`
 //! proved it unique. In debug builds a reused buffer is first filled with a
 //! poison value (NaN), so a kernel that leaves elements unwritten fails its
@@ -114,6 +117,10 @@ pub(crate) struct Pool {
     /// yet given back, and the most of them at once during the current call.
     scratch_out: usize,
     scratch_peak: usize,
+    /// Per dtype and length, during the current call: buffers asked for
+    /// and not yet given back, and the most of them at once. The next call
+    /// of the same plan asks for as many.
+    demand: HashMap<(DType, usize), (usize, usize)>,
 }
 
 fn dtype_len(b: &Buf) -> (DType, usize) {
@@ -128,11 +135,19 @@ fn dtype_len(b: &Buf) -> (DType, usize) {
 impl Pool {
     fn put(&mut self, b: Buf) {
         let (dtype, len) = dtype_len(&b);
+        if let Some((out, _)) = self.demand.get_mut(&(dtype, len)) {
+            *out = out.saturating_sub(1);
+        }
         self.bytes += len * dtype.size_of();
         self.free.entry((dtype, len)).or_default().push(b);
     }
 
+    /// A pooled buffer of `len` elements, if there is one; either way the
+    /// request counts toward this call's demand.
     fn take<T: Pooled>(&mut self, len: usize) -> Option<Vec<T>> {
+        let (out, most) = self.demand.entry((T::DTYPE, len)).or_default();
+        *out += 1;
+        *most = (*most).max(*out);
         let list = self.free.get_mut(&(T::DTYPE, len))?;
         let b = list.pop()?;
         self.bytes -= len * T::DTYPE.size_of();
@@ -162,6 +177,7 @@ impl Pool {
     pub(crate) fn reclaim_lent(&mut self) {
         self.scratch_out = 0;
         self.scratch_peak = 0;
+        self.demand.clear();
         let lent = std::mem::take(&mut self.lent);
         for s in lent {
             if s.ref_count() == 1 {
@@ -182,16 +198,29 @@ impl Pool {
         );
     }
 
-    /// Drops the smallest buffers until at most `cap` bytes are held.
+    /// Drops buffers until at most `cap` bytes are held, or the buffers
+    /// this call asked for at most at once if they are more: of each dtype
+    /// and length, those beyond this call's demand go first (all of a size
+    /// the call never asked for), the smallest sizes first.
+    ///
+    /// A plan whose values take buffers of other sizes at other times (a
+    /// loop's stored steps, then the reverse loop's) needs them all at the
+    /// next call, more than its largest live set: kept, they are reused
+    /// instead of faulted in afresh.
     pub(crate) fn trim(&mut self, cap: usize) {
+        let wanted = |key: &(DType, usize)| self.demand.get(key).map_or(0, |&(_, most)| most);
+        let needed: usize =
+            self.demand.iter().map(|(&(d, len), &(_, most))| most * len * d.size_of()).sum();
+        let cap = cap.max(needed);
         if self.bytes <= cap {
             return;
         }
-        let mut keys: Vec<(DType, usize)> = self.free.keys().copied().collect();
-        keys.sort_by_key(|&(d, len)| len * d.size_of());
-        for key in keys {
+        let mut keys: Vec<((DType, usize), usize)> =
+            self.free.keys().map(|&k| (k, wanted(&k))).collect();
+        keys.sort_by_key(|&((d, len), _)| len * d.size_of());
+        for (key, keep) in keys {
             let Some(list) = self.free.get_mut(&key) else { continue };
-            while self.bytes > cap && list.pop().is_some() {
+            while self.bytes > cap && list.len() > keep && list.pop().is_some() {
                 self.bytes -= key.1 * key.0.size_of();
             }
             if list.is_empty() {
@@ -459,6 +488,25 @@ mod tests {
         p.trim(2 * n * 8);
         assert_eq!(p.bytes(), 2 * n * 8);
         assert!(p.take::<f64>(2 * n).is_some(), "trim drops the smallest first");
+    }
+
+    #[test]
+    fn trim_keeps_every_size_a_call_asked_for() {
+        // A call takes a buffer of n, gives it back, then one of 2n (a
+        // loop's stored steps, then the reverse loop's): its largest live
+        // set is 2n, yet the next call asks for both again.
+        let n = MIN_BYTES / 8;
+        let mut p = Pool::default();
+        p.put(Buf::F64(vec![0.0; 7 * n])); // from an earlier call, not asked for now
+        p.reclaim_lent();
+        let a: Vec<f64> = p.take(n).unwrap_or_else(|| vec![0.0; n]);
+        p.put(Buf::F64(a));
+        let b: Vec<f64> = p.take(2 * n).unwrap_or_else(|| vec![0.0; 2 * n]);
+        p.put(Buf::F64(b));
+        p.trim(2 * n * 8);
+        assert_eq!(p.bytes(), 3 * n * 8, "both sizes kept, the unasked one dropped");
+        assert!(p.take::<f64>(n).is_some() && p.take::<f64>(2 * n).is_some());
+        assert!(p.take::<f64>(7 * n).is_none());
     }
 
     #[test]

@@ -1246,8 +1246,8 @@ fn reduce(src: &Buf, groups: &[u32], per: usize, fold: &Fold, out: &mut Buf) {
 pub enum Body {
     /// Small values.
     Micro(Micro),
-    /// Anything else.
-    Plan(Plan),
+    /// Anything else (boxed: a plan is much larger than straight-line code).
+    Plan(Box<Plan>),
 }
 
 impl Body {
@@ -1267,7 +1267,7 @@ impl Body {
     pub fn compile_invariant(graph: &Graph, invariant: &[bool]) -> Result<Body> {
         Ok(match Micro::compile_invariant(graph, invariant)? {
             Some(m) => Body::Micro(m),
-            None => Body::Plan(compile(graph)?),
+            None => Body::Plan(Box::new(compile(graph)?)),
         })
     }
 }
