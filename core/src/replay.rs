@@ -79,13 +79,36 @@ pub fn inline_graph(graph: &Graph, args: &[Var]) -> Result<Vec<Var>> {
 
 /// Which nodes of `g` the outputs depend on.
 pub fn live_nodes(g: &Graph) -> Vec<bool> {
+    needed_nodes(g, g.outputs().iter().copied(), |_| false)
+}
+
+/// Which nodes of `g` computing `roots` needs, when the values `given`
+/// accepts are available without their producers (their cone stops there).
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil_core::replay::needed_nodes;
+/// // y = sin(x); z = y * 2: z needs x's parameter node, the sine, the
+/// // constant and the product; with y given, not the first two.
+/// let g = anvil::trace(&|x: &Var| x.sin() * 2.0, &Tensor::zeros(&[3]).unwrap()).unwrap();
+/// let z = g.outputs()[0];
+/// let count = |keep: Vec<bool>| keep.iter().filter(|&&k| k).count();
+/// let all = count(needed_nodes(&g, [z], |_| false));
+/// let sin = g.producer_node(z).inputs[0];
+/// assert_eq!(count(needed_nodes(&g, [z], |v| v == sin)), all - 2);
+/// ```
+pub fn needed_nodes(
+    g: &Graph,
+    roots: impl IntoIterator<Item = ValueId>,
+    given: impl Fn(ValueId) -> bool,
+) -> Vec<bool> {
     let mut live = vec![false; g.num_values()];
-    for o in g.outputs() {
-        live[o.index()] = true;
+    for r in roots {
+        live[r.index()] = true;
     }
     let mut keep = vec![false; g.len()];
     for (id, n) in g.iter().rev() {
-        if n.results().any(|v| live[v.index()]) {
+        if n.results().any(|v| live[v.index()] && !given(v)) {
             keep[id.index()] = true;
             for i in &n.inputs {
                 live[i.index()] = true;

@@ -59,7 +59,7 @@ pub struct Instr {
 impl Instr {
     /// An instruction applying `op` to registers `args`, giving `dtype`.
     pub fn new(op: Box<dyn Op>, args: Vec<usize>, dtype: DType) -> Instr {
-        let fast = crate::block_maths().lookup(op.as_ref()).ok().flatten().map(|e| e.math);
+        let fast = crate::registered_math(op.as_ref());
         Instr { op, args, dtype, fast }
     }
 
@@ -482,7 +482,7 @@ fn absorbed(g: &Graph, elem: &[bool]) -> Vec<bool> {
                 && same_shape_readers[v.index()]
                 && !g.outputs().contains(&v)
                 && n.inputs.iter().all(|&i| !single[g.producer(i).0.index()])
-                && !matches!(crate::block_maths().lookup(n.op.as_ref()), Ok(Some(_)))
+                && crate::registered_math(n.op.as_ref()).is_none()
         })
         .collect()
 }

@@ -415,6 +415,13 @@ anvil_core::registry_entry! {
     pub struct CpuBlockMath { math: BlockMathFn }, "CPU block math", block_maths
 }
 
+/// The block math registered for `op`'s type, if any: what every path of
+/// this backend runs for the op (fused groups, straight-line code, lane
+/// loops), so that they all give it the same bits.
+pub(crate) fn registered_math(op: &dyn Op) -> Option<BlockMathFn> {
+    block_maths().lookup(op).ok().flatten().map(|e| e.math)
+}
+
 /// Registers vectorised block math for an elementwise op type:
 /// `register_block_math!(Exp, exp_block);` (see [`BlockMathFn`]).
 #[macro_export]

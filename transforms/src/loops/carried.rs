@@ -22,7 +22,7 @@
 //! gather), and nothing that reads an op with effects (a collective), in
 //! the body or in a nested body, is ever matched.
 
-use anvil_core::replay::{bound_inputs, inline_graph, outputs, replay, value};
+use anvil_core::replay::{bound_inputs, inline_graph, needed_nodes, outputs, replay, value};
 use anvil_core::{trace_with, Graph, NodeId, Op, Result, ValueId, Var};
 use anvil_ops::while_loop::{emit_while, While};
 use std::collections::HashMap;
@@ -249,12 +249,8 @@ fn has_effects(op: &dyn Op) -> bool {
 /// when the loop would not have. Elementwise math, movement, reductions
 /// and matrix products qualify.
 fn cannot_fail(body: &Graph, v: ValueId) -> bool {
-    let mut need = vec![false; body.num_values()];
-    need[v.index()] = true;
-    for (_, n) in body.iter().rev() {
-        if !n.results().any(|r| need[r.index()]) {
-            continue;
-        }
+    let cone = needed_nodes(body, [v], |_| false);
+    body.iter().filter(|(id, _)| cone[id.index()]).all(|(_, n)| {
         let op = n.op.as_ref();
         let harmless = op.parameter_index().is_some()
             || n.inputs.is_empty()
@@ -262,14 +258,8 @@ fn cannot_fail(body: &Graph, v: ValueId) -> bool {
             || op.movement().is_some()
             || op.reduction_math().is_some()
             || op.matmul_transposes().is_some();
-        if !harmless || has_effects(op) {
-            return false;
-        }
-        for i in &n.inputs {
-            need[i.index()] = true;
-        }
-    }
-    true
+        harmless && !has_effects(op)
+    })
 }
 
 /// The pairs worth carrying, chosen one by one: a pair is kept when the
@@ -289,11 +279,11 @@ fn chosen(w: &While, pairs: &[(ValueId, ValueId)]) -> Vec<(ValueId, ValueId)> {
         set.iter().filter(|p| reads[p.1.index()] == 1 && !output(p.1)).count()
     };
     let mut set: Vec<(ValueId, ValueId)> = Vec::new();
-    let mut needed = needed_nodes(body, &set);
+    let mut needed = needed_count(body, &set);
     for &p in pairs {
         let mut trial = set.clone();
         trial.push(p);
-        let now = needed_nodes(body, &trial);
+        let now = needed_count(body, &trial);
         if needed.saturating_sub(now) > kept(&trial) - kept(&set) {
             set = trial;
             needed = now;
@@ -304,29 +294,10 @@ fn chosen(w: &While, pairs: &[(ValueId, ValueId)]) -> Vec<(ValueId, ValueId)> {
 
 /// How many nodes the body needs when the `v` of each pair is an input
 /// and its `w` an output.
-fn needed_nodes(body: &Graph, pairs: &[(ValueId, ValueId)]) -> usize {
-    let mut need = vec![false; body.num_values()];
-    for &o in body.outputs() {
-        need[o.index()] = true;
-    }
-    for &(v, w) in pairs {
-        need[w.index()] = true;
-        need[v.index()] = false;
-    }
-    let given = |r: ValueId| pairs.iter().any(|p| p.0 == r);
-    let mut count = 0;
-    for (_, n) in body.iter().rev() {
-        if n.op.parameter_index().is_some() || !n.results().any(|r| need[r.index()] && !given(r)) {
-            continue;
-        }
-        count += 1;
-        for i in &n.inputs {
-            if !given(*i) {
-                need[i.index()] = true;
-            }
-        }
-    }
-    count
+fn needed_count(body: &Graph, pairs: &[(ValueId, ValueId)]) -> usize {
+    let roots = body.outputs().iter().copied().chain(pairs.iter().map(|p| p.1));
+    let needed = needed_nodes(body, roots, |r| pairs.iter().any(|p| p.0 == r));
+    body.iter().filter(|(id, n)| needed[id.index()] && n.op.parameter_index().is_none()).count()
 }
 
 #[cfg(test)]

@@ -292,13 +292,8 @@ impl LaneLoop {
         }
         // Every element of the results read is written: pooled buffers
         // need no zeroing and, call after call, no fresh pages.
-        let mut results: Vec<Reg> = self
-            .carries
-            .iter()
-            .zip(&self.read)
-            .filter(|(_, &read)| read)
-            .map(|(&r, _)| Reg::stacked(self.regs[r], n))
-            .collect();
+        let mut results: Vec<Reg> =
+            self.read_carries().map(|r| Reg::stacked(self.regs[r], n)).collect();
         let task = if ctx.parallel(n * self.code.len().max(1)) { TASK_LANES } else { n.max(1) };
         let mut tasks: Vec<Vec<BlockMut<'_>>> = (0..n.div_ceil(task)).map(|_| Vec::new()).collect();
         for r in &mut results {
@@ -348,6 +343,11 @@ impl LaneLoop {
         }
     }
 
+    /// The registers of the carries the plan reads, in order.
+    fn read_carries(&self) -> impl Iterator<Item = usize> + '_ {
+        self.carries.iter().zip(&self.read).filter(|(_, &read)| read).map(|(&r, _)| r)
+    }
+
     /// Registers of `width` lanes for [`run_task`](Self::run_task), the
     /// spread scalars filled in.
     fn registers(&self, inputs: &[&Tensor], width: usize) -> Result<Vec<Reg>> {
@@ -394,8 +394,7 @@ impl LaneLoop {
                 self.step(regs, &leaves, at_block, len)?;
                 steps += 1;
             }
-            let read = self.carries.iter().zip(&self.read).filter(|(_, &read)| read);
-            for (out, (&r, _)) in outs.iter_mut().zip(read) {
+            for (out, r) in outs.iter_mut().zip(self.read_carries()) {
                 copy_block(regs[r].prefix(len), sub_block(out, at, len))?;
             }
             at += len;
@@ -578,9 +577,7 @@ fn resolved(op: &dyn Op, dtypes: &[DType], out: DType) -> Option<Kernel> {
         // Not for an op with vectorised CPU math (`exp`, `sin`, ...): a plan
         // computes it with that, within an ulp or two of the op's own
         // scalar map, and a lane must get the bits it would get alone.
-        ([F64], F64) if !matches!(crate::block_maths().lookup(op), Ok(Some(_))) => {
-            op.f64_map().map(Kernel::F64Map)
-        }
+        ([F64], F64) if crate::registered_math(op).is_none() => op.f64_map().map(Kernel::F64Map),
         ([Bool, F64, F64], F64) | ([Bool, Bool, Bool], Bool) => {
             op.is_select().then_some(Kernel::Select)
         }
