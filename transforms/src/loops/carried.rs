@@ -494,4 +494,31 @@ mod tests {
         });
         assert_eq!(matched_pairs(&w), vec![]);
     }
+
+    #[test]
+    fn a_masked_loop_carries_only_values_of_its_lanes_shape() {
+        // Each lane a vector of 3 (carries [B, 3], flags [B]): the body and
+        // the predicate both compute x * x ([B, 3]) and its sum ([B]). Only
+        // the sum has the lanes' shape.
+        let f = |x0: &Var| {
+            let (x, _) = while_loop(
+                |(x, it): &(Var, Var)| {
+                    let go = (x * x).sum(&[0]).gt(&it.full_like(1e-3));
+                    go.select(&it.lt(&it.full_like(50.0)), &go)
+                },
+                |(x, it): &(Var, Var)| (x - &(x * &(x * x).sum(&[0]) * 0.1), it + 1.0),
+                (x0, &x0.sum(&[0]).zeros_like()),
+            )
+            .unwrap();
+            x
+        };
+        let x0 = Tensor::from_vec((0..12).map(|k| 0.1 * k as f64).collect(), &[4, 3]).unwrap();
+        let traced = anvil::trace(&vmap(f), &x0).unwrap();
+        let w = the_loop(&traced);
+        assert!(w.masked);
+        let pairs = matched_pairs(w);
+        let shapes: Vec<&[usize]> = pairs.iter().map(|p| w.body.graph().ty(p.0).shape()).collect();
+        assert!(shapes.contains(&&[4][..]), "{shapes:?}");
+        assert!(shapes.iter().all(|s| *s == [4]), "{shapes:?}");
+    }
 }
