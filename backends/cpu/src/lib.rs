@@ -36,6 +36,7 @@ pub mod buffers;
 pub mod fusion;
 pub mod kernels;
 pub mod linalg;
+pub(crate) mod matvec;
 pub mod micro;
 pub mod placement;
 mod plan;

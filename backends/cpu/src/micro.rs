@@ -198,6 +198,19 @@ impl Buf {
         }
     }
 
+    /// [`Buf::zeros`], from the running plan's pool where it has a buffer
+    /// of this dtype and length.
+    pub(crate) fn pooled_zeros(dtype: DType, len: usize) -> Buf {
+        let mut b = Buf::stacked(dtype, len);
+        match &mut b {
+            Buf::F64(v) => v.fill(0.0),
+            Buf::F32(v) => v.fill(0.0),
+            Buf::I64(v) => v.fill(0),
+            Buf::Bool(v) => v.fill(false),
+        }
+        b
+    }
+
     /// Gives a buffer that does not become a result back to the running
     /// plan's pool ([`crate::buffers::give_back`]).
     pub fn give_back(self) {
@@ -220,6 +233,12 @@ pub struct State {
 }
 
 impl State {
+    /// Gives every buffer back to the running plan's pool (after the run's
+    /// results are copied out).
+    pub fn give_back(self) {
+        self.bufs.into_iter().for_each(Buf::give_back);
+    }
+
     /// Copies `src` into the buffer of slot `s`.
     ///
     /// # Errors
@@ -428,7 +447,9 @@ impl Micro {
             b.node(node.op.as_ref(), &args, &outs)?;
         }
         let outputs: Vec<usize> = graph.outputs().iter().map(|o| o.index()).collect();
-        let (invariant, mut code) = split_invariant(b.code, &inputs, invariant, b.types.len());
+        let (mut invariant, mut code, fixed) =
+            split_invariant(b.code, &inputs, invariant, b.types.len());
+        transpose_fixed_matrices(&mut invariant, &mut code, &mut b.types, &fixed);
         if fuse {
             let known = known_scalars(&invariant, b.types.len());
             code = runs::fuse(code, &b.types, &outputs, &known);
@@ -442,10 +463,13 @@ impl Micro {
         Ok(Some(Micro { types: b.types, inputs, outputs, invariant, code, per_step }))
     }
 
-    /// Fresh buffers for a run (allocated once per loop, not per step).
+    /// Zeroed buffers for a run (taken once per loop, not per step), from
+    /// the running plan's pool where it has them: a loop run on every call
+    /// does not fault in fresh pages for its state each time (give them back
+    /// with [`State::give_back`]).
     pub fn state(&self) -> State {
         State {
-            bufs: self.types.iter().map(|t| Buf::zeros(t.dtype(), t.numel())).collect(),
+            bufs: self.types.iter().map(|t| Buf::pooled_zeros(t.dtype(), t.numel())).collect(),
             regs: runs::Registers::default(),
         }
     }
@@ -714,13 +738,14 @@ fn reads_writes(c: &Code) -> (Vec<usize>, Vec<usize>) {
 }
 
 /// Splits `code` into the instructions that read only constants and the
-/// invariant inputs (transitively) and the rest, keeping the order.
+/// invariant inputs (transitively) and the rest, keeping the order; and
+/// per slot, whether the first part (or an invariant input) sets it.
 fn split_invariant(
     code: Vec<Code>,
     inputs: &[usize],
     invariant: &[bool],
     slots: usize,
-) -> (Vec<Code>, Vec<Code>) {
+) -> (Vec<Code>, Vec<Code>, Vec<bool>) {
     let mut fixed = vec![false; slots];
     for (k, &slot) in inputs.iter().enumerate() {
         fixed[slot] = invariant.get(k).copied().unwrap_or(false);
@@ -735,7 +760,52 @@ fn split_invariant(
             each.push(c);
         }
     }
-    (once, each)
+    (once, each, fixed)
+}
+
+/// A per-step product of a matrix fixed for the whole loop by a vector
+/// (`A x`, as every RK4 stage of `tanh(A x + b)` has) runs as the vector
+/// times the matrix's transpose (`xᵀ Aᵀ`), the transpose formed once per
+/// state by the code run before the steps: [`crate::matvec::gevm`] streams
+/// a cached matrix faster than [`crate::matvec::gemv`] (0.69 against
+/// 1.03 µs a product at 128 × 128 inside W9's loop), and the loop pays for
+/// one copy of the matrix. The sums are the same terms in another order
+/// (the last bits differ from the product run as `A x`; every step and
+/// every call alike).
+fn transpose_fixed_matrices(
+    once: &mut Vec<Code>,
+    each: &mut [Code],
+    types: &mut Vec<TensorType>,
+    fixed: &[bool],
+) {
+    for c in each.iter_mut() {
+        let Code::Matmul { a, b, out, mm } = c else { continue };
+        let (m, k, ta) = mm.a_mat;
+        let vector = matches!(mm.b_mat, (r, 1, false) | (1, r, true) if r == k);
+        let f64s = types[*a].dtype() == DType::F64 && types[*b].dtype() == DType::F64;
+        if !fixed[*a]
+            || fixed[*b]
+            || ta
+            || !vector
+            || !f64s
+            || mm.batches != [(0, 0)]
+            || direct(mm)
+            || !crate::matvec::gevm_takes(k, m)
+        {
+            continue;
+        }
+        let slot = types.len();
+        types.push(TensorType::new(DType::F64, vec![k, m]));
+        // Aᵀ[j, i] = A[i, j].
+        let map = (0..k * m).map(|t| ((t % m) * k + t / m) as u32).collect();
+        once.push(Code::Gather { src: *a, map, out: slot });
+        *c = Code::Matmul {
+            a: *b,
+            b: slot,
+            out: *out,
+            mm: matmul_shape(&[k], &[k, m], false, false),
+        };
+    }
 }
 
 /// Per slot: the value of each of its elements when the code run once
@@ -929,7 +999,7 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
         Code::Matmul { a, b, out, mm } => {
             let mut o = std::mem::take(&mut bufs[*out]);
             match (&bufs[*a], &bufs[*b], &mut o) {
-                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct(mm) => gemm(x, y, z, mm),
+                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct(mm) => gemm_f64(x, y, z, mm),
                 (Buf::F32(x), Buf::F32(y), Buf::F32(z)) if !direct(mm) => gemm(x, y, z, mm),
                 (Buf::F64(x), Buf::F64(y), Buf::F64(z)) => matmul_f64(x, y, z, mm),
                 (Buf::F32(x), Buf::F32(y), Buf::F32(z)) => matmul(x, y, z, mm),
@@ -1109,6 +1179,19 @@ fn direct(mm: &MatmulShape) -> bool {
     mm.m * mm.k * mm.n < GEMM_FLOPS
 }
 
+/// [`gemm`] in `f64`: a matrix–vector product through [`crate::matvec`]
+/// where it runs, the rest through faer.
+fn gemm_f64(a: &[f64], b: &[f64], out: &mut [f64], mm: &MatmulShape) {
+    let (ar, ac, _) = mm.a_mat;
+    let (br, bc, _) = mm.b_mat;
+    for (c, &(ao, bo)) in out.chunks_mut(mm.m * mm.n).zip(&mm.batches) {
+        let (a, b) = (&a[ao..ao + ar * ac], &b[bo..bo + br * bc]);
+        if !crate::matvec::product(a, mm.a_mat, b, mm.b_mat, c) {
+            gemm_one(a, b, c, mm);
+        }
+    }
+}
+
 /// The products through faer, one matrix per batch, on this thread.
 fn gemm<T: faer::traits::ComplexField + Copy + num_one::One>(
     a: &[T],
@@ -1116,18 +1199,30 @@ fn gemm<T: faer::traits::ComplexField + Copy + num_one::One>(
     out: &mut [T],
     mm: &MatmulShape,
 ) {
+    let (ar, ac, _) = mm.a_mat;
+    let (br, bc, _) = mm.b_mat;
+    for (c, &(ao, bo)) in out.chunks_mut(mm.m * mm.n).zip(&mm.batches) {
+        gemm_one(&a[ao..ao + ar * ac], &b[bo..bo + br * bc], c, mm);
+    }
+}
+
+/// One product of [`gemm`]: `a` and `b` are the batch's stored matrices.
+fn gemm_one<T: faer::traits::ComplexField + Copy + num_one::One>(
+    a: &[T],
+    b: &[T],
+    c: &mut [T],
+    mm: &MatmulShape,
+) {
     use faer::linalg::matmul::matmul as faer_matmul;
     use faer::{Accum, MatMut, MatRef, Par};
     let (ar, ac, ta) = mm.a_mat;
     let (br, bc, tb) = mm.b_mat;
-    for (c, &(ao, bo)) in out.chunks_mut(mm.m * mm.n).zip(&mm.batches) {
-        let av = MatRef::from_row_major_slice(&a[ao..ao + ar * ac], ar, ac);
-        let bv = MatRef::from_row_major_slice(&b[bo..bo + br * bc], br, bc);
-        let av = if ta { av.transpose() } else { av };
-        let bv = if tb { bv.transpose() } else { bv };
-        let cv = MatMut::from_row_major_slice_mut(c, mm.m, mm.n);
-        faer_matmul(cv, Accum::Replace, av, bv, T::one(), Par::Seq);
-    }
+    let av = MatRef::from_row_major_slice(a, ar, ac);
+    let bv = MatRef::from_row_major_slice(b, br, bc);
+    let av = if ta { av.transpose() } else { av };
+    let bv = if tb { bv.transpose() } else { bv };
+    let cv = MatMut::from_row_major_slice_mut(c, mm.m, mm.n);
+    faer_matmul(cv, Accum::Replace, av, bv, T::one(), Par::Seq);
 }
 
 /// The multiplicative identity, for the two float types.
@@ -1323,6 +1418,43 @@ mod tests {
         runs::force_generic(false);
     }
 
+    /// A product of a matrix fixed for the loop by a per-step vector runs
+    /// against the matrix's transpose, formed once by the invariant code
+    /// (where this CPU has the vector–matrix kernel); it gives the product's
+    /// value (another order of the same sums), the same bits on every step
+    /// and every state, and the matrix read transposed, or a per-step matrix,
+    /// is left alone.
+    #[test]
+    fn a_fixed_matrix_times_a_vector_runs_against_its_transpose() {
+        let (m, k) = (40, 70);
+        let types = [TensorType::new(DType::F64, vec![m, k]), TensorType::new(DType::F64, vec![k])];
+        let graph = trace_with(&types, |v| Ok(vec![v[0].matmul(&v[1]).tanh()])).unwrap();
+        let micro = Micro::compile_invariant(&graph, &[true, false]).unwrap().expect("small");
+        let transposed = micro
+            .code
+            .iter()
+            .any(|c| matches!(c, Code::Matmul { b, .. } if micro.types[*b].shape() == [k, m]));
+        assert_eq!(transposed, crate::matvec::gevm_takes(k, m));
+        let (a, x) = (t(m * k, &[m, k], 0.37), t(k, &[k], 0.71));
+        let (av, xv) = (a.to_vec::<f64>().unwrap(), x.to_vec::<f64>().unwrap());
+        let got = bits_of(&micro, &graph, &[a.clone(), x.clone()]);
+        for (i, &g) in got[0].iter().enumerate() {
+            let want = (0..k).map(|p| av[i * k + p] * xv[p]).sum::<f64>().tanh();
+            assert!((f64::from_bits(g) - want).abs() < 1e-13, "row {i}");
+        }
+        assert_eq!(got, bits_of(&micro, &graph, &[a.clone(), x.clone()]));
+        // Without the matrix fixed, no transpose.
+        let plain = Micro::compile_invariant(&graph, &[false, false]).unwrap().expect("small");
+        assert!(!plain
+            .code
+            .iter()
+            .any(|c| { matches!(c, Code::Matmul { b, .. } if plain.types[*b].shape() == [k, m]) }));
+        let again = bits_of(&plain, &graph, &[a, x]);
+        for (g, p) in got[0].iter().zip(&again[0]) {
+            assert!((f64::from_bits(*g) - f64::from_bits(*p)).abs() < 1e-13);
+        }
+    }
+
     /// Both copies of the product loops ([`matmul_f64`]: baseline, AVX2).
     fn vector_products_of_every_small_size() {
         let f =
@@ -1484,8 +1616,15 @@ mod tests {
         let m = Micro::compile_invariant(&graph, &[true, false])
             .unwrap()
             .expect("per-step values are small");
-        // The column sums, the constant 2 (and its broadcast) and the product run once.
-        assert_eq!((m.invariant.len(), m.code.len()), (4, 2), "matmul and tanh run per step");
+        // The column sums, the constant 2 (and its broadcast) and the
+        // product's sum run once (and the matrix's transpose, where the
+        // product runs against it).
+        let transposed = usize::from(crate::matvec::gevm_takes(100, 100));
+        assert_eq!(
+            (m.invariant.len(), m.code.len()),
+            (4 + transposed, 2),
+            "matmul and tanh run per step"
+        );
         let args = [t(10_000, &[100, 100], 0.01), t(100, &[100], 0.3)];
         let (micro, plan) = both(&graph, &args);
         assert!(micro[0].allclose(&plan[0], 1e-13, 1e-13));

@@ -332,6 +332,7 @@ impl ScanPlan {
         for (k, ty) in outs[..nk].iter().enumerate() {
             results.push(st.buf(m.input(nc + k)).to_tensor(ty.shape())?);
         }
+        st.give_back();
         results.extend(sinks.finish(inputs, &outs[nk..])?);
         Ok(results)
     }
@@ -474,10 +475,14 @@ impl WhilePlan {
             steps += 1;
         }
         next.into_iter().for_each(Buf::give_back);
-        outs.iter()
+        let results = outs
+            .iter()
             .enumerate()
             .map(|(k, ty)| bs.buf(body.input(nc + k)).to_tensor(ty.shape()))
-            .collect()
+            .collect();
+        cs.give_back();
+        bs.give_back();
+        results
     }
 }
 

@@ -10,7 +10,8 @@
 //! GEMM (`V @ Aᵀ`, on a transposed view of `A`), and batched outer
 //! products and small matrix-vector products, which run as one loop of
 //! multiplies, dot products or row updates over the batch, never a GEMM
-//! call per tiny product.
+//! call per tiny product. A single `f64` matrix–vector product on one
+//! thread runs through the crate's `matvec` kernels (AVX-512) where the CPU has it.
 
 use super::{arity, unsupported};
 use crate::strided::broadcast_strides;
@@ -42,7 +43,7 @@ fn layout(a: &[usize], b: &[usize]) -> Layout {
 }
 
 macro_rules! typed_matmul {
-    ($name:ident, $t:ty) => {
+    ($name:ident, $t:ty, $matvec:path) => {
         fn $name(a: &[$t], b: &[$t], l: &Layout, ctx: &Parallelism) -> Vec<$t> {
             let (m, k, n) = (l.m, l.k, l.n);
             let nb = anvil_core::shape::numel(&l.batch);
@@ -52,6 +53,9 @@ macro_rules! typed_matmul {
             // Every path below writes every element.
             let mut out = crate::buffers::take(nb * m * n);
             let gemm = |c: &mut [$t], a: &[$t], b: &[$t], rows: usize, par: Par| {
+                if par == Par::Seq && $matvec(a, (rows, k, false), b, (k, n, false), c) {
+                    return;
+                }
                 let c = MatMut::from_row_major_slice_mut(c, rows, n);
                 faer_matmul(
                     c,
@@ -73,6 +77,10 @@ macro_rules! typed_matmul {
                 // batched backward pass): out[b] = A v_b for every b is one
                 // GEMM, V @ Aᵀ, on a transposed view of A (no copy).
                 let rows = nb;
+                let par = ctx.gemm_par(rows * k * m);
+                if par == Par::Seq && $matvec(b, (rows, k, false), a, (m, k, true), &mut out) {
+                    return out;
+                }
                 let c = MatMut::from_row_major_slice_mut(&mut out, rows, m);
                 faer_matmul(
                     c,
@@ -80,7 +88,7 @@ macro_rules! typed_matmul {
                     MatRef::from_row_major_slice(b, rows, k),
                     MatRef::from_row_major_slice(a, m, k).transpose(),
                     1.0 as $t,
-                    ctx.gemm_par(rows * k * m),
+                    par,
                 );
                 return out;
             }
@@ -192,8 +200,19 @@ where
     ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])) + tail
 }
 
-typed_matmul!(matmul_f64, f64);
-typed_matmul!(matmul_f32, f32);
+typed_matmul!(matmul_f64, f64, crate::matvec::product);
+typed_matmul!(matmul_f32, f32, no_matvec);
+
+/// `f32` has no kernel in `crate::matvec`: every product goes to faer.
+fn no_matvec(
+    _: &[f32],
+    _: (usize, usize, bool),
+    _: &[f32],
+    _: (usize, usize, bool),
+    _: &mut [f32],
+) -> bool {
+    false
+}
 
 /// The kernel of `matmul`.
 pub fn matmul(
@@ -219,7 +238,7 @@ crate::register_thread_invariant!(Matmul);
 // ------------------------------------------------------------ matmul_t
 
 macro_rules! typed_matmul_t {
-    ($name:ident, $t:ty) => {
+    ($name:ident, $t:ty, $matvec:path) => {
         fn $name(
             a: &[$t],
             sa: &[usize],
@@ -248,17 +267,35 @@ macro_rules! typed_matmul_t {
                 return vec![0.0 as $t; m * n];
             }
             let mut out = crate::buffers::take(m * n);
+            let par = ctx.gemm_par(m * k * n);
+            // The stored matrices (a vector is a row on the left, a column
+            // on the right) and whether each is read transposed.
+            let stored = |s: &[usize], t: bool, left: bool| match s {
+                [k] => {
+                    if left {
+                        (1, *k, false)
+                    } else {
+                        (*k, 1, false)
+                    }
+                }
+                [r, c] => (*r, *c, t),
+                _ => (0, 0, false),
+            };
+            let (ma, mb) = (stored(sa, op.ta, true), stored(sb, op.tb, false));
+            if par == faer::Par::Seq && $matvec(a, ma, b, mb, &mut out) {
+                return out;
+            }
             {
                 let c = MatMut::from_row_major_slice_mut(&mut out, m, n);
-                matmul(c, Accum::Replace, av, bv, 1.0 as $t, ctx.gemm_par(m * k * n));
+                matmul(c, Accum::Replace, av, bv, 1.0 as $t, par);
             }
             out
         }
     };
 }
 
-typed_matmul_t!(matmul_t_f64, f64);
-typed_matmul_t!(matmul_t_f32, f32);
+typed_matmul_t!(matmul_t_f64, f64, crate::matvec::product);
+typed_matmul_t!(matmul_t_f32, f32, no_matvec);
 
 /// The kernel of [`MatmulT`].
 pub fn matmul_t(

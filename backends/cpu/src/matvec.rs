@@ -1,0 +1,509 @@
+//! Matrix–vector products in `f64` with AVX-512, for the products a loop
+//! repeats against one cached matrix.
+//!
+//! A loop body such as an RK4 step (`tanh(A x + b)`, four times a step) or
+//! its reverse (`gᵀ A`) multiplies the same matrix by a new vector on every
+//! step, each product depending on the one before. The matrix then lives in
+//! L2 (128 KiB at 128 × 128), and the product's time is the time to stream it
+//! into the core. In a chain of dependent products on one thread at
+//! 128 × 128, faer's kernels (AVX2 through `pulp` on stable) took 1.1–1.3 µs
+//! for `A x` and 1.5–1.8 µs for `xᵀ A` on this machine (AMD EPYC, Zen 5),
+//! these 0.87–0.92 and 0.69–0.70 µs; from 32 × 32 to 512 × 512 they took
+//! 0.24–0.91 of faer's time (`BENCHMARKS.md`, session 16). The micro
+//! interpreter runs a loop's `A x` against a fixed `A` as `xᵀ Aᵀ`, the
+//! transpose formed once per loop, since [`gevm`] is the faster of the two.
+//!
+//! - [`gemv`] (`y = A x`, `A` row-major): eight rows at a time, each row's
+//!   sum one FMA chain over 8-wide chunks of the row, then a fixed reduction
+//!   tree. Successive calls on a thread walk the rows in alternate
+//!   directions, so the rows the last call read last are read first, from
+//!   L1; rows are independent, so the direction never changes a bit.
+//! - [`gevm`] (`y = xᵀ A`): the result (up to 128 columns at a time) stays in
+//!   sixteen registers while the rows of `A` stream past once, each output a
+//!   chain over the rows in order.
+//!
+//! Both give the same bits on every call, on every thread and for every
+//! direction; they differ from faer's in the last bits (another order of
+//! the same sums). They return `false`, writing nothing, on a CPU without
+//! AVX-512 (or with a compiler older than 1.89, where the intrinsics are not
+//! stable), and callers use faer there.
+
+/// `y = A x` for `A` of `y.len()` rows and `x.len()` columns, row-major
+/// with row stride `lda`; `false` (and `y` untouched) when this CPU lacks
+/// AVX-512 or the slices do not hold the shapes.
+pub(crate) fn gemv(a: &[f64], lda: usize, x: &[f64], y: &mut [f64]) -> bool {
+    let (m, k) = (y.len(), x.len());
+    if !fits(a.len(), m, k, lda) || !imp::available() {
+        return false;
+    }
+    if m == 0 {
+        return true;
+    }
+    let reverse = FLIP.with(|f| {
+        let r = f.get();
+        f.set(!r);
+        r
+    });
+    // SAFETY: `available` checked the CPU's features; `fits` checked that
+    // every row `i < m` spans `a[i·lda .. i·lda + k]` within `a`, and the
+    // kernel reads only those, `x[..k]` and writes `y[..m]`.
+    unsafe { imp::gemv(a.as_ptr(), lda, m, k, x.as_ptr(), y.as_mut_ptr(), reverse) };
+    true
+}
+
+/// `y = xᵀ A` for `A` of `x.len()` rows and `y.len()` columns, row-major
+/// with row stride `lda`; `false` (and `y` untouched) when this CPU lacks
+/// AVX-512, the slices do not hold the shapes, or `A` is both wider than
+/// one panel of 128 columns and larger than [`GEVM_PANELLED`] elements.
+pub(crate) fn gevm(x: &[f64], a: &[f64], lda: usize, y: &mut [f64]) -> bool {
+    let (m, n) = (x.len(), y.len());
+    if !fits(a.len(), m, n, lda) || !gevm_takes(m, n) {
+        return false;
+    }
+    // SAFETY: as in `gemv`: rows `i < m` of `n` elements at stride `lda` lie
+    // within `a`; the kernel reads them and `x[..m]` and writes `y[..n]`.
+    unsafe { imp::gevm(x.as_ptr(), a.as_ptr(), lda, m, n, y.as_mut_ptr()) };
+    true
+}
+
+/// Whether [`gevm`] runs `xᵀ A` for `A` of `rows × cols` on this CPU.
+pub(crate) fn gevm_takes(rows: usize, cols: usize) -> bool {
+    imp::available() && (cols <= 128 || rows.saturating_mul(cols) <= GEVM_PANELLED)
+}
+
+/// The largest matrix (elements) that [`gevm`] takes in several panels of
+/// 128 columns: each panel walks every row again, at a stride, which from
+/// L2 still beat faer (0.65 of its time at 256 × 256, 0.91 at 512 × 512)
+/// but from memory did not (1.42 at 2048 × 2048).
+const GEVM_PANELLED: usize = 1 << 18;
+
+/// `op(a) · op(b)` into `out` when it is a matrix–vector product (`m = 1`
+/// or `n = 1`) that [`gemv`] or [`gevm`] runs, `false` (nothing written)
+/// otherwise. `a` is stored `ar × ac` row-major and read transposed when
+/// `ta`; likewise `b`. A vector operand is contiguous whichever way it is
+/// stored, and a transposed matrix against a vector is the other kernel.
+pub(crate) fn product(
+    a: &[f64],
+    (ar, ac, ta): (usize, usize, bool),
+    b: &[f64],
+    (br, bc, tb): (usize, usize, bool),
+    out: &mut [f64],
+) -> bool {
+    let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
+    let n = if tb { br } else { bc };
+    if out.len() != m * n || a.len() < ar * ac || b.len() < br * bc || k == 0 {
+        return false;
+    }
+    let (a, b) = (&a[..ar * ac], &b[..br * bc]);
+    if n == 1 {
+        if ta {
+            gevm(b, a, ac, out)
+        } else {
+            gemv(a, ac, b, out)
+        }
+    } else if m == 1 {
+        if tb {
+            gemv(b, bc, a, out)
+        } else {
+            gevm(a, b, bc, out)
+        }
+    } else {
+        false
+    }
+}
+
+/// Whether `rows` rows of `cols` elements at stride `lda` lie within `len`.
+fn fits(len: usize, rows: usize, cols: usize, lda: usize) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    lda >= cols
+        && (rows - 1).checked_mul(lda).and_then(|s| s.checked_add(cols)).is_some_and(|e| e <= len)
+}
+
+thread_local! {
+    /// The direction of this thread's next [`gemv`] (rows from the last).
+    static FLIP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[cfg(target_arch = "x86_64")]
+#[rustversion::since(1.89)]
+mod imp {
+    use std::arch::x86_64::*;
+
+    /// Whether this CPU runs the kernels (`std` caches the detection).
+    pub(super) fn available() -> bool {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+    }
+
+    /// The mask of the first `r` lanes of a chunk (all eight for `r = 0`:
+    /// a full last chunk).
+    fn tail_mask(cols: usize) -> __mmask8 {
+        match cols % 8 {
+            0 => 0xff,
+            r => ((1u16 << r) - 1) as __mmask8,
+        }
+    }
+
+    /// # Safety
+    /// AVX-512 F/DQ, AVX2 and FMA; rows `i < m` of `a` span `k` readable
+    /// elements at stride `lda`, `x` has `k` and `y` has `m`; `m, k > 0`.
+    #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+    pub(super) unsafe fn gemv(
+        a: *const f64,
+        lda: usize,
+        m: usize,
+        k: usize,
+        x: *const f64,
+        y: *mut f64,
+        reverse: bool,
+    ) {
+        // SAFETY: the caller upholds this function's `# Safety` contract,
+        // which is what every read, write and intrinsic below needs.
+        unsafe {
+            let chunks = k.div_ceil(8);
+            let tail = tail_mask(k);
+            // The vector, chunk by chunk, zero past its end (read from L1 by
+            // every row; at most 128 elements are kept, longer ones are read
+            // from `x` itself).
+            let mut xs = [_mm512_setzero_pd(); 16];
+            let held = chunks <= 16;
+            if held {
+                for (c, v) in xs.iter_mut().enumerate().take(chunks) {
+                    *v = load(x.add(8 * c), c + 1 == chunks, tail);
+                }
+            }
+            // Groups of eight rows, then single rows; backwards when `reverse`.
+            let groups = m / 8;
+            let steps = groups + (m - 8 * groups);
+            for s in 0..steps {
+                let s = if reverse { steps - 1 - s } else { s };
+                if s < groups {
+                    rows::<8>(a, lda, 8 * s, chunks, tail, &xs, held, x, y);
+                } else {
+                    rows::<1>(a, lda, 8 * groups + (s - groups), chunks, tail, &xs, held, x, y);
+                }
+            }
+        }
+    }
+
+    /// A full chunk, or the masked last one (zero past the mask).
+    ///
+    /// # Safety
+    /// AVX-512 F; the eight elements at `p` (the masked ones if `last`)
+    /// are readable.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn load(p: *const f64, last: bool, tail: __mmask8) -> __m512d {
+        // SAFETY: the caller upholds this function's `# Safety` contract,
+        // which is what every read, write and intrinsic below needs.
+        unsafe {
+            if last {
+                _mm512_maskz_loadu_pd(tail, p)
+            } else {
+                _mm512_loadu_pd(p)
+            }
+        }
+    }
+
+    /// `y[i0 + r] = A[i0 + r, :] · x` for `r < R`: one FMA chain per row
+    /// over the chunks in order (the last chunk's lanes past the row left
+    /// as they are), then `_mm512_reduce_add_pd`; the same for `R = 1` and
+    /// `R = 8`, so a row's bits do not depend on its group.
+    ///
+    /// # Safety
+    /// As `gemv`, for rows `i0 .. i0 + R`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rows<const R: usize>(
+        a: *const f64,
+        lda: usize,
+        i0: usize,
+        chunks: usize,
+        tail: __mmask8,
+        xs: &[__m512d; 16],
+        held: bool,
+        x: *const f64,
+        y: *mut f64,
+    ) {
+        // SAFETY: the caller upholds this function's `# Safety` contract,
+        // which is what every read, write and intrinsic below needs.
+        unsafe {
+            let mut acc = [_mm512_setzero_pd(); R];
+            let base = a.add(i0 * lda);
+            // `c` also offsets the row and `x`; `xs` is read only when held.
+            #[allow(clippy::needless_range_loop)]
+            for c in 0..chunks - 1 {
+                let xv = if held { xs[c] } else { _mm512_loadu_pd(x.add(8 * c)) };
+                for (r, s) in acc.iter_mut().enumerate() {
+                    *s = _mm512_fmadd_pd(_mm512_loadu_pd(base.add(r * lda + 8 * c)), xv, *s);
+                }
+            }
+            let c = chunks - 1;
+            let xv = if held { xs[c] } else { _mm512_maskz_loadu_pd(tail, x.add(8 * c)) };
+            for (r, s) in acc.iter_mut().enumerate() {
+                let v = _mm512_maskz_loadu_pd(tail, base.add(r * lda + 8 * c));
+                *s = _mm512_mask3_fmadd_pd(v, xv, *s, tail);
+            }
+            for (r, s) in acc.iter().enumerate() {
+                *y.add(i0 + r) = _mm512_reduce_add_pd(*s);
+            }
+        }
+    }
+
+    /// # Safety
+    /// AVX-512 F/DQ, AVX2 and FMA; rows `i < m` of `a` span `n` readable
+    /// elements at stride `lda`, `x` has `m` and `y` has `n`.
+    #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+    pub(super) unsafe fn gevm(
+        x: *const f64,
+        a: *const f64,
+        lda: usize,
+        m: usize,
+        n: usize,
+        y: *mut f64,
+    ) {
+        // SAFETY: the caller upholds this function's `# Safety` contract,
+        // which is what every read, write and intrinsic below needs.
+        unsafe {
+            // Panels of 128 columns (sixteen registers); the last may be narrower.
+            let mut j0 = 0;
+            while j0 < n {
+                let w = (n - j0).min(128);
+                let chunks = w.div_ceil(8);
+                macro_rules! panel {
+                    ($($c:literal)*) => {
+                        match chunks {
+                            $($c => panel::<$c>(x, a.add(j0), lda, m, tail_mask(w), y.add(j0)),)*
+                            _ => unreachable!("a panel has 1 to 16 chunks"),
+                        }
+                    };
+                }
+                panel!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+                j0 += w;
+            }
+        }
+    }
+
+    /// `y[j] = Σ_i x[i] A[i, j]` for the `C` chunks of one panel (the last
+    /// masked by `tail`), the sum over `i` in order.
+    ///
+    /// # Safety
+    /// As `gevm`, for this panel's columns.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+    unsafe fn panel<const C: usize>(
+        x: *const f64,
+        a: *const f64,
+        lda: usize,
+        m: usize,
+        tail: __mmask8,
+        y: *mut f64,
+    ) {
+        // SAFETY: the caller upholds this function's `# Safety` contract,
+        // which is what every read, write and intrinsic below needs.
+        unsafe {
+            let mut acc = [_mm512_setzero_pd(); C];
+            for i in 0..m {
+                let xv = _mm512_set1_pd(*x.add(i));
+                let row = a.add(i * lda);
+                for (c, s) in acc.iter_mut().enumerate().take(C - 1) {
+                    *s = _mm512_fmadd_pd(_mm512_loadu_pd(row.add(8 * c)), xv, *s);
+                }
+                let v = _mm512_maskz_loadu_pd(tail, row.add(8 * (C - 1)));
+                acc[C - 1] = _mm512_mask3_fmadd_pd(v, xv, acc[C - 1], tail);
+            }
+            for (c, s) in acc.iter().enumerate().take(C - 1) {
+                _mm512_storeu_pd(y.add(8 * c), *s);
+            }
+            _mm512_mask_storeu_pd(y.add(8 * (C - 1)), tail, acc[C - 1]);
+        }
+    }
+}
+
+/// Compilers before 1.89 (the AVX-512 intrinsics are not stable there) and
+/// other targets: never available, callers use faer.
+#[cfg(target_arch = "x86_64")]
+#[rustversion::before(1.89)]
+mod imp {
+    pub(super) use super::none::*;
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod imp {
+    pub(super) use super::none::*;
+}
+
+#[allow(dead_code)]
+mod none {
+    pub(crate) fn available() -> bool {
+        false
+    }
+    /// # Safety
+    /// None needed: does nothing.
+    pub(crate) unsafe fn gemv(
+        _: *const f64,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: *const f64,
+        _: *mut f64,
+        _: bool,
+    ) {
+    }
+    /// # Safety
+    /// None needed: does nothing.
+    pub(crate) unsafe fn gevm(
+        _: *const f64,
+        _: *const f64,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: *mut f64,
+    ) {
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic, sign-mixed test matrix of `rows × lda`.
+    fn data(len: usize, seed: f64) -> Vec<f64> {
+        (0..len).map(|i| ((i as f64 + 1.0) * seed).sin() * (1.0 + (i % 7) as f64)).collect()
+    }
+
+    /// `|got - Σ terms|` within a few ulps of `Σ |terms|`.
+    fn close(got: f64, terms: impl Iterator<Item = f64> + Clone) -> bool {
+        let exact: f64 = terms.clone().sum();
+        let scale: f64 = terms.map(f64::abs).sum();
+        (got - exact).abs() <= 1e-14 * scale.max(f64::MIN_POSITIVE)
+    }
+
+    const SIZES: [usize; 14] = [1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 128, 129, 300];
+
+    #[test]
+    fn gemv_matches_the_sums_at_every_shape_and_stride() {
+        if !imp::available() {
+            return;
+        }
+        for &m in &SIZES {
+            for &k in &SIZES {
+                for pad in [0, 3] {
+                    let lda = k + pad;
+                    let a = data((m - 1) * lda + k, 0.37);
+                    let x = data(k, 0.71);
+                    let mut y = vec![f64::NAN; m];
+                    assert!(gemv(&a, lda, &x, &mut y));
+                    for (i, &v) in y.iter().enumerate() {
+                        let terms = (0..k).map(|p| a[i * lda + p] * x[p]);
+                        assert!(close(v, terms), "gemv m={m} k={k} lda={lda} row {i}: {v}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gevm_matches_the_sums_at_every_shape_and_stride() {
+        if !imp::available() {
+            return;
+        }
+        for &m in &SIZES {
+            for &n in &SIZES {
+                for pad in [0, 5] {
+                    let lda = n + pad;
+                    let a = data((m - 1) * lda + n, 0.29);
+                    let x = data(m, 0.53);
+                    let mut y = vec![f64::NAN; n];
+                    assert!(gevm(&x, &a, lda, &mut y));
+                    for (j, &v) in y.iter().enumerate() {
+                        let terms = (0..m).map(|i| x[i] * a[i * lda + j]);
+                        assert!(close(v, terms), "gevm m={m} n={n} lda={lda} column {j}: {v}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gemv_gives_the_same_bits_in_both_directions_and_in_any_group() {
+        if !imp::available() {
+            return;
+        }
+        for (m, k) in [(9, 130), (128, 128), (21, 17)] {
+            let a = data(m * k, 0.91);
+            let x = data(k, 0.13);
+            let (mut y0, mut y1) = (vec![0.0; m], vec![0.0; m]);
+            // Two calls in a row run in opposite directions.
+            assert!(gemv(&a, k, &x, &mut y0));
+            assert!(gemv(&a, k, &x, &mut y1));
+            assert_eq!(
+                y0.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                y1.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
+            // Each row alone (a 1-row product, the single-row path) as in its group of eight.
+            for (i, &v) in y0.iter().enumerate() {
+                let mut one = [0.0];
+                assert!(gemv(&a[i * k..(i + 1) * k], k, &x, &mut one));
+                assert_eq!(one[0].to_bits(), v.to_bits(), "row {i} of {m}x{k}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_panel_split_does_not_change_a_column() {
+        if !imp::available() {
+            return;
+        }
+        // 300 columns are panels of 128, 128 and 44; each column as a
+        // one-column product (a 1-chunk masked panel) gives the same bits.
+        let (m, n) = (37, 300);
+        let a = data(m * n, 0.61);
+        let x = data(m, 0.23);
+        let mut y = vec![0.0; n];
+        assert!(gevm(&x, &a, n, &mut y));
+        for j in [0, 7, 127, 128, 200, 255, 256, 299] {
+            let mut one = [0.0];
+            assert!(gevm(&x, &a[j..], n, &mut one));
+            assert_eq!(one[0].to_bits(), y[j].to_bits(), "column {j}");
+        }
+    }
+
+    #[test]
+    fn special_values_propagate_and_tails_add_nothing() {
+        if !imp::available() {
+            return;
+        }
+        let (m, k) = (3, 11);
+        let mut a = data(m * k, 0.4);
+        a[k + 10] = f64::INFINITY; // row 1, last (masked-chunk) column
+        a[2 * k + 3] = f64::NAN;
+        let x = data(k, 0.8);
+        let mut y = vec![0.0; m];
+        assert!(gemv(&a, k, &x, &mut y));
+        assert!(y[0].is_finite());
+        assert_eq!(y[1], f64::INFINITY * x[10].signum());
+        assert!(y[2].is_nan());
+        // An all-zero product is +0, with -0 terms too: no lane past the
+        // end turns a sum into NaN or changes it.
+        let z = vec![-0.0; 9];
+        let mut out = [1.0];
+        assert!(gevm(&[1.0], &z, 9, &mut out[..1]));
+        assert_eq!(out[0], 0.0);
+    }
+
+    #[test]
+    fn shapes_that_do_not_fit_are_refused() {
+        let a = vec![1.0; 10];
+        let mut y = vec![7.0; 3];
+        assert!(!gemv(&a, 4, &[1.0; 4], &mut y)); // 3 rows of 4 at stride 4 need 12
+        assert!(!gemv(&a, 2, &[1.0; 4], &mut y)); // stride below the row length
+        assert_eq!(y, vec![7.0; 3]);
+        assert!(!gevm(&[1.0; 3], &a, 4, &mut y[..]));
+    }
+}
