@@ -164,3 +164,46 @@ fn a_scan_gradient_runs_one_forward_loop_and_a_reverse_loop_of_vectors() {
         assert!(got.allclose(want, 1e-12, 1e-12), "gradient {k}: {got} vs {want}");
     }
 }
+
+/// A stacked result that is a scanned slice returned unchanged is the
+/// scanned operand itself (no copy written step by step), in both
+/// directions and beside results the step computes; a const returned
+/// unchanged stays a stacked result (every step's copy of it).
+#[test]
+fn a_scanned_slice_returned_unchanged_is_the_operand_itself() {
+    for reverse in [false, true] {
+        let f = move |c0: &Var, k: &Var, xs: &Var| {
+            let step = |c: &Var, x: &Var| {
+                let c = c * 0.5 + x;
+                (c.clone(), (x.clone(), &c * 2.0, k.clone()))
+            };
+            let opts = ScanOptions { reverse, ..ScanOptions::default() };
+            scan_with(step, c0, xs, opts)
+        };
+        let (c0, k, xs) = (
+            Tensor::from_vec(vec![1.0, -2.0], &[2]).unwrap(),
+            Tensor::from_vec(vec![3.0, 4.0], &[2]).unwrap(),
+            Tensor::from_vec((0..10).map(|i| (i as f64 * 0.7).sin()).collect(), &[5, 2]).unwrap(),
+        );
+        let g = anvil::lower(&f, (&c0, &k, &xs)).unwrap();
+        let (_, scan) = g.iter().find(|(_, n)| n.op.name() == "scan").expect("a scan");
+        // The final carry and the two computed/broadcast results only.
+        assert_eq!(scan.num_results(), 3, "reverse={reverse}:\n{g}");
+        let (c, (ys_x, ys_c, ys_k)): (Tensor, (Tensor, Tensor, Tensor)) =
+            jit(f).eval((&c0, &k, &xs)).unwrap();
+        assert_eq!(ys_x.to_vec::<f64>().unwrap(), xs.to_vec::<f64>().unwrap());
+        assert_eq!(ys_k.to_vec::<f64>().unwrap(), [3.0, 4.0].repeat(5));
+        // The carries, step by step in the scan's direction.
+        let (xv, mut cv) = (xs.to_vec::<f64>().unwrap(), c0.to_vec::<f64>().unwrap());
+        let mut want = vec![0.0; 10];
+        let order: Vec<usize> = if reverse { (0..5).rev().collect() } else { (0..5).collect() };
+        for t in order {
+            for j in 0..2 {
+                cv[j] = cv[j] * 0.5 + xv[2 * t + j];
+                want[2 * t + j] = cv[j] * 2.0;
+            }
+        }
+        assert_eq!(ys_c.to_vec::<f64>().unwrap(), want, "reverse={reverse}");
+        assert_eq!(c.to_vec::<f64>().unwrap(), cv);
+    }
+}

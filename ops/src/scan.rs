@@ -25,6 +25,11 @@
 //!   outer products, the compile pipeline's loop passes turn it into one
 //!   matrix product after the loop). With `checkpoint`, only every k-th
 //!   step's carries are stored and the rest recomputed.
+//! - **rewrite**: a stacked result that is a scanned operand's slice
+//!   returned unchanged (`ys[t] = xs[t]`; the transpose of a scan returns
+//!   the residuals it reads so that the products of a closed-over matrix's
+//!   cotangent run after the loop) is the operand itself, not a copy the
+//!   loop writes step by step.
 //! - **sparsity**: the carries' sets are a fixpoint over the steps (what
 //!   the body's new carries depend on, given the carries so far and any
 //!   step's slices, until nothing grows or `length` steps are covered);
@@ -235,6 +240,50 @@ fn vmap_scan(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>>
 }
 
 register_rule!(VmapRule, Scan, many: vmap_scan);
+
+// --------------------------------------------------------------- rewrite
+
+/// Forwards each stacked result whose slice is a scanned operand's slice,
+/// unchanged (`ys[t] = xs[t]` in either direction): the result is that
+/// operand, and the body no longer returns it. `None` when no result is.
+fn rewrite_scan(op: &dyn Op, args: &[Var], outs: &[TensorType]) -> Result<Option<Vec<Var>>> {
+    let s = op.try_downcast::<Scan>()?;
+    let body = s.body.graph();
+    let first_x = s.consts + s.carries;
+    let xs_in = body.inputs().get(first_x..).unwrap_or(&[]);
+    let forwarded: Vec<Option<usize>> = body
+        .outputs()
+        .iter()
+        .skip(s.carries)
+        .map(|o| xs_in.iter().position(|i| i == o).map(|p| first_x + p))
+        .collect();
+    if forwarded.iter().all(Option::is_none) || args.len() != body.inputs().len() {
+        return Ok(None);
+    }
+    let mut kept: Vec<_> = body.outputs()[..s.carries].to_vec();
+    kept.extend(
+        body.outputs()[s.carries..]
+            .iter()
+            .zip(&forwarded)
+            .filter(|(_, f)| f.is_none())
+            .map(|(o, _)| *o),
+    );
+    let mut new_body = body.clone();
+    new_body.set_outputs(kept);
+    let scan = Scan { body: new_body.into(), ..s.clone() };
+    let mut results = emit_scan(scan, args).into_iter();
+    let mut out: Vec<Var> = results.by_ref().take(s.carries).collect();
+    for f in &forwarded {
+        match f {
+            Some(i) => out.push(args[*i].clone()),
+            None => out.extend(results.next()),
+        }
+    }
+    let same = out.len() == outs.len() && out.iter().zip(outs).all(|(v, t)| v.ty() == t);
+    Ok(same.then_some(out))
+}
+
+register_rule!(RewriteRule, Scan, many: rewrite_scan);
 
 // ------------------------------------------------------------------- jvp
 

@@ -17,8 +17,9 @@
 //!   `v_r`; the shape the transpose of a matrix-vector product gives a
 //!   loop-invariant matrix's cotangent) is dropped from the loop: the body
 //!   returns its `u_r` and `v_r` as stacked results instead, and after the
-//!   loop the carry is `init + Uᵀ V` over all steps at once, one matrix
-//!   product (`jax#3186`'s "one product over stacked residuals"). Each step
+//!   loop the carry is `init + Σ_r U_rᵀ V_r` over all steps at once, one
+//!   matrix product per term `r` (`jax#3186`'s "one product over stacked
+//!   residuals"), each reading the stacked results where the loop wrote them. Each step
 //!   then handles vectors only (no `n × m` update per step), and the sum
 //!   over steps is the matrix product's, not a running one: values agree
 //!   to rounding, not bit for bit. The `+` and the products are found by
@@ -42,7 +43,7 @@ use crate::passes::{cse, dce};
 use anvil_core::replay::{bind, bound_inputs, inline_graph, outputs, replay, value};
 use anvil_core::{trace_with, Arith, Graph, GraphPassFn, NodeId, Result, TensorType, ValueId, Var};
 use anvil_ops::scan::{emit_scan, Scan};
-use anvil_ops::{concatenate, VarExt};
+use anvil_ops::VarExt;
 use std::collections::HashMap;
 
 anvil_core::registry_entry! {
@@ -333,16 +334,14 @@ fn outer_product_carries(s: &Scan, ins: &[Var]) -> Result<Option<Vec<Var>>> {
             cols.push(extra.next().cloned().ok_or_else(missing)?);
             rows.push(extra.next().cloned().ok_or_else(missing)?);
         }
-        let stack = |vs: &[Var]| {
-            if vs.len() == 1 {
-                vs[0].clone()
-            } else {
-                concatenate(&vs.iter().collect::<Vec<_>>(), 0)
-            }
-        };
-        // Σ_t Σ_r u v^T = U^T V over the stacked [steps·terms, n] and [.., m].
-        let sum = stack(&cols).transpose().matmul(&stack(&rows));
-        finals.insert(f.k, &ins[nc + f.k] + &sum);
+        // Σ_t Σ_r u v^T = Σ_r U_r^T V_r, each over a term's stacked
+        // [steps, n] and [steps, m]: one product per term, read where the
+        // loop stored them (stacking the terms first copied them all).
+        let mut sum = ins[nc + f.k].clone();
+        for (u, v) in cols.iter().zip(&rows) {
+            sum = &sum + &u.transpose().matmul(v);
+        }
+        finals.insert(f.k, sum);
     }
     let mut kept = results[..kept_carries].iter();
     let mut out = Vec::with_capacity(nk + ny);
