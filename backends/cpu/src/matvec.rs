@@ -131,12 +131,15 @@ thread_local! {
 mod imp {
     use std::arch::x86_64::*;
 
-    /// Whether this CPU runs the kernels (`std` caches the detection).
+    /// Whether this CPU runs the kernels (detected once).
     pub(super) fn available() -> bool {
-        is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512dq")
-            && is_x86_feature_detected!("avx2")
-            && is_x86_feature_detected!("fma")
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(|| {
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512dq")
+                && is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+        })
     }
 
     /// The mask of the first `r` lanes of a chunk (all eight for `r = 0`:
