@@ -207,3 +207,13 @@ fn a_scanned_slice_returned_unchanged_is_the_operand_itself() {
         assert_eq!(c.to_vec::<f64>().unwrap(), cv);
     }
 }
+
+/// A scan whose only result is a scanned slice returned unchanged (no
+/// carries) still gives the slices.
+#[test]
+fn a_scan_of_nothing_but_forwarded_slices_gives_the_slices() {
+    let f = |xs: &Var| scan(|(): &(), x: &Var| ((), x.clone()), (), xs).map(|((), ys)| ys);
+    let xs = Tensor::from_vec((0..6).map(|i| i as f64 - 2.5).collect(), &[3, 2]).unwrap();
+    let ys: Tensor = jit(f).eval(&xs).unwrap();
+    assert_eq!(ys.to_vec::<f64>().unwrap(), xs.to_vec::<f64>().unwrap());
+}

@@ -268,6 +268,11 @@ fn rewrite_scan(op: &dyn Op, args: &[Var], outs: &[TensorType]) -> Result<Option
             .filter(|(_, f)| f.is_none())
             .map(|(o, _)| *o),
     );
+    if kept.is_empty() {
+        // Every result would be forwarded: the loop stays as it is (its
+        // body may have effects, and a node needs a result).
+        return Ok(None);
+    }
     let mut new_body = body.clone();
     new_body.set_outputs(kept);
     let scan = Scan { body: new_body.into(), ..s.clone() };

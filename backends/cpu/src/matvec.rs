@@ -39,6 +39,11 @@ pub(crate) fn gemv(a: &[f64], lda: usize, x: &[f64], y: &mut [f64]) -> bool {
     if m == 0 {
         return true;
     }
+    if k == 0 {
+        // A sum of no terms (the kernel needs a chunk).
+        y.fill(0.0);
+        return true;
+    }
     let reverse = FLIP.with(|f| {
         let r = f.get();
         f.set(!r);
@@ -53,8 +58,8 @@ pub(crate) fn gemv(a: &[f64], lda: usize, x: &[f64], y: &mut [f64]) -> bool {
 
 /// `y = xᵀ A` for `A` of `x.len()` rows and `y.len()` columns, row-major
 /// with row stride `lda`; `false` (and `y` untouched) when this CPU lacks
-/// AVX-512, the slices do not hold the shapes, or `A` is both wider than
-/// one panel of 128 columns and larger than [`GEVM_PANELLED`] elements.
+/// AVX-512, the slices do not hold the shapes, or [`gevm_takes`] refuses
+/// the shape.
 pub(crate) fn gevm(x: &[f64], a: &[f64], lda: usize, y: &mut [f64]) -> bool {
     let (m, n) = (x.len(), y.len());
     if !fits(a.len(), m, n, lda) || !gevm_takes(m, n) {
@@ -66,9 +71,12 @@ pub(crate) fn gevm(x: &[f64], a: &[f64], lda: usize, y: &mut [f64]) -> bool {
     true
 }
 
-/// Whether [`gevm`] runs `xᵀ A` for `A` of `rows × cols` on this CPU.
+/// Whether [`gevm`] runs `xᵀ A` for `A` of `rows × cols` on this CPU: at
+/// least 8 columns (a narrower result is one FMA chain over all the rows,
+/// eight times the latency of [`gemv`]'s chains, so faer takes it), and
+/// not both wider than a panel and larger than [`GEVM_PANELLED`].
 pub(crate) fn gevm_takes(rows: usize, cols: usize) -> bool {
-    imp::available() && (cols <= 128 || rows.saturating_mul(cols) <= GEVM_PANELLED)
+    imp::available() && cols >= 8 && (cols <= 128 || rows.saturating_mul(cols) <= GEVM_PANELLED)
 }
 
 /// The largest matrix (elements) that [`gevm`] takes in several panels of
@@ -90,8 +98,8 @@ pub(crate) fn product(
     out: &mut [f64],
 ) -> bool {
     let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
-    let n = if tb { br } else { bc };
-    if out.len() != m * n || a.len() < ar * ac || b.len() < br * bc || k == 0 {
+    let (kb, n) = if tb { (bc, br) } else { (br, bc) };
+    if kb != k || out.len() != m * n || a.len() < ar * ac || b.len() < br * bc || k == 0 {
         return false;
     }
     let (a, b) = (&a[..ar * ac], &b[..br * bc]);
@@ -423,6 +431,11 @@ mod tests {
                     let a = data((m - 1) * lda + n, 0.29);
                     let x = data(m, 0.53);
                     let mut y = vec![f64::NAN; n];
+                    if n < 8 {
+                        // Narrow results are left to faer.
+                        assert!(!gevm(&x, &a, lda, &mut y));
+                        continue;
+                    }
                     assert!(gevm(&x, &a, lda, &mut y));
                     for (j, &v) in y.iter().enumerate() {
                         let terms = (0..m).map(|i| x[i] * a[i * lda + j]);
@@ -463,17 +476,20 @@ mod tests {
         if !imp::available() {
             return;
         }
-        // 300 columns are panels of 128, 128 and 44; each column as a
-        // one-column product (a 1-chunk masked panel) gives the same bits.
+        // 300 columns are panels of 128, 128 and 44; each window of 9
+        // columns as its own product (two chunks, the second masked) gives
+        // the same bits.
         let (m, n) = (37, 300);
         let a = data(m * n, 0.61);
         let x = data(m, 0.23);
         let mut y = vec![0.0; n];
         assert!(gevm(&x, &a, n, &mut y));
-        for j in [0, 7, 127, 128, 200, 255, 256, 299] {
-            let mut one = [0.0];
-            assert!(gevm(&x, &a[j..], n, &mut one));
-            assert_eq!(one[0].to_bits(), y[j].to_bits(), "column {j}");
+        for j in [0, 7, 120, 127, 128, 200, 255, 256, 291] {
+            let mut nine = [0.0; 9];
+            assert!(gevm(&x, &a[j..], n, &mut nine));
+            for (d, v) in nine.iter().enumerate() {
+                assert_eq!(v.to_bits(), y[j + d].to_bits(), "column {}", j + d);
+            }
         }
     }
 
@@ -495,9 +511,25 @@ mod tests {
         // An all-zero product is +0, with -0 terms too: no lane past the
         // end turns a sum into NaN or changes it.
         let z = vec![-0.0; 9];
-        let mut out = [1.0];
-        assert!(gevm(&[1.0], &z, 9, &mut out[..1]));
-        assert_eq!(out[0], 0.0);
+        let mut out = [1.0; 9];
+        assert!(gevm(&[1.0], &z, 9, &mut out));
+        assert!(out.iter().all(|&v| v == 0.0));
+    }
+
+    #[test]
+    fn empty_sums_are_zero_and_mismatched_inner_sizes_are_refused() {
+        if !imp::available() {
+            return;
+        }
+        // No columns: every row's sum is zero.
+        let mut y = vec![f64::NAN; 3];
+        assert!(gemv(&[], 0, &[], &mut y));
+        assert_eq!(y, [0.0; 3]);
+        // op(a) is 2 × 3, op(b) a vector of 0: not a product `product` runs.
+        let mut out = vec![7.0; 2];
+        assert!(!product(&[1.0; 6], (2, 3, false), &[], (0, 1, false), &mut out));
+        assert!(!product(&[1.0; 6], (2, 3, false), &[1.0; 4], (4, 1, false), &mut out));
+        assert_eq!(out, [7.0; 2]);
     }
 
     #[test]

@@ -763,6 +763,12 @@ fn split_invariant(
     (once, each, fixed)
 }
 
+/// The largest fixed matrix (elements) [`transpose_fixed_matrices`] copies:
+/// 2 MiB, a few times L2's share of one matrix; larger ones are read in
+/// place (the copy and its index map would cost more than the faster
+/// product saves on a short loop).
+const TRANSPOSED_FIXED: usize = 1 << 18;
+
 /// A per-step product of a matrix fixed for the whole loop by a vector
 /// (`A x`, as every RK4 stage of `tanh(A x + b)` has) runs as the vector
 /// times the matrix's transpose (`xᵀ Aᵀ`), the transpose formed once per
@@ -778,6 +784,8 @@ fn transpose_fixed_matrices(
     types: &mut Vec<TensorType>,
     fixed: &[bool],
 ) {
+    // One transpose per fixed matrix, however many products read it.
+    let mut transposed: std::collections::HashMap<usize, usize> = Default::default();
     for c in each.iter_mut() {
         let Code::Matmul { a, b, out, mm } = c else { continue };
         let (m, k, ta) = mm.a_mat;
@@ -790,15 +798,19 @@ fn transpose_fixed_matrices(
             || !f64s
             || mm.batches != [(0, 0)]
             || direct(mm)
+            || k.saturating_mul(m) > TRANSPOSED_FIXED
             || !crate::matvec::gevm_takes(k, m)
         {
             continue;
         }
-        let slot = types.len();
-        types.push(TensorType::new(DType::F64, vec![k, m]));
-        // Aᵀ[j, i] = A[i, j].
-        let map = (0..k * m).map(|t| ((t % m) * k + t / m) as u32).collect();
-        once.push(Code::Gather { src: *a, map, out: slot });
+        let slot = *transposed.entry(*a).or_insert_with(|| {
+            let slot = types.len();
+            types.push(TensorType::new(DType::F64, vec![k, m]));
+            // Aᵀ[j, i] = A[i, j] (k m ≤ TRANSPOSED_FIXED: fits in u32).
+            let map = (0..k * m).map(|t| ((t % m) * k + t / m) as u32).collect();
+            once.push(Code::Gather { src: *a, map, out: slot });
+            slot
+        });
         *c = Code::Matmul {
             a: *b,
             b: slot,
@@ -1435,6 +1447,18 @@ mod tests {
             .iter()
             .any(|c| matches!(c, Code::Matmul { b, .. } if micro.types[*b].shape() == [k, m]));
         assert_eq!(transposed, crate::matvec::gevm_takes(k, m));
+        // Two products of one square matrix (64 × 64: not a direct loop)
+        // share one transpose.
+        let sq = [TensorType::new(DType::F64, vec![64, 64]), TensorType::new(DType::F64, vec![64])];
+        let twice = trace_with(&sq, |v| {
+            let y = v[0].matmul(&v[1]).tanh();
+            Ok(vec![v[0].matmul(&y)])
+        })
+        .unwrap();
+        let micro2 = Micro::compile_invariant(&twice, &[true, false]).unwrap().expect("small");
+        let copies = micro2.invariant.iter().filter(|c| matches!(c, Code::Gather { .. })).count();
+        let products = micro2.code.iter().filter(|c| matches!(c, Code::Matmul { .. })).count();
+        assert_eq!((copies, products), (usize::from(crate::matvec::gevm_takes(64, 64)), 2));
         let (a, x) = (t(m * k, &[m, k], 0.37), t(k, &[k], 0.71));
         let (av, xv) = (a.to_vec::<f64>().unwrap(), x.to_vec::<f64>().unwrap());
         let got = bits_of(&micro, &graph, &[a.clone(), x.clone()]);
