@@ -313,6 +313,8 @@ enum Code {
     Arith { f: Arith, a: usize, b: usize, out: usize },
     /// `out[i] = src[map[i]]`.
     Gather { src: usize, map: Vec<u32>, out: usize },
+    /// `out = srcᵀ` for an `f64` matrix stored `rows × cols`.
+    Transpose { src: usize, rows: usize, cols: usize, out: usize },
     /// `out[i] = srcs[map[i].0][map[i].1]`, or the fill where `None`.
     Assemble { srcs: Vec<usize>, map: Vec<Option<(u32, u32)>>, fill: Scalar, out: usize },
     /// A value computed once.
@@ -340,6 +342,7 @@ impl Code {
             Code::Elementwise { out, .. }
             | Code::Arith { out, .. }
             | Code::Gather { out, .. }
+            | Code::Transpose { out, .. }
             | Code::Assemble { out, .. }
             | Code::Const { out, .. }
             | Code::Matmul { out, .. }
@@ -728,6 +731,7 @@ fn reads_writes(c: &Code) -> (Vec<usize>, Vec<usize>) {
         Code::Elementwise { args, out, .. } => (args.clone(), vec![*out]),
         Code::Arith { a, b, out, .. } => (vec![*a, *b], vec![*out]),
         Code::Gather { src, out, .. } => (vec![*src], vec![*out]),
+        Code::Transpose { src, out, .. } => (vec![*src], vec![*out]),
         Code::Assemble { srcs, out, .. } => (srcs.clone(), vec![*out]),
         Code::Const { out, .. } => (vec![], vec![*out]),
         Code::Matmul { a, b, out, .. } => (vec![*a, *b], vec![*out]),
@@ -765,8 +769,8 @@ fn split_invariant(
 
 /// The largest fixed matrix (elements) [`transpose_fixed_matrices`] copies:
 /// 2 MiB, a few times L2's share of one matrix; larger ones are read in
-/// place (the copy and its index map would cost more than the faster
-/// product saves on a short loop).
+/// place (the copy would cost more than the faster product saves on a
+/// short loop).
 const TRANSPOSED_FIXED: usize = 1 << 18;
 
 /// A per-step product of a matrix fixed for the whole loop by a vector
@@ -806,9 +810,7 @@ fn transpose_fixed_matrices(
         let slot = *transposed.entry(*a).or_insert_with(|| {
             let slot = types.len();
             types.push(TensorType::new(DType::F64, vec![k, m]));
-            // Aᵀ[j, i] = A[i, j] (k m ≤ TRANSPOSED_FIXED: fits in u32).
-            let map = (0..k * m).map(|t| ((t % m) * k + t / m) as u32).collect();
-            once.push(Code::Gather { src: *a, map, out: slot });
+            once.push(Code::Transpose { src: *a, rows: m, cols: k, out: slot });
             slot
         });
         *c = Code::Matmul {
@@ -997,6 +999,25 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
         Code::Gather { src, map, out } => {
             let mut o = std::mem::take(&mut bufs[*out]);
             gather(&bufs[*src], map, &mut o);
+            bufs[*out] = o;
+            Ok(())
+        }
+        Code::Transpose { src, rows, cols, out } => {
+            let mut o = std::mem::take(&mut bufs[*out]);
+            let n = rows * cols;
+            match (&bufs[*src], &mut o) {
+                (Buf::F64(x), Buf::F64(z)) if x.len() >= n && z.len() >= n => {
+                    crate::linalg::transpose::transpose(x, *rows, *cols, z)
+                }
+                _ => {
+                    bufs[*out] = o;
+                    return Err(Error::invalid(
+                        "micro",
+                        "transpose",
+                        "a buffer of another dtype or length",
+                    ));
+                }
+            }
             bufs[*out] = o;
             Ok(())
         }
@@ -1456,7 +1477,8 @@ mod tests {
         })
         .unwrap();
         let micro2 = Micro::compile_invariant(&twice, &[true, false]).unwrap().expect("small");
-        let copies = micro2.invariant.iter().filter(|c| matches!(c, Code::Gather { .. })).count();
+        let copies =
+            micro2.invariant.iter().filter(|c| matches!(c, Code::Transpose { .. })).count();
         let products = micro2.code.iter().filter(|c| matches!(c, Code::Matmul { .. })).count();
         assert_eq!((copies, products), (usize::from(crate::matvec::gevm_takes(64, 64)), 2));
         let (a, x) = (t(m * k, &[m, k], 0.37), t(k, &[k], 0.71));

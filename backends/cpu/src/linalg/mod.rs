@@ -127,7 +127,7 @@ mod real;
 mod small;
 mod small_eigh;
 mod svd;
-mod transpose;
+pub(crate) mod transpose;
 mod triangular;
 
 #[cfg(test)]
