@@ -85,6 +85,22 @@ pub(crate) fn gevm_takes(rows: usize, cols: usize) -> bool {
 /// but from memory did not (1.42 at 2048 × 2048).
 const GEVM_PANELLED: usize = 1 << 18;
 
+/// A product hook of the matmul paths: [`product`] for `f64`,
+/// [`no_product`] for `f32`.
+pub(crate) type ProductFn<T> =
+    fn(&[T], (usize, usize, bool), &[T], (usize, usize, bool), &mut [T]) -> bool;
+
+/// `f32` has no kernel here: every product goes to faer.
+pub(crate) fn no_product(
+    _: &[f32],
+    _: (usize, usize, bool),
+    _: &[f32],
+    _: (usize, usize, bool),
+    _: &mut [f32],
+) -> bool {
+    false
+}
+
 /// `op(a) · op(b)` into `out` when it is a matrix–vector product (`m = 1`
 /// or `n = 1`) that [`gemv`] or [`gevm`] runs, `false` (nothing written)
 /// otherwise. `a` is stored `ar × ac` row-major and read transposed when

@@ -777,8 +777,9 @@ const TRANSPOSED_FIXED: usize = 1 << 18;
 /// (`A x`, as every RK4 stage of `tanh(A x + b)` has) runs as the vector
 /// times the matrix's transpose (`xᵀ Aᵀ`), the transpose formed once per
 /// state by the code run before the steps: [`crate::matvec::gevm`] streams
-/// a cached matrix faster than [`crate::matvec::gemv`] (0.69 against
-/// 1.03 µs a product at 128 × 128 inside W9's loop), and the loop pays for
+/// a cached matrix faster than [`crate::matvec::gemv`] (about 0.69 against
+/// 1.03 µs a product at 128 × 128, from their shares of a profile of W9's
+/// loop), and the loop pays for
 /// one copy of the matrix. The sums are the same terms in another order
 /// (the last bits differ from the product run as `A x`; every step and
 /// every call alike).
@@ -1032,8 +1033,12 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
         Code::Matmul { a, b, out, mm } => {
             let mut o = std::mem::take(&mut bufs[*out]);
             match (&bufs[*a], &bufs[*b], &mut o) {
-                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct(mm) => gemm_f64(x, y, z, mm),
-                (Buf::F32(x), Buf::F32(y), Buf::F32(z)) if !direct(mm) => gemm(x, y, z, mm),
+                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct(mm) => {
+                    gemm(x, y, z, mm, crate::matvec::product)
+                }
+                (Buf::F32(x), Buf::F32(y), Buf::F32(z)) if !direct(mm) => {
+                    gemm(x, y, z, mm, crate::matvec::no_product)
+                }
                 (Buf::F64(x), Buf::F64(y), Buf::F64(z)) => matmul_f64(x, y, z, mm),
                 (Buf::F32(x), Buf::F32(y), Buf::F32(z)) => matmul(x, y, z, mm),
                 _ => {}
@@ -1212,30 +1217,23 @@ fn direct(mm: &MatmulShape) -> bool {
     mm.m * mm.k * mm.n < GEMM_FLOPS
 }
 
-/// [`gemm`] in `f64`: a matrix–vector product through [`crate::matvec`]
-/// where it runs, the rest through faer.
-fn gemm_f64(a: &[f64], b: &[f64], out: &mut [f64], mm: &MatmulShape) {
-    let (ar, ac, _) = mm.a_mat;
-    let (br, bc, _) = mm.b_mat;
-    for (c, &(ao, bo)) in out.chunks_mut(mm.m * mm.n).zip(&mm.batches) {
-        let (a, b) = (&a[ao..ao + ar * ac], &b[bo..bo + br * bc]);
-        if !crate::matvec::product(a, mm.a_mat, b, mm.b_mat, c) {
-            gemm_one(a, b, c, mm);
-        }
-    }
-}
-
-/// The products through faer, one matrix per batch, on this thread.
+/// The products, one matrix per batch, on this thread: a matrix–vector
+/// product through `matvec` where it runs it ([`crate::matvec::product`]
+/// for `f64`), the rest through faer.
 fn gemm<T: faer::traits::ComplexField + Copy + num_one::One>(
     a: &[T],
     b: &[T],
     out: &mut [T],
     mm: &MatmulShape,
+    matvec: crate::matvec::ProductFn<T>,
 ) {
     let (ar, ac, _) = mm.a_mat;
     let (br, bc, _) = mm.b_mat;
     for (c, &(ao, bo)) in out.chunks_mut(mm.m * mm.n).zip(&mm.batches) {
-        gemm_one(&a[ao..ao + ar * ac], &b[bo..bo + br * bc], c, mm);
+        let (a, b) = (&a[ao..ao + ar * ac], &b[bo..bo + br * bc]);
+        if !matvec(a, mm.a_mat, b, mm.b_mat, c) {
+            gemm_one(a, b, c, mm);
+        }
     }
 }
 

@@ -201,18 +201,7 @@ where
 }
 
 typed_matmul!(matmul_f64, f64, crate::matvec::product);
-typed_matmul!(matmul_f32, f32, no_matvec);
-
-/// `f32` has no kernel in `crate::matvec`: every product goes to faer.
-fn no_matvec(
-    _: &[f32],
-    _: (usize, usize, bool),
-    _: &[f32],
-    _: (usize, usize, bool),
-    _: &mut [f32],
-) -> bool {
-    false
-}
+typed_matmul!(matmul_f32, f32, crate::matvec::no_product);
 
 /// The kernel of `matmul`.
 pub fn matmul(
@@ -295,7 +284,7 @@ macro_rules! typed_matmul_t {
 }
 
 typed_matmul_t!(matmul_t_f64, f64, crate::matvec::product);
-typed_matmul_t!(matmul_t_f32, f32, no_matvec);
+typed_matmul_t!(matmul_t_f32, f32, crate::matvec::no_product);
 
 /// The kernel of [`MatmulT`].
 pub fn matmul_t(

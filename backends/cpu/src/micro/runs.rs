@@ -145,7 +145,7 @@ impl Run {
             // Long values in chunks of 128 when the registers fit in half
             // of L1 (each is 1 KiB): a quarter of the dispatches and of the
             // block-math calls of 32-lane chunks (W9 at d = 128, values of
-            // 128: 2.03–2.05 ms a call against 2.20–2.22 ms).
+            // 128: 2.07–2.15 ms a call against 2.20–2.22 ms, runner A/B).
             97.. if self.regs <= WIDER_REGS => self.lanes_of(bufs, &mut regs.wider),
             _ => self.lanes_of(bufs, &mut regs.wide),
         }
