@@ -122,3 +122,60 @@ fn a_masked_loop_with_a_body_that_is_not_elementwise_is_right() {
         assert_eq!(it[k], ia.item().unwrap(), "steps of lane {k}");
     }
 }
+
+/// The computing nodes of the plan `vmap(f)` compiles to (constants
+/// aside): op name and number of operands.
+fn plan_ops<F>(f: F, n: usize) -> Vec<(String, usize)>
+where
+    F: Fn(&Var, &Var) -> (Var, Var) + Clone + Send + Sync + 'static,
+{
+    let (av, bv) = inputs(n);
+    let (a, b) = (Tensor::from_vec(av, &[n]).unwrap(), Tensor::from_vec(bv, &[n]).unwrap());
+    let g = anvil::lower(&vmap(f), (&a, &b)).unwrap();
+    let plan = anvil::cpu::compile(&g).unwrap();
+    plan.graph()
+        .iter()
+        .filter(|(_, node)| node.op.parameter_index().is_none() && !node.inputs.is_empty())
+        .map(|(_, node)| (node.op.name().to_string(), node.inputs.len()))
+        .collect()
+}
+
+#[test]
+fn a_masked_loops_operands_are_computed_with_it_group_by_group() {
+    // The initial residual, flags and zeros that `vmap` computes before the
+    // loop run in the loop's lane groups: the plan is the loop alone.
+    assert_eq!(plan_ops(newton(50.0, 1e-12), 1000), [("lane_while".into(), 2)]);
+}
+
+#[test]
+fn a_prelude_computes_consts_and_carries_and_leaves_values_read_elsewhere() {
+    // The loop's const `c = a a + 1` and initial value `x0 = b / 2` are
+    // computed elementwise before it; `x0` is also read after the loop, so
+    // it stays in the plan (and the loop reads it), while `c` moves in.
+    // Each lane's result equals running it alone, bit for bit, over one
+    // partial group, several groups and several parallel tasks.
+    let f = |a: &Var, b: &Var| {
+        let c = a * a + 1.0;
+        let x0 = b * 0.5;
+        let g = |x: &Var| x * x * x + &c * x - b;
+        let (x, it) = while_loop(
+            |(x, it): &(Var, Var)| {
+                let go = g(x).abs().ge(&x.full_like(1e-12));
+                go.select(&it.lt(&it.full_like(40.0)), &go)
+            },
+            |(x, it): &(Var, Var)| (x - &(g(x) / (x * x * 3.0 + &c)), it + 1.0),
+            (&x0, &a.zeros_like()),
+        )
+        .unwrap();
+        (x - &x0, it)
+    };
+    // x0 before the loop, the difference after it; the loop reads a, b
+    // and x0 (not c).
+    let ops = plan_ops(f, 1000);
+    let names: Vec<&str> = ops.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["fused", "lane_while", "fused"]);
+    assert_eq!(ops[1].1, 3, "{ops:?}");
+    for n in [3, 300, 10_037] {
+        check_lanes(f, n);
+    }
+}

@@ -987,13 +987,15 @@ register_kernel!(Fused, fused);
 crate::register_thread_invariant!(Fused);
 
 /// Whether an op type is one the CPU compiler makes itself ([`Fused`],
-/// [`FusedReduce`], [`crate::placement::PlacedScan`]):
+/// [`FusedReduce`], [`crate::placement::PlacedScan`],
+/// [`crate::lane_prelude::LaneWhile`]):
 /// such ops never appear in a user's or a transform's graph, so they need
 /// no rules and no conformance samples.
 pub fn is_internal(op_type: std::any::TypeId) -> bool {
     op_type == std::any::TypeId::of::<Fused>()
         || op_type == std::any::TypeId::of::<FusedReduce>()
         || crate::placement::is_placed_scan(op_type)
+        || op_type == std::any::TypeId::of::<crate::lane_prelude::LaneWhile>()
 }
 
 /// Fused elementwise chains ended by reductions over the same consecutive

@@ -35,6 +35,7 @@
 pub mod buffers;
 pub mod fusion;
 pub mod kernels;
+pub mod lane_prelude;
 pub mod linalg;
 pub(crate) mod matvec;
 pub mod micro;

@@ -8,6 +8,7 @@
 
 use crate::fusion::in_place;
 use crate::kernels::lanes::LaneLoop;
+use crate::lane_prelude::LaneWhile;
 use crate::micro::{Body, Buf, Micro, State};
 use crate::placement::{place, Place, PlacedScan};
 use crate::{compile, register_kernel, Parallelism, Plan, Prepared};
@@ -508,3 +509,22 @@ impl Prepared for WhilePlan {
 }
 
 register_kernel!(While, prepare: prepare_while);
+
+fn prepare_lane_while(
+    op: &dyn Op,
+    _: &[TensorType],
+    _: &[TensorType],
+) -> Result<Box<dyn Prepared>> {
+    let l = op.try_downcast::<LaneWhile>()?;
+    let Some(lanes) = LaneLoop::with_prelude(&l.w, l.prelude.graph())? else {
+        return Err(Error::invalid(
+            "lane_while",
+            "prelude",
+            "not a lane loop (the plan rewrite made it from one: a bug)",
+        ));
+    };
+    let (consts, max_steps) = (l.w.consts, l.w.max_steps);
+    Ok(Box::new(WhilePlan { bodies: WhileBodies::Lanes(Box::new(lanes)), consts, max_steps }))
+}
+
+register_kernel!(LaneWhile, prepare: prepare_lane_while);

@@ -229,7 +229,9 @@ struct Spread {
 pub(crate) struct LaneLoop {
     /// The lanes' shape (every carry's).
     shape: Vec<usize>,
-    consts: usize,
+    /// How many operands the loop's node has (the prelude's inputs when it
+    /// has one, else the loop's consts and initial carries).
+    operands: usize,
     max_steps: Option<usize>,
     /// Per register, its dtype.
     regs: Vec<DType>,
@@ -237,10 +239,16 @@ pub(crate) struct LaneLoop {
     spreads: Vec<Spread>,
     /// Operands and constants of the lanes' shape.
     leaves: Vec<Leaf>,
+    /// The prelude's instructions, run once per group before its first
+    /// step: they compute the loop's operands from the node's (see
+    /// [`LaneLoop::with_prelude`]). Empty without a prelude.
+    prelude: Vec<Step>,
     /// The body's instructions.
     code: Vec<Step>,
     /// Per carry: its register.
     carries: Vec<usize>,
+    /// Per carry: where its initial value is, once the prelude has run.
+    init: Vec<Loc>,
     /// Per carry: where the body's new value is.
     next: Vec<Loc>,
     /// Whether each carry's new value is a register of its own, computed
@@ -256,6 +264,27 @@ impl LaneLoop {
     /// # Errors
     /// A constant of the body that cannot be evaluated.
     pub(crate) fn new(w: &While) -> Result<Option<LaneLoop>> {
+        Self::compiled(w, None)
+    }
+
+    /// The lane form of `w` whose operands are the results of `prelude`,
+    /// an elementwise graph of the lanes' shape computed group by group
+    /// with the loop (its inputs are then the node's operands): a group's
+    /// initial carries are computed in its registers, where the plan would
+    /// write them whole to memory and the loop read them back.
+    ///
+    /// `None` when the loop or the prelude does not qualify.
+    ///
+    /// # Errors
+    /// A constant that cannot be evaluated.
+    pub(crate) fn with_prelude(w: &While, prelude: &Graph) -> Result<Option<LaneLoop>> {
+        if prelude.output_types() != w.body.graph().input_types() {
+            return Ok(None);
+        }
+        Self::compiled(w, Some(prelude))
+    }
+
+    fn compiled(w: &While, prelude: Option<&Graph>) -> Result<Option<LaneLoop>> {
         let body = w.body.graph();
         let types = body.input_types();
         let (nc, nk) = (w.consts, w.carries());
@@ -264,12 +293,16 @@ impl LaneLoop {
         }
         let shape = types[nc + nk - 1].shape().to_vec();
         if types[nc + nk - 1].dtype() != DType::Bool
+            || types
+                .iter()
+                .chain(prelude.map(Graph::input_types).iter().flatten())
+                .any(|t| t.is_symbolic())
             || types[nc..].iter().any(|t| t.shape() != shape)
             || types[..nc].iter().any(|t| t.shape() != shape && t.numel() != 1)
         {
             return Ok(None);
         }
-        Ok(Compiler::new(shape, nc).compile(body)?.map(|mut l| {
+        Ok(Compiler::new(shape, nc).compile(prelude, body)?.map(|mut l| {
             l.max_steps = w.max_steps;
             l
         }))
@@ -281,13 +314,34 @@ impl LaneLoop {
     /// Operands of other types than the body's; an instruction's error.
     pub(crate) fn run(&self, inputs: &[&Tensor], ctx: &Parallelism) -> Result<Vec<Tensor>> {
         let n: usize = self.shape.iter().product();
-        for (k, t) in inputs.iter().enumerate().skip(self.consts) {
-            if t.shape() != self.shape {
-                return Err(Error::shape(
-                    "while",
-                    &[t.shape(), &self.shape],
-                    format!("carry {} is {}, not of the lanes' shape", k - self.consts, t.ty()),
-                ));
+        if inputs.len() != self.operands {
+            return Err(Error::invalid(
+                "while",
+                "operands",
+                format!("{} operands for a loop of {}", inputs.len(), self.operands),
+            ));
+        }
+        for leaf in &self.leaves {
+            if let Leaf::Input(k) = *leaf {
+                let t = inputs[k];
+                if t.shape() != self.shape {
+                    return Err(Error::shape(
+                        "while",
+                        &[t.shape(), &self.shape],
+                        format!("operand {k} is {}, not of the lanes' shape", t.ty()),
+                    ));
+                }
+            }
+        }
+        for s in &self.spreads {
+            if let Ok(k) = s.from {
+                if inputs[k].numel() != 1 {
+                    return Err(Error::shape(
+                        "while",
+                        &[inputs[k].shape()],
+                        format!("operand {k} is {}, not a single element", inputs[k].ty()),
+                    ));
+                }
             }
         }
         // Every element of the results read is written: pooled buffers
@@ -321,16 +375,19 @@ impl LaneLoop {
         (0..self.carries.len())
             .map(|k| {
                 if !self.read[k] {
-                    return Ok(inputs[self.consts + k].clone());
+                    if let Loc::Leaf(j) = self.init[k] {
+                        if let Leaf::Input(i) = self.leaves[j] {
+                            return Ok(inputs[i].clone());
+                        }
+                    }
+                    // Computed by the prelude: a pooled buffer of
+                    // unspecified contents, as nobody reads them.
+                    return into_tensor(Reg::stacked(self.regs[self.carries[k]], n), &self.shape);
                 }
-                let storage = match results.next() {
-                    Some(Reg::F64(v)) => Storage::F64(Arc::new(v)),
-                    Some(Reg::F32(v)) => Storage::F32(Arc::new(v)),
-                    Some(Reg::I64(v)) => Storage::I64(Arc::new(v)),
-                    Some(Reg::Bool(v)) => Storage::Bool(Arc::new(v)),
-                    None => return Err(Error::invalid("while", "masked", "a result missing")),
-                };
-                Tensor::from_storage(storage, &self.shape)
+                match results.next() {
+                    Some(r) => into_tensor(r, &self.shape),
+                    None => Err(Error::invalid("while", "masked", "a result missing")),
+                }
             })
             .collect()
     }
@@ -385,13 +442,21 @@ impl LaneLoop {
                 Leaf::Input(k) => in_place(inputs[*k].storage(), from, len),
                 Leaf::Value(t) => in_place(t.storage(), from, len),
             }));
-            for (k, &r) in self.carries.iter().enumerate() {
-                regs[r].load(in_place(inputs[self.consts + k].storage(), from, len))?;
-            }
             let at_block = BlockAt { start: from, shape: &self.shape };
+            self.exec(&self.prelude, regs, &leaves, at_block, len)?;
+            for (&r, &init) in self.carries.iter().zip(&self.init) {
+                match init {
+                    Loc::Leaf(j) => regs[r].load(leaves[j])?,
+                    Loc::Reg(s) => {
+                        let (to, from) = two(regs, r, s)?;
+                        to.load(from.prefix(len))?;
+                    }
+                }
+            }
             let mut steps = 0usize;
             while self.max_steps.is_none_or(|m| steps < m) && any_set(&regs[flag], len) {
-                self.step(regs, &leaves, at_block, len)?;
+                self.exec(&self.code, regs, &leaves, at_block, len)?;
+                self.advance(regs, &leaves, len)?;
                 steps += 1;
             }
             for (out, r) in outs.iter_mut().zip(self.read_carries()) {
@@ -402,16 +467,17 @@ impl LaneLoop {
         Ok(())
     }
 
-    /// One step of the body on a group of `len` lanes whose leaves' blocks
-    /// are `leaves`.
-    fn step(
+    /// The instructions `code` (the prelude's or the body's) on a group of
+    /// `len` lanes whose leaves' blocks are `leaves`.
+    fn exec(
         &self,
+        code: &[Step],
         regs: &mut [Reg],
         leaves: &[Block<'_>],
         at: BlockAt<'_>,
         len: usize,
     ) -> Result<()> {
-        for Step { kernel, args, out } in &self.code {
+        for Step { kernel, args, out } in code {
             // The result register apart from the others (the compiler never
             // gives an instruction its own operand's register).
             let (below, rest) = regs.split_at_mut(*out);
@@ -467,6 +533,11 @@ impl LaneLoop {
                 )?,
             }
         }
+        Ok(())
+    }
+
+    /// Puts the body's new carries in the carries' registers.
+    fn advance(&self, regs: &mut [Reg], leaves: &[Block<'_>], len: usize) -> Result<()> {
         // The new carries: swapped in when they are registers of their own,
         // else copied (through fresh buffers, so carries may trade places).
         let mut copied: Vec<(usize, Reg)> = Vec::new();
@@ -489,6 +560,31 @@ impl LaneLoop {
             copy_block(fresh.prefix(len), regs[r].prefix_mut(len))?;
         }
         Ok(())
+    }
+}
+
+/// The tensor of `shape` holding register `r`'s elements (moved, not copied).
+fn into_tensor(r: Reg, shape: &[usize]) -> Result<Tensor> {
+    let storage = match r {
+        Reg::F64(v) => Storage::F64(Arc::new(v)),
+        Reg::F32(v) => Storage::F32(Arc::new(v)),
+        Reg::I64(v) => Storage::I64(Arc::new(v)),
+        Reg::Bool(v) => Storage::Bool(Arc::new(v)),
+    };
+    Tensor::from_storage(storage, shape)
+}
+
+/// Registers `to` (written) and `from` (read), which differ.
+fn two(regs: &mut [Reg], to: usize, from: usize) -> Result<(&mut Reg, &Reg)> {
+    let bad = || Error::invalid("while", "masked", "a carry's initial value in its own register");
+    if to < from {
+        let (lo, hi) = regs.split_at_mut(from);
+        Ok((lo.get_mut(to).ok_or_else(bad)?, hi.first().ok_or_else(bad)?))
+    } else if to > from {
+        let (lo, hi) = regs.split_at_mut(to);
+        Ok((hi.first_mut().ok_or_else(bad)?, lo.get(from).ok_or_else(bad)?))
+    } else {
+        Err(bad())
     }
 }
 
@@ -651,7 +747,88 @@ impl Compiler {
         Some(Loc::Reg(reg))
     }
 
-    fn compile(mut self, body: &Graph) -> Result<Option<LaneLoop>> {
+    /// The lane loop of `body`, whose operands are `prelude`'s results (or
+    /// the node's operands themselves).
+    fn compile(mut self, prelude: Option<&Graph>, body: &Graph) -> Result<Option<LaneLoop>> {
+        let nc = self.consts;
+        let types = body.input_types();
+        // Where each of the loop's operands is, once the prelude has run.
+        let (prelude_code, operands, inputs) = match prelude {
+            Some(g) => {
+                let found = self.code(g, &mut |c, k, ty| c.leaf(Ok(k), ty))?;
+                let Some((code, outs)) = found else { return Ok(None) };
+                (code, outs, g.inputs().len())
+            }
+            None => {
+                let outs: Option<Vec<Loc>> =
+                    types.iter().enumerate().map(|(k, ty)| self.leaf(Ok(k), ty)).collect();
+                let Some(outs) = outs else { return Ok(None) };
+                (Vec::new(), outs, types.len())
+            }
+        };
+        // A register the prelude computed for a const is the body's to read
+        // at every step: never reused. One it computed only for an initial
+        // carry is free once the carries are loaded, before the first step.
+        for &l in &operands[..nc] {
+            if let Loc::Reg(r) = l {
+                self.computed[r] = false;
+            }
+        }
+        for &l in &operands[nc..] {
+            if let Loc::Reg(r) = l {
+                if self.computed[r] && !self.free.contains(&r) {
+                    self.free.push(r);
+                }
+            }
+        }
+        let mut carries = vec![0usize; types.len() - nc];
+        let found = self.code(body, &mut |c, k, ty| {
+            if k < nc {
+                return Some(operands[k]);
+            }
+            let r = c.fresh(ty.dtype());
+            carries[k - nc] = r;
+            Some(Loc::Reg(r))
+        })?;
+        let Some((code, next)) = found else { return Ok(None) };
+        let swap = next
+            .iter()
+            .map(|l| match l {
+                Loc::Reg(r) => {
+                    self.computed[*r]
+                        && next.iter().filter(|m| matches!(m, Loc::Reg(s) if s == r)).count() == 1
+                }
+                _ => false,
+            })
+            .collect();
+        let read = vec![true; carries.len()];
+        Ok(Some(LaneLoop {
+            read,
+            shape: self.shape,
+            operands: inputs,
+            max_steps: None,
+            regs: self.regs,
+            spreads: self.spreads,
+            leaves: self.leaves,
+            prelude: prelude_code,
+            code,
+            carries,
+            init: operands[nc..].to_vec(),
+            next,
+            swap,
+        }))
+    }
+
+    /// The instructions of `g` (its values elementwise of the lanes' shape,
+    /// or single elements) and the locations of its results; its inputs are
+    /// placed by `param` (given the input's index and type). `None` when
+    /// `g` does not qualify.
+    fn code(
+        &mut self,
+        g: &Graph,
+        param: &mut dyn FnMut(&mut Compiler, usize, &TensorType) -> Option<Loc>,
+    ) -> Result<Option<(Vec<Step>, Vec<Loc>)>> {
+        let body = g;
         let nv = body.num_values();
         // The last node reading each value (outputs live to the step's end).
         let mut last = vec![0usize; nv];
@@ -675,23 +852,12 @@ impl Compiler {
         }
         // The value of the last step in `code`.
         let mut previous: Option<usize> = None;
-        let nk = body.outputs().len();
         let mut loc: Vec<Option<Loc>> = vec![None; nv];
-        let mut carries = vec![0usize; nk];
         let mut code = Vec::new();
         for (id, n) in body.iter() {
             let ty = body.ty(n.out());
             if let Some(index) = n.op.parameter_index() {
-                let l = if index >= self.consts {
-                    let r = self.fresh(ty.dtype());
-                    carries[index - self.consts] = r;
-                    Loc::Reg(r)
-                } else {
-                    match self.leaf(Ok(index), ty) {
-                        Some(l) => l,
-                        None => return Ok(None),
-                    }
-                };
+                let Some(l) = param(self, index, ty) else { return Ok(None) };
                 loc[n.out().index()] = Some(l);
                 continue;
             }
@@ -716,6 +882,21 @@ impl Compiler {
                     None => return Ok(None),
                 }
                 continue;
+            }
+            // A single element broadcast to the lanes' shape: its spread
+            // register already is.
+            if n.op.movement() == Some(anvil_core::Movement::BroadcastTo)
+                && ty.shape() == self.shape
+                && n.inputs.len() == 1
+                && body.ty(n.inputs[0]).numel() == 1
+            {
+                if let Some(Loc::Reg(r)) = loc[n.inputs[0].index()] {
+                    if !self.computed[r] {
+                        loc[n.out().index()] = Some(Loc::Reg(r));
+                        continue;
+                    }
+                }
+                return Ok(None);
             }
             if n.op.elementwise_math().is_none() || ty.shape() != self.shape {
                 return Ok(None);
@@ -756,32 +937,8 @@ impl Compiler {
             previous = Some(n.out().index());
             loc[n.out().index()] = Some(Loc::Reg(out));
         }
-        let next: Option<Vec<Loc>> = body.outputs().iter().map(|o| loc[o.index()]).collect();
-        let Some(next) = next else { return Ok(None) };
-        let swap = next
-            .iter()
-            .map(|l| match l {
-                Loc::Reg(r) => {
-                    self.computed[*r]
-                        && next.iter().filter(|m| matches!(m, Loc::Reg(s) if s == r)).count() == 1
-                }
-                _ => false,
-            })
-            .collect();
-        let read = vec![true; carries.len()];
-        Ok(Some(LaneLoop {
-            read,
-            shape: self.shape,
-            consts: self.consts,
-            max_steps: None,
-            regs: self.regs,
-            spreads: self.spreads,
-            leaves: self.leaves,
-            code,
-            carries,
-            next,
-            swap,
-        }))
+        let outs: Option<Vec<Loc>> = body.outputs().iter().map(|o| loc[o.index()]).collect();
+        Ok(outs.map(|outs| (code, outs)))
     }
 }
 
