@@ -443,6 +443,40 @@ fn fused_elementwise_chains_compute_the_same_values() {
     }
 }
 
+/// A fused program with few registers runs in long blocks (up to
+/// `MAX_BLOCK` elements): a position-dependent generator (the `jacfwd`
+/// seed's diagonal) and a broadcast leaf keep their values across block and
+/// task boundaries, in a result of several blocks and a partial last one.
+#[test]
+fn long_blocks_keep_positions_and_broadcasts() {
+    use anvil::cpu::fusion::MAX_BLOCK;
+    let n = 157; // n * n = 24,649: six blocks of 4,096, the last partial
+    assert!(n * n > 5 * MAX_BLOCK && (n * n) % MAX_BLOCK != 0);
+    let xv: Vec<f64> = (0..n).map(|i| (0.37 * (i + 1) as f64).sin()).collect();
+    let x = Tensor::from_vec(xv.clone(), &[n]).unwrap();
+    // J[i, k] = cos(x_i) s δ_ik + sin(x_i), s = Σ x.
+    let f = jacfwd(|x: &Var| x.sin() * x.sum_all());
+    let plan = anvil::cpu::compile(&anvil::lower(&f, &x).unwrap()).unwrap();
+    let pg = plan.graph();
+    let (_, node) = pg.iter().find(|(_, node)| pg.ty(node.out()).shape() == [n, n]).unwrap();
+    let fused = node.op.try_downcast::<anvil::cpu::fusion::Fused>().unwrap();
+    assert_eq!(fused.block(), MAX_BLOCK, "{pg}");
+    let s: f64 = xv.iter().sum();
+    let want: Vec<f64> = (0..n * n)
+        .map(|k| {
+            let (i, j) = (k / n, k % n);
+            let diag = if i == j { xv[i].cos() * s } else { 0.0 };
+            diag + xv[i].sin()
+        })
+        .collect();
+    let want = Tensor::from_vec(want, &[n, n]).unwrap();
+    let par = anvil::Parallelism::default().threads(2).min_parallel_elems(1);
+    for ctx in [anvil::Parallelism::sequential(), par] {
+        let got = plan.run(std::slice::from_ref(&x), &ctx).unwrap().remove(0);
+        got.assert_allclose(&want, 1e-13, 1e-13);
+    }
+}
+
 /// A transpose feeding a matrix product is read as a transposed view by
 /// the kernel, not copied; values are unchanged.
 #[test]

@@ -10,7 +10,8 @@
 //! only use and the consumer's shape (any dtype). Everything else a group
 //! reads — smaller operands that broadcast, reductions, inputs — is a leaf,
 //! read through broadcast strides. The kernel walks the output in blocks of
-//! [`BLOCK`] elements: it reads each leaf of the output's shape in place and
+//! [`BLOCK`] to [`MAX_BLOCK`] elements (longer for programs with fewer
+//! registers, [`Fused::block`]): it reads each leaf of the output's shape in place and
 //! gathers each broadcast leaf's block into a small buffer, runs the
 //! instructions over typed registers of one block, and writes the last one
 //! straight into the output, so intermediates never leave the cache and are
@@ -36,8 +37,17 @@ use anvil_core::{
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// Elements per block of the fused kernel.
+/// Elements per block of the fused kernel, at least (and of the fused
+/// reductions).
 pub const BLOCK: usize = 512;
+
+/// The most elements per block of the fused kernel: a program with few
+/// registers takes longer blocks, up to this many (see [`Fused::block`]).
+pub const MAX_BLOCK: usize = 4096;
+
+/// Bytes of scratch registers per block that a program's block length
+/// aims at (see [`Fused::block`]).
+const SCRATCH_BYTES: usize = 256 << 10;
 
 /// Operands read without an allocation per instruction.
 const INLINE_ARGS: usize = 4;
@@ -146,6 +156,22 @@ enum Source {
 }
 
 impl Fused {
+    /// Elements per block: as many as keep the program's scratch registers
+    /// within [`SCRATCH_BYTES`] (half of L2 here), a multiple of 64 from
+    /// [`BLOCK`] to [`MAX_BLOCK`]. Each block pays a dispatch per
+    /// instruction, a gather per broadcast leaf and a generator's setup; in
+    /// blocks of 512, a program of one generator (W4's banded Jacobian, 4
+    /// million elements) spent most of its time there. Runner A/B against
+    /// blocks of 512 always: W4 0.43–0.53 ms a call against 0.92–1.04, W3
+    /// 0.85–0.91 against 1.04–1.16 (fourteen registers: blocks of 2,304),
+    /// W5 median 0.77 against 0.89 ms over eight rounds; the others within
+    /// noise.
+    pub fn block(&self) -> usize {
+        let [f64s, f32s, i64s, bools] = self.layout.counts;
+        let per_lane = 8 * (f64s + i64s) + 4 * f32s + bools;
+        (SCRATCH_BYTES / per_lane.max(1) / 64 * 64).clamp(BLOCK, MAX_BLOCK)
+    }
+
     /// A fused program over leaves of types `leaves`, with result `out`.
     pub fn new(program: Vec<Instr>, leaves: &[TensorType], out: TensorType) -> Fused {
         Fused::with_views(program, leaves, &vec![None; leaves.len()], out)
@@ -903,14 +929,15 @@ fn run_task<T: Pooled>(
     task: &mut [T],
     start: usize,
 ) -> Result<()> {
-    let width = BLOCK.min(task.len());
+    let block = f.block();
+    let width = block.min(task.len());
     let mut scratch = Scratch::reuse(f.layout.counts, width);
     // A leaf of one element (all strides 0) is the same in every block:
     // spread once per task.
     gather_leaves(f, inputs, shape, &mut scratch, start, width, true);
     let mut at = 0;
     while at < task.len() {
-        let len = BLOCK.min(task.len() - at);
+        let len = block.min(task.len() - at);
         gather_leaves(f, inputs, shape, &mut scratch, start + at, len, false);
         run_block(
             f,
