@@ -179,3 +179,58 @@ fn a_prelude_computes_consts_and_carries_and_leaves_values_read_elsewhere() {
         check_lanes(f, n);
     }
 }
+
+#[test]
+fn a_value_that_is_two_carries_and_a_const_moves_in_once() {
+    // x0 is both initial carries and, through c, a const of the body; y is
+    // never read after the loop. Everything before the loop moves into it.
+    let f = |a: &Var, b: &Var| {
+        let x0 = b * 0.5 + a;
+        let c = &x0 * 0.25;
+        let (x, y, it) = while_loop(
+            |(x, _y, it): &(Var, Var, Var)| {
+                let go = x.abs().ge(&x.full_like(1e-3));
+                go.select(&it.lt(&it.full_like(30.0)), &go)
+            },
+            |(x, y, it): &(Var, Var, Var)| (x * 0.5 - &c * 0.01, y + &x0, it + 1.0),
+            (&x0, &x0, &a.zeros_like()),
+        )
+        .unwrap();
+        let _ = y;
+        (x, it)
+    };
+    assert_eq!(plan_ops(f, 1000), [("lane_while".into(), 2)]);
+    for n in [3, 300, 10_037] {
+        check_lanes(f, n);
+    }
+}
+
+#[test]
+fn two_masked_loops_sharing_a_producer_leave_it_in_the_plan() {
+    // x0 feeds both loops: it is computed once, before them; each loop
+    // takes the rest of its own operands into its lane groups.
+    let f = |a: &Var, b: &Var| {
+        let x0 = b * 0.5 + a;
+        let run = |x0: &Var, k: f64| {
+            while_loop(
+                |(x, it): &(Var, Var)| {
+                    let go = x.abs().ge(&x.full_like(1e-3));
+                    go.select(&it.lt(&it.full_like(30.0)), &go)
+                },
+                move |(x, it): &(Var, Var)| (x * k, it + 1.0),
+                (x0, &x0.zeros_like()),
+            )
+            .unwrap()
+        };
+        let (x1, i1) = run(&x0, 0.5);
+        let (x2, i2) = run(&(&x0 * 2.0), 0.25);
+        (x1 + x2, i1 + i2)
+    };
+    let ops = plan_ops(f, 1000);
+    let loops = ops.iter().filter(|(name, _)| name == "lane_while").count();
+    assert_eq!(loops, 2, "{ops:?}");
+    assert_eq!(ops[0].0, "fused", "x0 first: {ops:?}");
+    for n in [3, 300, 10_037] {
+        check_lanes(f, n);
+    }
+}

@@ -693,10 +693,20 @@ impl Scratch {
     fn reuse(counts: [usize; 4], width: usize) -> Scratch {
         match SPARE.with(|s| s.borrow_mut().take()) {
             Some(mut s) => {
-                s.f64.resize(counts[0] * width, 0.0);
-                s.f32.resize(counts[1] * width, 0.0);
-                s.i64.resize(counts[2] * width, 0);
-                s.bool.resize(counts[3] * width, false);
+                // Grown to the size asked, not doubled: the block lengths
+                // aim at SCRATCH_BYTES, and a buffer over SPARE_BYTES
+                // would not be kept for the next call.
+                fn fit<T: Clone>(v: &mut Vec<T>, n: usize, zero: T) {
+                    if v.capacity() < n {
+                        v.clear();
+                        v.reserve_exact(n);
+                    }
+                    v.resize(n, zero);
+                }
+                fit(&mut s.f64, counts[0] * width, 0.0);
+                fit(&mut s.f32, counts[1] * width, 0.0);
+                fit(&mut s.i64, counts[2] * width, 0);
+                fit(&mut s.bool, counts[3] * width, false);
                 s.width = width;
                 s
             }

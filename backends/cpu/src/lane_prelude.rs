@@ -16,7 +16,10 @@
 //! lane's operands are computed by the same instructions as before.
 
 use crate::kernels::lanes::LaneLoop;
-use anvil_core::{Error, Graph, Movement, NodeId, Op, Rebuilt, Result, SubGraph, TensorType};
+use crate::plan::PRECOMPUTE_BELOW_BYTES;
+use anvil_core::{
+    Constant, Error, Graph, Movement, NodeId, Op, Rebuilt, Result, SubGraph, TensorType, ValueId,
+};
 use anvil_ops::while_loop::While;
 use std::collections::HashMap;
 
@@ -60,11 +63,17 @@ impl Op for LaneWhile {
 crate::register_plan_rewrite!(While, absorb_preludes);
 
 /// Whether node `n` of `g` may run in a prelude of lanes of `shape`: a
-/// constant or generator, elementwise math of that shape, or a single
-/// element broadcast to it.
+/// constant (the graph's, or a generated one the plan would hold anyway,
+/// below [`PRECOMPUTE_BELOW_BYTES`]), elementwise math of that shape whose
+/// operands are of that shape or single elements, or a single element
+/// broadcast to it. Never an op with effects.
 fn fits(g: &Graph, id: NodeId, shape: &[usize]) -> bool {
     let n = g.node(id);
-    if n.num_results() != 1 || n.op.parameter_index().is_some() || !n.op.subgraphs().is_empty() {
+    if n.num_results() != 1
+        || n.op.parameter_index().is_some()
+        || !n.op.subgraphs().is_empty()
+        || n.op.has_effects()
+    {
         return false;
     }
     let ty = g.ty(n.out());
@@ -72,15 +81,20 @@ fn fits(g: &Graph, id: NodeId, shape: &[usize]) -> bool {
         return false;
     }
     if n.inputs.is_empty() {
-        return true;
+        // A larger generated value (an `iota` of the batch) is computed
+        // by every call of the plan, not held: it stays out.
+        return n.op.is::<Constant>()
+            || ty.bytes().is_some_and(|b| b < PRECOMPUTE_BELOW_BYTES)
+            || ty.numel() == 1;
     }
     if ty.shape() != shape {
         return false;
     }
+    let lanes_or_one = |v: &ValueId| g.ty(*v).shape() == shape || g.ty(*v).numel() == 1;
     match n.op.movement() {
         Some(Movement::BroadcastTo) => n.inputs.len() == 1 && g.ty(n.inputs[0]).numel() == 1,
         Some(_) => false,
-        None => n.op.elementwise_math().is_some(),
+        None => n.op.elementwise_math().is_some() && n.inputs.iter().all(lanes_or_one),
     }
 }
 
@@ -102,7 +116,7 @@ fn absorb_preludes(g: &Graph, whiles: &[NodeId]) -> Result<Option<Graph>> {
         is_output[o.index()] = true;
     }
     // The new node per loop, and the nodes it absorbs.
-    let mut new_ops: HashMap<NodeId, (LaneWhile, Vec<anvil_core::ValueId>)> = HashMap::new();
+    let mut new_ops: HashMap<NodeId, (LaneWhile, Vec<ValueId>)> = HashMap::new();
     let mut absorbed = vec![false; g.len()];
     for &id in whiles {
         let w = g.node(id).op.try_downcast::<While>()?;
@@ -118,11 +132,12 @@ fn absorb_preludes(g: &Graph, whiles: &[NodeId]) -> Result<Option<Graph>> {
         for k in (0..id.index()).rev() {
             let m = NodeId::from_index(k)?;
             let v = g.node(m).out();
+            let read = &readers[v.index()];
             inside[k] = !absorbed[k]
                 && fits(g, m, &shape)
                 && !is_output[v.index()]
-                && g.node(m).num_results() == 1
-                && readers[v.index()].iter().all(|&r| r == id || inside[r.index()]);
+                && !read.is_empty()
+                && read.iter().all(|&r| r == id || inside[r.index()]);
         }
         if !inside.iter().any(|&b| b) {
             continue;
@@ -130,8 +145,8 @@ fn absorb_preludes(g: &Graph, whiles: &[NodeId]) -> Result<Option<Graph>> {
         // The prelude: inputs are the values its nodes and the loop read
         // from outside, in order of first use.
         let mut prelude = Graph::new();
-        let mut map: HashMap<anvil_core::ValueId, anvil_core::ValueId> = HashMap::new();
-        let mut outside: Vec<anvil_core::ValueId> = Vec::new();
+        let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+        let mut outside: Vec<ValueId> = Vec::new();
         let nodes: Vec<NodeId> = (0..id.index())
             .filter(|&k| inside[k])
             .map(NodeId::from_index)
@@ -151,7 +166,9 @@ fn absorb_preludes(g: &Graph, whiles: &[NodeId]) -> Result<Option<Graph>> {
         }
         prelude.set_outputs(loop_inputs.iter().map(|v| map[v]).collect());
         prelude.verify()?;
-        if LaneLoop::with_prelude(w, &prelude)?.is_none() {
+        // Not a lane loop with this prelude (or a constant of it that does
+        // not evaluate: the plan then reports it where it runs).
+        if !matches!(LaneLoop::with_prelude(w, &prelude), Ok(Some(_))) {
             continue;
         }
         for &m in &nodes {

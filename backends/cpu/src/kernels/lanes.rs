@@ -348,7 +348,8 @@ impl LaneLoop {
         // need no zeroing and, call after call, no fresh pages.
         let mut results: Vec<Reg> =
             self.read_carries().map(|r| Reg::stacked(self.regs[r], n)).collect();
-        let task = if ctx.parallel(n * self.code.len().max(1)) { TASK_LANES } else { n.max(1) };
+        let work = n * (self.prelude.len() + self.code.len()).max(1);
+        let task = if ctx.parallel(work) { TASK_LANES } else { n.max(1) };
         let mut tasks: Vec<Vec<BlockMut<'_>>> = (0..n.div_ceil(task)).map(|_| Vec::new()).collect();
         for r in &mut results {
             for (t, chunk) in chunks(r, task).into_iter().enumerate() {
