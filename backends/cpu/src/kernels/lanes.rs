@@ -116,17 +116,30 @@ impl Chain {
     /// Runs the chain with the vector instructions of `w` (the baseline
     /// loop when the CPU lacks them).
     fn run_at(&self, w: Width, args: &[&[f64]], out: &mut [f64]) {
+        let mut from = 0;
+        #[cfg(target_arch = "x86_64")]
+        if w == Width::Avx512
+            && w <= Width::detect()
+            && args.len() == 2 + self.links.len()
+            && args.iter().all(|a| a.len() >= out.len())
+        {
+            // SAFETY: `detect` lists AVX-512 only when the CPU has it (F,
+            // BW, VL, DQ); the chain's operands are all there, each of at
+            // least `out.len()` elements (checked just above).
+            from = unsafe { wide::chain(self, args, out) };
+        }
         anvil_ops::at_width!(
             w,
-            fn(chain: &Chain = self, args: &[&[f64]] = args, out: &mut [f64] = out) {
-                chain.strips(args, out)
+            fn(chain: &Chain = self, args: &[&[f64]] = args, out: &mut [f64] = out, from: usize = from) {
+                chain.strips(args, out, from)
             }
         )
     }
 
+    /// The chain over `out[from..]`, strip by strip.
     #[inline(always)]
-    fn strips(&self, args: &[&[f64]], out: &mut [f64]) {
-        let mut start = 0;
+    fn strips(&self, args: &[&[f64]], out: &mut [f64], from: usize) {
+        let mut start = from;
         while start + STRIP <= out.len() {
             // Strips of a constant length: the running values stay in
             // vector registers.
@@ -152,6 +165,111 @@ impl Chain {
         for (k, &(op, left)) in self.links.iter().enumerate() {
             apply(op, left, acc, &args[2 + k][start..end]);
         }
+    }
+}
+
+/// Chains in strips of 128 lanes held in sixteen AVX-512
+/// registers: a quarter of the dispatches per link of [`STRIP`]-lane strips
+/// (an array that long in generic code lives on the stack; these registers
+/// do not).
+#[cfg(target_arch = "x86_64")]
+#[rustversion::since(1.89)]
+mod wide {
+    use super::{Arith, Chain};
+    use std::arch::x86_64::*;
+
+    /// Registers of a strip.
+    const V: usize = 16;
+    /// Lanes of a strip.
+    pub(super) const LANES: usize = 8 * V;
+
+    /// `acc[v] = acc[v] ∘ x[v]` (`true`) or `x[v] ∘ acc[v]` (`false`) for
+    /// every register `v` of a strip, by the intrinsic `$f`: the same IEEE
+    /// operation, operands in the same order, as the generic links. A
+    /// macro, so that the whole strip is one function whose registers the
+    /// compiler keeps out of memory.
+    macro_rules! each {
+        ($acc:ident, $x:ident, $f:ident, true) => {
+            for (v, r) in $acc.iter_mut().enumerate() {
+                // SAFETY: `$x` covers the strip's `LANES` elements.
+                *r = $f(*r, unsafe { _mm512_loadu_pd($x.add(8 * v)) });
+            }
+        };
+        ($acc:ident, $x:ident, $f:ident, false) => {
+            for (v, r) in $acc.iter_mut().enumerate() {
+                // SAFETY: as above.
+                *r = $f(unsafe { _mm512_loadu_pd($x.add(8 * v)) }, *r);
+            }
+        };
+    }
+
+    /// One link over a strip: the operation resolved once, then applied to
+    /// every register.
+    macro_rules! link {
+        ($acc:ident, $o:expr, $left:expr, $x:ident) => {
+            match ($o, $left) {
+                (Arith::Add, true) => each!($acc, $x, _mm512_add_pd, true),
+                (Arith::Add, false) => each!($acc, $x, _mm512_add_pd, false),
+                (Arith::Sub, true) => each!($acc, $x, _mm512_sub_pd, true),
+                (Arith::Sub, false) => each!($acc, $x, _mm512_sub_pd, false),
+                (Arith::Mul, true) => each!($acc, $x, _mm512_mul_pd, true),
+                (Arith::Mul, false) => each!($acc, $x, _mm512_mul_pd, false),
+                (Arith::Div, true) => each!($acc, $x, _mm512_div_pd, true),
+                (Arith::Div, false) => each!($acc, $x, _mm512_div_pd, false),
+                // Flips the sign bit, as `-p` does.
+                (Arith::Neg, _) => {
+                    let sign = _mm512_set1_epi64(i64::MIN);
+                    for r in $acc.iter_mut() {
+                        *r = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(*r), sign));
+                    }
+                }
+            }
+        };
+    }
+
+    /// Runs `chain` over the whole strips at the start of `out`; returns
+    /// how many lanes it wrote (a multiple of [`LANES`]).
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `args` has the chain's `2 + links` operands,
+    /// each of at least `out.len()` elements.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn chain(chain: &Chain, args: &[&[f64]], out: &mut [f64]) -> usize {
+        let done = out.len() / LANES * LANES;
+        let mut start = 0;
+        while start < done {
+            // SAFETY (every pointer below): `start + LANES <= done`, which
+            // is at most every operand's length and `out`'s.
+            let mut acc = [_mm512_setzero_pd(); V];
+            let first = unsafe { args[0].as_ptr().add(start) };
+            for (v, r) in acc.iter_mut().enumerate() {
+                *r = unsafe { _mm512_loadu_pd(first.add(8 * v)) };
+            }
+            let second = unsafe { args[1].as_ptr().add(start) };
+            link!(acc, chain.first, true, second);
+            for (k, &(o, left)) in chain.links.iter().enumerate() {
+                let x = unsafe { args[2 + k].as_ptr().add(start) };
+                link!(acc, o, left, x);
+            }
+            let dst = unsafe { out.as_mut_ptr().add(start) };
+            for (v, r) in acc.iter().enumerate() {
+                unsafe { _mm512_storeu_pd(dst.add(8 * v), *r) };
+            }
+            start += LANES;
+        }
+        done
+    }
+}
+
+/// Compilers before 1.89 (the AVX-512 intrinsics are not stable there):
+/// every strip is a generic one.
+#[cfg(target_arch = "x86_64")]
+#[rustversion::before(1.89)]
+mod wide {
+    /// # Safety
+    /// None needed: writes nothing.
+    pub(super) unsafe fn chain(_: &super::Chain, _: &[&[f64]], _: &mut [f64]) -> usize {
+        0
     }
 }
 
@@ -1156,7 +1274,9 @@ mod tests {
         let specials = [0.0, -0.0, 1e-310, -3.5, f64::INFINITY, f64::NAN, 1e300, 7.25];
         for first in ops {
             let chain = Chain { first, links: links.clone() };
-            for n in [1, 5, STRIP - 1, STRIP, STRIP + 3, 3 * STRIP + 7] {
+            // Lengths around the AVX-512 strips too (whole strips of 128
+            // lanes, then the generic strips for the rest).
+            for n in [1, 5, STRIP - 1, STRIP, STRIP + 3, 3 * STRIP + 7, 128, 129, 255, 256 + 37] {
                 let args: Vec<Vec<f64>> = (0..CHAIN_ARGS)
                     .map(|k| {
                         (0..n)
