@@ -47,7 +47,7 @@ pub const MAX_BLOCK: usize = 4096;
 
 /// Bytes of scratch registers per block that a program's block length
 /// aims at (see [`Fused::block`]).
-const SCRATCH_BYTES: usize = 256 << 10;
+pub const SCRATCH_BYTES: usize = 256 << 10;
 
 /// Operands read without an allocation per instruction.
 const INLINE_ARGS: usize = 4;

@@ -11,7 +11,7 @@
 //! The plan rewrite of [`While`] moves the elementwise nodes that only feed
 //! a masked loop into a [`LaneWhile`]: their graph (the *prelude*) runs per
 //! lane group, in the group's registers, just before the group's first step
-//! (see [`crate::kernels::lanes`]). Only the plan sees the new op (it is
+//! (see the lane loop, `kernels::lanes`). Only the plan sees the new op (it is
 //! internal, like [`crate::fusion::Fused`]); values are unchanged: each
 //! lane's operands are computed by the same instructions as before.
 
