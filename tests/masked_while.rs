@@ -7,16 +7,20 @@
 
 use anvil::prelude::*;
 
+/// The predicate of every loop here: the residual `r` is not yet below
+/// `tol` and fewer than `limit` steps (counted by `it`) have run.
+fn running(r: &Var, it: &Var, tol: f64, limit: f64) -> Var {
+    let go = r.abs().ge(&r.full_like(tol));
+    go.select(&it.lt(&it.full_like(limit)), &go)
+}
+
 /// Newton on `x^3 + a x - b` from 0 until `|f| < tol` or `limit` steps;
 /// returns the root and the steps taken.
 fn newton(limit: f64, tol: f64) -> impl Fn(&Var, &Var) -> (Var, Var) + Clone {
     move |a: &Var, b: &Var| {
         let f = |x: &Var| x * x * x + a * x - b;
         while_loop(
-            |(x, it): &(Var, Var)| {
-                let go = f(x).abs().ge(&x.full_like(tol));
-                go.select(&it.lt(&it.full_like(limit)), &go)
-            },
+            |(x, it): &(Var, Var)| running(&f(x), it, tol, limit),
             |(x, it): &(Var, Var)| (x - &(f(x) / (x * x * 3.0 + a)), it + 1.0),
             (&a.zeros_like(), &a.zeros_like()),
         )
@@ -66,10 +70,7 @@ fn a_masked_loop_with_transcendental_functions_gives_each_lane_its_own_result() 
     let f = |a: &Var, b: &Var| {
         let f = |x: &Var| x.exp() + a * x - b;
         while_loop(
-            |(x, it): &(Var, Var)| {
-                let go = f(x).abs().ge(&x.full_like(1e-12));
-                go.select(&it.lt(&it.full_like(50.0)), &go)
-            },
+            |(x, it): &(Var, Var)| running(&f(x), it, 1e-12, 50.0),
             |(x, it): &(Var, Var)| (x - &(f(x) / (x.exp() + a)), it + 1.0),
             (&a.zeros_like(), &a.zeros_like()),
         )
@@ -159,10 +160,7 @@ fn a_prelude_computes_consts_and_carries_and_leaves_values_read_elsewhere() {
         let x0 = b * 0.5;
         let g = |x: &Var| x * x * x + &c * x - b;
         let (x, it) = while_loop(
-            |(x, it): &(Var, Var)| {
-                let go = g(x).abs().ge(&x.full_like(1e-12));
-                go.select(&it.lt(&it.full_like(40.0)), &go)
-            },
+            |(x, it): &(Var, Var)| running(&g(x), it, 1e-12, 40.0),
             |(x, it): &(Var, Var)| (x - &(g(x) / (x * x * 3.0 + &c)), it + 1.0),
             (&x0, &a.zeros_like()),
         )
@@ -188,10 +186,7 @@ fn a_value_that_is_two_carries_and_a_const_moves_in_once() {
         let x0 = b * 0.5 + a;
         let c = &x0 * 0.25;
         let (x, y, it) = while_loop(
-            |(x, _y, it): &(Var, Var, Var)| {
-                let go = x.abs().ge(&x.full_like(1e-3));
-                go.select(&it.lt(&it.full_like(30.0)), &go)
-            },
+            |(x, _y, it): &(Var, Var, Var)| running(x, it, 1e-3, 30.0),
             |(x, y, it): &(Var, Var, Var)| (x * 0.5 - &c * 0.01, y + &x0, it + 1.0),
             (&x0, &x0, &a.zeros_like()),
         )
@@ -213,10 +208,7 @@ fn two_masked_loops_sharing_a_producer_leave_it_in_the_plan() {
         let x0 = b * 0.5 + a;
         let run = |x0: &Var, k: f64| {
             while_loop(
-                |(x, it): &(Var, Var)| {
-                    let go = x.abs().ge(&x.full_like(1e-3));
-                    go.select(&it.lt(&it.full_like(30.0)), &go)
-                },
+                |(x, it): &(Var, Var)| running(x, it, 1e-3, 30.0),
                 move |(x, it): &(Var, Var)| (x * k, it + 1.0),
                 (x0, &x0.zeros_like()),
             )

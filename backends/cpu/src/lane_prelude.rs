@@ -83,9 +83,7 @@ fn fits(g: &Graph, id: NodeId, shape: &[usize]) -> bool {
     if n.inputs.is_empty() {
         // A larger generated value (an `iota` of the batch) is computed
         // by every call of the plan, not held: it stays out.
-        return n.op.is::<Constant>()
-            || ty.bytes().is_some_and(|b| b < PRECOMPUTE_BELOW_BYTES)
-            || ty.numel() == 1;
+        return n.op.is::<Constant>() || ty.bytes().is_some_and(|b| b < PRECOMPUTE_BELOW_BYTES);
     }
     if ty.shape() != shape {
         return false;
@@ -103,7 +101,8 @@ fn fits(g: &Graph, id: NodeId, shape: &[usize]) -> bool {
 /// module docs); `None` when there is none. The plan rewrite of [`While`].
 ///
 /// # Errors
-/// An invalid graph; a constant that cannot be evaluated.
+/// An invalid graph. (A prelude whose constant does not evaluate is left
+/// to the plan, which reports it where it runs.)
 fn absorb_preludes(g: &Graph, whiles: &[NodeId]) -> Result<Option<Graph>> {
     let mut readers: Vec<Vec<NodeId>> = vec![Vec::new(); g.num_values()];
     for (id, n) in g.iter() {

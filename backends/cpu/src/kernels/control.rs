@@ -398,8 +398,7 @@ enum WhileBodies {
 fn prepare_while(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
     let w = op.try_downcast::<While>()?;
     if let Some(lanes) = LaneLoop::new(w)? {
-        let bodies = WhileBodies::Lanes(Box::new(lanes));
-        return Ok(Box::new(WhilePlan { bodies, consts: w.consts, max_steps: w.max_steps }));
+        return Ok(WhilePlan::lanes(w, lanes));
     }
     let consts: Vec<bool> = (0..w.body.inputs().len()).map(|i| i < w.consts).collect();
     let bodies = match (
@@ -413,6 +412,12 @@ fn prepare_while(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<
 }
 
 impl WhilePlan {
+    /// `w` run lane group by lane group.
+    fn lanes(w: &While, lanes: LaneLoop) -> Box<dyn Prepared> {
+        let bodies = WhileBodies::Lanes(Box::new(lanes));
+        Box::new(WhilePlan { bodies, consts: w.consts, max_steps: w.max_steps })
+    }
+
     fn more(&self, steps: usize) -> bool {
         self.max_steps.is_none_or(|m| steps < m)
     }
@@ -516,15 +521,14 @@ fn prepare_lane_while(
     _: &[TensorType],
 ) -> Result<Box<dyn Prepared>> {
     let l = op.try_downcast::<LaneWhile>()?;
-    let Some(lanes) = LaneLoop::with_prelude(&l.w, l.prelude.graph())? else {
-        return Err(Error::invalid(
+    match LaneLoop::with_prelude(&l.w, l.prelude.graph())? {
+        Some(lanes) => Ok(WhilePlan::lanes(&l.w, lanes)),
+        None => Err(Error::invalid(
             "lane_while",
             "prelude",
             "not a lane loop (the plan rewrite made it from one: a bug)",
-        ));
-    };
-    let (consts, max_steps) = (l.w.consts, l.w.max_steps);
-    Ok(Box::new(WhilePlan { bodies: WhileBodies::Lanes(Box::new(lanes)), consts, max_steps }))
+        )),
+    }
 }
 
 register_kernel!(LaneWhile, prepare: prepare_lane_while);

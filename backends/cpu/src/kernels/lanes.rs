@@ -938,16 +938,15 @@ impl Compiler {
         }))
     }
 
-    /// The instructions of `g` (its values elementwise of the lanes' shape,
-    /// or single elements) and the locations of its results; its inputs are
-    /// placed by `param` (given the input's index and type). `None` when
-    /// `g` does not qualify.
+    /// The instructions of `body` (a loop body or a prelude: its values
+    /// elementwise of the lanes' shape, or single elements) and the
+    /// locations of its results; its inputs are placed by `param` (given
+    /// the input's index and type). `None` when `body` does not qualify.
     fn code(
         &mut self,
-        g: &Graph,
+        body: &Graph,
         param: &mut dyn FnMut(&mut Compiler, usize, &TensorType) -> Option<Loc>,
     ) -> Result<Option<(Vec<Step>, Vec<Loc>)>> {
-        let body = g;
         let nv = body.num_values();
         // The last node reading each value (outputs live to the step's end).
         let mut last = vec![0usize; nv];
@@ -1170,6 +1169,22 @@ mod tests {
                 assert_as_plans(&lanes, &w, &args, &ctx, &format!("n = {n}, limit = {limit}"));
             }
         }
+    }
+
+    #[test]
+    fn a_single_element_broadcast_in_a_body_is_its_spread_register() {
+        // x/2 + a + broadcast(0.25): the broadcast is no instruction, and
+        // the loop gives the plans' results.
+        let n = 700;
+        let w = masked_by(n, 50.0, |x, a| x * 0.5 + a + x.scalar_like(0.25).broadcast_to(&[n]));
+        let body = w.body.graph();
+        let broadcast = |(_, node): (anvil_core::NodeId, &anvil_core::Node)| {
+            node.op.movement() == Some(anvil_core::Movement::BroadcastTo)
+        };
+        assert!(body.iter().any(broadcast), "{body}");
+        let lanes = LaneLoop::new(&w).unwrap().expect("a broadcast scalar qualifies");
+        let args = operands(n, |k| (k % 13) as f64 * 0.3, |k| 1.0 + (k % 101) as f64 * 7.5);
+        assert_as_plans(&lanes, &w, &args, &Parallelism::sequential(), "broadcast");
     }
 
     #[test]
