@@ -217,3 +217,111 @@ fn a_scan_of_nothing_but_forwarded_slices_gives_the_slices() {
     let ys: Tensor = jit(f).eval(&xs).unwrap();
     assert_eq!(ys.to_vec::<f64>().unwrap(), xs.to_vec::<f64>().unwrap());
 }
+
+/// Every operand of every scan in `g` is read by its body (a node or a
+/// direct output).
+fn every_scan_operand_is_read(g: &anvil::Graph) -> Result<(), String> {
+    for (_, n) in g.iter().filter(|(_, n)| n.op.name() == "scan") {
+        let body = n.op.subgraphs()[0].clone();
+        for (i, &input) in body.inputs().iter().enumerate() {
+            let read = body.nodes().iter().any(|m| m.inputs.contains(&input))
+                || body.outputs().contains(&input);
+            if !read {
+                return Err(format!("operand {i} of a scan is never read:\n{g}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The reverse loop of a scan's gradient takes only the residuals its
+/// body reads: the stage inputs that the matrix's cotangent needs go to
+/// the product after the loop, not through every step.
+#[test]
+fn the_reverse_loop_of_a_gradient_takes_only_the_residuals_it_reads() {
+    let (a, b, x) = inputs();
+    let grad_fn = value_and_grad(ode_at(30)).argnums(&[0, 1]);
+    let g = anvil::lower(&grad_fn, (&a, &b, &x)).unwrap();
+    every_scan_operand_is_read(&g).unwrap();
+    let reverse = g
+        .iter()
+        .find(|(_, n)| n.op.name() == "scan" && n.op.params().contains("reverse"))
+        .map(|(_, n)| n)
+        .expect("a reverse scan");
+    // A, the two cotangent carries, the cotangent of the stacked sums and
+    // the residuals it reads: the two stages' tanh derivatives, not their
+    // inputs (nor b; before, all of them: 8).
+    assert_eq!(reverse.inputs.len(), 6, "{g}");
+}
+
+/// Stacked results nobody reads are not computed, and the operands only
+/// they read are dropped with them (in both directions); the results
+/// that are read keep their values.
+#[test]
+fn stacked_results_nobody_reads_are_dropped_with_their_operands() {
+    for reverse in [false, true] {
+        // ys = (2c, k·x2): only the carry and the first are returned.
+        let f = move |c0: &Var, k: &Var, x1: &Var, x2: &Var| {
+            let step = |c: &Var, (x1, x2): &(Var, Var)| {
+                let c = c * 0.5 + x1;
+                (c.clone(), (&c * 2.0, k * x2))
+            };
+            let opts = ScanOptions { reverse, ..ScanOptions::default() };
+            let (c, (twice, _)) = scan_with(step, c0, (x1, x2), opts)?;
+            Ok::<_, anvil::Error>((c, twice))
+        };
+        let c0 = Tensor::from_vec(vec![1.0, -2.0], &[2]).unwrap();
+        let k = Tensor::from_vec(vec![3.0, 4.0], &[2]).unwrap();
+        let x1 = Tensor::from_vec((0..10).map(|i| (i as f64 * 0.7).sin()).collect(), &[5, 2]);
+        let x2 = Tensor::from_vec((0..10).map(|i| (i as f64 * 0.3).cos()).collect(), &[5, 2]);
+        let (x1, x2) = (x1.unwrap(), x2.unwrap());
+        let g = anvil::lower(&f, (&c0, &k, &x1, &x2)).unwrap();
+        every_scan_operand_is_read(&g).unwrap();
+        let (_, scan) = g.iter().find(|(_, n)| n.op.name() == "scan").expect("a scan");
+        // The initial carry and x1; the final carry and 2c.
+        assert_eq!((scan.inputs.len(), scan.num_results()), (2, 2), "reverse={reverse}:\n{g}");
+        let (c, twice): (Tensor, Tensor) = jit(f).eval((&c0, &k, &x1, &x2)).unwrap();
+        let (xv, mut cv) = (x1.to_vec::<f64>().unwrap(), c0.to_vec::<f64>().unwrap());
+        let mut want = vec![0.0; 10];
+        let order: Vec<usize> = if reverse { (0..5).rev().collect() } else { (0..5).collect() };
+        for t in order {
+            for j in 0..2 {
+                cv[j] = cv[j] * 0.5 + xv[2 * t + j];
+                want[2 * t + j] = cv[j] * 2.0;
+            }
+        }
+        assert_eq!(twice.to_vec::<f64>().unwrap(), want, "reverse={reverse}");
+        assert_eq!(c.to_vec::<f64>().unwrap(), cv);
+    }
+}
+
+/// A scanned operand and a const the body never reads stop being operands
+/// (the per-node rewrite, with every result read).
+#[test]
+fn operands_a_scan_body_never_reads_are_dropped() {
+    let f = |c0: &Var, x1: &Var, x2: &Var| {
+        // x2 is scanned but unused: the step ignores its slice.
+        let step = |c: &Var, (x1, _x2): &(Var, Var)| {
+            let c = c * 0.5 + x1;
+            (c.clone(), c.sum_all())
+        };
+        scan(step, c0, (x1, x2))
+    };
+    let c0 = Tensor::from_vec(vec![1.0, -2.0, 0.5], &[3]).unwrap();
+    let x1 = Tensor::from_vec((0..12).map(|i| (i as f64 * 0.9).sin()).collect(), &[4, 3]).unwrap();
+    let x2 = Tensor::from_vec((0..8).map(|i| i as f64).collect(), &[4, 2]).unwrap();
+    let g = anvil::lower(&f, (&c0, &x1, &x2)).unwrap();
+    every_scan_operand_is_read(&g).unwrap();
+    let (c, sums): (Tensor, Tensor) = jit(f).eval((&c0, &x1, &x2)).unwrap();
+    let (xv, mut cv) = (x1.to_vec::<f64>().unwrap(), c0.to_vec::<f64>().unwrap());
+    let mut want = Vec::new();
+    for t in 0..4 {
+        for j in 0..3 {
+            cv[j] = cv[j] * 0.5 + xv[3 * t + j];
+        }
+        want.push(cv.iter().sum::<f64>());
+    }
+    assert_eq!(c.to_vec::<f64>().unwrap(), cv);
+    let got = sums.to_vec::<f64>().unwrap();
+    assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 1e-15), "{got:?} vs {want:?}");
+}

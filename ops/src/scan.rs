@@ -29,7 +29,8 @@
 //!   returned unchanged (`ys[t] = xs[t]`; the transpose of a scan returns
 //!   the residuals it reads so that the products of a closed-over matrix's
 //!   cotangent run after the loop) is the operand itself, not a copy the
-//!   loop writes step by step.
+//!   loop writes step by step; consts and scanned operands the body does
+//!   not read stop being operands ([`narrowed`]).
 //! - **sparsity**: the carries' sets are a fixpoint over the steps (what
 //!   the body's new carries depend on, given the carries so far and any
 //!   step's slices, until nothing grows or `length` steps are covered);
@@ -245,47 +246,89 @@ register_rule!(VmapRule, Scan, many: vmap_scan);
 
 /// Forwards each stacked result whose slice is a scanned operand's slice,
 /// unchanged (`ys[t] = xs[t]` in either direction): the result is that
-/// operand, and the body no longer returns it. `None` when no result is.
+/// operand, and the body no longer returns it. Then drops the consts and
+/// scanned operands the body does not read ([`narrowed`]). `None` when
+/// neither applies.
 fn rewrite_scan(op: &dyn Op, args: &[Var], outs: &[TensorType]) -> Result<Option<Vec<Var>>> {
     let s = op.try_downcast::<Scan>()?;
     let body = s.body.graph();
+    if args.len() != body.inputs().len() {
+        return Ok(None);
+    }
     let first_x = s.consts + s.carries;
     let xs_in = body.inputs().get(first_x..).unwrap_or(&[]);
-    let forwarded: Vec<Option<usize>> = body
-        .outputs()
-        .iter()
-        .skip(s.carries)
-        .map(|o| xs_in.iter().position(|i| i == o).map(|p| first_x + p))
+    let forwarded: Vec<Option<usize>> = (0..s.carries)
+        .map(|_| None)
+        .chain(
+            body.outputs()
+                .iter()
+                .skip(s.carries)
+                .map(|o| xs_in.iter().position(|i| i == o).map(|p| first_x + p)),
+        )
         .collect();
-    if forwarded.iter().all(Option::is_none) || args.len() != body.inputs().len() {
-        return Ok(None);
-    }
-    let mut kept: Vec<_> = body.outputs()[..s.carries].to_vec();
-    kept.extend(
-        body.outputs()[s.carries..]
-            .iter()
-            .zip(&forwarded)
-            .filter(|(_, f)| f.is_none())
-            .map(|(o, _)| *o),
-    );
-    if kept.is_empty() {
-        // Every result would be forwarded: the loop stays as it is (its
-        // body may have effects, and a node needs a result).
-        return Ok(None);
-    }
-    let mut new_body = body.clone();
-    new_body.set_outputs(kept);
-    let scan = Scan { body: new_body.into(), ..s.clone() };
-    let mut results = emit_scan(scan, args).into_iter();
-    let mut out: Vec<Var> = results.by_ref().take(s.carries).collect();
-    for f in &forwarded {
-        match f {
-            Some(i) => out.push(args[*i].clone()),
-            None => out.extend(results.next()),
-        }
-    }
+    let keep: Vec<bool> = forwarded.iter().map(Option::is_none).collect();
+    let Some(results) = narrowed(s, args, &keep)? else { return Ok(None) };
+    let out: Vec<Var> = results
+        .into_iter()
+        .zip(&forwarded)
+        .map(|(r, f)| r.or_else(|| f.map(|i| args[i].clone())))
+        .collect::<Option<_>>()
+        .ok_or_else(|| Error::invalid("scan", "rewrite", "a result neither kept nor forwarded"))?;
     let same = out.len() == outs.len() && out.iter().zip(outs).all(|(v, t)| v.ty() == t);
     Ok(same.then_some(out))
+}
+
+/// `s` on `args` returning only the results `keep` marks (carries always
+/// stay: a carry is read by the next step) and reading only the consts and
+/// scanned operands that the body computing those needs (JAX's scan DCE):
+/// per result, its value, `None` for one not kept. `None` when nothing
+/// would change, or when no result would be left (a loop needs one).
+///
+/// Reverse mode passes the backward scan every residual the forward one
+/// stored; its body reads only some (W9: the stage inputs go to the
+/// products that sum `dA` after the loop), and a step would copy its
+/// slice of every one.
+///
+/// # Errors
+/// An invalid body.
+pub fn narrowed(s: &Scan, args: &[Var], keep: &[bool]) -> Result<Option<Vec<Option<Var>>>> {
+    let body = s.body.graph();
+    let (nc, nk) = (s.consts, s.carries);
+    let outs = body.outputs();
+    if args.len() != body.inputs().len() || keep.len() != outs.len() {
+        return Ok(None);
+    }
+    let kept_out: Vec<usize> = (0..outs.len()).filter(|&j| j < nk || keep[j]).collect();
+    let needed =
+        anvil_core::replay::needed_nodes(body, kept_out.iter().map(|&j| outs[j]), |_| false);
+    let kept_in: Vec<usize> = (0..body.inputs().len())
+        .filter(|&i| {
+            (nc..nc + nk).contains(&i) || needed[body.producer(body.inputs()[i]).0.index()]
+        })
+        .collect();
+    let same = kept_out.len() == outs.len() && kept_in.len() == body.inputs().len();
+    if same || kept_out.is_empty() {
+        return Ok(None);
+    }
+    let types: Vec<TensorType> =
+        kept_in.iter().map(|&i| body.ty(body.inputs()[i]).clone()).collect();
+    let new_body = trace_with(&types, |v| {
+        let mut env: Vec<Option<Var>> = vec![None; body.num_values()];
+        for (x, &i) in v.iter().zip(&kept_in) {
+            env[body.inputs()[i].index()] = Some(x.clone());
+        }
+        replay(body, &mut env, |id| needed[id.index()])?;
+        kept_out.iter().map(|&j| value(&env, outs[j])).collect()
+    })?;
+    let consts = kept_in.iter().filter(|&&i| i < nc).count();
+    let scan = Scan { body: new_body.into(), consts, ..s.clone() };
+    let operands: Vec<Var> = kept_in.iter().map(|&i| args[i].clone()).collect();
+    let mut results = emit_scan(scan, &operands).into_iter();
+    let mut all: Vec<Option<Var>> = vec![None; outs.len()];
+    for &j in &kept_out {
+        all[j] = results.next();
+    }
+    Ok(Some(all))
 }
 
 register_rule!(RewriteRule, Scan, many: rewrite_scan);

@@ -27,6 +27,11 @@
 //!   [`Op::matmul_transposes`](anvil_core::Op::matmul_transposes)), so a
 //!   plugin's sum or product is taken out of a loop too.
 //!
+//! - **Stacked results nobody reads are dropped**, with the body's work
+//!   that only they needed and the operands only that work read (JAX's
+//!   scan DCE; the per-node rewrite drops operands the whole body does not
+//!   read). Carries stay (a carry's value is a result).
+//!
 //! The pass of [`While`](anvil_ops::while_loop::While) (module `carried`):
 //!
 //! - **A value the step before computed is carried.** When the body
@@ -103,12 +108,55 @@ fn scan_passes(g: &Graph, scans: &[NodeId]) -> Result<Option<Graph>> {
         }
         outputs(g, &env)
     })?;
-    Ok(changed.then_some(out))
+    let merged = changed.then_some(out);
+    Ok(prune_scans(merged.as_ref().unwrap_or(g))?.or(merged))
 }
 
 fn emit(node: &anvil_core::Node, ins: &[Var]) -> Vec<Var> {
     let refs: Vec<&Var> = ins.iter().collect();
     Var::apply_op_n(node.op.boxed(), &refs, node.num_results())
+}
+
+// ------------------------------------------------------- unread operands
+
+/// Every scan of `g` without the stacked results nobody reads (and the
+/// operands its body then does not read, see
+/// [`narrowed`](anvil_ops::scan::narrowed)); `None` when none changed.
+fn prune_scans(g: &Graph) -> Result<Option<Graph>> {
+    let mut read = vec![false; g.num_values()];
+    for n in g.nodes() {
+        n.inputs.iter().for_each(|i| read[i.index()] = true);
+    }
+    g.outputs().iter().for_each(|o| read[o.index()] = true);
+    let mut changed = false;
+    let out = trace_with(&g.input_types(), |vars| {
+        let mut env = bound_inputs(g, vars);
+        for (_, node) in g.iter() {
+            if node.op.parameter_index().is_some() {
+                continue;
+            }
+            let ins: Vec<Var> =
+                node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
+            let pruned = match node.op.downcast_ref::<Scan>() {
+                Some(s) => {
+                    let used: Vec<bool> = node.results().map(|v| read[v.index()]).collect();
+                    anvil_ops::scan::narrowed(s, &ins, &used)?
+                }
+                None => None,
+            };
+            match pruned {
+                Some(results) => {
+                    changed = true;
+                    for (v, x) in node.results().zip(results) {
+                        env[v.index()] = x;
+                    }
+                }
+                None => bind(&mut env, node, emit(node, &ins)),
+            }
+        }
+        outputs(g, &env)
+    })?;
+    Ok(changed.then_some(out))
 }
 
 // ---------------------------------------------------------- sibling scans
