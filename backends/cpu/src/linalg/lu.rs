@@ -5,7 +5,7 @@ use super::batch::{plan, run, Per};
 use super::error::check_len;
 use super::transpose::transpose;
 use super::triangular::{solve_one, ABatch, TriangularSolve};
-use super::{small, FailMode, LinalgError, Real, SMALL_DIM};
+use super::{lu_blocked, small, FailMode, LinalgError, Real, SMALL_DIM};
 use crate::buffers::{scratch, Scratch as Pooled};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::lu::partial_pivoting::factor::{lu_in_place, lu_in_place_scratch};
@@ -27,9 +27,12 @@ pub enum FactorLayout {
 impl FactorLayout {
     /// The layout an `m × n` factorisation is computed in, so the one a
     /// caller free to choose (scratch factors) writes without a copy: the
-    /// unblocked loop of small matrices works row-major, faer column-major.
+    /// unblocked loop of small matrices and the panelled one of `f64`
+    /// matrices up to [`lu_blocked::MAX_DIM`] work row-major, faer
+    /// column-major. (An `f32` matrix the panelled loop would take is
+    /// factored by faer and transposed: a copy, never a wrong layout.)
     fn native(m: usize, n: usize) -> Self {
-        if m <= SMALL_DIM && n <= SMALL_DIM {
+        if (m <= SMALL_DIM && n <= SMALL_DIM) || lu_blocked::takes(m, n) {
             FactorLayout::RowMajor
         } else {
             FactorLayout::ColumnMajor
@@ -64,6 +67,8 @@ struct Scratch<T: Real> {
     lu: Pooled<T>,
     piv: Vec<i64>,
     perm_out: Vec<i64>,
+    /// The column-major panel of [`lu_blocked::factor`].
+    panel: Vec<f64>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -89,6 +94,7 @@ impl<T: Real> Scratch<T> {
             lu: scratch(own(m * n)),
             piv: vec![0; own(m.min(n))],
             perm_out: vec![0; own(m)],
+            panel: Vec::new(),
         }
     }
 }
@@ -234,6 +240,34 @@ fn factor_one<T: Real>(
     if m <= SMALL_DIM && n <= SMALL_DIM {
         unblocked(a, f, piv, perm, m, n, &mut s.col_major, layout);
         return;
+    }
+    if lu_blocked::takes(m, n) {
+        // f64 only: the panelled loop factors a row-major copy in place
+        // (the output itself, or the work buffer a column-major output is
+        // transposed from).
+        let factored = match layout {
+            FactorLayout::RowMajor => T::as_f64_pair(a, f).map(|(src, dst)| {
+                dst.copy_from_slice(src);
+                lu_blocked::factor(dst, m, n, piv, perm, &mut s.panel)
+            }),
+            FactorLayout::ColumnMajor => {
+                let work = &mut s.col_major[..m * n];
+                let done = T::as_f64_pair(a, work).map(|(src, dst)| {
+                    dst.copy_from_slice(src);
+                    lu_blocked::factor(dst, m, n, piv, perm, &mut s.panel)
+                });
+                if done == Some(true) {
+                    transpose(work, m, n, f);
+                }
+                done
+            }
+        };
+        match factored {
+            Some(true) => return,
+            // A zero or non-finite pivot: the unblocked loop is the reference.
+            Some(false) => return unblocked(a, f, piv, perm, m, n, &mut s.col_major, layout),
+            None => {}
+        }
     }
     // faer factors column-major: into the aligned scratch, or straight
     // into a column-major output.

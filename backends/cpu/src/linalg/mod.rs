@@ -122,6 +122,7 @@ mod eigh;
 mod eigh_ad;
 mod error;
 mod lu;
+mod lu_blocked;
 mod qr;
 mod real;
 mod small;

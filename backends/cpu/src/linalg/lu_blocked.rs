@@ -1,0 +1,756 @@
+//! LU with partial pivoting of one row-major `f64` matrix, in panels of
+//! [`PANEL`] columns, with AVX-512: the path of matrices too large for the
+//! unblocked loop and small enough to sit in L2 (up to [`MAX_DIM`]).
+//!
+//! faer's recursive LU spends most of its time at these sizes in the
+//! panel work of its base case and in products too small for its GEMM
+//! packing to pay (n = 200: 115–127 µs, 42–46 GFlop/s, with the transposed
+//! copy it needs; here 76–85 µs). Here, per panel:
+//!
+//! 1. the panel (rows `k0..m`, `PANEL` columns) is copied column-major and
+//!    factored left-looking: each column takes the steps before it at once
+//!    (a product down contiguous columns, accumulated in registers), then
+//!    its pivot is searched and its multipliers scaled; rows are swapped in
+//!    the panel and, outside it, in the matrix (contiguous row segments);
+//! 2. the panel's rows right of it become `U`'s (a unit lower triangular
+//!    solve of `PANEL` rows, per 8 columns in sixteen registers);
+//! 3. the trailing block takes the rank-`PANEL` update `A₂₂ -= L₂₁ U₁₂` in
+//!    blocks of 4 rows × 32 columns held in sixteen registers, each element
+//!    a chain of fused multiply-adds over the panel's columns in order.
+//!
+//! The same pivots as the unblocked loop: the first entry of largest
+//! magnitude in its column. The values agree to rounding (fused
+//! multiply-adds, updates grouped by panel), and every call gives the same
+//! bits. A zero or non-finite pivot returns `false` (the caller refactors
+//! with the unblocked loop, whose handling of singular matrices is the
+//! reference).
+
+/// Columns per panel: the trailing block is read and written once per
+/// panel, so wider panels halve that traffic (from L2) while the panel's
+/// own work grows; 16 measured best at n = 200.
+pub(super) const PANEL: usize = 16;
+
+/// The largest dimension this path takes. Measured against faer (one
+/// thread, with the transposed copy each path makes): n = 64 6.5 against
+/// 10 µs, 128 31 against 46, 200 76–85 against 115, 256 230 against 327;
+/// at 384 both take 0.60–0.64 ms and at 512 2.4–2.6 ms (the trailing block
+/// no longer sits in L2, where faer's cache blocking starts to pay).
+pub(super) const MAX_DIM: usize = 320;
+
+/// Whether [`factor`] runs an `m × n` matrix on this CPU (the caller keeps
+/// the matrices of the unblocked loop).
+pub(super) fn takes(m: usize, n: usize) -> bool {
+    imp::available() && m <= MAX_DIM && n <= MAX_DIM && m.min(n) > PANEL
+}
+
+/// Factors the row-major `m × n` matrix `a` in place (see the module
+/// documentation): `L` strictly below the diagonal, `U` on and above it;
+/// `piv[j]` the row swapped with row `j` at step `j`, `perm[i]` the row of
+/// the input that row `i` of `L·U` is. `panel` is scratch, grown to
+/// `m · PANEL`. `false` when a pivot is zero or not finite, or when the
+/// shape is not one [`takes`] accepts; `a`, `piv` and `perm` are then
+/// partly written.
+pub(super) fn factor(
+    a: &mut [f64],
+    m: usize,
+    n: usize,
+    piv: &mut [i64],
+    perm: &mut [i64],
+    panel: &mut Vec<f64>,
+) -> bool {
+    let k = m.min(n);
+    if !takes(m, n) || a.len() != m * n || piv.len() != k || perm.len() != m {
+        return false;
+    }
+    if panel.len() < m * PANEL {
+        panel.resize(m * PANEL, 0.0);
+    }
+    for (i, p) in perm.iter_mut().enumerate() {
+        *p = i as i64;
+    }
+    let mut k0 = 0;
+    while k0 < k {
+        let w = PANEL.min(k - k0);
+        if !factor_panel(a, m, n, k0, w, piv, perm, panel) {
+            return false;
+        }
+        upper_rows(a, n, k0, w);
+        // SAFETY: `takes` checked the CPU; the block spans rows `k0 + w..m`
+        // and columns `k0 + w..n` of `a` (`m × n`, stride `n`), its `L₂₁`
+        // columns `k0..k0 + w` of those rows and its `U₁₂` rows `k0..k0 + w`.
+        unsafe { imp::update(a.as_mut_ptr(), m, n, k0, w) };
+        k0 += w;
+    }
+    true
+}
+
+/// Steps `k0..k0 + w` of the factorisation on the panel of those columns
+/// (rows `k0..m`), copied column-major into `pc`: pivots found and rows
+/// swapped (the rest of each swapped row swapped in `a` too), multipliers
+/// and the panel's own updates, then the panel copied back. `false` on a
+/// zero or non-finite pivot.
+#[allow(clippy::too_many_arguments)]
+fn factor_panel(
+    a: &mut [f64],
+    m: usize,
+    n: usize,
+    k0: usize,
+    w: usize,
+    piv: &mut [i64],
+    perm: &mut [i64],
+    pc: &mut [f64],
+) -> bool {
+    let r = m - k0;
+    let pc = &mut pc[..r * w];
+    // SAFETY: `takes` checked the CPU; rows `k0..m`, columns `k0..k0 + w`
+    // of `a` (`m × n`) and `w` columns of `r` rows of `pc`.
+    unsafe { imp::panel_copy(a.as_mut_ptr(), n, k0, w, r, pc.as_mut_ptr(), true) };
+    for j in 0..w {
+        // Left-looking: column j takes the steps before it at once, its
+        // `U` part by forward substitution, the rest by a product with the
+        // multipliers so far (read down contiguous columns).
+        let (done, rest) = pc.split_at_mut(j * r);
+        // SAFETY: `takes` checked the CPU (the caller's precondition); the
+        // first `j` columns of `done` have `r` rows, as `col`.
+        let p = unsafe { imp::left_update(&mut rest[..r], done, r, j) };
+        piv[k0 + j] = (k0 + p) as i64;
+        if p != j {
+            for c in 0..w {
+                pc.swap(c * r + j, c * r + p);
+            }
+            perm.swap(k0 + j, k0 + p);
+            let (top, bottom) = a.split_at_mut((k0 + p) * n);
+            let (upper, lower) = (&mut top[(k0 + j) * n..(k0 + j + 1) * n], &mut bottom[..n]);
+            upper[..k0].swap_with_slice(&mut lower[..k0]);
+            upper[k0 + w..].swap_with_slice(&mut lower[k0 + w..]);
+        }
+        let pivot = pc[j * r + j];
+        if pivot == 0.0 || !pivot.is_finite() {
+            return false;
+        }
+        // SAFETY: as above.
+        unsafe { imp::scale(&mut pc[j * r + j + 1..(j + 1) * r], pivot) };
+    }
+    // SAFETY: as the copy in.
+    unsafe { imp::panel_copy(a.as_mut_ptr(), n, k0, w, r, pc.as_mut_ptr(), false) };
+    true
+}
+
+/// The panel's rows right of it become `U`'s: row `k0 + i` minus
+/// `Σ_{p<i} L[i][p] · row k0 + p`, in order of `p`.
+fn upper_rows(a: &mut [f64], n: usize, k0: usize, w: usize) {
+    let c0 = k0 + w;
+    if c0 >= n {
+        return;
+    }
+    if w == PANEL {
+        // SAFETY: `takes` checked the CPU (the caller's precondition);
+        // rows `k0..k0 + PANEL` of `a` (`n` columns) exist.
+        unsafe { imp::upper_panel(a.as_mut_ptr(), n, k0) };
+        return;
+    }
+    for i in 1..w {
+        let (above, row) = a.split_at_mut((k0 + i) * n);
+        let row = &mut row[..n];
+        for p in 0..i {
+            let l = row[k0 + p];
+            let src = &above[(k0 + p) * n + c0..(k0 + p + 1) * n];
+            // SAFETY: `takes` checked the CPU (the caller's precondition).
+            unsafe { imp::axpy(&mut row[c0..], src, l) };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[rustversion::since(1.89)]
+mod imp {
+    use std::arch::x86_64::*;
+
+    /// Whether this CPU runs the kernels (detected once).
+    pub(super) fn available() -> bool {
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE
+            .get_or_init(|| is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma"))
+    }
+
+    /// `x[i] /= d`.
+    ///
+    /// # Safety
+    /// AVX-512 F and FMA.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn scale(x: &mut [f64], d: f64) {
+        let dv = _mm512_set1_pd(d);
+        let mut chunks = x.chunks_exact_mut(8);
+        for c in chunks.by_ref() {
+            // SAFETY: a chunk of eight.
+            unsafe {
+                _mm512_storeu_pd(c.as_mut_ptr(), _mm512_div_pd(_mm512_loadu_pd(c.as_ptr()), dv))
+            };
+        }
+        for v in chunks.into_remainder() {
+            *v /= d;
+        }
+    }
+
+    /// `y[i] = fma(-x[i], s, y[i])` over the shorter of the two.
+    ///
+    /// # Safety
+    /// AVX-512 F and FMA.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn axpy(y: &mut [f64], x: &[f64], s: f64) {
+        let len = y.len().min(x.len());
+        let sv = _mm512_set1_pd(s);
+        let (yp, xp) = (y.as_mut_ptr(), x.as_ptr());
+        let mut i = 0;
+        // SAFETY: `i + 8 ≤ len`, then the masked tail below `len`.
+        unsafe {
+            while i + 8 <= len {
+                let v = _mm512_loadu_pd(yp.add(i));
+                _mm512_storeu_pd(yp.add(i), _mm512_fnmadd_pd(_mm512_loadu_pd(xp.add(i)), sv, v));
+                i += 8;
+            }
+            if i < len {
+                let k = tail_mask(len - i);
+                let v = _mm512_maskz_loadu_pd(k, yp.add(i));
+                let u = _mm512_maskz_loadu_pd(k, xp.add(i));
+                _mm512_mask_storeu_pd(yp.add(i), k, _mm512_fnmadd_pd(u, sv, v));
+            }
+        }
+    }
+
+    /// Column `j` of a panel takes the steps before it: its `U` part by
+    /// forward substitution (`col[p] -= Σ_{q<p} L[p][q] · col[q]`, `p < j`),
+    /// then `col[i] -= Σ_{q<j} done[q·r + i] · col[q]` for rows `i` in
+    /// `j..r`; each a chain of fused multiply-adds in order of `q`. Returns
+    /// the pivot row of the updated column ([`pivot`]'s choice, found as
+    /// the values are stored).
+    ///
+    /// # Safety
+    /// AVX-512 F and FMA; `col` has `r` elements and `done` `j` columns of `r`.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn left_update(col: &mut [f64], done: &[f64], r: usize, j: usize) -> usize {
+        if j == 0 || col.len() < r || done.len() < j * r {
+            // SAFETY: the CPU as here.
+            return unsafe { pivot(&col[..r.min(col.len())], j) };
+        }
+        for p in 1..j {
+            let mut x = col[p];
+            for q in 0..p {
+                x = (-done[q * r + p]).mul_add(col[q], x);
+            }
+            col[p] = x;
+        }
+        let (cp, dp) = (col.as_mut_ptr(), done.as_ptr());
+        let mut i = j;
+        let mut top = Argmax::new(j);
+        // SAFETY: every chunk is masked to rows `i..r` of `col` and of the
+        // columns of `done`.
+        unsafe {
+            while i < r {
+                let k = tail_mask((r - i).min(8));
+                let mut acc = _mm512_maskz_loadu_pd(k, cp.add(i));
+                for q in 0..j {
+                    let u = _mm512_set1_pd(*cp.add(q));
+                    acc = _mm512_fnmadd_pd(_mm512_maskz_loadu_pd(k, dp.add(q * r + i)), u, acc);
+                }
+                _mm512_mask_storeu_pd(cp.add(i), k, acc);
+                top.take(acc, k);
+                i += 8;
+            }
+        }
+        top.row(col[j].is_nan(), j)
+    }
+
+    /// Copies the panel (rows `k0..k0 + r`, columns `k0..k0 + w` of the
+    /// row-major `a`) into the column-major `pc` (`to_panel`), or back:
+    /// blocks of 8 × 8 transposed in registers, the rest element by element.
+    ///
+    /// # Safety
+    /// AVX-512 F; both regions lie in `a` (stride `n`) and `pc` (`w · r`).
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn panel_copy(
+        a: *mut f64,
+        n: usize,
+        k0: usize,
+        w: usize,
+        r: usize,
+        pc: *mut f64,
+        to_panel: bool,
+    ) {
+        // SAFETY: every access is to row `k0 + i < k0 + r`, column
+        // `k0 + c < k0 + w` of `a`, or element `c·r + i` of `pc`.
+        unsafe {
+            let at = |i: usize, c: usize| a.add((k0 + i) * n + k0 + c);
+            let (full_c, full_r) = (w / 8 * 8, r / 8 * 8);
+            for c in (0..full_c).step_by(8) {
+                for i in (0..full_r).step_by(8) {
+                    let (src, sstride, dst, dstride) = if to_panel {
+                        (at(i, c) as *const f64, n, pc.add(c * r + i), r)
+                    } else {
+                        (pc.add(c * r + i) as *const f64, r, at(i, c), n)
+                    };
+                    let v: [__m512d; 8] =
+                        std::array::from_fn(|q| _mm512_loadu_pd(src.add(q * sstride)));
+                    for (q, t) in transpose8(v).iter().enumerate() {
+                        _mm512_storeu_pd(dst.add(q * dstride), *t);
+                    }
+                }
+            }
+            for c in 0..w {
+                let rows = if c < full_c { full_r..r } else { 0..r };
+                for i in rows {
+                    if to_panel {
+                        *pc.add(c * r + i) = *at(i, c);
+                    } else {
+                        *at(i, c) = *pc.add(c * r + i);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The transpose of the 8 × 8 block whose rows are `r`.
+    #[inline]
+    #[target_feature(enable = "avx512f,fma")]
+    fn transpose8(r: [__m512d; 8]) -> [__m512d; 8] {
+        let t: [__m512d; 8] = std::array::from_fn(|k| {
+            let (x, y) = (r[k / 2 * 2], r[k / 2 * 2 + 1]);
+            if k % 2 == 0 {
+                _mm512_unpacklo_pd(x, y)
+            } else {
+                _mm512_unpackhi_pd(x, y)
+            }
+        });
+        // u[0..4]: rows 0-3, elements (0,4), (1,5), (2,6), (3,7); u[4..8]: rows 4-7.
+        let u = [
+            _mm512_shuffle_f64x2::<0x88>(t[0], t[2]),
+            _mm512_shuffle_f64x2::<0x88>(t[1], t[3]),
+            _mm512_shuffle_f64x2::<0xDD>(t[0], t[2]),
+            _mm512_shuffle_f64x2::<0xDD>(t[1], t[3]),
+            _mm512_shuffle_f64x2::<0x88>(t[4], t[6]),
+            _mm512_shuffle_f64x2::<0x88>(t[5], t[7]),
+            _mm512_shuffle_f64x2::<0xDD>(t[4], t[6]),
+            _mm512_shuffle_f64x2::<0xDD>(t[5], t[7]),
+        ];
+        [
+            _mm512_shuffle_f64x2::<0x88>(u[0], u[4]),
+            _mm512_shuffle_f64x2::<0x88>(u[1], u[5]),
+            _mm512_shuffle_f64x2::<0x88>(u[2], u[6]),
+            _mm512_shuffle_f64x2::<0x88>(u[3], u[7]),
+            _mm512_shuffle_f64x2::<0xDD>(u[0], u[4]),
+            _mm512_shuffle_f64x2::<0xDD>(u[1], u[5]),
+            _mm512_shuffle_f64x2::<0xDD>(u[2], u[6]),
+            _mm512_shuffle_f64x2::<0xDD>(u[3], u[7]),
+        ]
+    }
+
+    /// The `U` rows of a full panel right of it (rows `k0..k0 + PANEL`,
+    /// columns `k0 + PANEL..n`): per chunk of 8 columns, the panel's rows
+    /// in sixteen registers, row `i` minus `L[i][p]` times row `p` for
+    /// `p < i` in order.
+    ///
+    /// # Safety
+    /// AVX-512 F and FMA; `a` holds rows `k0..k0 + PANEL` of `n` elements.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn upper_panel(a: *mut f64, n: usize, k0: usize) {
+        const W: usize = super::PANEL;
+        let c0 = k0 + W;
+        let mut c = c0;
+        // SAFETY: the chunks are masked to columns `c..n` of the panel's rows.
+        unsafe {
+            while c < n {
+                let k = tail_mask((n - c).min(8));
+                let mut v = [_mm512_setzero_pd(); W];
+                for (i, x) in v.iter_mut().enumerate() {
+                    *x = _mm512_maskz_loadu_pd(k, a.add((k0 + i) * n + c));
+                }
+                for i in 1..W {
+                    for p in 0..i {
+                        let l = _mm512_set1_pd(*a.add((k0 + i) * n + k0 + p));
+                        v[i] = _mm512_fnmadd_pd(l, v[p], v[i]);
+                    }
+                }
+                for (i, x) in v.iter().enumerate().skip(1) {
+                    _mm512_mask_storeu_pd(a.add((k0 + i) * n + c), k, *x);
+                }
+                c += 8;
+            }
+        }
+    }
+
+    /// The pivot row of a column: the first of `col[j..]` of largest
+    /// magnitude, `j` when `|col[j]|` is NaN or nothing beats it (NaN never
+    /// does), as the unblocked loop's `if |x| > best` scan picks it.
+    ///
+    /// # Safety
+    /// AVX-512 F.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn pivot(col: &[f64], j: usize) -> usize {
+        let mut top = Argmax::new(j);
+        let len = col.len();
+        let mut i = j;
+        // SAFETY: each chunk read is masked to `i..len`.
+        unsafe {
+            while i < len {
+                let k = tail_mask((len - i).min(8));
+                top.take(_mm512_maskz_loadu_pd(k, col.as_ptr().add(i)), k);
+                i += 8;
+            }
+        }
+        top.row(col.get(j).is_none_or(|x| x.is_nan()), j)
+    }
+
+    /// The first row of largest magnitude over chunks of a column from row
+    /// `j`: per lane, the largest magnitude seen and its first row (strictly
+    /// greater replaces; NaN compares false).
+    struct Argmax {
+        best: __m512d,
+        at: __m512i,
+        rows: __m512i,
+    }
+
+    impl Argmax {
+        #[inline]
+        #[target_feature(enable = "avx512f,fma")]
+        fn new(j: usize) -> Argmax {
+            let rows = _mm512_add_epi64(
+                _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
+                _mm512_set1_epi64(j as i64),
+            );
+            Argmax { best: _mm512_set1_pd(-1.0), at: _mm512_set1_epi64(i64::MAX), rows }
+        }
+
+        /// The next chunk of eight rows, lanes outside `k` ignored.
+        #[inline]
+        #[target_feature(enable = "avx512f,fma")]
+        fn take(&mut self, v: __m512d, k: __mmask8) {
+            let v = _mm512_abs_pd(v);
+            let gt = _mm512_mask_cmp_pd_mask(k, v, self.best, _CMP_GT_OQ);
+            self.best = _mm512_mask_blend_pd(gt, self.best, v);
+            self.at = _mm512_mask_blend_epi64(gt, self.at, self.rows);
+            self.rows = _mm512_add_epi64(self.rows, _mm512_set1_epi64(8));
+        }
+
+        /// The row: `j` when the first value is NaN (nothing replaces it in
+        /// the unblocked loop's scan) or every value is.
+        #[inline]
+        #[target_feature(enable = "avx512f,fma")]
+        fn row(&self, first_is_nan: bool, j: usize) -> usize {
+            if first_is_nan {
+                return j;
+            }
+            let (mut bests, mut ats) = ([0.0f64; 8], [0i64; 8]);
+            // SAFETY: eight lanes into eight elements each.
+            unsafe {
+                _mm512_storeu_pd(bests.as_mut_ptr(), self.best);
+                _mm512_storeu_si512(ats.as_mut_ptr().cast(), self.at);
+            }
+            let top = bests.iter().copied().fold(-1.0, f64::max);
+            if top < 0.0 {
+                return j;
+            }
+            let first = (0..8).filter(|&l| bests[l] == top).map(|l| ats[l]).min();
+            first.map_or(j, |p| p as usize)
+        }
+    }
+
+    /// The mask of the first `cols % 8` lanes (all eight when none is left).
+    fn tail_mask(cols: usize) -> __mmask8 {
+        match cols % 8 {
+            0 => 0xff,
+            r => ((1u16 << r) - 1) as __mmask8,
+        }
+    }
+
+    /// The rank-`w` update `A₂₂ -= L₂₁ U₁₂` of the trailing block of the
+    /// panel at column `k0` (see the module documentation).
+    ///
+    /// # Safety
+    /// AVX-512 F and FMA; `a` holds `m × n` elements, `k0 + w ≤ min(m, n)`.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn update(a: *mut f64, m: usize, n: usize, k0: usize, w: usize) {
+        let c0 = k0 + w;
+        if c0 >= n || c0 >= m {
+            return;
+        }
+        // SAFETY: every block below lies in rows `c0..m`, columns `c0..n`
+        // (the last chunk of a row masked to its end); `L₂₁` and `U₁₂` are
+        // read at rows `c0..m` / columns `k0..c0` and rows `k0..c0` /
+        // columns `c0..n`.
+        unsafe {
+            let mut i = c0;
+            while i < m {
+                let rows = (m - i).min(4);
+                let mut c = c0;
+                while c < n {
+                    let cols = (n - c).min(32);
+                    let chunks = cols.div_ceil(8);
+                    let tail = tail_mask(cols);
+                    macro_rules! go {
+                        ($r:literal, $q:literal) => {
+                            block::<$r, $q>(a, n, i, c, k0, w, tail)
+                        };
+                    }
+                    match (rows, chunks) {
+                        (4, 4) => go!(4, 4),
+                        (4, 3) => go!(4, 3),
+                        (4, 2) => go!(4, 2),
+                        (4, 1) => go!(4, 1),
+                        (3, 4) => go!(3, 4),
+                        (3, 3) => go!(3, 3),
+                        (3, 2) => go!(3, 2),
+                        (3, 1) => go!(3, 1),
+                        (2, 4) => go!(2, 4),
+                        (2, 3) => go!(2, 3),
+                        (2, 2) => go!(2, 2),
+                        (2, 1) => go!(2, 1),
+                        (1, 4) => go!(1, 4),
+                        (1, 3) => go!(1, 3),
+                        (1, 2) => go!(1, 2),
+                        _ => go!(1, 1),
+                    }
+                    c += cols;
+                }
+                i += rows;
+            }
+        }
+    }
+
+    /// Rows `i..i + R`, chunks of 8 columns from `c` (`Q` of them, the last
+    /// masked by `tail`): `A[i][c] -= Σ_p L[i][k0 + p] · U[k0 + p][c]`,
+    /// one fused multiply-add per `p` in order.
+    ///
+    /// # Safety
+    /// As [`update`], for this block.
+    #[inline]
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block<const R: usize, const Q: usize>(
+        a: *mut f64,
+        n: usize,
+        i: usize,
+        c: usize,
+        k0: usize,
+        w: usize,
+        tail: __mmask8,
+    ) {
+        // SAFETY: the caller's contract: the block and its operands lie in `a`.
+        unsafe {
+            let mask = |q: usize| if q + 1 == Q { tail } else { 0xff };
+            let mut acc = [[_mm512_setzero_pd(); Q]; R];
+            for (r, row) in acc.iter_mut().enumerate() {
+                let at = a.add((i + r) * n + c);
+                for (q, v) in row.iter_mut().enumerate() {
+                    *v = _mm512_maskz_loadu_pd(mask(q), at.add(8 * q));
+                }
+            }
+            for p in 0..w {
+                let urow = a.add((k0 + p) * n + c);
+                let mut u = [_mm512_setzero_pd(); Q];
+                for (q, v) in u.iter_mut().enumerate() {
+                    *v = _mm512_maskz_loadu_pd(mask(q), urow.add(8 * q));
+                }
+                for (r, row) in acc.iter_mut().enumerate() {
+                    let l = _mm512_set1_pd(*a.add((i + r) * n + k0 + p));
+                    for (v, &uq) in row.iter_mut().zip(&u) {
+                        *v = _mm512_fnmadd_pd(l, uq, *v);
+                    }
+                }
+            }
+            for (r, row) in acc.iter().enumerate() {
+                let at = a.add((i + r) * n + c);
+                for (q, v) in row.iter().enumerate() {
+                    _mm512_mask_storeu_pd(at.add(8 * q), mask(q), *v);
+                }
+            }
+        }
+    }
+}
+
+/// Compilers before 1.89 (the AVX-512 intrinsics are not stable there) and
+/// other targets: never available, callers use faer.
+#[rustversion::before(1.89)]
+mod imp {
+    pub(super) fn available() -> bool {
+        false
+    }
+    pub(super) unsafe fn scale(_: &mut [f64], _: f64) {}
+    pub(super) unsafe fn axpy(_: &mut [f64], _: &[f64], _: f64) {}
+    pub(super) unsafe fn left_update(_: &mut [f64], _: &[f64], _: usize, j: usize) -> usize {
+        j
+    }
+    pub(super) unsafe fn upper_panel(_: *mut f64, _: usize, _: usize) {}
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn panel_copy(
+        _: *mut f64,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: *mut f64,
+        _: bool,
+    ) {
+    }
+    pub(super) unsafe fn update(_: *mut f64, _: usize, _: usize, _: usize, _: usize) {}
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[rustversion::since(1.89)]
+mod imp {
+    pub(super) fn available() -> bool {
+        false
+    }
+    pub(super) unsafe fn scale(_: &mut [f64], _: f64) {}
+    pub(super) unsafe fn axpy(_: &mut [f64], _: &[f64], _: f64) {}
+    pub(super) unsafe fn left_update(_: &mut [f64], _: &[f64], _: usize, j: usize) -> usize {
+        j
+    }
+    pub(super) unsafe fn upper_panel(_: *mut f64, _: usize, _: usize) {}
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn panel_copy(
+        _: *mut f64,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: *mut f64,
+        _: bool,
+    ) {
+    }
+    pub(super) unsafe fn update(_: *mut f64, _: usize, _: usize, _: usize, _: usize) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic matrix whose columns need pivoting (no diagonal
+    /// dominance), entries in (-1, 1).
+    fn data(m: usize, n: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..m * n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+            })
+            .collect()
+    }
+
+    /// `max |A[perm[i]][j] - (L·U)[i][j]|` of a packed row-major factor.
+    fn residual(a: &[f64], f: &[f64], perm: &[i64], m: usize, n: usize) -> f64 {
+        let k = m.min(n);
+        let mut worst = 0.0f64;
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0.0;
+                for p in 0..=i.min(j).min(k - 1) {
+                    let l = if p == i { 1.0 } else { f[i * n + p] };
+                    s += l * f[p * n + j];
+                }
+                worst = worst.max((s - a[perm[i] as usize * n + j]).abs());
+            }
+        }
+        worst
+    }
+
+    const SHAPES: [(usize, usize); 12] = [
+        (17, 17),
+        (24, 40),
+        (40, 24),
+        (33, 33),
+        (64, 64),
+        (100, 100),
+        (129, 77),
+        (77, 129),
+        (200, 200),
+        (203, 190),
+        (190, 203),
+        (320, 320),
+    ];
+
+    #[test]
+    fn the_panelled_factor_reconstructs_and_pivots_as_the_unblocked_loop() {
+        if !imp::available() {
+            return;
+        }
+        for (s, &(m, n)) in SHAPES.iter().enumerate() {
+            let a = data(m, n, s as u64 + 3);
+            let k = m.min(n);
+            let (mut f, mut piv, mut perm, mut panel) =
+                (a.clone(), vec![0; k], vec![0; m], Vec::new());
+            assert!(factor(&mut f, m, n, &mut piv, &mut perm, &mut panel), "{m}x{n}");
+            let r = residual(&a, &f, &perm, m, n);
+            assert!(r < 1e-13 * m.max(n) as f64, "{m}x{n}: residual {r:e}");
+            for i in 0..m {
+                for p in 0..i.min(k) {
+                    assert!(f[i * n + p].abs() <= 1.0, "{m}x{n}: |L[{i}][{p}]| > 1");
+                }
+            }
+            // The same pivots as the unblocked loop, values to rounding.
+            let (mut g, mut piv0, mut perm0) = (a.clone(), vec![0; k], vec![0; m]);
+            super::super::small::lu_in_place(&mut g, m, n, &mut piv0, &mut perm0);
+            assert_eq!(piv, piv0, "{m}x{n}");
+            assert_eq!(perm, perm0, "{m}x{n}");
+            let scale = f.iter().fold(0.0f64, |s, x| s.max(x.abs()));
+            for (x, y) in f.iter().zip(&g) {
+                assert!((x - y).abs() <= 1e-11 * scale, "{m}x{n}: {x} vs {y}");
+            }
+            // The same bits on a second call.
+            let (mut f2, mut piv2, mut perm2) = (a.clone(), vec![0; k], vec![0; m]);
+            assert!(factor(&mut f2, m, n, &mut piv2, &mut perm2, &mut panel));
+            assert!(f.iter().zip(&f2).all(|(x, y)| x.to_bits() == y.to_bits()), "{m}x{n}");
+        }
+    }
+
+    #[test]
+    fn ties_go_to_the_first_row_and_nan_never_wins() {
+        if !imp::available() {
+            return;
+        }
+        let (m, n) = (40, 40);
+        let mut a = data(m, n, 5);
+        // Column 0: a tie of magnitude 2 at rows 5, 9 and 30 (entries are
+        // below 1 elsewhere): the first wins. NaN is checked on the search
+        // alone (a NaN in the column makes the factor NaN).
+        for (i, v) in [(9, -2.0), (5, 2.0), (30, 2.0)] {
+            a[i * n] = v;
+        }
+        let (mut f, mut piv, mut perm) = (a.clone(), vec![0; n], vec![0; m]);
+        assert!(factor(&mut f, m, n, &mut piv, &mut perm, &mut Vec::new()));
+        assert_eq!(piv[0], 5);
+        let mut col: Vec<f64> = (0..m).map(|i| a[i * n]).collect();
+        col[12] = f64::NAN;
+        col[33] = 7.0;
+        col[34] = -7.0;
+        // SAFETY: `available` checked above.
+        assert_eq!(unsafe { imp::pivot(&col, 0) }, 33);
+        assert_eq!(unsafe { imp::pivot(&col, 34) }, 34);
+        col[20] = f64::NAN;
+        assert_eq!(unsafe { imp::pivot(&col, 20) }, 20, "a NaN first stays");
+        let nans = vec![f64::NAN; 11];
+        assert_eq!(unsafe { imp::pivot(&nans, 3) }, 3);
+    }
+
+    #[test]
+    fn zero_and_non_finite_pivots_are_left_to_the_unblocked_loop() {
+        if !imp::available() {
+            return;
+        }
+        let (m, n) = (40, 40);
+        for (col, value) in [(0, 0.0), (21, 0.0), (39, 0.0), (5, f64::NAN), (30, f64::INFINITY)] {
+            let mut a = data(m, n, 7);
+            for i in 0..m {
+                a[i * n + col] = if value == 0.0 || i == 3 { value } else { a[i * n + col] };
+            }
+            let (mut f, mut piv, mut perm) = (a.clone(), vec![0; n], vec![0; m]);
+            let ok = factor(&mut f, m, n, &mut piv, &mut perm, &mut Vec::new());
+            assert!(!ok, "column {col} = {value}");
+        }
+        // Shapes it does not take.
+        let (mut f, mut piv, mut perm) = (vec![1.0; 16 * 40], vec![0; 16], vec![0; 16]);
+        assert!(!factor(&mut f, 16, 40, &mut piv, &mut perm, &mut Vec::new()));
+        assert!(!takes(321, 100) && !takes(16, 300) && takes(17, 17) == imp::available());
+    }
+}
