@@ -68,7 +68,7 @@ struct Scratch<T: Real> {
     piv: Vec<i64>,
     perm_out: Vec<i64>,
     /// The column-major panel of [`lu_blocked::factor`].
-    panel: Vec<f64>,
+    panel: Pooled<f64>,
 }
 
 impl<T: Real> Scratch<T> {
@@ -94,7 +94,7 @@ impl<T: Real> Scratch<T> {
             lu: scratch(own(m * n)),
             piv: vec![0; own(m.min(n))],
             perm_out: vec![0; own(m)],
-            panel: Vec::new(),
+            panel: scratch(if lu_blocked::takes(m, n) { m * lu_blocked::PANEL } else { 0 }),
         }
     }
 }

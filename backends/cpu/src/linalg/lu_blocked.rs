@@ -46,24 +46,22 @@ pub(super) fn takes(m: usize, n: usize) -> bool {
 /// Factors the row-major `m × n` matrix `a` in place (see the module
 /// documentation): `L` strictly below the diagonal, `U` on and above it;
 /// `piv[j]` the row swapped with row `j` at step `j`, `perm[i]` the row of
-/// the input that row `i` of `L·U` is. `panel` is scratch, grown to
-/// `m · PANEL`. `false` when a pivot is zero or not finite, or when the
-/// shape is not one [`takes`] accepts; `a`, `piv` and `perm` are then
-/// partly written.
+/// the input that row `i` of `L·U` is. `panel` is scratch of at least
+/// `m · PANEL` elements. `false` when a pivot is zero or not finite, or
+/// when the shape is not one [`takes`] accepts (or `panel` is shorter);
+/// `a`, `piv` and `perm` are then partly written.
 pub(super) fn factor(
     a: &mut [f64],
     m: usize,
     n: usize,
     piv: &mut [i64],
     perm: &mut [i64],
-    panel: &mut Vec<f64>,
+    panel: &mut [f64],
 ) -> bool {
     let k = m.min(n);
-    if !takes(m, n) || a.len() != m * n || piv.len() != k || perm.len() != m {
+    let fits = a.len() == m * n && piv.len() == k && perm.len() == m && panel.len() >= m * PANEL;
+    if !takes(m, n) || !fits {
         return false;
-    }
-    if panel.len() < m * PANEL {
-        panel.resize(m * PANEL, 0.0);
     }
     for (i, p) in perm.iter_mut().enumerate() {
         *p = i as i64;
@@ -246,16 +244,31 @@ mod imp {
         // SAFETY: every chunk is masked to rows `i..r` of `col` and of the
         // columns of `done`.
         unsafe {
+            // Four chunks at a time: four independent chains (one chain
+            // waits on each fused multiply-add's latency).
             while i < r {
-                let k = tail_mask((r - i).min(8));
-                let mut acc = _mm512_maskz_loadu_pd(k, cp.add(i));
+                let k: [__mmask8; 4] = std::array::from_fn(|c| {
+                    let at = i + 8 * c;
+                    if at < r {
+                        tail_mask((r - at).min(8))
+                    } else {
+                        0
+                    }
+                });
+                let mut acc: [__m512d; 4] =
+                    std::array::from_fn(|c| _mm512_maskz_loadu_pd(k[c], cp.add(i + 8 * c)));
                 for q in 0..j {
                     let u = _mm512_set1_pd(*cp.add(q));
-                    acc = _mm512_fnmadd_pd(_mm512_maskz_loadu_pd(k, dp.add(q * r + i)), u, acc);
+                    let d = dp.add(q * r + i);
+                    for (c, v) in acc.iter_mut().enumerate() {
+                        *v = _mm512_fnmadd_pd(_mm512_maskz_loadu_pd(k[c], d.add(8 * c)), u, *v);
+                    }
                 }
-                _mm512_mask_storeu_pd(cp.add(i), k, acc);
-                top.take(acc, k);
-                i += 8;
+                for (c, v) in acc.iter().enumerate() {
+                    _mm512_mask_storeu_pd(cp.add(i + 8 * c), k[c], *v);
+                    top.take(*v, k[c]);
+                }
+                i += 32;
             }
         }
         top.row(col[j].is_nan(), j)
@@ -679,7 +692,7 @@ mod tests {
             let a = data(m, n, s as u64 + 3);
             let k = m.min(n);
             let (mut f, mut piv, mut perm, mut panel) =
-                (a.clone(), vec![0; k], vec![0; m], Vec::new());
+                (a.clone(), vec![0; k], vec![0; m], vec![0.0; m * PANEL]);
             assert!(factor(&mut f, m, n, &mut piv, &mut perm, &mut panel), "{m}x{n}");
             let r = residual(&a, &f, &perm, m, n);
             assert!(r < 1e-13 * m.max(n) as f64, "{m}x{n}: residual {r:e}");
@@ -718,7 +731,7 @@ mod tests {
             a[i * n] = v;
         }
         let (mut f, mut piv, mut perm) = (a.clone(), vec![0; n], vec![0; m]);
-        assert!(factor(&mut f, m, n, &mut piv, &mut perm, &mut Vec::new()));
+        assert!(factor(&mut f, m, n, &mut piv, &mut perm, &mut vec![0.0; 40 * PANEL]));
         assert_eq!(piv[0], 5);
         let mut col: Vec<f64> = (0..m).map(|i| a[i * n]).collect();
         col[12] = f64::NAN;
@@ -745,12 +758,12 @@ mod tests {
                 a[i * n + col] = if value == 0.0 || i == 3 { value } else { a[i * n + col] };
             }
             let (mut f, mut piv, mut perm) = (a.clone(), vec![0; n], vec![0; m]);
-            let ok = factor(&mut f, m, n, &mut piv, &mut perm, &mut Vec::new());
+            let ok = factor(&mut f, m, n, &mut piv, &mut perm, &mut vec![0.0; 40 * PANEL]);
             assert!(!ok, "column {col} = {value}");
         }
         // Shapes it does not take.
         let (mut f, mut piv, mut perm) = (vec![1.0; 16 * 40], vec![0; 16], vec![0; 16]);
-        assert!(!factor(&mut f, 16, 40, &mut piv, &mut perm, &mut Vec::new()));
+        assert!(!factor(&mut f, 16, 40, &mut piv, &mut perm, &mut vec![0.0; 40 * PANEL]));
         assert!(!takes(321, 100) && !takes(16, 300) && takes(17, 17) == imp::available());
     }
 }
