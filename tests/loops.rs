@@ -325,3 +325,28 @@ fn operands_a_scan_body_never_reads_are_dropped() {
     let got = sums.to_vec::<f64>().unwrap();
     assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 1e-15), "{got:?} vs {want:?}");
 }
+
+/// A scan of symbolic length whose carry does not read its scanned
+/// operand and whose stacked results nobody reads stays as traced: its
+/// length is bound at each call through its symbolic types (dropped, the
+/// loop would run for the unbound symbol's count).
+#[test]
+fn a_symbolic_scan_with_nothing_to_scan_left_keeps_its_length() {
+    use anvil::TensorType;
+    let n = anvil::dim("steps", 1..).unwrap();
+    let running = |x: &Var| -> anvil::Result<Var> {
+        let (c, _ys) = scan(|c: &Var, xi: &Var| ((c * 0.5).sin() + 1.0, c * xi), x.sum_all(), x)?;
+        Ok(c)
+    };
+    let f = jit(running).symbolic(TensorType::new(DType::F64, [n])).unwrap();
+    for len in [1usize, 4, 9] {
+        let x = Tensor::from_vec((0..len).map(|i| (i as f64 * 0.37).sin()).collect(), &[len]);
+        let x = x.unwrap();
+        let mut want: f64 = x.to_vec::<f64>().unwrap().iter().sum();
+        for _ in 0..len {
+            want = (want * 0.5).sin() + 1.0;
+        }
+        let got = f.eval(&x).unwrap().item().unwrap();
+        assert!((got - want).abs() < 1e-15, "length {len}: {got} vs {want}");
+    }
+}
