@@ -329,7 +329,8 @@ fn operands_a_scan_body_never_reads_are_dropped() {
 /// A scan of symbolic length whose carry does not read its scanned
 /// operand and whose stacked results nobody reads stays as traced: its
 /// length is bound at each call through its symbolic types (dropped, the
-/// loop would run for the unbound symbol's count).
+/// loop would run for the unbound symbol's count). A `scan_n` of symbolic
+/// length, whose only symbolic size is the op's own length, is bound too.
 #[test]
 fn a_symbolic_scan_with_nothing_to_scan_left_keeps_its_length() {
     use anvil::TensorType;
@@ -339,6 +340,12 @@ fn a_symbolic_scan_with_nothing_to_scan_left_keeps_its_length() {
         Ok(c)
     };
     let f = jit(running).symbolic(TensorType::new(DType::F64, [n])).unwrap();
+    let by_count = |x: &Var| -> anvil::Result<Var> {
+        let step = |c: &Var, _: &()| ((c * 0.5).sin() + 1.0, ());
+        let (c, ()) = scan_n(step, x.sum_all(), x.shape()[0])?;
+        Ok(c)
+    };
+    let g = jit(by_count).symbolic(TensorType::new(DType::F64, [n])).unwrap();
     for len in [1usize, 4, 9] {
         let x = Tensor::from_vec((0..len).map(|i| (i as f64 * 0.37).sin()).collect(), &[len]);
         let x = x.unwrap();
@@ -348,5 +355,9 @@ fn a_symbolic_scan_with_nothing_to_scan_left_keeps_its_length() {
         }
         let got = f.eval(&x).unwrap().item().unwrap();
         assert!((got - want).abs() < 1e-15, "length {len}: {got} vs {want}");
+        // The same loop by `scan_n` over the symbolic length: no scanned
+        // operand at all, the length a parameter of the op only.
+        let got = g.eval(&x).unwrap().item().unwrap();
+        assert!((got - want).abs() < 1e-15, "scan_n, length {len}: {got} vs {want}");
     }
 }

@@ -282,8 +282,8 @@ fn rewrite_scan(op: &dyn Op, args: &[Var], outs: &[TensorType]) -> Result<Option
 /// stay: a carry is read by the next step) and reading only the consts and
 /// scanned operands that the body computing those needs (JAX's scan DCE):
 /// per result, its value, `None` for one not kept. `None` when nothing
-/// would change, or when no result would be left (a loop needs one), or
-/// when the length or an operand is symbolic.
+/// would change, or when no result would be left (a loop needs one), when
+/// the length or an operand is symbolic, or when the body has effects.
 ///
 /// Reverse mode passes the backward scan every residual the forward one
 /// stored; its body reads only some (W9: the stage inputs go to the
@@ -304,6 +304,11 @@ pub fn narrowed(s: &Scan, args: &[Var], keep: &[bool]) -> Result<Option<Vec<Opti
     // would keep the unbound symbol as its step count. As the rewrite
     // engine does for every node of symbolic shape, leave it as traced.
     if anvil_core::shape::is_symbolic(s.length) || args.iter().any(|a| a.ty().is_symbolic()) {
+        return Ok(None);
+    }
+    // A body with effects (a collective) runs them every step whatever
+    // reads their results.
+    if body.nodes().iter().any(|n| n.op.has_effects()) {
         return Ok(None);
     }
     let kept_out: Vec<usize> = (0..outs.len()).filter(|&j| j < nk || keep[j]).collect();

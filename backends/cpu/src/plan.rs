@@ -194,8 +194,12 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
                     Kernel::Prepare(f) => {
                         let ins: Vec<TensorType> =
                             n.inputs.iter().map(|&i| graph.ty(i).clone()).collect();
+                        // An op whose parameters hold a symbolic size (a scan's
+                        // length, with no scanned operand to show it in a type)
+                        // cannot bind it without the call's sizes either.
                         let symbolic = ins.iter().chain(&outs).any(TensorType::is_symbolic)
-                            || n.op.subgraphs().iter().any(|g| has_symbolic_types(g));
+                            || n.op.subgraphs().iter().any(|g| has_symbolic_types(g))
+                            || n.op.bind_dims(&anvil_core::shape::Binding::new()).is_err();
                         if symbolic {
                             StepKernel::PrepareBound(f)
                         } else {

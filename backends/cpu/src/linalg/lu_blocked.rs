@@ -18,12 +18,16 @@
 //!    blocks of 4 rows × 32 columns held in sixteen registers, each element
 //!    a chain of fused multiply-adds over the panel's columns in order.
 //!
-//! The same pivots as the unblocked loop: the first entry of largest
-//! magnitude in its column. The values agree to rounding (fused
-//! multiply-adds, updates grouped by panel), and every call gives the same
-//! bits. A zero or non-finite pivot returns `false` (the caller refactors
-//! with the unblocked loop, whose handling of singular matrices is the
-//! reference).
+//! The pivot rule is the unblocked loop's: the first entry of largest
+//! magnitude in its column (NaN never replaces). The values agree with
+//! its to rounding (fused multiply-adds, updates grouped by panel), so
+//! where two candidates tie to within rounding (exact ties of small
+//! integers, rank-deficient matrices) the pivot chosen may differ, as it
+//! did with faer. Every call gives the same bits. A zero or non-finite
+//! pivot returns `false` (the caller refactors with the unblocked loop,
+//! whose handling of singular matrices is the reference). One thread: a
+//! single matrix of these sizes is 6 µs to 0.25 ms of work, and a batch
+//! runs its matrices in parallel.
 
 /// Columns per panel: the trailing block is read and written once per
 /// panel, so wider panels halve that traffic (from L2) while the panel's
@@ -255,17 +259,22 @@ mod imp {
                         0
                     }
                 });
-                let mut acc: [__m512d; 4] =
-                    std::array::from_fn(|c| _mm512_maskz_loadu_pd(k[c], cp.add(i + 8 * c)));
+                // Chunks past `r` (mask 0) touch no memory; their
+                // addresses are formed with `wrapping_add`, as they may
+                // lie past the end of the buffer.
+                let mut acc: [__m512d; 4] = std::array::from_fn(|c| {
+                    _mm512_maskz_loadu_pd(k[c], cp.wrapping_add(i + 8 * c))
+                });
                 for q in 0..j {
                     let u = _mm512_set1_pd(*cp.add(q));
                     let d = dp.add(q * r + i);
                     for (c, v) in acc.iter_mut().enumerate() {
-                        *v = _mm512_fnmadd_pd(_mm512_maskz_loadu_pd(k[c], d.add(8 * c)), u, *v);
+                        let x = _mm512_maskz_loadu_pd(k[c], d.wrapping_add(8 * c));
+                        *v = _mm512_fnmadd_pd(x, u, *v);
                     }
                 }
                 for (c, v) in acc.iter().enumerate() {
-                    _mm512_mask_storeu_pd(cp.add(i + 8 * c), k[c], *v);
+                    _mm512_mask_storeu_pd(cp.wrapping_add(i + 8 * c), k[c], *v);
                     top.take(*v, k[c]);
                 }
                 i += 32;
