@@ -99,7 +99,7 @@ impl<T: Real> Scratch<T> {
             lu: scratch(own(m * n)),
             piv: vec![0; own(m.min(n))],
             perm_out: vec![0; own(m)],
-            panel: scratch(if panelled::<T>(m, n) { m * lu_blocked::PANEL } else { 0 }),
+            panel: scratch(if panelled::<T>(m, n) { lu_blocked::panel_len(m, n) } else { 0 }),
         }
     }
 }
