@@ -194,18 +194,26 @@ fn a_scanned_slice_returned_unchanged_is_the_operand_itself() {
         assert_eq!(ys_x.to_vec::<f64>().unwrap(), xs.to_vec::<f64>().unwrap());
         assert_eq!(ys_k.to_vec::<f64>().unwrap(), [3.0, 4.0].repeat(5));
         // The carries, step by step in the scan's direction.
-        let (xv, mut cv) = (xs.to_vec::<f64>().unwrap(), c0.to_vec::<f64>().unwrap());
-        let mut want = vec![0.0; 10];
-        let order: Vec<usize> = if reverse { (0..5).rev().collect() } else { (0..5).collect() };
-        for t in order {
-            for j in 0..2 {
-                cv[j] = cv[j] * 0.5 + xv[2 * t + j];
-                want[2 * t + j] = cv[j] * 2.0;
-            }
-        }
+        let (cv, want) = halving_steps(&c0, &xs, reverse);
         assert_eq!(ys_c.to_vec::<f64>().unwrap(), want, "reverse={reverse}");
         assert_eq!(c.to_vec::<f64>().unwrap(), cv);
     }
+}
+
+/// The reference of the two-lane scans above: `c = c / 2 + x[t]` over the
+/// five slices of `xs` in the scan's direction; the final carry and each
+/// step's `2c`, stacked in slice order.
+fn halving_steps(c0: &Tensor, xs: &Tensor, reverse: bool) -> (Vec<f64>, Vec<f64>) {
+    let (xv, mut cv) = (xs.to_vec::<f64>().unwrap(), c0.to_vec::<f64>().unwrap());
+    let mut twice = vec![0.0; 10];
+    let order: Vec<usize> = if reverse { (0..5).rev().collect() } else { (0..5).collect() };
+    for t in order {
+        for j in 0..2 {
+            cv[j] = cv[j] * 0.5 + xv[2 * t + j];
+            twice[2 * t + j] = cv[j] * 2.0;
+        }
+    }
+    (cv, twice)
 }
 
 /// A scan whose only result is a scanned slice returned unchanged (no
@@ -281,15 +289,7 @@ fn stacked_results_nobody_reads_are_dropped_with_their_operands() {
         // The initial carry and x1; the final carry and 2c.
         assert_eq!((scan.inputs.len(), scan.num_results()), (2, 2), "reverse={reverse}:\n{g}");
         let (c, twice): (Tensor, Tensor) = jit(f).eval((&c0, &k, &x1, &x2)).unwrap();
-        let (xv, mut cv) = (x1.to_vec::<f64>().unwrap(), c0.to_vec::<f64>().unwrap());
-        let mut want = vec![0.0; 10];
-        let order: Vec<usize> = if reverse { (0..5).rev().collect() } else { (0..5).collect() };
-        for t in order {
-            for j in 0..2 {
-                cv[j] = cv[j] * 0.5 + xv[2 * t + j];
-                want[2 * t + j] = cv[j] * 2.0;
-            }
-        }
+        let (cv, want) = halving_steps(&c0, &x1, reverse);
         assert_eq!(twice.to_vec::<f64>().unwrap(), want, "reverse={reverse}");
         assert_eq!(c.to_vec::<f64>().unwrap(), cv);
     }

@@ -282,8 +282,10 @@ fn rewrite_scan(op: &dyn Op, args: &[Var], outs: &[TensorType]) -> Result<Option
 /// stay: a carry is read by the next step) and reading only the consts and
 /// scanned operands that the body computing those needs (JAX's scan DCE):
 /// per result, its value, `None` for one not kept. `None` when nothing
-/// would change, or when no result would be left (a loop needs one), when
-/// the length or an operand is symbolic, or when the body has effects.
+/// would change, when no result would be left (a loop needs one), or when
+/// the body has effects. (A scan of symbolic length left with no operand
+/// or result of symbolic shape is still bound per call: the CPU plan binds
+/// every op whose parameters need the call's sizes.)
 ///
 /// Reverse mode passes the backward scan every residual the forward one
 /// stored; its body reads only some (W9: the stage inputs go to the
@@ -297,13 +299,6 @@ pub fn narrowed(s: &Scan, args: &[Var], keep: &[bool]) -> Result<Option<Vec<Opti
     let (nc, nk) = (s.consts, s.carries);
     let outs = body.outputs();
     if args.len() != body.inputs().len() || keep.len() != outs.len() {
-        return Ok(None);
-    }
-    // A symbolic length is bound at call time through the node's symbolic
-    // types; a scan left with none (no scanned operand, no stacked result)
-    // would keep the unbound symbol as its step count. As the rewrite
-    // engine does for every node of symbolic shape, leave it as traced.
-    if anvil_core::shape::is_symbolic(s.length) || args.iter().any(|a| a.ty().is_symbolic()) {
         return Ok(None);
     }
     // A body with effects (a collective) runs them every step whatever

@@ -625,43 +625,32 @@ mod imp {
 /// other targets: never available, callers use faer.
 #[rustversion::before(1.89)]
 mod imp {
-    pub(super) fn available() -> bool {
-        false
-    }
-    pub(super) unsafe fn scale(_: &mut [f64], _: f64) {}
-    pub(super) unsafe fn axpy(_: &mut [f64], _: &[f64], _: f64) {}
-    pub(super) unsafe fn left_update(_: &mut [f64], _: &[f64], _: usize, j: usize) -> usize {
-        j
-    }
-    pub(super) unsafe fn upper_panel(_: *mut f64, _: usize, _: usize) {}
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn panel_copy(
-        _: *mut f64,
-        _: usize,
-        _: usize,
-        _: usize,
-        _: usize,
-        _: *mut f64,
-        _: bool,
-    ) {
-    }
-    pub(super) unsafe fn update(_: *mut f64, _: usize, _: usize, _: usize, _: usize, _: *mut f64) {}
+    pub(super) use super::none::*;
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[rustversion::since(1.89)]
 mod imp {
-    pub(super) fn available() -> bool {
+    pub(super) use super::none::*;
+}
+
+/// The kernels where [`imp`] has none: never called (`available` is false).
+#[allow(dead_code)]
+mod none {
+    pub(crate) fn available() -> bool {
         false
     }
-    pub(super) unsafe fn scale(_: &mut [f64], _: f64) {}
-    pub(super) unsafe fn axpy(_: &mut [f64], _: &[f64], _: f64) {}
-    pub(super) unsafe fn left_update(_: &mut [f64], _: &[f64], _: usize, j: usize) -> usize {
+    pub(crate) unsafe fn scale(_: &mut [f64], _: f64) {}
+    pub(crate) unsafe fn axpy(_: &mut [f64], _: &[f64], _: f64) {}
+    pub(crate) unsafe fn pivot(_: &[f64], j: usize) -> usize {
         j
     }
-    pub(super) unsafe fn upper_panel(_: *mut f64, _: usize, _: usize) {}
+    pub(crate) unsafe fn left_update(_: &mut [f64], _: &[f64], _: usize, j: usize) -> usize {
+        j
+    }
+    pub(crate) unsafe fn upper_panel(_: *mut f64, _: usize, _: usize) {}
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn panel_copy(
+    pub(crate) unsafe fn panel_copy(
         _: *mut f64,
         _: usize,
         _: usize,
@@ -671,7 +660,7 @@ mod imp {
         _: bool,
     ) {
     }
-    pub(super) unsafe fn update(_: *mut f64, _: usize, _: usize, _: usize, _: usize, _: *mut f64) {}
+    pub(crate) unsafe fn update(_: *mut f64, _: usize, _: usize, _: usize, _: usize, _: *mut f64) {}
 }
 
 #[cfg(test)]
