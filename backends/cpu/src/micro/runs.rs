@@ -67,6 +67,9 @@ pub(super) struct Run {
     len: usize,
     /// Per operand read from outside the run: its slot and register.
     loads: Vec<(usize, usize)>,
+    /// Per register, the slot it is loaded from, if it is an operand read
+    /// from outside the run.
+    sources: Vec<Option<usize>>,
     /// The instructions, in an order that respects their dependencies.
     lanes: Vec<Lane>,
     /// Per value read outside the run: its register and slot.
@@ -87,6 +90,28 @@ pub(super) struct Registers {
     eight: Vec<[f64; 8]>,
     wide: Vec<[f64; 32]>,
     wider: Vec<[f64; 128]>,
+}
+
+impl Lane {
+    /// The register the instruction writes.
+    fn out(&self) -> usize {
+        match *self {
+            Lane::Add { out, .. }
+            | Lane::Sub { out, .. }
+            | Lane::Mul { out, .. }
+            | Lane::Div { out, .. }
+            | Lane::Neg { out, .. }
+            | Lane::AddK { out, .. }
+            | Lane::KAdd { out, .. }
+            | Lane::SubK { out, .. }
+            | Lane::KSub { out, .. }
+            | Lane::MulK { out, .. }
+            | Lane::KMul { out, .. }
+            | Lane::DivK { out, .. }
+            | Lane::KDiv { out, .. }
+            | Lane::Math { out, .. } => out,
+        }
+    }
 }
 
 impl Run {
@@ -163,32 +188,46 @@ impl Run {
             // The last chunk may be partial: lanes past `w` hold stale
             // values, computed on but never stored.
             let w = W.min(self.len - c);
+            // Operands of a whole chunk of 32 or more lanes are read where
+            // they are; shorter or partial chunks copy them into registers
+            // (for 8 lanes the copy costs less than finding the buffer at
+            // every read: W9 at d = 8 took 20% longer reading in place).
+            let direct = w == W && W >= DIRECT;
             for &(slot, r) in &self.loads {
                 let Buf::F64(v) = &bufs[slot] else { return Err(bad()) };
-                load(&mut regs[r], v.get(c..c + w).ok_or_else(bad)?);
+                let src = v.get(c..c + w).ok_or_else(bad)?;
+                if !direct {
+                    copy(&mut regs[r], src);
+                }
             }
             for lane in &self.lanes {
-                // Whole registers by value: the arithmetic of a fixed
-                // number of lanes compiles to a few vector instructions.
+                // Each register is written by one instruction and never
+                // read by it (`fuse` gives every slot its own register), so
+                // the output is borrowed apart from the operands and
+                // written in place: a loop over a fixed number of lanes
+                // that compiles to a few vector instructions, with no
+                // whole-register copies.
+                let (out, rest) = split(regs, lane.out());
+                let rest =
+                    Operands { regs: rest, bufs, sources: &self.sources, at: direct.then_some(c) };
                 match *lane {
-                    Lane::Add { a, b, out } => regs[out] = zip(regs[a], regs[b], |p, q| p + q),
-                    Lane::Sub { a, b, out } => regs[out] = zip(regs[a], regs[b], |p, q| p - q),
-                    Lane::Mul { a, b, out } => regs[out] = zip(regs[a], regs[b], |p, q| p * q),
-                    Lane::Div { a, b, out } => regs[out] = zip(regs[a], regs[b], |p, q| p / q),
-                    Lane::Neg { a, out } => regs[out] = regs[a].map(|p| -p),
-                    Lane::AddK { a, k, out } => regs[out] = regs[a].map(|p| p + k),
-                    Lane::KAdd { a, k, out } => regs[out] = regs[a].map(|p| k + p),
-                    Lane::SubK { a, k, out } => regs[out] = regs[a].map(|p| p - k),
-                    Lane::KSub { a, k, out } => regs[out] = regs[a].map(|p| k - p),
-                    Lane::MulK { a, k, out } => regs[out] = regs[a].map(|p| p * k),
-                    Lane::KMul { a, k, out } => regs[out] = regs[a].map(|p| k * p),
-                    Lane::DivK { a, k, out } => regs[out] = regs[a].map(|p| p / k),
-                    Lane::KDiv { a, k, out } => regs[out] = regs[a].map(|p| k / p),
-                    Lane::Math { ref instr, ref args, out, ref shape } => {
-                        let mut z = [0.0; W];
+                    Lane::Add { a, b, .. } => zip(out, rest.get(a), rest.get(b), |p, q| p + q),
+                    Lane::Sub { a, b, .. } => zip(out, rest.get(a), rest.get(b), |p, q| p - q),
+                    Lane::Mul { a, b, .. } => zip(out, rest.get(a), rest.get(b), |p, q| p * q),
+                    Lane::Div { a, b, .. } => zip(out, rest.get(a), rest.get(b), |p, q| p / q),
+                    Lane::Neg { a, .. } => map(out, rest.get(a), |p| -p),
+                    Lane::AddK { a, k, .. } => map(out, rest.get(a), |p| p + k),
+                    Lane::KAdd { a, k, .. } => map(out, rest.get(a), |p| k + p),
+                    Lane::SubK { a, k, .. } => map(out, rest.get(a), |p| p - k),
+                    Lane::KSub { a, k, .. } => map(out, rest.get(a), |p| k - p),
+                    Lane::MulK { a, k, .. } => map(out, rest.get(a), |p| p * k),
+                    Lane::KMul { a, k, .. } => map(out, rest.get(a), |p| k * p),
+                    Lane::DivK { a, k, .. } => map(out, rest.get(a), |p| p / k),
+                    Lane::KDiv { a, k, .. } => map(out, rest.get(a), |p| k / p),
+                    Lane::Math { ref instr, ref args, ref shape, .. } => {
                         let at = BlockAt { start: c, shape };
-                        let r = |k: usize| Block::F64(&regs[args[k]][..w]);
-                        let o = BlockMut::F64(&mut z[..w]);
+                        let r = |k: usize| Block::F64(&rest.get(args[k])[..w]);
+                        let o = BlockMut::F64(&mut out[..w]);
                         match args.len() {
                             1 => instr.eval(&[r(0)], o, at)?,
                             2 => instr.eval(&[r(0), r(1)], o, at)?,
@@ -198,7 +237,6 @@ impl Run {
                                 instr.eval(&blocks, o, at)?
                             }
                         }
-                        regs[out] = z;
                     }
                 }
             }
@@ -244,14 +282,14 @@ pub(super) fn force_generic(on: bool) {
 /// chunk apart, so that the compiler does not merge both into a call to
 /// `memcpy` of a variable length).
 #[inline(always)]
-fn load<const W: usize>(reg: &mut [f64; W], src: &[f64]) {
+fn copy<const W: usize>(reg: &mut [f64; W], src: &[f64]) {
     match <&[f64; W]>::try_from(src) {
         Ok(full) => *reg = *full,
         Err(_) => copy_part(reg, src),
     }
 }
 
-/// `dst = reg[..dst.len()]`, as [`load`].
+/// `dst = reg[..dst.len()]`, as [`copy`].
 #[inline(always)]
 fn store<const W: usize>(reg: &[f64; W], dst: &mut [f64]) {
     match <&mut [f64; W]>::try_from(&mut *dst) {
@@ -268,10 +306,85 @@ fn copy_part(dst: &mut [f64], src: &[f64]) {
     dst[..n].copy_from_slice(&src[..n]);
 }
 
-/// `f` lane by lane.
+/// `out = f(x, y)` lane by lane.
 #[inline(always)]
-fn zip<const W: usize>(x: [f64; W], y: [f64; W], f: impl Fn(f64, f64) -> f64) -> [f64; W] {
-    std::array::from_fn(|l| f(x[l], y[l]))
+fn zip<const W: usize>(
+    out: &mut [f64; W],
+    x: &[f64; W],
+    y: &[f64; W],
+    f: impl Fn(f64, f64) -> f64,
+) {
+    for l in 0..W {
+        out[l] = f(x[l], y[l]);
+    }
+}
+
+/// `out = f(x)` lane by lane.
+#[inline(always)]
+fn map<const W: usize>(out: &mut [f64; W], x: &[f64; W], f: impl Fn(f64) -> f64) {
+    for l in 0..W {
+        out[l] = f(x[l]);
+    }
+}
+
+/// The registers other than one being written.
+struct Others<'a, const W: usize> {
+    below: &'a [[f64; W]],
+    above: &'a [[f64; W]],
+}
+
+impl<const W: usize> Others<'_, W> {
+    /// Register `r` (not the one written).
+    #[inline(always)]
+    fn get(&self, r: usize) -> &[f64; W] {
+        let below = self.below.len();
+        if r < below {
+            &self.below[r]
+        } else {
+            &self.above[r - below - 1]
+        }
+    }
+}
+
+/// The fewest lanes of a chunk whose operands are read in place.
+const DIRECT: usize = 32;
+
+/// The operands of an instruction: registers other than the one written,
+/// and for a whole chunk, the buffers of the run's loaded operands.
+struct Operands<'a, const W: usize> {
+    regs: Others<'a, W>,
+    bufs: &'a [Buf],
+    sources: &'a [Option<usize>],
+    /// The chunk's first element when the chunk is whole.
+    at: Option<usize>,
+}
+
+impl<const W: usize> Operands<'_, W> {
+    /// Register `r`'s lanes: in its operand's buffer when it is a loaded
+    /// operand of a whole chunk (checked before the chunk runs), otherwise
+    /// in the register.
+    #[inline(always)]
+    fn get(&self, r: usize) -> &[f64; W] {
+        if W < DIRECT {
+            return self.regs.get(r);
+        }
+        if let (Some(c), Some(Some(slot))) = (self.at, self.sources.get(r)) {
+            if let Some(Buf::F64(v)) = self.bufs.get(*slot) {
+                if let Some(lanes) = v.get(c..c + W).and_then(|x| <&[f64; W]>::try_from(x).ok()) {
+                    return lanes;
+                }
+            }
+        }
+        self.regs.get(r)
+    }
+}
+
+/// Register `out`, mutable, and the others to read.
+#[inline(always)]
+fn split<const W: usize>(regs: &mut [[f64; W]], out: usize) -> (&mut [f64; W], Others<'_, W>) {
+    let (below, rest) = regs.split_at_mut(out);
+    let (out, above) = rest.split_first_mut().expect("a run's registers cover its instructions");
+    (out, Others { below, above })
 }
 
 /// The length of the values an instruction computes element by element in
@@ -453,7 +566,9 @@ pub(super) fn fuse(
             lanes.push(lane);
         }
         let regs = reg_of.len();
-        out.push(Code::Run(Box::new(Run { len, loads, lanes, stores, regs })));
+        let mut sources = vec![None; regs];
+        loads.iter().for_each(|&(slot, r)| sources[r] = Some(slot));
+        out.push(Code::Run(Box::new(Run { len, loads, sources, lanes, stores, regs })));
     }
     out
 }
