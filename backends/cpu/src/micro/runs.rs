@@ -207,6 +207,9 @@ impl Run {
                 // written in place: a loop over a fixed number of lanes
                 // that compiles to a few vector instructions, with no
                 // whole-register copies.
+                if W < DIRECT && by_value(regs, lane) {
+                    continue;
+                }
                 let (out, rest) = split(regs, lane.out());
                 let rest =
                     Operands { regs: rest, bufs, sources: &self.sources, at: direct.then_some(c) };
@@ -304,6 +307,33 @@ fn store<const W: usize>(reg: &[f64; W], dst: &mut [f64]) {
 fn copy_part(dst: &mut [f64], src: &[f64]) {
     let n = dst.len().min(src.len());
     dst[..n].copy_from_slice(&src[..n]);
+}
+
+/// Arithmetic on short registers, by value (whole registers of up to 16
+/// lanes live in vector registers; at 8 lanes this is cheaper than borrowing
+/// the output apart): whether `lane` was arithmetic, and so done.
+#[inline(always)]
+fn by_value<const W: usize>(regs: &mut [[f64; W]], lane: &Lane) -> bool {
+    let z = |x: [f64; W], y: [f64; W], f: fn(f64, f64) -> f64| -> [f64; W] {
+        std::array::from_fn(|l| f(x[l], y[l]))
+    };
+    match *lane {
+        Lane::Add { a, b, out } => regs[out] = z(regs[a], regs[b], |p, q| p + q),
+        Lane::Sub { a, b, out } => regs[out] = z(regs[a], regs[b], |p, q| p - q),
+        Lane::Mul { a, b, out } => regs[out] = z(regs[a], regs[b], |p, q| p * q),
+        Lane::Div { a, b, out } => regs[out] = z(regs[a], regs[b], |p, q| p / q),
+        Lane::Neg { a, out } => regs[out] = regs[a].map(|p| -p),
+        Lane::AddK { a, k, out } => regs[out] = regs[a].map(|p| p + k),
+        Lane::KAdd { a, k, out } => regs[out] = regs[a].map(|p| k + p),
+        Lane::SubK { a, k, out } => regs[out] = regs[a].map(|p| p - k),
+        Lane::KSub { a, k, out } => regs[out] = regs[a].map(|p| k - p),
+        Lane::MulK { a, k, out } => regs[out] = regs[a].map(|p| p * k),
+        Lane::KMul { a, k, out } => regs[out] = regs[a].map(|p| k * p),
+        Lane::DivK { a, k, out } => regs[out] = regs[a].map(|p| p / k),
+        Lane::KDiv { a, k, out } => regs[out] = regs[a].map(|p| k / p),
+        Lane::Math { .. } => return false,
+    }
+    true
 }
 
 /// `out = f(x, y)` lane by lane.
