@@ -26,6 +26,7 @@ use anvil_ops::elementwise::{
 };
 use anvil_ops::while_loop::While;
 use rayon::prelude::*;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Lanes per group: the width of every register.
@@ -94,7 +95,9 @@ const CHAIN_ARGS: usize = 8;
 const STRIP: usize = 32;
 
 /// A chain of `f64` arithmetic: `acc = args[0] ∘ args[1]`, then per link
-/// `k`, `acc = acc ∘ args[2 + k]` (or `args[2 + k] ∘ acc`). Run strip by
+/// `k`, `acc = acc ∘ args[2 + k]` (or `args[2 + k] ∘ acc`); with a
+/// [`pick`](Chain::pick), then `acc = if mask == keep { acc } else { other }`
+/// (`other` the last operand). Run strip by
 /// strip, it reads each operand once and writes only the last result, where
 /// the steps one by one would write and read back every intermediate. Each
 /// element sees the same operations in the same order: the same bits.
@@ -104,59 +107,71 @@ struct Chain {
     /// Per link: its operation and whether the running value is its left
     /// operand.
     links: Vec<(Arith, bool)>,
+    /// A select that ends the chain, as a masked loop's carry update
+    /// (`select(flag, new, old)`) is: the running value is kept where the
+    /// mask is `keep`, and the chain's last operand is taken elsewhere.
+    pick: Option<bool>,
 }
 
 impl Chain {
-    /// Runs the chain on `args` (`2 + links` slices of `out`'s length) at
-    /// the widest width the CPU has.
-    fn run(&self, args: &[&[f64]], out: &mut [f64]) {
-        self.run_at(Width::detect(), args, out);
+    /// How many `f64` operands the chain reads.
+    fn operands(&self) -> usize {
+        2 + self.links.len() + usize::from(self.pick.is_some())
+    }
+
+    /// Runs the chain on `args` ([`operands`](Chain::operands) slices of
+    /// `out`'s length) and, with a pick, `mask` (of `out`'s length; empty
+    /// otherwise) at the widest width the CPU has.
+    fn run(&self, args: &[&[f64]], mask: &[bool], out: &mut [f64]) {
+        self.run_at(Width::detect(), args, mask, out);
     }
 
     /// Runs the chain with the vector instructions of `w` (the baseline
     /// loop when the CPU lacks them).
-    fn run_at(&self, w: Width, args: &[&[f64]], out: &mut [f64]) {
+    fn run_at(&self, w: Width, args: &[&[f64]], mask: &[bool], out: &mut [f64]) {
         let mut from = 0;
         #[cfg(target_arch = "x86_64")]
         if w == Width::Avx512
             && w <= Width::detect()
-            && args.len() == 2 + self.links.len()
+            && args.len() == self.operands()
             && args.iter().all(|a| a.len() >= out.len())
+            && (self.pick.is_none() || mask.len() >= out.len())
         {
             // SAFETY: `detect` lists AVX-512 only when the CPU has it (F,
             // BW, VL, DQ); the chain's operands are all there, each of at
-            // least `out.len()` elements (checked just above).
-            from = unsafe { wide::chain(self, args, out) };
+            // least `out.len()` elements, and so is the mask of a pick
+            // (checked just above).
+            from = unsafe { wide::chain(self, args, mask, out) };
         }
         anvil_ops::at_width!(
             w,
-            fn(chain: &Chain = self, args: &[&[f64]] = args, out: &mut [f64] = out, from: usize = from) {
-                chain.strips(args, out, from)
+            fn(chain: &Chain = self, args: &[&[f64]] = args, mask: &[bool] = mask, out: &mut [f64] = out, from: usize = from) {
+                chain.strips(args, mask, out, from)
             }
         )
     }
 
     /// The chain over `out[from..]`, strip by strip.
     #[inline(always)]
-    fn strips(&self, args: &[&[f64]], out: &mut [f64], from: usize) {
+    fn strips(&self, args: &[&[f64]], mask: &[bool], out: &mut [f64], from: usize) {
         let mut start = from;
         while start + STRIP <= out.len() {
             // Strips of a constant length: the running values stay in
             // vector registers.
             let mut acc = [0.0f64; STRIP];
-            self.strip(args, start, &mut acc);
+            self.strip(args, mask, start, &mut acc);
             out[start..start + STRIP].copy_from_slice(&acc);
             start += STRIP;
         }
         let m = out.len() - start;
         let mut acc = [0.0f64; STRIP];
-        self.strip(args, start, &mut acc[..m]);
+        self.strip(args, mask, start, &mut acc[..m]);
         out[start..].copy_from_slice(&acc[..m]);
     }
 
     /// The chain on the `acc.len()` lanes from `start`.
     #[inline(always)]
-    fn strip(&self, args: &[&[f64]], start: usize, acc: &mut [f64]) {
+    fn strip(&self, args: &[&[f64]], mask: &[bool], start: usize, acc: &mut [f64]) {
         let end = start + acc.len();
         for (a, &x) in acc.iter_mut().zip(&args[0][start..end]) {
             *a = x;
@@ -164,6 +179,14 @@ impl Chain {
         apply(self.first, true, acc, &args[1][start..end]);
         for (k, &(op, left)) in self.links.iter().enumerate() {
             apply(op, left, acc, &args[2 + k][start..end]);
+        }
+        if let Some(keep) = self.pick {
+            let other = &args[2 + self.links.len()][start..end];
+            for ((a, &o), &m) in acc.iter_mut().zip(other).zip(&mask[start..end]) {
+                if m != keep {
+                    *a = o;
+                }
+            }
         }
     }
 }
@@ -227,14 +250,45 @@ mod wide {
         };
     }
 
+    /// Stores a strip through a chain's pick: each register keeps its
+    /// lanes whose flag is `$keep` and takes `$other`'s elsewhere. Sixteen
+    /// flags (bytes of 0 or 1) make the masks of two registers.
+    macro_rules! store_picked {
+        ($acc:ident, $other:ident, $flags:ident, $dst:ident, $keep:literal) => {
+            for p in 0..V / 2 {
+                // SAFETY: `$flags`, `$other` and `$dst` cover the strip's
+                // `LANES` elements.
+                let bytes = unsafe { _mm_loadu_si128($flags.add(16 * p).cast()) };
+                let set = _mm_test_epi8_mask(bytes, bytes);
+                for (h, k) in [(0, set as u8), (1, (set >> 8) as u8)] {
+                    let v = 2 * p + h;
+                    let o = unsafe { _mm512_loadu_pd($other.add(8 * v)) };
+                    // `blend(k, a, b)` takes `b` where `k` is set.
+                    let r = if $keep {
+                        _mm512_mask_blend_pd(k, o, $acc[v])
+                    } else {
+                        _mm512_mask_blend_pd(k, $acc[v], o)
+                    };
+                    unsafe { _mm512_storeu_pd($dst.add(8 * v), r) };
+                }
+            }
+        };
+    }
+
     /// Runs `chain` over the whole strips at the start of `out`; returns
     /// how many lanes it wrote (a multiple of [`LANES`]).
     ///
     /// # Safety
-    /// The CPU has AVX-512F; `args` has the chain's `2 + links` operands,
-    /// each of at least `out.len()` elements.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn chain(chain: &Chain, args: &[&[f64]], out: &mut [f64]) -> usize {
+    /// The CPU has AVX-512 F, BW and VL; `args` has the chain's operands
+    /// ([`Chain::operands`]), each of at least `out.len()` elements, and
+    /// `mask` as many when the chain has a pick.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn chain(
+        chain: &Chain,
+        args: &[&[f64]],
+        mask: &[bool],
+        out: &mut [f64],
+    ) -> usize {
         let done = out.len() / LANES * LANES;
         let mut start = 0;
         while start < done {
@@ -252,8 +306,21 @@ mod wide {
                 link!(acc, o, left, x);
             }
             let dst = unsafe { out.as_mut_ptr().add(start) };
-            for (v, r) in acc.iter().enumerate() {
-                unsafe { _mm512_storeu_pd(dst.add(8 * v), *r) };
+            match chain.pick {
+                Some(keep) => {
+                    let other = unsafe { args[2 + chain.links.len()].as_ptr().add(start) };
+                    let flags = unsafe { mask.as_ptr().add(start) };
+                    if keep {
+                        store_picked!(acc, other, flags, dst, true);
+                    } else {
+                        store_picked!(acc, other, flags, dst, false);
+                    }
+                }
+                None => {
+                    for (v, r) in acc.iter().enumerate() {
+                        unsafe { _mm512_storeu_pd(dst.add(8 * v), *r) };
+                    }
+                }
             }
             start += LANES;
         }
@@ -268,7 +335,7 @@ mod wide {
 mod wide {
     /// # Safety
     /// None needed: writes nothing.
-    pub(super) unsafe fn chain(_: &super::Chain, _: &[&[f64]], _: &mut [f64]) -> usize {
+    pub(super) unsafe fn chain(_: &super::Chain, _: &[&[f64]], _: &[bool], _: &mut [f64]) -> usize {
         0
     }
 }
@@ -616,15 +683,22 @@ impl LaneLoop {
                     _ => return Err(Error::invalid("while", "masked", "f64 operands")),
                 },
                 Kernel::F64Chain(chain) => {
+                    // The f64 operands, then a pick's mask.
+                    let n = chain.operands();
                     let mut ops: [&[f64]; CHAIN_ARGS] = [&[]; CHAIN_ARGS];
-                    for (slot, l) in ops.iter_mut().zip(args) {
+                    for (slot, l) in ops.iter_mut().zip(&args[..n]) {
                         match read(l) {
                             Block::F64(v) => *slot = v,
                             _ => return Err(Error::invalid("while", "masked", "f64 operands")),
                         }
                     }
+                    let mask = match args.get(n).map(read) {
+                        Some(Block::Bool(m)) => m,
+                        None => &[],
+                        _ => return Err(Error::invalid("while", "masked", "a bool mask")),
+                    };
                     match dst {
-                        Reg::F64(d) => chain.run(&ops[..args.len()], &mut d[..len]),
+                        Reg::F64(d) => chain.run(&ops[..n], mask, &mut d[..len]),
                         _ => return Err(Error::invalid("while", "masked", "an f64 result")),
                     }
                 }
@@ -737,29 +811,46 @@ fn chunks(r: &mut Reg, size: usize) -> Vec<BlockMut<'_>> {
     }
 }
 
-/// `prev` and `next` as one chain, when `next` is binary `f64` arithmetic
-/// reading `prev`'s result once, `prev` is arithmetic or a chain, and
-/// `next`'s result register is none of the chain's operands.
+/// `prev` and `next` as one chain, when `next` reads `prev`'s result once,
+/// `prev` is arithmetic or a chain without a pick, `next`'s result register
+/// is none of the chain's operands, and `next` is binary `f64` arithmetic
+/// (a link) or an `f64` select with `prev`'s result as one branch (the
+/// chain's pick; its mask and other branch become operands).
 fn chained(prev: &Step, next: &Step) -> Option<Step> {
     let (first, mut links) = match &prev.kernel {
         Kernel::F64Binary(_, a) => (*a, Vec::new()),
-        Kernel::F64Chain(c) => (c.first, c.links.clone()),
-        _ => return None,
-    };
-    let Kernel::F64Binary(_, op) = next.kernel else { return None };
-    let r = Loc::Reg(prev.out);
-    let (left, other) = match *next.args.as_slice() {
-        [a, b] if a == r && b != r => (true, b),
-        [a, b] if b == r && a != r => (false, a),
+        Kernel::F64Chain(c) if c.pick.is_none() => (c.first, c.links.clone()),
         _ => return None,
     };
     if prev.args.len() >= CHAIN_ARGS || prev.args.contains(&Loc::Reg(next.out)) {
         return None;
     }
-    links.push((op, left));
+    let r = Loc::Reg(prev.out);
     let mut args = prev.args.clone();
-    args.push(other);
-    Some(Step { kernel: Kernel::F64Chain(Chain { first, links }), args, out: next.out })
+    let pick = match (&next.kernel, next.args.as_slice()) {
+        (Kernel::F64Binary(_, op), &[a, b]) => {
+            let (left, other) = match (a == r, b == r) {
+                (true, false) => (true, b),
+                (false, true) => (false, a),
+                _ => return None,
+            };
+            links.push((*op, left));
+            args.push(other);
+            None
+        }
+        (Kernel::Select, &[c, t, f]) if c != r => {
+            let (keep, other) = match (t == r, f == r) {
+                (true, false) => (true, f),
+                (false, true) => (false, t),
+                _ => return None,
+            };
+            args.push(other);
+            args.push(c);
+            Some(keep)
+        }
+        _ => return None,
+    };
+    Some(Step { kernel: Kernel::F64Chain(Chain { first, links, pick }), args, out: next.out })
 }
 
 /// The first element of `t` alone, when every element has its bits.
@@ -798,6 +889,46 @@ fn resolved(op: &dyn Op, dtypes: &[DType], out: DType) -> Option<Kernel> {
         }
         _ => None,
     }
+}
+
+/// The nodes of `body` in an order that keeps every dependency and, where
+/// it can, puts the only reader of a node's value right after that node,
+/// so that the two can join one chain ([`chained`]). A masked loop's carry
+/// update `select(flag, new, old)` then follows the arithmetic of `new`
+/// even where the graph computes other carries' values in between.
+fn schedule(body: &Graph, uses: &[usize]) -> Vec<usize> {
+    let nodes = body.nodes();
+    let mut producer = vec![usize::MAX; body.num_values()];
+    for (i, n) in nodes.iter().enumerate() {
+        n.results().for_each(|v| producer[v.index()] = i);
+    }
+    let mut waiting = vec![0usize; nodes.len()];
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        let mut deps: Vec<usize> = n.inputs.iter().map(|v| producer[v.index()]).collect();
+        deps.sort_unstable();
+        deps.dedup();
+        waiting[i] = deps.len();
+        deps.into_iter().for_each(|p| users[p].push(i));
+    }
+    let mut ready: BTreeSet<usize> = (0..nodes.len()).filter(|&i| waiting[i] == 0).collect();
+    let mut order = Vec::with_capacity(nodes.len());
+    let mut next: Option<usize> = None;
+    while let Some(i) = next.filter(|j| ready.contains(j)).or_else(|| ready.first().copied()) {
+        ready.remove(&i);
+        order.push(i);
+        for &u in &users[i] {
+            waiting[u] -= 1;
+            if waiting[u] == 0 {
+                ready.insert(u);
+            }
+        }
+        let n = &nodes[i];
+        next = (n.num_results() == 1 && uses[n.out().index()] == 1)
+            .then(|| users[i].first().copied())
+            .flatten();
+    }
+    order
 }
 
 /// Builds a [`LaneLoop`] from a body graph: every value gets a location;
@@ -948,16 +1079,6 @@ impl Compiler {
         param: &mut dyn FnMut(&mut Compiler, usize, &TensorType) -> Option<Loc>,
     ) -> Result<Option<(Vec<Step>, Vec<Loc>)>> {
         let nv = body.num_values();
-        // The last node reading each value (outputs live to the step's end).
-        let mut last = vec![0usize; nv];
-        for (id, n) in body.iter() {
-            for i in &n.inputs {
-                last[i.index()] = id.index();
-            }
-        }
-        for o in body.outputs() {
-            last[o.index()] = usize::MAX;
-        }
         // How many times each value is read (outputs count).
         let mut uses = vec![0usize; nv];
         for (_, n) in body.iter() {
@@ -968,11 +1089,25 @@ impl Compiler {
         for o in body.outputs() {
             uses[o.index()] += 1;
         }
+        let order = schedule(body, &uses);
+        // The position of the last node reading each value (outputs live
+        // to the step's end).
+        let mut last = vec![0usize; nv];
+        let nodes = body.nodes();
+        for (at, &i) in order.iter().enumerate() {
+            for i in &nodes[i].inputs {
+                last[i.index()] = at;
+            }
+        }
+        for o in body.outputs() {
+            last[o.index()] = usize::MAX;
+        }
         // The value of the last step in `code`.
         let mut previous: Option<usize> = None;
         let mut loc: Vec<Option<Loc>> = vec![None; nv];
         let mut code = Vec::new();
-        for (id, n) in body.iter() {
+        for (at, &i) in order.iter().enumerate() {
+            let n = &nodes[i];
             let ty = body.ty(n.out());
             if let Some(index) = n.op.parameter_index() {
                 let Some(l) = param(self, index, ty) else { return Ok(None) };
@@ -1027,7 +1162,7 @@ impl Compiler {
             let out = self.reuse(ty.dtype(), &avoid);
             // Registers whose value is read for the last time here.
             for (k, i) in n.inputs.iter().enumerate() {
-                if last[i.index()] == id.index() && !n.inputs[..k].contains(i) {
+                if last[i.index()] == at && !n.inputs[..k].contains(i) {
                     if let Some(Loc::Reg(r)) = loc[i.index()] {
                         if self.computed[r] {
                             self.free.push(r);
@@ -1216,16 +1351,24 @@ mod tests {
     #[test]
     fn f64_arithmetic_runs_by_loops_resolved_once() {
         // x * 0.5 + a: one chain (the sum reads the product, which nothing
-        // else reads); it + 1.0: one step; comparisons and selects by their
-        // resolved loops, found by the ops' facts; the constants `full`
-        // makes, spread once: no block math.
+        // else reads), ending in the select of the new x where the lane is
+        // on; it + 1.0 and its select: a chain of one step and a pick;
+        // comparisons and the flag's select by their resolved loops, found
+        // by the ops' facts; the constants `full` makes, spread once: no
+        // block math.
         let lanes = LaneLoop::new(&masked(10, 50.0)).unwrap().unwrap();
         let chains = chains_of(&lanes);
-        assert_eq!(chains, [&Chain { first: Arith::Mul, links: vec![(Arith::Add, true)] }]);
+        assert_eq!(
+            chains,
+            [
+                &Chain { first: Arith::Mul, links: vec![(Arith::Add, true)], pick: Some(true) },
+                &Chain { first: Arith::Add, links: vec![], pick: Some(true) }
+            ]
+        );
         let count = |f: fn(&Kernel) -> bool| lanes.code.iter().filter(|s| f(&s.kernel)).count();
-        assert_eq!(count(|k| matches!(k, Kernel::F64Binary(_, Arith::Add))), 1);
+        assert_eq!(count(|k| matches!(k, Kernel::F64Binary(..))), 0);
         assert_eq!(count(|k| matches!(k, Kernel::F64Compare(_))), 3, "{:?}", lanes.code);
-        assert_eq!(count(|k| matches!(k, Kernel::Select)), 3, "{:?}", lanes.code);
+        assert_eq!(count(|k| matches!(k, Kernel::Select)), 1, "{:?}", lanes.code);
         assert_eq!(count(|k| matches!(k, Kernel::Block(_))), 0, "{:?}", lanes.code);
         assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
     }
@@ -1236,7 +1379,8 @@ mod tests {
         // by t * 3, so its register is free when the sum after that product
         // is given one. Were the sum given it, the product's chain would
         // write over its own operand and could not take the sum: the
-        // derivative t * 3 + a, the division and the update are one chain.
+        // derivative t * 3 + a, the division, the update and the select of
+        // the updated value where the lane is on are one chain.
         let n = 300;
         let f64n = TensorType::new(DType::F64, vec![n]);
         let types = [f64n.clone(), f64n.clone(), f64n, TensorType::new(DType::Bool, vec![n])];
@@ -1261,6 +1405,7 @@ mod tests {
         let derivative = Chain {
             first: Arith::Mul,
             links: vec![(Arith::Add, true), (Arith::Div, false), (Arith::Sub, false)],
+            pick: Some(true),
         };
         let chains = chains_of(&lanes);
         assert!(chains.contains(&&derivative), "{:?}", lanes.code);
@@ -1287,12 +1432,16 @@ mod tests {
         let links: Vec<(Arith, bool)> =
             ops.iter().flat_map(|&o| [(o, true), (o, false)]).take(CHAIN_ARGS - 2).collect();
         let specials = [0.0, -0.0, 1e-310, -3.5, f64::INFINITY, f64::NAN, 1e300, 7.25];
-        for first in ops {
-            let chain = Chain { first, links: links.clone() };
+        for (first, pick) in
+            ops.into_iter().flat_map(|o| [(o, None), (o, Some(true)), (o, Some(false))])
+        {
+            // A pick takes one more operand: one link fewer.
+            let links = links[..links.len() - usize::from(pick.is_some())].to_vec();
+            let chain = Chain { first, links, pick };
             // Lengths around the AVX-512 strips too (whole strips of 128
             // lanes, then the generic strips for the rest).
             for n in [1, 5, STRIP - 1, STRIP, STRIP + 3, 3 * STRIP + 7, 128, 129, 255, 256 + 37] {
-                let args: Vec<Vec<f64>> = (0..CHAIN_ARGS)
+                let args: Vec<Vec<f64>> = (0..chain.operands())
                     .map(|k| {
                         (0..n)
                             .map(|i| match (i * 7 + k * 3) % 11 {
@@ -1302,6 +1451,9 @@ mod tests {
                             .collect()
                     })
                     .collect();
+                // Flags in runs of uneven lengths, across register bounds.
+                let mask: Vec<bool> = (0..n).map(|i| (i * i / 5 + i / 3) % 3 == 0).collect();
+                let mask = if pick.is_some() { mask } else { Vec::new() };
                 let want: Vec<u64> = (0..n)
                     .map(|i| {
                         let mut acc = [args[0][i]];
@@ -1320,15 +1472,26 @@ mod tests {
                                 (Arith::Neg, _) => -acc[0],
                             };
                         }
-                        canonical(acc[0])
+                        let other = args[args.len() - 1][i];
+                        match pick {
+                            Some(keep) if mask[i] != keep => other.to_bits(),
+                            _ => canonical(acc[0]),
+                        }
                     })
                     .collect();
                 let refs: Vec<&[f64]> = args.iter().map(Vec::as_slice).collect();
                 for w in Width::available() {
                     let mut out = vec![0.0; n];
-                    chain.run_at(w, &refs, &mut out);
-                    let got: Vec<u64> = out.iter().map(|&v| canonical(v)).collect();
-                    assert_eq!(got, want, "{first:?}, n = {n}, {w:?}");
+                    chain.run_at(w, &refs, &mask, &mut out);
+                    let got: Vec<u64> = out
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &v)| match pick {
+                            Some(keep) if mask[i] != keep => v.to_bits(),
+                            _ => canonical(v),
+                        })
+                        .collect();
+                    assert_eq!(got, want, "{first:?}, pick {pick:?}, n = {n}, {w:?}");
                 }
             }
         }
