@@ -143,6 +143,11 @@ impl Chain {
             // (checked just above).
             from = unsafe { wide::chain(self, args, mask, out) };
         }
+        if from == out.len() {
+            // Whole strips only (a group of 256 lanes): no remainder to
+            // dispatch.
+            return;
+        }
         anvil_ops::at_width!(
             w,
             fn(chain: &Chain = self, args: &[&[f64]] = args, mask: &[bool] = mask, out: &mut [f64] = out, from: usize = from) {
