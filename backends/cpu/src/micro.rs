@@ -1564,7 +1564,7 @@ mod tests {
     /// computed) change the bits.
     #[test]
     fn fused_runs_keep_the_bits_of_the_instructions() {
-        for n in [1, 3, 8, 13, 40, 70, 130, 300] {
+        for n in [1, 3, 8, 13, 32, 40, 64, 70, 96, 128, 130, 256, 300] {
             let types = [
                 TensorType::new(DType::F64, vec![n]),
                 TensorType::new(DType::F64, vec![n, n]),

@@ -74,7 +74,9 @@ enum Kernel {
     /// math (most of a small group's time otherwise).
     F64Binary(F64BinaryLoop, Arith),
     /// Consecutive `f64` arithmetic steps, each reading the one before it
-    /// and read by nothing else, run in one pass (see [`Chain`]).
+    /// and read by nothing else, perhaps ending in the select of a carry
+    /// update, run in one pass (see [`Chain`]). Operands: the chain's
+    /// `f64` ones, then a pick's mask.
     F64Chain(Chain),
     /// A comparison of two `f64` operands to `bool` (the op's
     /// [`Compare`](anvil_core::Compare) fact), by its resolved loop.
@@ -87,7 +89,8 @@ enum Kernel {
     Block(Instr),
 }
 
-/// Operands of a [`Chain`] at most (its first step's two, one per link).
+/// `f64` operands of a [`Chain`] at most (its first step's two, one per
+/// link, and a pick's other branch; a pick's mask comes on top).
 const CHAIN_ARGS: usize = 8;
 
 /// Lanes a chain carries through all its links at once (a strip small
@@ -697,10 +700,10 @@ impl LaneLoop {
                             _ => return Err(Error::invalid("while", "masked", "f64 operands")),
                         }
                     }
-                    let mask = match args.get(n).map(read) {
-                        Some(Block::Bool(m)) => m,
-                        None => &[],
-                        _ => return Err(Error::invalid("while", "masked", "a bool mask")),
+                    let mask = match (chain.pick, args.get(n).map(read)) {
+                        (Some(_), Some(Block::Bool(m))) => m,
+                        (None, None) => &[],
+                        _ => return Err(Error::invalid("while", "masked", "a pick's bool mask")),
                     };
                     match dst {
                         Reg::F64(d) => chain.run(&ops[..n], mask, &mut d[..len]),
@@ -1424,6 +1427,77 @@ mod tests {
             Tensor::from_vec(vec![true; n], &[n]).unwrap(),
         ];
         assert_as_plans(&lanes, &w, &args, &Parallelism::default(), "Newton");
+    }
+
+    #[test]
+    fn picks_of_both_senses_after_reordering_match_the_plans() {
+        // Three carry updates computed before any of their selects (the
+        // schedule moves each select next to its branch), picks of both
+        // senses (`off` = not on), one chain at the operand limit.
+        for n in [1, 37, 128, 256, 300, 700] {
+            let f64n = TensorType::new(DType::F64, vec![n]);
+            let types = [
+                f64n.clone(),
+                f64n.clone(),
+                f64n.clone(),
+                f64n,
+                TensorType::new(DType::Bool, vec![n]),
+            ];
+            let cond = trace_with(&types, |v| Ok(vec![v[4].max(&[0], false)])).unwrap();
+            let body = trace_with(&types, |v| {
+                let (a, x, y, it, on) = (&v[0], &v[1], &v[2], &v[3], &v[4]);
+                let off = on.select(&on.full_like(0.0), &on.full_like(1.0));
+                let nx = x * 0.5 + a;
+                let ny = (((((y * 0.75) - a) / 3.0) + a) * 0.5) - a;
+                let nit = it + 1.0;
+                let x2 = off.select(x, &nx);
+                let y2 = on.select(&ny, y);
+                let it2 = off.select(it, &nit);
+                let big = x2.gt(&x2.full_like(1.0));
+                let go = big.select(&it2.lt(&it2.full_like(40.0)), &big);
+                Ok(vec![x2, y2, it2, go])
+            })
+            .unwrap();
+            let w = While {
+                cond: cond.into(),
+                body: body.into(),
+                consts: 1,
+                max_steps: None,
+                masked: true,
+            };
+            let lanes = LaneLoop::new(&w).unwrap().expect("qualifies");
+            let chains = chains_of(&lanes);
+            let want_x =
+                Chain { first: Arith::Mul, links: vec![(Arith::Add, true)], pick: Some(false) };
+            let want_y = Chain {
+                first: Arith::Mul,
+                links: vec![
+                    (Arith::Sub, true),
+                    (Arith::Div, true),
+                    (Arith::Add, true),
+                    (Arith::Mul, true),
+                    (Arith::Sub, true),
+                ],
+                pick: Some(true),
+            };
+            let want_it = Chain { first: Arith::Add, links: vec![], pick: Some(false) };
+            assert!(chains.contains(&&want_x), "{:?}", lanes.code);
+            assert!(chains.contains(&&want_y), "{:?}", lanes.code);
+            assert!(chains.contains(&&want_it), "{:?}", lanes.code);
+            assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
+            let xs: Vec<f64> = (0..n).map(|k| 1.0 + (k % 101) as f64 * 7.5).collect();
+            let go: Vec<bool> = xs.iter().map(|&v| v > 1.0 && (v as i64) % 3 != 0).collect();
+            let args = [
+                Tensor::from_vec((0..n).map(|k| (k % 13) as f64 * 0.3).collect(), &[n]).unwrap(),
+                Tensor::from_vec(xs, &[n]).unwrap(),
+                Tensor::from_vec((0..n).map(|k| (k % 7) as f64 - 2.5).collect(), &[n]).unwrap(),
+                Tensor::zeros(&[n]).unwrap(),
+                Tensor::from_vec(go, &[n]).unwrap(),
+            ];
+            for ctx in [Parallelism::default(), Parallelism::sequential()] {
+                assert_as_plans(&lanes, &w, &args, &ctx, &format!("picks, n = {n}"));
+            }
+        }
     }
 
     #[test]

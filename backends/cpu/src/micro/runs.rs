@@ -6,9 +6,10 @@
 //! loop set up over the value) larger than its arithmetic. [`fuse`] reorders
 //! the per-step code, keeping every dependency, so that the elementwise
 //! instructions over values of one length run back to back, and turns each
-//! run of two or more into one [`Run`]: per chunk of lanes it loads the
-//! run's operands into registers (fixed-size arrays), evaluates every
-//! instruction on registers, and stores only the values read outside the
+//! run of two or more into one [`Run`]: per chunk of lanes it evaluates
+//! every instruction on registers (fixed-size arrays; operands from outside
+//! the run are read in their buffers for whole chunks of 32 or more lanes,
+//! copied into registers otherwise), and stores only the values read outside the
 //! run (by later code, or as the program's outputs). Intermediates read
 //! only inside the run never reach a buffer.
 //!
@@ -203,10 +204,10 @@ impl Run {
             for lane in &self.lanes {
                 // Each register is written by one instruction and never
                 // read by it (`fuse` gives every slot its own register), so
-                // the output is borrowed apart from the operands and
-                // written in place: a loop over a fixed number of lanes
-                // that compiles to a few vector instructions, with no
-                // whole-register copies.
+                // from 32 lanes on the output is borrowed apart from the
+                // operands and written in place: a loop over a fixed number
+                // of lanes that compiles to a few vector instructions, with
+                // no whole-register copies. Shorter chunks go by value.
                 if W < DIRECT && by_value(regs, lane) {
                     continue;
                 }
@@ -309,9 +310,9 @@ fn copy_part(dst: &mut [f64], src: &[f64]) {
     dst[..n].copy_from_slice(&src[..n]);
 }
 
-/// Arithmetic on short registers, by value (whole registers of up to 16
-/// lanes live in vector registers; at 8 lanes this is cheaper than borrowing
-/// the output apart): whether `lane` was arithmetic, and so done.
+/// Arithmetic on short registers (at most 8 lanes), by value: they live in
+/// vector registers, and this is cheaper than borrowing the output apart
+/// (see [`DIRECT`]). Whether `lane` was arithmetic, and so done.
 #[inline(always)]
 fn by_value<const W: usize>(regs: &mut [[f64; W]], lane: &Lane) -> bool {
     let z = |x: [f64; W], y: [f64; W], f: fn(f64, f64) -> f64| -> [f64; W] {
@@ -376,7 +377,9 @@ impl<const W: usize> Others<'_, W> {
     }
 }
 
-/// The fewest lanes of a chunk whose operands are read in place.
+/// The fewest lanes of a chunk whose instructions write their results in
+/// place and whose operands from outside the run are read in their buffers
+/// (shorter chunks compute by value on copies).
 const DIRECT: usize = 32;
 
 /// The operands of an instruction: registers other than the one written,
