@@ -27,37 +27,69 @@ use anvil_core::{Arith, Block, BlockAt, BlockMut, DType, Error, Result, TensorTy
 use anvil_ops::elementwise::Width;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// One instruction of a run, on registers.
+/// One instruction of a run, on registers: its result register is `out`.
 #[derive(Debug)]
 enum Lane {
-    /// `out = a + b`.
-    Add { a: usize, b: usize, out: usize },
-    /// `out = a - b`.
-    Sub { a: usize, b: usize, out: usize },
-    /// `out = a * b`.
-    Mul { a: usize, b: usize, out: usize },
-    /// `out = a / b`.
-    Div { a: usize, b: usize, out: usize },
-    /// `out = -a`.
-    Neg { a: usize, out: usize },
-    /// `out = a + k`, a constant `k` (a scalar broadcast, not loaded).
-    AddK { a: usize, k: f64, out: usize },
-    /// `out = k + a`.
-    KAdd { a: usize, k: f64, out: usize },
-    /// `out = a - k`.
-    SubK { a: usize, k: f64, out: usize },
-    /// `out = k - a`.
-    KSub { a: usize, k: f64, out: usize },
-    /// `out = a * k`.
-    MulK { a: usize, k: f64, out: usize },
-    /// `out = k * a`.
-    KMul { a: usize, k: f64, out: usize },
-    /// `out = a / k`.
-    DivK { a: usize, k: f64, out: usize },
-    /// `out = k / a`.
-    KDiv { a: usize, k: f64, out: usize },
+    /// `f64` arithmetic.
+    Arith { op: Arithmetic, out: usize },
     /// Block math over a chunk (`shape`: the value's shape, for its position).
     Math { instr: Instr, args: Vec<usize>, out: usize, shape: Vec<usize> },
+}
+
+/// The arithmetic of a [`Lane`], on registers `a` and `b` or with a
+/// constant `k` (a scalar broadcast, not loaded).
+#[derive(Debug)]
+enum Arithmetic {
+    /// `a + b`.
+    Add { a: usize, b: usize },
+    /// `a - b`.
+    Sub { a: usize, b: usize },
+    /// `a * b`.
+    Mul { a: usize, b: usize },
+    /// `a / b`.
+    Div { a: usize, b: usize },
+    /// `-a`.
+    Neg { a: usize },
+    /// `a + k`.
+    AddK { a: usize, k: f64 },
+    /// `k + a`.
+    KAdd { a: usize, k: f64 },
+    /// `a - k`.
+    SubK { a: usize, k: f64 },
+    /// `k - a`.
+    KSub { a: usize, k: f64 },
+    /// `a * k`.
+    MulK { a: usize, k: f64 },
+    /// `k * a`.
+    KMul { a: usize, k: f64 },
+    /// `a / k`.
+    DivK { a: usize, k: f64 },
+    /// `k / a`.
+    KDiv { a: usize, k: f64 },
+}
+
+/// Evaluates an [`Arithmetic`] through `$two!(a, b, f)` (two registers) or
+/// `$one!(a, f)` (one register), `f` the operation on one lane (holding the
+/// constant, if any): the one table of the run's arithmetic, for both ways
+/// a chunk computes (by value, in place).
+macro_rules! arithmetic {
+    ($op:expr, $two:ident, $one:ident) => {
+        match *$op {
+            Arithmetic::Add { a, b } => $two!(a, b, |p: f64, q: f64| p + q),
+            Arithmetic::Sub { a, b } => $two!(a, b, |p: f64, q: f64| p - q),
+            Arithmetic::Mul { a, b } => $two!(a, b, |p: f64, q: f64| p * q),
+            Arithmetic::Div { a, b } => $two!(a, b, |p: f64, q: f64| p / q),
+            Arithmetic::Neg { a } => $one!(a, |p: f64| -p),
+            Arithmetic::AddK { a, k } => $one!(a, |p: f64| p + k),
+            Arithmetic::KAdd { a, k } => $one!(a, |p: f64| k + p),
+            Arithmetic::SubK { a, k } => $one!(a, |p: f64| p - k),
+            Arithmetic::KSub { a, k } => $one!(a, |p: f64| k - p),
+            Arithmetic::MulK { a, k } => $one!(a, |p: f64| p * k),
+            Arithmetic::KMul { a, k } => $one!(a, |p: f64| k * p),
+            Arithmetic::DivK { a, k } => $one!(a, |p: f64| p / k),
+            Arithmetic::KDiv { a, k } => $one!(a, |p: f64| k / p),
+        }
+    };
 }
 
 /// Elementwise `f64` instructions over values of one length, evaluated
@@ -97,20 +129,7 @@ impl Lane {
     /// The register the instruction writes.
     fn out(&self) -> usize {
         match *self {
-            Lane::Add { out, .. }
-            | Lane::Sub { out, .. }
-            | Lane::Mul { out, .. }
-            | Lane::Div { out, .. }
-            | Lane::Neg { out, .. }
-            | Lane::AddK { out, .. }
-            | Lane::KAdd { out, .. }
-            | Lane::SubK { out, .. }
-            | Lane::KSub { out, .. }
-            | Lane::MulK { out, .. }
-            | Lane::KMul { out, .. }
-            | Lane::DivK { out, .. }
-            | Lane::KDiv { out, .. }
-            | Lane::Math { out, .. } => out,
+            Lane::Arith { out, .. } | Lane::Math { out, .. } => out,
         }
     }
 }
@@ -131,14 +150,17 @@ impl Run {
             .filter(|l| {
                 matches!(
                     l,
-                    Lane::AddK { .. }
-                        | Lane::KAdd { .. }
-                        | Lane::SubK { .. }
-                        | Lane::KSub { .. }
-                        | Lane::MulK { .. }
-                        | Lane::KMul { .. }
-                        | Lane::DivK { .. }
-                        | Lane::KDiv { .. }
+                    Lane::Arith {
+                        op: Arithmetic::AddK { .. }
+                            | Arithmetic::KAdd { .. }
+                            | Arithmetic::SubK { .. }
+                            | Arithmetic::KSub { .. }
+                            | Arithmetic::MulK { .. }
+                            | Arithmetic::KMul { .. }
+                            | Arithmetic::DivK { .. }
+                            | Arithmetic::KDiv { .. },
+                        ..
+                    }
                 )
             })
             .count();
@@ -208,27 +230,28 @@ impl Run {
                 // operands and written in place: a loop over a fixed number
                 // of lanes that compiles to a few vector instructions, with
                 // no whole-register copies. Shorter chunks go by value.
-                if W < DIRECT && by_value(regs, lane) {
+                if let (Lane::Arith { op, out }, true) = (lane, W < DIRECT) {
+                    by_value(regs, op, *out);
                     continue;
                 }
                 let (out, rest) = split(regs, lane.out());
                 let rest =
                     Operands { regs: rest, bufs, sources: &self.sources, at: direct.then_some(c) };
-                match *lane {
-                    Lane::Add { a, b, .. } => zip(out, rest.get(a), rest.get(b), |p, q| p + q),
-                    Lane::Sub { a, b, .. } => zip(out, rest.get(a), rest.get(b), |p, q| p - q),
-                    Lane::Mul { a, b, .. } => zip(out, rest.get(a), rest.get(b), |p, q| p * q),
-                    Lane::Div { a, b, .. } => zip(out, rest.get(a), rest.get(b), |p, q| p / q),
-                    Lane::Neg { a, .. } => map(out, rest.get(a), |p| -p),
-                    Lane::AddK { a, k, .. } => map(out, rest.get(a), |p| p + k),
-                    Lane::KAdd { a, k, .. } => map(out, rest.get(a), |p| k + p),
-                    Lane::SubK { a, k, .. } => map(out, rest.get(a), |p| p - k),
-                    Lane::KSub { a, k, .. } => map(out, rest.get(a), |p| k - p),
-                    Lane::MulK { a, k, .. } => map(out, rest.get(a), |p| p * k),
-                    Lane::KMul { a, k, .. } => map(out, rest.get(a), |p| k * p),
-                    Lane::DivK { a, k, .. } => map(out, rest.get(a), |p| p / k),
-                    Lane::KDiv { a, k, .. } => map(out, rest.get(a), |p| k / p),
-                    Lane::Math { ref instr, ref args, ref shape, .. } => {
+                match lane {
+                    Lane::Arith { op, .. } => {
+                        macro_rules! two {
+                            ($a:expr, $b:expr, $f:expr) => {
+                                zip(out, rest.get($a), rest.get($b), $f)
+                            };
+                        }
+                        macro_rules! one {
+                            ($a:expr, $f:expr) => {
+                                map(out, rest.get($a), $f)
+                            };
+                        }
+                        arithmetic!(op, two, one)
+                    }
+                    Lane::Math { instr, args, shape, .. } => {
                         let at = BlockAt { start: c, shape };
                         let r = |k: usize| Block::F64(&rest.get(args[k])[..w]);
                         let o = BlockMut::F64(&mut out[..w]);
@@ -310,31 +333,23 @@ fn copy_part(dst: &mut [f64], src: &[f64]) {
     dst[..n].copy_from_slice(&src[..n]);
 }
 
-/// Arithmetic on short registers (at most 8 lanes), by value: they live in
-/// vector registers, and this is cheaper than borrowing the output apart
-/// (see [`DIRECT`]). Whether `lane` was arithmetic, and so done.
+/// `regs[out] = op` on short registers (at most 8 lanes), by value: they
+/// live in vector registers, and this is cheaper than borrowing the output
+/// apart (see [`DIRECT`]).
 #[inline(always)]
-fn by_value<const W: usize>(regs: &mut [[f64; W]], lane: &Lane) -> bool {
-    let z = |x: [f64; W], y: [f64; W], f: fn(f64, f64) -> f64| -> [f64; W] {
-        std::array::from_fn(|l| f(x[l], y[l]))
-    };
-    match *lane {
-        Lane::Add { a, b, out } => regs[out] = z(regs[a], regs[b], |p, q| p + q),
-        Lane::Sub { a, b, out } => regs[out] = z(regs[a], regs[b], |p, q| p - q),
-        Lane::Mul { a, b, out } => regs[out] = z(regs[a], regs[b], |p, q| p * q),
-        Lane::Div { a, b, out } => regs[out] = z(regs[a], regs[b], |p, q| p / q),
-        Lane::Neg { a, out } => regs[out] = regs[a].map(|p| -p),
-        Lane::AddK { a, k, out } => regs[out] = regs[a].map(|p| p + k),
-        Lane::KAdd { a, k, out } => regs[out] = regs[a].map(|p| k + p),
-        Lane::SubK { a, k, out } => regs[out] = regs[a].map(|p| p - k),
-        Lane::KSub { a, k, out } => regs[out] = regs[a].map(|p| k - p),
-        Lane::MulK { a, k, out } => regs[out] = regs[a].map(|p| p * k),
-        Lane::KMul { a, k, out } => regs[out] = regs[a].map(|p| k * p),
-        Lane::DivK { a, k, out } => regs[out] = regs[a].map(|p| p / k),
-        Lane::KDiv { a, k, out } => regs[out] = regs[a].map(|p| k / p),
-        Lane::Math { .. } => return false,
+fn by_value<const W: usize>(regs: &mut [[f64; W]], op: &Arithmetic, out: usize) {
+    macro_rules! two {
+        ($a:expr, $b:expr, $f:expr) => {{
+            let (x, y, f) = (regs[$a], regs[$b], $f);
+            regs[out] = std::array::from_fn(|l| f(x[l], y[l]));
+        }};
     }
-    true
+    macro_rules! one {
+        ($a:expr, $f:expr) => {
+            regs[out] = regs[$a].map($f)
+        };
+    }
+    arithmetic!(op, two, one)
 }
 
 /// `out = f(x, y)` lane by lane.
@@ -544,43 +559,46 @@ pub(super) fn fuse(
             let (lane, written) = match c {
                 Code::Arith { f, a, b, out: slot } => {
                     let k = |s: usize| known.get(s).copied().flatten();
-                    let lane = match (f, k(a), k(b)) {
+                    let (op, out) = match (f, k(a), k(b)) {
                         (Arith::Neg, _, _) => {
                             let a = reg(a, &mut loads);
-                            Lane::Neg { a, out: reg(slot, &mut Vec::new()) }
+                            (Arithmetic::Neg { a }, reg(slot, &mut Vec::new()))
                         }
                         (_, None, Some(k)) => {
                             let a = reg(a, &mut loads);
                             let out = reg(slot, &mut Vec::new());
-                            match f {
-                                Arith::Add => Lane::AddK { a, k, out },
-                                Arith::Sub => Lane::SubK { a, k, out },
-                                Arith::Mul => Lane::MulK { a, k, out },
-                                _ => Lane::DivK { a, k, out },
-                            }
+                            let op = match f {
+                                Arith::Add => Arithmetic::AddK { a, k },
+                                Arith::Sub => Arithmetic::SubK { a, k },
+                                Arith::Mul => Arithmetic::MulK { a, k },
+                                _ => Arithmetic::DivK { a, k },
+                            };
+                            (op, out)
                         }
                         (_, Some(k), None) => {
                             let a = reg(b, &mut loads);
                             let out = reg(slot, &mut Vec::new());
-                            match f {
-                                Arith::Add => Lane::KAdd { a, k, out },
-                                Arith::Sub => Lane::KSub { a, k, out },
-                                Arith::Mul => Lane::KMul { a, k, out },
-                                _ => Lane::KDiv { a, k, out },
-                            }
+                            let op = match f {
+                                Arith::Add => Arithmetic::KAdd { a, k },
+                                Arith::Sub => Arithmetic::KSub { a, k },
+                                Arith::Mul => Arithmetic::KMul { a, k },
+                                _ => Arithmetic::KDiv { a, k },
+                            };
+                            (op, out)
                         }
                         _ => {
                             let (a, b) = (reg(a, &mut loads), reg(b, &mut loads));
                             let out = reg(slot, &mut Vec::new());
-                            match f {
-                                Arith::Add => Lane::Add { a, b, out },
-                                Arith::Sub => Lane::Sub { a, b, out },
-                                Arith::Mul => Lane::Mul { a, b, out },
-                                _ => Lane::Div { a, b, out },
-                            }
+                            let op = match f {
+                                Arith::Add => Arithmetic::Add { a, b },
+                                Arith::Sub => Arithmetic::Sub { a, b },
+                                Arith::Mul => Arithmetic::Mul { a, b },
+                                _ => Arithmetic::Div { a, b },
+                            };
+                            (op, out)
                         }
                     };
-                    (lane, slot)
+                    (Lane::Arith { op, out }, slot)
                 }
                 Code::Elementwise { instr, args, out, shape } => {
                     let args = args.iter().map(|&s| reg(s, &mut loads)).collect();
