@@ -144,10 +144,32 @@ fn cond_errors_name_the_problem() {
     let x = t(&[1.0, 2.0], &[2]);
     let bad = |x: &Var| cond(&positive(x), |x: &Var| x.sum_all(), |x: &Var| x.clone(), x);
     let e = jit(bad).eval(&x).unwrap_err().to_string();
-    assert!(e.contains("output 0") && e.contains("branch 1") && e.contains("f64[2]"), "{e}");
+    let named = e.contains("output 0 of true_fn") && e.contains("false_fn returns f64[2]");
+    assert!(named, "the branches by their names: {e}");
     let not_bool = |x: &Var| cond(&x.sum_all(), |x: &Var| x.clone(), |x: &Var| x.clone(), x);
     let e = jit(not_bool).eval(&x).unwrap_err().to_string();
     assert!(e.contains("pred") && e.contains("bool"), "{e}");
+    // A bool predicate that is not a scalar: its shape, not its dtype.
+    let not_scalar =
+        |x: &Var| cond(&x.gt(&x.zeros_like()), |x: &Var| x.clone(), |x: &Var| x.clone(), x);
+    let e = jit(not_scalar).eval(&x).unwrap_err().to_string();
+    assert!(e.contains("pred") && e.contains("bool[2]") && !e.contains("dtype"), "{e}");
+}
+
+#[test]
+fn loop_bounds_must_be_integer_scalars() {
+    let x = t(&[1.0, 2.0], &[2]);
+    let run = |n: &Var, x: &Var| fori_loop(0, n, |_: &Var, c: &Var| c * 2.0, x);
+    for (bound, what) in [
+        (Tensor::scalar(true), "bool"),
+        (Tensor::scalar(3.0), "f64"),
+        (Tensor::from_vec(vec![1i64, 2], &[2]).unwrap(), "i64[2]"),
+    ] {
+        let e = jit(run).eval((&bound, &x)).unwrap_err().to_string();
+        assert!(e.contains("fori_loop") && e.contains("upper") && e.contains(what), "{e}");
+    }
+    let three = jit(run).eval((&Tensor::scalar(3i64), &x)).unwrap();
+    close("three steps", &three, &t(&[8.0, 16.0], &[2]), 0.0);
 }
 
 // ------------------------------------------------------------------ scan
@@ -337,6 +359,23 @@ fn scan_errors_name_the_carry_and_the_lengths() {
     };
     let e = jit(two).eval((&x, &t(&[1.0, 2.0, 3.0], &[3]))).unwrap_err().to_string();
     assert!(e.contains("length 3") && e.contains("expected 2"), "{e}");
+    // A checkpoint every 0 steps is no policy.
+    let zero = |x: &Var| {
+        let options = ScanOptions { checkpoint: Some(0), ..ScanOptions::default() };
+        scan_with(|c: &Var, x: &Var| (c + x, c.clone()), x.index_axis(0, 0), x, options)
+    };
+    let e = jit(zero).eval(&x).unwrap_err().to_string();
+    assert!(e.contains("scan") && e.contains("checkpoint"), "{e}");
+    // A while_loop's carry that changes type is named as the while_loop's.
+    let grows = |x: &Var| {
+        while_loop(
+            |c: &Var| c.sum_all().lt(&c.sum_all().full_like(9.0)),
+            |c: &Var| c.slice_axis(0, Some(0), Some(1), 1),
+            x,
+        )
+    };
+    let e = jit(grows).eval(&x).unwrap_err().to_string();
+    assert!(e.contains("while_loop") && e.contains("carry 0") && e.contains("f64[1]"), "{e}");
 }
 
 // ------------------------------------------------------------- loops
@@ -473,6 +512,26 @@ fn grad_through_a_bounded_while_loop() {
         close("vmap(grad)", &per.select_axis(0, i).unwrap(), &alone, 1e-12);
     }
     assert_eq!(per.to_vec::<f64>().unwrap()[1], 0.0);
+}
+
+#[test]
+fn second_order_reverse_mode_through_a_bounded_while_loop() {
+    // x <- x * a from 1 while x < 10: at a = 1.5 six steps, x = a^6. The
+    // gradient's forward pass (checkpoints by segments) is itself a bounded
+    // loop, so reverse over reverse works as forward over reverse does.
+    let f = |a: &Var| {
+        while_loop_bounded(|x: &Var| x.lt(&x.full_like(10.0)), |x: &Var| x * a, a.ones_like(), 12)
+    };
+    let a = Tensor::scalar(1.5);
+    let want = Tensor::scalar(30.0 * 1.5f64.powi(4));
+    close("grad", &grad(f).eval(&a).unwrap(), &Tensor::scalar(6.0 * 1.5f64.powi(5)), 1e-12);
+    close("hessian", &hessian(f).eval(&a).unwrap(), &want, 1e-10);
+    close("jacrev(grad)", &jacrev(grad(f)).eval(&a).unwrap(), &want, 1e-10);
+    close("jacrev(jacrev)", &jacrev(jacrev(f)).eval(&a).unwrap(), &want, 1e-10);
+    let batch = t(&[1.5, 2.0, 1.1], &[3]);
+    let per = vmap(jacrev(jacrev(f))).eval(&batch).unwrap();
+    let fwd = vmap(jacfwd(jacrev(f))).eval(&batch).unwrap();
+    close("vmap(jacrev(jacrev)) = vmap(jacfwd(jacrev))", &per, &fwd, 1e-10);
 }
 
 /// Newton's method as a while_loop whose body takes a Jacobian (jacfwd

@@ -740,3 +740,78 @@ fn transposed_factor_is_internal() {
         close(&x, &want[0], 1e-12);
     }
 }
+
+#[test]
+fn user_input_errors_name_the_function_and_shapes() {
+    let err = |r: anvil::Result<Tensor>| r.unwrap_err().to_string();
+    let a = t3();
+    let b = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap();
+    // lu_solve with fewer pivots than rows: an error, not a wrong solve.
+    let solve = |a: &Var, p: &Var, b: &Var| {
+        let (lu, _) = linalg::lu_factor(a);
+        linalg::lu_solve(&lu, p, b, false)
+    };
+    let short = Tensor::from_vec(vec![0i64], &[1]).unwrap();
+    let e = err(jit(solve).eval((&a, &short, &b)));
+    assert!(e.contains("lu_solve") && e.contains("pivots") && e.contains("[1]"), "{e}");
+    // The factor's own pivots solve it.
+    let with_own = jit(|a: &Var, b: &Var| {
+        let (lu, piv) = linalg::lu_factor(a);
+        linalg::lu_solve(&lu, &piv, b, false)
+    })
+    .eval((&a, &b))
+    .unwrap();
+    close(&jit(|a: &Var, x: &Var| a.matmul(x)).eval((&a, &with_own)).unwrap(), &b, 1e-12);
+    // Functions of matrices given a vector name themselves, not an inner op.
+    let v = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap();
+    for (name, e) in [
+        ("pinv", err(jit(|v: &Var| linalg::pinv(v)).eval(&v))),
+        ("lstsq", err(jit(|v: &Var| linalg::lstsq(v, v).0).eval(&v))),
+        ("trace", err(jit(|v: &Var| linalg::trace(v, 0)).eval(&v))),
+        (
+            "matrix_norm",
+            err(jit(|v: &Var| linalg::matrix_norm(v, MatrixNorm::Fro, false)).eval(&v)),
+        ),
+    ] {
+        assert!(e.contains(name) && e.contains("matrices") && e.contains("f64[2]"), "{e}");
+    }
+    // lstsq with a right-hand side of the wrong number of rows.
+    let e = err(jit(|a: &Var, v: &Var| linalg::lstsq(a, v).0).eval((&a, &v)));
+    assert!(e.contains("lstsq") && e.contains("3 rows"), "{e}");
+}
+
+#[test]
+fn matrix_norms_over_given_axes() {
+    use linalg::NormOrd;
+    // x[i, b, j]: two 2 x 3 matrices stacked on the middle axis.
+    let x = rand(&[2, 2, 3], 7);
+    let over = |ord: MatrixNorm, axes: Vec<i64>, keepdims: bool| {
+        jit(move |x: &Var| linalg::norm(x, NormOrd::Matrix(ord), &axes, keepdims)).eval(&x)
+    };
+    let moved = jit(|x: &Var| x.permute(&[1, 0, 2])).eval(&x).unwrap();
+    for ord in [MatrixNorm::Fro, MatrixNorm::One, MatrixNorm::Inf, MatrixNorm::Two, MatrixNorm::Nuc]
+    {
+        let want = jit(move |m: &Var| linalg::matrix_norm(m, ord, false)).eval(&moved).unwrap();
+        close(&over(ord, vec![0, 2], false).unwrap(), &want, 1e-12);
+        close(&over(ord, vec![-3, -1], false).unwrap(), &want, 1e-12);
+        let kept = over(ord, vec![0, 2], true).unwrap();
+        assert_eq!(kept.shape(), &[1, 2, 1]);
+        // Rows and columns swapped: the norm of the transposes.
+        let swapped = jit(|m: &Var| m.transpose()).eval(&moved).unwrap();
+        let want_t = jit(move |m: &Var| linalg::matrix_norm(m, ord, false)).eval(&swapped).unwrap();
+        close(&over(ord, vec![2, 0], false).unwrap(), &want_t, 1e-12);
+    }
+    // No axes: the last two, as matrix_norm.
+    let last = jit(|x: &Var| linalg::matrix_norm(x, MatrixNorm::Fro, false)).eval(&x).unwrap();
+    close(&over(MatrixNorm::Fro, vec![], false).unwrap(), &last, 1e-12);
+    // One axis, the same axis twice, an axis out of range: errors.
+    for axes in [vec![0], vec![1, 1], vec![0, 3], vec![0, 1, 2]] {
+        let e = over(MatrixNorm::Fro, axes.clone(), false).unwrap_err().to_string();
+        assert!(e.contains("norm"), "{axes:?}: {e}");
+    }
+}
+
+/// A non-symmetric 3 x 3 matrix whose LU needs a row exchange.
+fn t3() -> Tensor {
+    Tensor::from_vec(vec![0.0, 2.0, 1.0, 1.0, 3.0, 0.5, 2.0, 0.0, 4.0], &[3, 3]).unwrap()
+}

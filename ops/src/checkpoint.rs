@@ -146,7 +146,10 @@ fn checkpoints(
         cond: inner_cond.into(),
         body: inner_body.into(),
         consts: kc,
-        max_steps: None,
+        // At most `seg` steps (`limit` is at most `seg`): bounded, so that
+        // the forward pass can itself be differentiated in reverse mode
+        // (`jacrev(grad(f))`).
+        max_steps: Some(seg),
         masked: false,
     };
     // Outer scan over segments: carries (known carries, steps left); ys

@@ -126,7 +126,7 @@ impl Op for Scan {
             }
         }
         let outs = self.body.output_types();
-        check_carries(&want[nc..nc + nk], &outs[..nk])?;
+        check_carries("scan", &want[nc..nc + nk], &outs[..nk])?;
         let mut results = outs[..nk].to_vec();
         results.extend(outs[nk..].iter().map(|t| {
             let mut shape = vec![self.length];
@@ -153,12 +153,12 @@ impl Op for Scan {
 }
 
 /// A loop body returns carries of the types it takes: an error names the
-/// carry and both types.
-pub fn check_carries(inputs: &[TensorType], outputs: &[TensorType]) -> Result<()> {
+/// loop (`op`: `scan`, `while_loop`, ...), the carry and both types.
+pub fn check_carries(op: &str, inputs: &[TensorType], outputs: &[TensorType]) -> Result<()> {
     for (k, (i, o)) in inputs.iter().zip(outputs).enumerate() {
         if i != o {
             return Err(Error::shape(
-                "scan",
+                op,
                 &[i.shape(), o.shape()],
                 format!(
                     "carry {k} enters the body as {i} and leaves it as {o}: a carry keeps its type"

@@ -104,7 +104,7 @@ impl Op for While {
                 format!("returns {} carries; it takes {}", outs.len(), want.len() - nc),
             ));
         }
-        check_carries(&want[nc..], &outs)?;
+        check_carries("while_loop", &want[nc..], &outs)?;
         Ok(outs)
     }
 
@@ -283,7 +283,7 @@ fn transpose_while(
             "while_loop",
             "reverse mode",
             "a while_loop without a bound on its steps has no reverse-mode derivative; \
-             bound it with `.max_steps(n)` (its gradient then keeps about sqrt(n) carries)",
+             bound it with `while_loop_bounded(cond, body, init, n)` (its gradient then keeps about sqrt(n) carries)",
         )),
         Some(n) => crate::checkpoint::transpose_bounded(w, n, cts, args),
     }

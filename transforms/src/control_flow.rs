@@ -82,12 +82,11 @@ where
     F: IntoFunction<MF, Args = T::Args, Output = T::Output>,
     L: ToVar,
 {
-    if pred.dtype() != DType::Bool || pred.rank() != 0 {
-        return Err(Error::dtype("cond", "pred", pred.dtype(), "a bool scalar"));
-    }
+    scalar_of("cond", "pred", pred, pred.dtype() == DType::Bool, "a bool scalar")?;
     let index = pred.cast(DType::I64);
     let (f, t) = (false_fn.into_function(), true_fn.into_function());
-    branch(&index, &[&f, &t], operands.def(), &leaves_of(&operands))
+    let names = Names { op: "cond", of: &|b| ["false_fn", "true_fn"][b.min(1)].to_string() };
+    branch(&index, &[&f, &t], operands.def(), &leaves_of(&operands), names)
 }
 
 /// `branches[index](operands)` (`jax.lax.switch`); `index` (an integer
@@ -111,13 +110,12 @@ pub fn switch<M, B: Branches<M>, L: ToVar>(
     branches: B,
     operands: impl Flatten<L>,
 ) -> Result<B::Output> {
-    if index.dtype().is_float() || index.dtype() == DType::Bool || index.rank() != 0 {
-        return Err(Error::dtype("switch", "index", index.dtype(), "an integer scalar"));
-    }
+    scalar_of("switch", "index", index, is_integer(index.dtype()), "an integer scalar")?;
     let funcs = branches.into_functions();
     let refs: Vec<&dyn Function<Args = B::Args, Output = B::Output>> =
         funcs.iter().map(|f| f.as_ref()).collect();
-    branch(index, &refs, operands.def(), &leaves_of(&operands))
+    let names = Names { op: "switch", of: &|b| format!("branch {b}") };
+    branch(index, &refs, operands.def(), &leaves_of(&operands), names)
 }
 
 /// Several functions of the same arguments and result: the branches of
@@ -168,13 +166,42 @@ branches!(F0 M0 F1 M1 F2 M2 F3 M3 F4 M4 F5 M5 F6 M6);
 branches!(F0 M0 F1 M1 F2 M2 F3 M3 F4 M4 F5 M5 F6 M6 F7 M7);
 
 /// One `Cond` node over `branches`, on operands of structure `def`.
+/// Whether `d` is an integer dtype (not a float, not a bool).
+fn is_integer(d: DType) -> bool {
+    !d.is_float() && d != DType::Bool
+}
+
+/// `Ok` when `v` (argument `arg` of `op`) is a scalar of the right dtype
+/// (`dtype_ok`), else an error saying which of dtype and shape is wrong.
+fn scalar_of(op: &str, arg: &str, v: &Var, dtype_ok: bool, expected: &str) -> Result<()> {
+    if !dtype_ok {
+        Err(Error::dtype(op, arg, v.dtype(), expected))
+    } else if v.rank() != 0 {
+        Err(Error::shape(
+            op,
+            &[v.shape()],
+            format!("argument {arg} must be {expected}; it is {}", v.ty()),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// How errors name a conditional and its branches (`cond`: `true_fn` and
+/// `false_fn`; `switch`: by index).
+struct Names<'a> {
+    op: &'static str,
+    of: &'a dyn Fn(usize) -> String,
+}
+
 fn branch<A: Args, O: Traced>(
     index: &Var,
     branches: &[&dyn Function<Args = A, Output = O>],
     def: TreeDef,
     operands: &[Var],
+    names: Names<'_>,
 ) -> Result<O> {
-    let def = fit_args("cond", def, A::ARITY)?;
+    let def = fit_args(names.op, def, A::ARITY)?;
     let ty = types(operands);
     // The branches' inputs stand for the operands (their trace-time types
     // follow them).
@@ -206,15 +233,16 @@ fn branch<A: Args, O: Traced>(
             }
         }
     }
-    let first = traced.first().ok_or_else(|| Error::invalid("switch", "branches", "none given"))?;
+    let first = traced.first().ok_or_else(|| Error::invalid(names.op, "branches", "none given"))?;
     for (b, t) in traced.iter().enumerate().skip(1) {
         if t.output != first.output {
             return Err(Error::invalid(
-                "cond",
-                format!("branch {b}"),
+                names.op,
+                (names.of)(b),
                 format!(
-                    "returns {}; branch 0 returns {}",
+                    "returns {}; {} returns {}",
                     t.output.describe(),
+                    (names.of)(0),
                     first.output.describe()
                 ),
             ));
@@ -228,7 +256,23 @@ fn branch<A: Args, O: Traced>(
         .iter()
         .map(|t| around_consts(t, &consts, operands.len(), 0, &all_types).map(Into::into))
         .collect::<Result<_>>()?;
-    anvil_ops::cond::check_branch_outputs(&graphs, &graphs[0].output_types())?;
+    let want = graphs[0].output_types();
+    for (b, g) in graphs.iter().enumerate().skip(1) {
+        for (k, (got, w)) in g.output_types().iter().zip(&want).enumerate() {
+            if got != w {
+                return Err(Error::shape(
+                    names.op,
+                    &[got.shape(), w.shape()],
+                    format!(
+                        "output {k} of {} is {got}; {} returns {w}",
+                        (names.of)(b),
+                        (names.of)(0)
+                    ),
+                ));
+            }
+        }
+    }
+    anvil_ops::cond::check_branch_outputs(&graphs, &want)?;
     let mut refs: Vec<&Var> = vec![index];
     refs.extend(operands);
     refs.extend(&consts);
@@ -291,7 +335,8 @@ where
 /// are both traced values or both tensors (constants).
 ///
 /// # Errors
-/// Scanned inputs of different lengths, or none and no `length`; a body
+/// Scanned inputs of different lengths, or none and no `length`; a
+/// `checkpoint` of `Some(0)`; a body
 /// whose carry changes structure or type (naming the carry and both
 /// types); the body's own errors.
 pub fn scan_with<M, F, C, X, Y, L>(
@@ -307,6 +352,13 @@ where
     Y: Traced,
     L: ToVar,
 {
+    if options.checkpoint == Some(0) {
+        return Err(Error::invalid(
+            "scan",
+            "checkpoint",
+            "must keep every k-th carry for some k >= 1 (None keeps every step's)",
+        ));
+    }
     let (init_def, xs_def) = (init.def(), xs.def());
     let (carries, scanned) = (leaves_of(&init), leaves_of(&xs));
     let length = scan_length(&scanned, options.length)?;
@@ -341,7 +393,7 @@ where
             ))
         }
     };
-    check_carries(&slice_types[..nk], &t.graph.output_types()[..nk])?;
+    check_carries("scan", &slice_types[..nk], &t.graph.output_types()[..nk])?;
     // Body inputs: (consts, carries, x slices).
     let consts = t.captures.clone();
     let mut body_types = types(&consts);
@@ -500,9 +552,7 @@ where
     }
     for (what, b) in [("lower", &lower), ("upper", &upper)] {
         if let Bound::Traced(v) = b {
-            if v.dtype().is_float() || v.rank() != 0 {
-                return Err(Error::dtype("fori_loop", what, v.dtype(), "an integer scalar"));
-            }
+            scalar_of("fori_loop", what, v, is_integer(v.dtype()), "an integer scalar")?;
         }
     }
     let (lo, hi) = (lower.var(), upper.var());
@@ -613,7 +663,7 @@ where
             format!("returns {}; the carry is {}", b.output.describe(), init_def.describe()),
         ));
     }
-    check_carries(&ty, &b.graph.output_types())?;
+    check_carries("while_loop", &ty, &b.graph.output_types())?;
     let consts = union(&[&p, &b]);
     let mut all_types = types(&consts);
     all_types.extend(ty);

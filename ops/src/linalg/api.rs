@@ -15,7 +15,8 @@ use super::triangle::{Diagonal, Triangle};
 use super::triangular::TriangularSolve;
 use super::OnFailure;
 use crate::api::VarExt;
-use anvil_core::shape::is_symbolic;
+use anvil_core::shape::{is_symbolic, normalize_axis};
+use anvil_core::Error;
 use anvil_core::{DType, Var};
 
 /// The results of an op with `n` results.
@@ -211,8 +212,9 @@ pub fn lu_factor(a: &Var) -> (Var, Var) {
 /// `[..., n, k]`.
 ///
 /// # Errors
-/// At run time, an exactly singular factorisation: an error naming
-/// `lu_solve` and the batch element.
+/// Pivots that are not `[..., n]` (one per row of the factor); at run
+/// time, an exactly singular factorisation: an error naming `lu_solve` and
+/// the batch element.
 ///
 /// ```
 /// use anvil::prelude::*;
@@ -235,6 +237,16 @@ pub fn lu_solve(lu: &Var, piv: &Var, b: &Var, trans: bool) -> Var {
 /// [`lu_solve`] choosing what a singular factorisation gives.
 pub fn lu_solve_with(lu: &Var, piv: &Var, b: &Var, trans: bool, on_failure: OnFailure) -> Var {
     let n = lu.shape().last().copied().unwrap_or(0);
+    // The factor is square (checked by `LuSolve`): one pivot per row. (The
+    // conversion to a permutation alone accepts fewer, as for a wide LU.)
+    if piv.shape().last() != Some(&n) {
+        lu.tracer().record(Error::shape(
+            "lu_solve",
+            &[lu.shape(), piv.shape(), b.shape()],
+            format!("argument 1 must be the factor's {n} pivots [..., {n}] (it is {})", piv.ty()),
+        ));
+        return lu.tracer().poisoned();
+    }
     let perm = piv.apply(LuPivotsToPermutation { permutation_size: n }, &[]);
     let (cols, vector) = as_columns(lu, b);
     let op = LuSolve { transpose: trans, on_failure, ..Default::default() };
@@ -421,7 +433,7 @@ fn reciprocal_above(s: &Var, cut: &Var) -> Var {
 /// # Ok::<(), anvil::Error>(())
 /// ```
 pub fn pinv(a: &Var) -> Var {
-    let [.., m, n] = *a.shape() else { return a.apply(Triangle::lower(0), &[]) };
+    let [.., m, n] = *a.shape() else { return not_matrices(a, "pinv") };
     let (u, s, vt) = svd(a, false);
     let sinv = reciprocal_above(&s, &cutoff(&s, m, n, 10.0));
     (vt.transpose() * sinv.unsqueeze(-2)).matmul(&u.transpose())
@@ -448,10 +460,19 @@ pub fn pinv(a: &Var) -> Var {
 /// ```
 pub fn lstsq(a: &Var, b: &Var) -> (Var, Var, Var, Var) {
     let [.., m, n] = *a.shape() else {
-        let bad = a.apply(Triangle::lower(0), &[]);
+        let bad = not_matrices(a, "lstsq");
         return (bad.clone(), bad.clone(), bad.clone(), bad);
     };
     let (cols, vector) = as_columns(a, b);
+    if cols.rank() < 2 || cols.shape()[cols.rank() - 2] != m {
+        a.tracer().record(Error::shape(
+            "lstsq",
+            &[a.shape(), b.shape()],
+            format!("argument 1 must be [..., {m}] or [..., {m}, k], as argument 0 has {m} rows"),
+        ));
+        let bad = a.tracer().poisoned();
+        return (bad.clone(), bad.clone(), bad.clone(), bad);
+    }
     let (u, s, vt) = svd(a, false);
     let cut = cutoff(&s, m, n, 1.0);
     let sinv = reciprocal_above(&s, &cut);
@@ -480,6 +501,9 @@ pub fn diagonal(a: &Var, offset: i64) -> Var {
 /// # Ok::<(), anvil::Error>(())
 /// ```
 pub fn trace(a: &Var, offset: i64) -> Var {
+    if a.rank() < 2 {
+        return not_matrices(a, "trace");
+    }
     diagonal(a, offset).sum(&[-1])
 }
 
@@ -564,6 +588,9 @@ pub enum MatrixNorm {
 /// # Ok::<(), anvil::Error>(())
 /// ```
 pub fn matrix_norm(a: &Var, ord: MatrixNorm, keepdims: bool) -> Var {
+    if a.rank() < 2 {
+        return not_matrices(a, "matrix_norm");
+    }
     let keep = |v: Var| if keepdims { v.unsqueeze(-1).unsqueeze(-1) } else { v };
     match ord {
         MatrixNorm::Fro => keep(a.square().sum(&[-2, -1]).sqrt()),
@@ -587,10 +614,72 @@ pub enum NormOrd {
 }
 
 /// `jnp.linalg.norm(x, ord, axis, keepdims)`: a vector norm over `axes`
-/// (empty: every axis, flattened) or a matrix norm over the last two axes.
+/// (empty: every axis, flattened), or a matrix norm over the two `axes`
+/// (rows, then columns; empty: the last two). With `keepdims`, the reduced
+/// axes stay as axes of size 1.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::linalg::{self, MatrixNorm, NormOrd};
+///
+/// // Two 2 x 2 matrices stacked on the last axis: x[i, j, b].
+/// let x = Tensor::from_vec(vec![1.0, 0.0, -2.0, 0.0, 3.0, 0.0, 4.0, 5.0], &[2, 2, 2])?;
+/// let one = jit(|x: &Var| linalg::norm(x, NormOrd::Matrix(MatrixNorm::One), &[0, 1], false));
+/// assert_eq!(one.eval(&x)?.to_vec::<f64>()?, vec![6.0, 5.0]);
+/// // One axis is not a matrix: an error, as in NumPy.
+/// let bad = jit(|x: &Var| linalg::norm(x, NormOrd::Matrix(MatrixNorm::Fro), &[0], false));
+/// assert!(bad.eval(&x).is_err());
+/// # Ok::<(), anvil::Error>(())
+/// ```
 pub fn norm(x: &Var, ord: NormOrd, axes: &[i64], keepdims: bool) -> Var {
-    match ord {
-        NormOrd::Vector(p) => vector_norm(x, p, axes, keepdims),
-        NormOrd::Matrix(m) => matrix_norm(x, m, keepdims),
+    let m = match ord {
+        NormOrd::Vector(p) => return vector_norm(x, p, axes, keepdims),
+        NormOrd::Matrix(m) => m,
+    };
+    let r = x.rank();
+    let axis = |a: i64| normalize_axis("norm", a, x.shape(), "axes");
+    let (row, col) = match *axes {
+        [] if r >= 2 => (r - 2, r - 1),
+        [a, b] => match (axis(a), axis(b)) {
+            (Ok(row), Ok(col)) if row != col => (row, col),
+            (Err(e), _) | (_, Err(e)) => {
+                x.tracer().record(e);
+                return x.tracer().poisoned();
+            }
+            _ => {
+                return failed(x, "norm", format!("a matrix norm's two axes {axes:?} are one axis"))
+            }
+        },
+        _ => return failed(
+            x,
+            "norm",
+            format!(
+                "a matrix norm takes two axes (none: the last two); it was given {axes:?} of {}",
+                x.ty()
+            ),
+        ),
+    };
+    if (row, col) == (r - 2, r - 1) {
+        return matrix_norm(x, m, keepdims);
     }
+    // The other axes in order, then the rows and the columns.
+    let order: Vec<i64> =
+        (0..r).filter(|&a| a != row && a != col).chain([row, col]).map(|a| a as i64).collect();
+    let v = matrix_norm(&x.permute(&order), m, false);
+    if keepdims {
+        v.unsqueeze(row.min(col) as i64).unsqueeze(row.max(col) as i64)
+    } else {
+        v
+    }
+}
+
+/// The error of `op` given `a` of rank below 2 (a poisoned value).
+fn not_matrices(a: &Var, op: &str) -> Var {
+    failed(a, op, format!("argument 0 must be matrices [..., m, n] (it is {})", a.ty()))
+}
+
+/// Records a shape error of `op` on `x`'s trace and returns a poisoned value.
+fn failed(x: &Var, op: &str, message: String) -> Var {
+    x.tracer().record(Error::shape(op, &[x.shape()], message));
+    x.tracer().poisoned()
 }
