@@ -140,6 +140,22 @@ fn switch_clamps_its_index_and_batches_it() {
 }
 
 #[test]
+fn switch_branches_may_borrow_outer_values() {
+    // Closures that borrow `w` (not 'static), as cond's branches may.
+    let f = |i: &Var, x: &Var, w: &Var| switch(i, (|x: &Var| x * w, |x: &Var| x + w), x);
+    let (x, w) = (t(&[1.0, 2.0], &[2]), t(&[3.0, 4.0], &[2]));
+    let at = |i: i64| jit(f).eval((&Tensor::scalar(i), &x, &w)).unwrap();
+    assert_eq!(at(0).to_vec::<f64>().unwrap(), vec![3.0, 8.0]);
+    assert_eq!(at(1).to_vec::<f64>().unwrap(), vec![4.0, 6.0]);
+    let loss = |w: &Var, x: &Var| {
+        let first = x.sum_all().cast(DType::I64).zeros_like();
+        Ok::<_, anvil::Error>(f(&first, x, w)?.sum_all())
+    };
+    let dw = grad(loss).eval((&w, &x)).unwrap();
+    close("d/dw of the taken branch x * w", &dw, &x, 0.0);
+}
+
+#[test]
 fn cond_errors_name_the_problem() {
     let x = t(&[1.0, 2.0], &[2]);
     let bad = |x: &Var| cond(&positive(x), |x: &Var| x.sum_all(), |x: &Var| x.clone(), x);

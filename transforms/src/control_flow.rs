@@ -105,7 +105,7 @@ where
 ///
 /// # Errors
 /// An `index` that is not an integer scalar; branches whose results differ.
-pub fn switch<M, B: Branches<M>, L: ToVar>(
+pub fn switch<'f, M, B: Branches<'f, M>, L: ToVar>(
     index: &Var,
     branches: B,
     operands: impl Flatten<L>,
@@ -120,36 +120,43 @@ pub fn switch<M, B: Branches<M>, L: ToVar>(
 
 /// Several functions of the same arguments and result: the branches of
 /// [`switch`]. Implemented for tuples of up to eight closures (or
-/// functions), and for a `Vec` of boxed functions.
-pub trait Branches<M> {
+/// functions), which may borrow for `'f` (as `cond`'s branches may), and
+/// for a `Vec` of boxed functions.
+pub trait Branches<'f, M> {
     /// The arguments every branch takes.
     type Args: Args;
     /// The result every branch returns.
     type Output: Traced;
     /// The branches, in order.
-    fn into_functions(self) -> Vec<Box<dyn Function<Args = Self::Args, Output = Self::Output>>>;
+    fn into_functions(
+        self,
+    ) -> Vec<Box<dyn Function<Args = Self::Args, Output = Self::Output> + 'f>>;
 }
 
-impl<A: Args, O: Traced> Branches<()> for Vec<Box<dyn Function<Args = A, Output = O>>> {
+impl<'f, A: Args, O: Traced> Branches<'f, ()>
+    for Vec<Box<dyn Function<Args = A, Output = O> + 'f>>
+{
     type Args = A;
     type Output = O;
-    fn into_functions(self) -> Vec<Box<dyn Function<Args = A, Output = O>>> {
+    fn into_functions(self) -> Vec<Box<dyn Function<Args = A, Output = O> + 'f>> {
         self
     }
 }
 
 macro_rules! branches {
     ($f0:ident $m0:ident $($f:ident $m:ident)*) => {
-        impl<$m0, $($m,)* $f0, $($f,)*> Branches<($m0, $($m,)*)> for ($f0, $($f,)*)
+        impl<'f, $m0, $($m,)* $f0, $($f,)*> Branches<'f, ($m0, $($m,)*)> for ($f0, $($f,)*)
         where
             $f0: IntoFunction<$m0>,
-            $f0::Func: 'static,
-            $($f: IntoFunction<$m, Args = $f0::Args, Output = $f0::Output>, $f::Func: 'static,)*
+            $f0::Func: 'f,
+            $($f: IntoFunction<$m, Args = $f0::Args, Output = $f0::Output>, $f::Func: 'f,)*
         {
             type Args = $f0::Args;
             type Output = $f0::Output;
             #[allow(non_snake_case)]
-            fn into_functions(self) -> Vec<Box<dyn Function<Args = Self::Args, Output = Self::Output>>> {
+            fn into_functions(
+                self,
+            ) -> Vec<Box<dyn Function<Args = Self::Args, Output = Self::Output> + 'f>> {
                 let ($f0, $($f,)*) = self;
                 vec![Box::new($f0.into_function()), $(Box::new($f.into_function()),)*]
             }
@@ -165,7 +172,6 @@ branches!(F0 M0 F1 M1 F2 M2 F3 M3 F4 M4 F5 M5);
 branches!(F0 M0 F1 M1 F2 M2 F3 M3 F4 M4 F5 M5 F6 M6);
 branches!(F0 M0 F1 M1 F2 M2 F3 M3 F4 M4 F5 M5 F6 M6 F7 M7);
 
-/// One `Cond` node over `branches`, on operands of structure `def`.
 /// Whether `d` is an integer dtype (not a float, not a bool).
 fn is_integer(d: DType) -> bool {
     !d.is_float() && d != DType::Bool
@@ -194,6 +200,7 @@ struct Names<'a> {
     of: &'a dyn Fn(usize) -> String,
 }
 
+/// One `Cond` node over `branches`, on operands of structure `def`.
 fn branch<A: Args, O: Traced>(
     index: &Var,
     branches: &[&dyn Function<Args = A, Output = O>],

@@ -650,14 +650,16 @@ pub fn norm(x: &Var, ord: NormOrd, axes: &[i64], keepdims: bool) -> Var {
                 return failed(x, "norm", format!("a matrix norm's two axes {axes:?} are one axis"))
             }
         },
-        _ => return failed(
-            x,
-            "norm",
-            format!(
+        _ => {
+            return failed(
+                x,
+                "norm",
+                format!(
                 "a matrix norm takes two axes (none: the last two); it was given {axes:?} of {}",
                 x.ty()
             ),
-        ),
+            )
+        }
     };
     if (row, col) == (r - 2, r - 1) {
         return matrix_norm(x, m, keepdims);
