@@ -66,6 +66,63 @@ pub fn bound_inputs<T: Clone>(g: &Graph, args: &[T]) -> Vec<Option<T>> {
     env
 }
 
+/// `g` traced again with some nodes replaced: `rewrite` gets each node
+/// (parameters aside) with its operands' new values and returns the
+/// node's results, or `None` to emit the node as it is. Returns the new
+/// graph and whether `rewrite` replaced any node.
+///
+/// # Errors
+/// `rewrite`'s errors; an invalid graph.
+pub fn rewrite_nodes(
+    g: &Graph,
+    mut rewrite: impl FnMut(NodeId, &Node, &[Var]) -> Result<Option<Vec<Var>>>,
+) -> Result<(Graph, bool)> {
+    rewrite_nodes_partly(g, |id, node, ins| {
+        Ok(rewrite(id, node, ins)?.map(|r| r.into_iter().map(Some).collect()))
+    })
+}
+
+/// [`rewrite_nodes`] where a replacement may leave results without a value
+/// (`None`): results that nothing reads.
+///
+/// # Errors
+/// `rewrite`'s errors; an invalid graph, or a result left without a value
+/// that is read.
+pub fn rewrite_nodes_partly(
+    g: &Graph,
+    mut rewrite: impl FnMut(NodeId, &Node, &[Var]) -> Result<Option<Vec<Option<Var>>>>,
+) -> Result<(Graph, bool)> {
+    let mut changed = false;
+    let out = crate::trace_with(&g.input_types(), |vars| {
+        let mut env = bound_inputs(g, vars);
+        for (id, node) in g.iter() {
+            if node.op.is::<Parameter>() {
+                continue;
+            }
+            let ins: Vec<Var> =
+                node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
+            match rewrite(id, node, &ins)? {
+                Some(results) => {
+                    changed = true;
+                    for (v, x) in node.results().zip(results) {
+                        env[v.index()] = x;
+                    }
+                }
+                None => {
+                    let refs: Vec<&Var> = ins.iter().collect();
+                    bind(
+                        &mut env,
+                        node,
+                        Var::apply_op_n(node.op.boxed(), &refs, node.num_results()),
+                    );
+                }
+            }
+        }
+        outputs(g, &env)
+    })?;
+    Ok((out, changed))
+}
+
 /// Emits `graph` on `args` into their trace and returns its outputs.
 ///
 /// # Errors

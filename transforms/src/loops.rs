@@ -45,7 +45,7 @@
 mod carried;
 
 use crate::passes::{cse, dce};
-use anvil_core::replay::{bind, bound_inputs, inline_graph, outputs, replay, value};
+use anvil_core::replay::{inline_graph, replay, rewrite_nodes, rewrite_nodes_partly, value};
 use anvil_core::{trace_with, Arith, Graph, GraphPassFn, NodeId, Result, TensorType, ValueId, Var};
 use anvil_ops::scan::{emit_scan, Scan};
 use anvil_ops::VarExt;
@@ -73,48 +73,27 @@ pub fn optimize_loops(g: &Graph) -> Result<Option<Graph>> {
 /// The loop passes of [`Scan`] on the scans `scans` of `g`.
 fn scan_passes(g: &Graph, scans: &[NodeId]) -> Result<Option<Graph>> {
     let merges = sibling_merges(g, scans)?;
-    let mut changed = !merges.is_empty();
-    let out = trace_with(&g.input_types(), |vars| {
-        let mut env = bound_inputs(g, vars);
-        let mut later: HashMap<NodeId, Vec<Var>> = HashMap::new();
-        for (id, node) in g.iter() {
-            if node.op.parameter_index().is_some() {
-                continue;
-            }
-            if let Some(results) = later.remove(&id) {
-                bind(&mut env, node, results);
-                continue;
-            }
-            let ins: Vec<Var> =
-                node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
-            let scan =
-                if scans.contains(&id) { Some(node.op.try_downcast::<Scan>()?) } else { None };
-            let results = match (scan, merges.get(&id)) {
-                (Some(s), Some(m)) => {
-                    let (first, second) = run_merged(s, m, &ins);
-                    later.insert(m.other, second);
-                    first
-                }
-                (Some(s), None) => match outer_product_carries(s, &ins)? {
-                    Some(r) => {
-                        changed = true;
-                        r
-                    }
-                    None => emit(node, &ins),
-                },
-                _ => emit(node, &ins),
-            };
-            bind(&mut env, node, results);
+    // The later scan of a merged pair takes its results from the first's.
+    let mut later: HashMap<NodeId, Vec<Var>> = HashMap::new();
+    let (out, changed) = rewrite_nodes(g, |id, node, ins| {
+        if let Some(results) = later.remove(&id) {
+            return Ok(Some(results));
         }
-        outputs(g, &env)
+        if !scans.contains(&id) {
+            return Ok(None);
+        }
+        let s = node.op.try_downcast::<Scan>()?;
+        Ok(match merges.get(&id) {
+            Some(m) => {
+                let (first, second) = run_merged(s, m, ins);
+                later.insert(m.other, second);
+                Some(first)
+            }
+            None => outer_product_carries(s, ins)?,
+        })
     })?;
     let merged = changed.then_some(out);
     Ok(prune_scans(merged.as_ref().unwrap_or(g))?.or(merged))
-}
-
-fn emit(node: &anvil_core::Node, ins: &[Var]) -> Vec<Var> {
-    let refs: Vec<&Var> = ins.iter().collect();
-    Var::apply_op_n(node.op.boxed(), &refs, node.num_results())
 }
 
 // ------------------------------------------------------- unread operands
@@ -128,34 +107,14 @@ fn prune_scans(g: &Graph) -> Result<Option<Graph>> {
         n.inputs.iter().for_each(|i| read[i.index()] = true);
     }
     g.outputs().iter().for_each(|o| read[o.index()] = true);
-    let mut changed = false;
-    let out = trace_with(&g.input_types(), |vars| {
-        let mut env = bound_inputs(g, vars);
-        for (_, node) in g.iter() {
-            if node.op.parameter_index().is_some() {
-                continue;
+    let (out, changed) =
+        rewrite_nodes_partly(g, |_, node, ins| match node.op.downcast_ref::<Scan>() {
+            Some(s) => {
+                let used: Vec<bool> = node.results().map(|v| read[v.index()]).collect();
+                anvil_ops::scan::narrowed(s, ins, &used)
             }
-            let ins: Vec<Var> =
-                node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
-            let pruned = match node.op.downcast_ref::<Scan>() {
-                Some(s) => {
-                    let used: Vec<bool> = node.results().map(|v| read[v.index()]).collect();
-                    anvil_ops::scan::narrowed(s, &ins, &used)?
-                }
-                None => None,
-            };
-            match pruned {
-                Some(results) => {
-                    changed = true;
-                    for (v, x) in node.results().zip(results) {
-                        env[v.index()] = x;
-                    }
-                }
-                None => bind(&mut env, node, emit(node, &ins)),
-            }
-        }
-        outputs(g, &env)
-    })?;
+            None => Ok(None),
+        })?;
     Ok(changed.then_some(out))
 }
 

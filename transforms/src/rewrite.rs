@@ -16,9 +16,9 @@
 //! rewritten too ([`crate::passes::map_bodies`]).
 
 use crate::passes::{cse, dce, map_bodies};
-use anvil_core::replay::{bind, bound_inputs, outputs, value};
+use anvil_core::replay::rewrite_nodes;
 use anvil_core::shape::broadcast_shapes;
-use anvil_core::{rewrite_rules, trace_with, Graph, Result, TensorType, Var};
+use anvil_core::{rewrite_rules, Graph, Result, TensorType, Var};
 
 /// Rounds after which rewriting that still changes the graph is an error.
 pub const MAX_ROUNDS: usize = 32;
@@ -74,49 +74,29 @@ pub fn rewrite_top(g: &Graph) -> Result<Graph> {
 /// One pass over `g`: the rewritten graph and the names of the rules that fired.
 fn round(g: &Graph) -> Result<(Graph, Vec<String>)> {
     let mut fired = Vec::new();
-    let out = trace_with(&g.input_types(), |vars| {
-        let mut env = bound_inputs(g, vars);
-        for (_, node) in g.iter() {
-            if node.op.parameter_index().is_some() {
-                continue;
-            }
-            let ins: Vec<Var> =
-                node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
-            let types: Vec<TensorType> = node.results().map(|v| g.ty(v).clone()).collect();
-            let op = node.op.as_ref();
-            let mut outs = None;
-            // Rules reason about sizes (counts, products, size-1 axes); on
-            // symbolic shapes the node stays as traced.
-            let symbolic = types.iter().any(TensorType::is_symbolic)
-                || ins.iter().any(|v| v.ty().is_symbolic());
-            if symbolic {
-                let refs: Vec<&Var> = ins.iter().collect();
-                bind(&mut env, node, Var::apply_op_n(op.boxed(), &refs, types.len()));
-                continue;
-            }
-            if let Some(rule) = rewrite_rules().lookup(op)? {
-                outs = rule.apply(op, &ins, &types)?.filter(|vals| same_types(vals, &types));
-                if outs.is_some() {
-                    fired.push(op.name().to_string());
-                }
-            }
-            if outs.is_none() && op.is_elementwise() {
-                if let Some(fewer) = unbroadcast_operands(&ins, &types) {
-                    let refs: Vec<&Var> = fewer.iter().collect();
-                    outs = Some(Var::apply_op_n(op.boxed(), &refs, types.len()));
-                    fired.push(format!("{} (reads a broadcast's source)", op.name()));
-                }
-            }
-            let outs = match outs {
-                Some(o) => o,
-                None => {
-                    let refs: Vec<&Var> = ins.iter().collect();
-                    Var::apply_op_n(op.boxed(), &refs, types.len())
-                }
-            };
-            bind(&mut env, node, outs);
+    let (out, _) = rewrite_nodes(g, |_, node, ins| {
+        let types: Vec<TensorType> = node.results().map(|v| g.ty(v).clone()).collect();
+        let op = node.op.as_ref();
+        // Rules reason about sizes (counts, products, size-1 axes); on
+        // symbolic shapes the node stays as traced.
+        if types.iter().any(TensorType::is_symbolic) || ins.iter().any(|v| v.ty().is_symbolic()) {
+            return Ok(None);
         }
-        outputs(g, &env)
+        if let Some(rule) = rewrite_rules().lookup(op)? {
+            let outs = rule.apply(op, ins, &types)?.filter(|vals| same_types(vals, &types));
+            if outs.is_some() {
+                fired.push(op.name().to_string());
+                return Ok(outs);
+            }
+        }
+        if op.is_elementwise() {
+            if let Some(fewer) = unbroadcast_operands(ins, &types) {
+                let refs: Vec<&Var> = fewer.iter().collect();
+                fired.push(format!("{} (reads a broadcast's source)", op.name()));
+                return Ok(Some(Var::apply_op_n(op.boxed(), &refs, types.len())));
+            }
+        }
+        Ok(None)
     })?;
     Ok((out, fired))
 }

@@ -22,7 +22,9 @@
 //! gather), and nothing that reads an op with effects (a collective), in
 //! the body or in a nested body, is ever matched.
 
-use anvil_core::replay::{bound_inputs, inline_graph, needed_nodes, outputs, replay, value};
+use anvil_core::replay::{
+    bound_inputs, inline_graph, needed_nodes, outputs, replay, rewrite_nodes, value,
+};
 use anvil_core::{trace_with, Graph, NodeId, Op, Result, ValueId, Var};
 use anvil_ops::while_loop::{emit_while, While};
 use std::collections::HashMap;
@@ -42,24 +44,7 @@ pub(super) fn while_passes(g: &Graph, ids: &[NodeId]) -> Result<Option<Graph>> {
     if plans.is_empty() {
         return Ok(None);
     }
-    let out = trace_with(&g.input_types(), |vars| {
-        let mut env = bound_inputs(g, vars);
-        for (id, node) in g.iter() {
-            if node.op.parameter_index().is_some() {
-                continue;
-            }
-            let results = match plans.get(&id) {
-                Some(c) => {
-                    let ins: Vec<Var> =
-                        node.inputs.iter().map(|&i| value(&env, i)).collect::<Result<_>>()?;
-                    c.emit(&ins)?
-                }
-                None => anvil_core::replay::emit(node, &env)?,
-            };
-            anvil_core::replay::bind(&mut env, node, results);
-        }
-        outputs(g, &env)
-    })?;
+    let (out, _) = rewrite_nodes(g, |id, _, ins| plans.get(&id).map(|c| c.emit(ins)).transpose())?;
     Ok(Some(out))
 }
 
