@@ -583,3 +583,57 @@ fn chunked_jacobians_build_the_seed_per_chunk() {
     let v = vmap(f).chunk_size(3).eval(rand(&[10, 4], 62)).unwrap();
     v.assert_allclose(&vmap(f).eval(rand(&[10, 4], 62)).unwrap(), 1e-15, 1e-15);
 }
+
+#[test]
+fn derivatives_of_prod_at_exact_zeros() {
+    // prod(x): H[i][j] = prod of the others but i and j (0 on the diagonal).
+    let hess = |v: &[f64]| -> Vec<f64> {
+        let n = v.len();
+        let mut h = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                if i != j {
+                    h[i * n + j] = (0..n).filter(|&k| k != i && k != j).map(|k| v[k]).product();
+                }
+            }
+        }
+        h
+    };
+    for v in
+        [vec![0.0, 2.0, 3.0], vec![0.0, 0.0, 3.0], vec![2.0, 0.0, 0.0, 5.0], vec![1.5, -2.0, 3.0]]
+    {
+        let n = v.len();
+        let x = Tensor::from_vec(v.clone(), &[n]).unwrap();
+        let want = Tensor::from_vec(hess(&v), &[n, n]).unwrap();
+        let prod = |x: &Var| x.prod_all();
+        for (how, got) in [
+            ("hessian", hessian(prod).eval(&x).unwrap()),
+            ("jacrev(jacrev)", jacrev(jacrev(prod)).eval(&x).unwrap()),
+            ("jacfwd(grad)", jacfwd(grad(prod)).eval(&x).unwrap()),
+        ] {
+            got.assert_allclose(&want, 1e-12, 1e-12);
+            let _ = how;
+        }
+    }
+    // Over two of three axes (kept axis in the middle), keepdims: the
+    // gradient against prod of the others, each (i, k) fibre alone.
+    let x = Tensor::from_vec(
+        vec![0.0, 2.0, 3.0, 0.5, 1.0, -1.0, 0.0, 0.0, 2.0, 4.0, 1.5, 3.0],
+        &[2, 3, 2],
+    )
+    .unwrap();
+    let f = |x: &Var| x.prod(&[0, 2], true).sum_all();
+    let g = grad(f).eval(&x).unwrap().to_vec::<f64>().unwrap();
+    let v = x.to_vec::<f64>().unwrap();
+    for j in 0..3 {
+        let fibre: Vec<usize> =
+            (0..2).flat_map(|i| (0..2).map(move |k| i * 6 + j * 2 + k)).collect();
+        for &p in &fibre {
+            let others: f64 = fibre.iter().filter(|&&q| q != p).map(|&q| v[q]).product();
+            assert_eq!(g[p], others, "d/dx[{p}]");
+        }
+    }
+    let h = hessian(f).eval(&x).unwrap();
+    let hf = jacfwd(jacrev(f)).eval(&x).unwrap();
+    h.assert_allclose(&hf, 1e-12, 1e-12);
+}

@@ -381,3 +381,22 @@ fn a_symbolic_size_used_as_a_number_is_an_error() {
     let big = jit(|x: &Var| x.sum_all() * 4.7e18 + 1e19).symbolic(f64_of([n])).unwrap();
     assert!(big.eval(&x).unwrap().item().unwrap().is_finite());
 }
+
+#[test]
+fn indexed_updates_on_a_symbolic_axis_are_errors_not_panics() {
+    // `.at[...]` on a symbolic axis is not supported yet; it must say so
+    // with an error (it panicked inside the index's resolution).
+    let n = dim("n", 1..=10).unwrap();
+    let ty = f64_of([n]);
+    type Update = fn(&Var) -> Var;
+    let updates: [(&str, Update); 3] = [
+        ("at[0].set", |x| x.at(ix![0]).set(5.0)),
+        ("at[-2..].set", |x| x.at(ix![-2..]).set(1.0)),
+        ("at[[0, 0]].add", |x| x.at(ix![[0, 0]]).add(1.0)),
+    ];
+    for (what, f) in updates {
+        let got = std::panic::catch_unwind(|| jit(f).symbolic(&ty).map(|_| ()));
+        let Ok(Err(e)) = got else { panic!("{what}: an error, not a panic or a result") };
+        assert!(e.to_string().contains("symbolic axis"), "{what}: {e}");
+    }
+}

@@ -230,16 +230,57 @@ fn jvp_extreme<O: ReduceMath>(
 }
 
 /// `prod`: `sum(t_i * prod_{j != i} x_j)`. The product of the others is
-/// `prod / x_i` when no element is zero; with exactly one zero, it is the
-/// product of the nonzero elements at the zero and 0 elsewhere; with two or
-/// more, 0 everywhere. So the first derivative is exact at zeros too (a
-/// second derivative at an exact zero misses the terms through the other
-/// zero's position).
+/// the product of the elements before `i` times the product of those
+/// after (exclusive products from both ends, over the reduced axes
+/// flattened into one): a polynomial in `x`, so its own derivatives are
+/// exact at zeros too (JAX's rule is a product tree, alike in that). On
+/// symbolic shapes (no scans of a symbolic length yet) it is `prod / x_i`
+/// with exact zeros handled for the first derivative only (`others_by_division`).
 fn jvp_prod(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
     let o = op.try_downcast::<ReduceProd>()?;
     let Some(t) = &t[0] else { return Ok(None) };
     let x = &p[0];
-    let axes: Vec<i64> = o.axes().iter().map(|&a| a as i64).collect();
+    let axes = o.axes();
+    let symbolic = x.shape().iter().any(|&d| anvil_core::shape::is_symbolic(d));
+    let scaled = if symbolic || axes.is_empty() {
+        t * &others_by_division(x, axes)
+    } else {
+        // The reduced axes last, flattened into one of length k.
+        let r = x.rank();
+        let kept: Vec<usize> = (0..r).filter(|a| !axes.contains(a)).collect();
+        let order: Vec<i64> = kept.iter().chain(axes).map(|&a| a as i64).collect();
+        let k: usize = axes.iter().map(|&a| x.shape()[a]).product();
+        let mut flat: Vec<i64> = kept.iter().map(|&a| x.shape()[a] as i64).collect();
+        flat.push(k as i64);
+        use crate::lax::LaxExt;
+        let xf = x.permute(&order).reshape(&flat);
+        let mut widths = vec![(0, 0); flat.len()];
+        widths[flat.len() - 1] = (1, 0);
+        let before =
+            xf.cumprod(-1, false).pad(&widths, 1.0).slice_axis(-1, Some(0), Some(k as i64), 1);
+        widths[flat.len() - 1] = (0, 1);
+        let after = xf.cumprod(-1, true).pad(&widths, 1.0).slice_axis(-1, Some(1), None, 1);
+        let scaled = t.permute(&order).reshape(&flat) * (before * after);
+        // Back to x's layout, so that the sums below reduce `axes`.
+        let mut moved: Vec<i64> = kept.iter().map(|&a| x.shape()[a] as i64).collect();
+        moved.extend(axes.iter().map(|&a| x.shape()[a] as i64));
+        let mut inverse = vec![0i64; r];
+        for (i, &a) in order.iter().enumerate() {
+            inverse[a as usize] = i as i64;
+        }
+        scaled.reshape(&moved).permute(&inverse)
+    };
+    let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
+    Ok(Some(if o.keepdims() { scaled.sum_keepdims(&axes) } else { scaled.sum(&axes) }))
+}
+
+/// `prod_{j != i} x_j` over `axes` as `prod / x_i` where no element is
+/// zero; with exactly one zero, the product of the nonzero elements at the
+/// zero and 0 elsewhere; with two or more, 0 everywhere. Exact as a value;
+/// its derivative at an exact zero misses the terms through the other
+/// zeros' positions.
+fn others_by_division(x: &Var, axes: &[usize]) -> Var {
+    let axes: Vec<i64> = axes.iter().map(|&a| a as i64).collect();
     let is_zero = x.equal(&x.zeros_like());
     let nonzero = is_zero.select(&x.ones_like(), x);
     let prod_nonzero = nonzero.prod(&axes, true);
@@ -248,9 +289,7 @@ fn jvp_prod(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option
     let one = zeros.equal(&zeros.ones_like());
     let at_single_zero =
         one.select(&is_zero.select(&prod_nonzero, &x.zeros_like()), &x.zeros_like());
-    let others = none.select(&(&prod_nonzero / &nonzero), &at_single_zero);
-    let scaled = t * &others;
-    Ok(Some(if o.keepdims() { scaled.sum_keepdims(&axes) } else { scaled.sum(&axes) }))
+    none.select(&(&prod_nonzero / &nonzero), &at_single_zero)
 }
 
 fn jvp_arg(_: &dyn Op, _: &[Var], _: &[Option<Var>], _: &Var) -> Result<Option<Var>> {

@@ -437,6 +437,20 @@ fn wrapped(idx: &Var, n: usize) -> Var {
 /// Reads `r` from `x`, each array mapped by `fix(array, axis size)` into
 /// the range `take` accepts.
 fn read(x: &Var, r: &Resolved, fix: &dyn Fn(&Var, usize) -> Var) -> Var {
+    let axis = |e: &Entry| match e {
+        Entry::Slice(a, _) | Entry::Int(a, _) | Entry::Array(a, ..) => Some(*a),
+        Entry::New => None,
+    };
+    if r.entries.iter().filter_map(axis).any(|a| a >= x.rank()) {
+        // `x` is not of the shape the index was resolved against: an
+        // earlier step failed (its error is recorded) and left a stand-in.
+        x.tracer().record(Error::invalid(
+            "index",
+            "x",
+            format!("an index resolved for another shape than {}", x.ty()),
+        ));
+        return x.tracer().poisoned();
+    }
     let mut specs = vec![SliceSpec::FULL; x.rank()];
     let mut shape: Vec<i64> = Vec::with_capacity(r.entries.len());
     for e in &r.entries {
@@ -674,6 +688,15 @@ impl At {
 
     fn update(&self, how: Combine, v: impl UpdateValue) -> Var {
         let x = &self.x;
+        if x.shape().iter().any(|&d| anvil_core::shape::is_symbolic(d)) {
+            // The update's flat positions need the element count.
+            let e = Error::shape(
+                "at",
+                &[x.shape()],
+                format!("indexed updates need concrete sizes; {} has a symbolic axis", x.ty()),
+            );
+            return fail(x, e);
+        }
         let r = match resolve("at", &self.expr, x) {
             Ok(r) => r,
             Err(e) => return fail(x, e),
