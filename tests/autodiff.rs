@@ -637,3 +637,22 @@ fn derivatives_of_prod_at_exact_zeros() {
     let hf = jacfwd(jacrev(f)).eval(&x).unwrap();
     h.assert_allclose(&hf, 1e-12, 1e-12);
 }
+
+#[test]
+fn derivatives_of_powers_at_zero() {
+    // d/dx x^0 = 0 everywhere, 0 at x = 0 too (not 0 * 0^-1 = NaN), as JAX.
+    let at = |p: f64, v: f64| {
+        grad(move |x: &Var| x.powf(p)).eval(Tensor::scalar(v)).unwrap().item().unwrap()
+    };
+    assert_eq!(at(0.0, 0.0), 0.0);
+    assert_eq!(at(0.0, 2.0), 0.0);
+    assert_eq!(at(2.0, 0.0), 0.0);
+    assert_eq!(at(3.0, 2.0), 12.0);
+    let h = hessian(|x: &Var| x.powf(0.0)).eval(Tensor::scalar(0.0)).unwrap().item().unwrap();
+    assert_eq!(h, 0.0);
+    // A traced exponent that is 0 in some elements.
+    let x = Tensor::from_vec(vec![0.0, 0.0, 2.0], &[3]).unwrap();
+    let p = Tensor::from_vec(vec![0.0, 1.0, 0.0], &[3]).unwrap();
+    let g = grad(|x: &Var, p: &Var| x.pow(p).sum_all()).eval((&x, &p)).unwrap();
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![0.0, 1.0, 0.0]);
+}

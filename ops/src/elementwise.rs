@@ -1177,7 +1177,12 @@ fn nonlinear(op: &dyn Op, which: &str) -> Error {
 
 fn jvp_pow(_: &dyn Op, p: &[Var], t: &[Option<Var>], out: &Var) -> Result<Option<Var>> {
     let (a, b) = (&p[0], &p[1]);
-    let da = scale(&t[0], || b * &a.pow(&(b - 1.0)));
+    // b a^(b-1), and 0 where b = 0 (x^0 is constant; 0 * 0^-1 would be NaN
+    // at a = 0), as JAX's rule.
+    let da = scale(&t[0], || {
+        let d = b * &a.pow(&(b - 1.0));
+        b.equal(&b.zeros_like()).select(&d.zeros_like(), &d)
+    });
     // log(a) where a != 0, so that 0^b with a tangent on b stays finite (as JAX).
     let db = scale(&t[1], || {
         let safe = a.equal(&a.zeros_like()).select(&a.ones_like(), a);
