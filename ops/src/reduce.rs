@@ -183,6 +183,7 @@ register_rule!(VmapRule, ArgReduce, vmap_arg_reduce);
 // ---------------------------------------------------------- derivatives
 
 use crate::api::VarExt;
+use crate::lax::LaxExt;
 use anvil_core::LinearArg;
 
 /// `v` with the reduced axes of `o` restored as size-1 axes (a no-op with keepdims).
@@ -252,7 +253,6 @@ fn jvp_prod(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option
         let k: usize = axes.iter().map(|&a| x.shape()[a]).product();
         let mut flat: Vec<i64> = kept.iter().map(|&a| x.shape()[a] as i64).collect();
         flat.push(k as i64);
-        use crate::lax::LaxExt;
         let xf = x.permute(&order).reshape(&flat);
         let mut widths = vec![(0, 0); flat.len()];
         widths[flat.len() - 1] = (1, 0);

@@ -317,11 +317,13 @@ impl Slot {
 mod tests {
     use super::*;
 
-    /// A machine for a slot: its clock, and the path of its last call.
+    /// A machine for a slot: its clock, the path of its last call, and
+    /// until when several threads run cold.
     #[derive(Default)]
     struct Machine {
         now: u64,
         last: Option<bool>,
+        cold_until: u64,
     }
 
     impl Machine {
@@ -342,6 +344,39 @@ mod tests {
     /// and several `par` ns; returns the paths taken.
     fn drive(m: &mut Machine, slot: &Slot, calls: usize, seq: f64, par: f64) -> Vec<bool> {
         (0..calls).map(|_| m.call(slot, |p, _| if p { par } else { seq }).parallel).collect()
+    }
+
+    /// Like [`drive`], where several threads take `cold` ns a call for
+    /// `cold_ns` after each switch to them from one thread, `warm` after.
+    fn drive_cold(
+        m: &mut Machine,
+        slot: &Slot,
+        calls: usize,
+        seq: f64,
+        (cold, cold_ns): (f64, u64),
+        warm: f64,
+    ) -> Vec<bool> {
+        (0..calls)
+            .map(|_| {
+                let now = m.now;
+                let mut cold_until = m.cold_until;
+                let c = m.call(slot, |parallel, switched| {
+                    if !parallel {
+                        return seq;
+                    }
+                    if switched {
+                        cold_until = now + cold_ns;
+                    }
+                    if now < cold_until {
+                        cold
+                    } else {
+                        warm
+                    }
+                });
+                m.cold_until = cold_until;
+                c.parallel
+            })
+            .collect()
     }
 
     fn share_parallel(paths: &[bool]) -> f64 {
@@ -386,28 +421,9 @@ mod tests {
         // but slower than one thread while cold: the choice must go back
         // to them, and serial tries must not make them look slow.
         let (slot, mut m) = (Slot::new(), Machine::default());
-        let mut cold_until = 0u64;
-        let mut call = |busy: bool| {
-            let now = m.now;
-            m.call(&slot, |parallel, switched| {
-                if !parallel {
-                    return MS;
-                }
-                if switched {
-                    cold_until = now + 3_000_000;
-                }
-                let warm = if busy { 2.0 * MS } else { 0.625 * MS };
-                if now < cold_until {
-                    2.0 * warm
-                } else {
-                    warm
-                }
-            })
-            .parallel
-        };
-        let busy: Vec<bool> = (0..100).map(|_| call(true)).collect();
+        let busy = drive_cold(&mut m, &slot, 100, MS, (4.0 * MS, 3_000_000), 2.0 * MS);
         assert!(share_parallel(&busy[50..]) < 0.25, "{busy:?}");
-        let idle: Vec<bool> = (0..1000).map(|_| call(false)).collect();
+        let idle = drive_cold(&mut m, &slot, 1000, MS, (1.25 * MS, 3_000_000), 0.625 * MS);
         assert!(share_parallel(&idle[200..]) > 1.0 - TRIES, "{idle:?}");
     }
 
@@ -419,26 +435,7 @@ mod tests {
         // ended at its first warm call lost there, and the choice stayed
         // serial: tries must outlast the cold spell.
         let (slot, mut m) = (Slot::new(), Machine::default());
-        let mut cold_until = 0u64;
-        let paths: Vec<bool> = (0..3000)
-            .map(|_| {
-                let now = m.now;
-                m.call(&slot, |parallel, switched| {
-                    if !parallel {
-                        return MS;
-                    }
-                    if switched {
-                        cold_until = now + 20_000_000;
-                    }
-                    if now < cold_until {
-                        1.2 * MS
-                    } else {
-                        0.7 * MS
-                    }
-                })
-                .parallel
-            })
-            .collect();
+        let paths = drive_cold(&mut m, &slot, 3000, MS, (1.2 * MS, 20_000_000), 0.7 * MS);
         assert!(share_parallel(&paths[500..]) > 0.9, "{paths:?}");
     }
 
@@ -450,26 +447,7 @@ mod tests {
         // calls, tries would be a seventh of all calls; spaced by their
         // length, a few percent.
         let (slot, mut m) = (Slot::new(), Machine::default());
-        let mut cold_until = 0u64;
-        let paths: Vec<bool> = (0..20_000)
-            .map(|_| {
-                let now = m.now;
-                m.call(&slot, |parallel, switched| {
-                    if !parallel {
-                        return 0.16 * MS;
-                    }
-                    if switched {
-                        cold_until = now + 3_000_000;
-                    }
-                    if now < cold_until {
-                        0.4 * MS
-                    } else {
-                        0.21 * MS
-                    }
-                })
-                .parallel
-            })
-            .collect();
+        let paths = drive_cold(&mut m, &slot, 20_000, 0.16 * MS, (0.4 * MS, 3_000_000), 0.21 * MS);
         assert!(share_parallel(&paths[5_000..]) < 0.05, "{}", share_parallel(&paths[5_000..]));
     }
 

@@ -186,8 +186,7 @@ pub fn lu(a: &Var) -> (Var, Var, Var) {
     let k = match anvil_core::shape::dim_min("lu", m, n) {
         Ok(k) => k,
         Err(e) => {
-            a.tracer().record(e);
-            let bad = a.tracer().poisoned();
+            let bad = failed(a, e);
             return (bad.clone(), bad.clone(), bad);
         }
     };
@@ -240,12 +239,17 @@ pub fn lu_solve_with(lu: &Var, piv: &Var, b: &Var, trans: bool, on_failure: OnFa
     // The factor is square (checked by `LuSolve`): one pivot per row. (The
     // conversion to a permutation alone accepts fewer, as for a wide LU.)
     if piv.shape().last() != Some(&n) {
-        lu.tracer().record(Error::shape(
-            "lu_solve",
-            &[lu.shape(), piv.shape(), b.shape()],
-            format!("argument 1 must be the factor's {n} pivots [..., {n}] (it is {})", piv.ty()),
-        ));
-        return lu.tracer().poisoned();
+        return failed(
+            lu,
+            Error::shape(
+                "lu_solve",
+                &[lu.shape(), piv.shape(), b.shape()],
+                format!(
+                    "argument 1 must be the factor's {n} pivots [..., {n}] (it is {})",
+                    piv.ty()
+                ),
+            ),
+        );
     }
     let perm = piv.apply(LuPivotsToPermutation { permutation_size: n }, &[]);
     let (cols, vector) = as_columns(lu, b);
@@ -465,12 +469,16 @@ pub fn lstsq(a: &Var, b: &Var) -> (Var, Var, Var, Var) {
     };
     let (cols, vector) = as_columns(a, b);
     if cols.rank() < 2 || cols.shape()[cols.rank() - 2] != m {
-        a.tracer().record(Error::shape(
-            "lstsq",
-            &[a.shape(), b.shape()],
-            format!("argument 1 must be [..., {m}] or [..., {m}, k], as argument 0 has {m} rows"),
-        ));
-        let bad = a.tracer().poisoned();
+        let bad = failed(
+            a,
+            Error::shape(
+                "lstsq",
+                &[a.shape(), b.shape()],
+                format!(
+                    "argument 1 must be [..., {m}] or [..., {m}, k], as argument 0 has {m} rows"
+                ),
+            ),
+        );
         return (bad.clone(), bad.clone(), bad.clone(), bad);
     }
     let (u, s, vt) = svd(a, false);
@@ -642,23 +650,18 @@ pub fn norm(x: &Var, ord: NormOrd, axes: &[i64], keepdims: bool) -> Var {
         [] if r >= 2 => (r - 2, r - 1),
         [a, b] => match (axis(a), axis(b)) {
             (Ok(row), Ok(col)) if row != col => (row, col),
-            (Err(e), _) | (_, Err(e)) => {
-                x.tracer().record(e);
-                return x.tracer().poisoned();
-            }
+            (Err(e), _) | (_, Err(e)) => return failed(x, e),
             _ => {
-                return failed(x, "norm", format!("a matrix norm's two axes {axes:?} are one axis"))
+                let e = format!("a matrix norm's two axes {axes:?} are one axis");
+                return failed(x, Error::shape("norm", &[x.shape()], e));
             }
         },
         _ => {
-            return failed(
-                x,
-                "norm",
-                format!(
+            let e = format!(
                 "a matrix norm takes two axes (none: the last two); it was given {axes:?} of {}",
                 x.ty()
-            ),
-            )
+            );
+            return failed(x, Error::shape("norm", &[x.shape()], e));
         }
     };
     if (row, col) == (r - 2, r - 1) {
@@ -677,11 +680,13 @@ pub fn norm(x: &Var, ord: NormOrd, axes: &[i64], keepdims: bool) -> Var {
 
 /// The error of `op` given `a` of rank below 2 (a poisoned value).
 fn not_matrices(a: &Var, op: &str) -> Var {
-    failed(a, op, format!("argument 0 must be matrices [..., m, n] (it is {})", a.ty()))
+    let e = format!("argument 0 must be matrices [..., m, n] (it is {})", a.ty());
+    failed(a, Error::shape(op, &[a.shape()], e))
 }
 
-/// Records a shape error of `op` on `x`'s trace and returns a poisoned value.
-fn failed(x: &Var, op: &str, message: String) -> Var {
-    x.tracer().record(Error::shape(op, &[x.shape()], message));
+/// Records `e` on `x`'s trace and returns a poisoned value: how a function
+/// returning `Var` reports bad input (the call's `eval` returns `e`).
+fn failed(x: &Var, e: Error) -> Var {
+    x.tracer().record(e);
     x.tracer().poisoned()
 }
