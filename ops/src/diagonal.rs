@@ -57,6 +57,12 @@ impl Op for Diagonals {
     fn name(&self) -> &'static str {
         "diagonals"
     }
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        if !anvil_core::shape::is_symbolic_shape(&self.shape) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(Diagonals { shape: binding.shape(&self.shape)?, ..self.clone() })))
+    }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, self.offsets.len())?;
         if self.axis >= self.shape.len() {

@@ -136,6 +136,12 @@ impl Op for ScatterAdd {
     fn name(&self) -> &'static str {
         "scatter_add"
     }
+    fn bind_dims(&self, binding: &anvil_core::shape::Binding) -> Result<Option<Box<dyn Op>>> {
+        if !anvil_core::shape::is_symbolic(self.size) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(ScatterAdd { size: binding.eval(self.size)?, ..*self })))
+    }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 2)?;
         let (u, idx) = (&inputs[0], &inputs[1]);

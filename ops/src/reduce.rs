@@ -143,7 +143,9 @@ impl Op for ArgReduce {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         let t = reduce_rule(self, &[self.axis], self.keepdims, inputs)?;
-        if inputs[0].shape()[self.axis] == 0 {
+        // On a symbolic axis, a constraint checked when a call binds it.
+        let n = inputs[0].shape()[self.axis];
+        if anvil_core::shape::require_at_least(self.name(), n, 1, "operand").is_err() {
             return Err(Error::shape(
                 self.name(),
                 &[inputs[0].shape()],

@@ -42,11 +42,14 @@
 
 use std::ops::{Range, RangeFrom, RangeFull, RangeInclusive, RangeTo, RangeToInclusive};
 
-use anvil_core::shape::broadcast_shapes;
+use anvil_core::shape::{
+    broadcast_shapes, dim_add, dim_mul, dim_numel, dim_sub, is_symbolic, require_at_least,
+};
 use anvil_core::{DType, Error, Result, Scalar, SliceSpec, Tensor, Var};
 
 use crate::api::VarExt;
 use crate::constant::{Full, Iota};
+use crate::lax::indexing::{bound, int as dim_int};
 use crate::lax::{self, LaxExt};
 
 /// One entry of a subscript ([`IndexExpr`]); built by [`ix!`](crate::ix)
@@ -382,8 +385,10 @@ fn resolve(op: &str, expr: &IndexExpr, x: &Var) -> Result<Resolved> {
                 let ks: Vec<i64> =
                     ks.iter().map(|&k| checked_int(op, k, axis, shape)).collect::<Result<_>>()?;
                 let n = ks.len();
+                // Negative entries are left on a symbolic axis: wrapped when traced.
+                let wrap = ks.iter().any(|&k| k < 0);
                 let t = Tensor::from_vec(ks, &[n])?;
-                entries.push(Entry::Array(axis, x.constant_like(t), true));
+                entries.push(Entry::Array(axis, x.constant_like(t), !wrap));
                 axis += 1;
             }
         }
@@ -393,22 +398,40 @@ fn resolve(op: &str, expr: &IndexExpr, x: &Var) -> Result<Resolved> {
     Ok(Resolved { entries, advanced })
 }
 
-/// A static integer index, normalised, or the error naming it.
+/// A static integer index, normalised, or the error naming it. On a
+/// symbolic axis a negative index stays as written (counted from the end
+/// when the axis is bound) and the axis must be long enough to hold it: a
+/// constraint checked at the call.
 fn checked_int(op: &str, k: i64, axis: usize, shape: &[usize]) -> Result<i64> {
+    let out_of_bounds = || Error::IndexOutOfBounds {
+        op: op.into(),
+        index: k,
+        axis,
+        size: shape[axis],
+        arg: "index".into(),
+        shape: shape.to_vec(),
+    };
+    if is_symbolic(shape[axis]) {
+        let need = if k < 0 { Some(k.unsigned_abs()) } else { (k as u64).checked_add(1) };
+        let need = need.and_then(|d| usize::try_from(d).ok()).filter(|&d| !is_symbolic(d));
+        return match need {
+            Some(d) if require_at_least(op, shape[axis], d, "index").is_ok() => Ok(k),
+            _ => Err(out_of_bounds()),
+        };
+    }
     let n = shape[axis] as i64;
     let j = if k < 0 { k + n } else { k };
     if (0..n).contains(&j) {
         Ok(j)
     } else {
-        Err(Error::IndexOutOfBounds {
-            op: op.into(),
-            index: k,
-            axis,
-            size: shape[axis],
-            arg: "index".into(),
-            shape: shape.to_vec(),
-        })
+        Err(out_of_bounds())
     }
+}
+
+/// The slice holding the one element at a checked index (see
+/// [`checked_int`]: negative only on a symbolic axis).
+fn int_spec(k: i64) -> SliceSpec {
+    SliceSpec { start: Some(k), stop: k.checked_add(1).filter(|&e| e != 0), step: 1 }
 }
 
 fn check_array(op: &str, v: &Var, axis: usize, shape: &[usize]) -> Result<()> {
@@ -429,9 +452,10 @@ fn int(like: &Var, v: i64) -> Var {
     like.tracer().apply(Box::new(Full { shape: vec![], value: Scalar::I64(v) }), &[])
 }
 
-/// A traced index counted from the end when negative (once).
+/// A traced index counted from the end when negative (once), on an axis
+/// of `n` elements (a size or a symbolic dimension).
 fn wrapped(idx: &Var, n: usize) -> Var {
-    idx.lt(&int(idx, 0)).select(&(idx + n as i64), idx)
+    idx.lt(&int(idx, 0)).select(&(idx + dim_int(idx, n)), idx)
 }
 
 /// Reads `r` from `x`, each array mapped by `fix(array, axis size)` into
@@ -465,7 +489,7 @@ fn read(x: &Var, r: &Resolved, fix: &dyn Fn(&Var, usize) -> Var) -> Var {
                 shape.push(resolved.2 as i64);
             }
             Entry::Int(a, k) => {
-                specs[*a] = SliceSpec::range(*k, *k + 1);
+                specs[*a] = int_spec(*k);
                 if r.advanced {
                     shape.push(1);
                 }
@@ -524,12 +548,15 @@ fn advanced(y: &Var, r: &Resolved, fix: &dyn Fn(&Var, usize) -> Var) -> Var {
             Entry::Array(_, v, true) => v.clone(),
             _ => int(y, 0),
         };
-        flat = flat + idx * stride as i64;
-        stride *= n;
+        flat = flat + idx * dim_int(y, stride);
+        stride = match dim_mul(stride, n) {
+            Ok(s) => s,
+            Err(e) => return fail(y, e),
+        };
     }
-    let mut merged: Vec<i64> = moved.shape().iter().map(|&d| d as i64).collect();
+    let mut merged: Vec<i64> = moved.shape().iter().map(|&d| bound(d)).collect();
     merged.drain(at..at + adv.len());
-    merged.insert(at, stride as i64);
+    merged.insert(at, bound(stride));
     moved.reshape(&merged).take(&flat, at as i64)
 }
 
@@ -543,7 +570,8 @@ fn fail(x: &Var, e: Error) -> Var {
 pub fn index(x: &Var, expr: &IndexExpr) -> Var {
     match resolve("index", expr, x) {
         Ok(r) => read(x, &r, &|idx: &Var, n: usize| {
-            let hi = int(idx, n as i64 - 1);
+            let hi =
+                if is_symbolic(n) { dim_int(idx, n) - int(idx, 1) } else { int(idx, n as i64 - 1) };
             wrapped(idx, n).maximum(&int(idx, 0)).minimum(&hi)
         }),
         Err(e) => fail(x, e),
@@ -688,20 +716,14 @@ impl At {
 
     fn update(&self, how: Combine, v: impl UpdateValue) -> Var {
         let x = &self.x;
-        if x.shape().iter().any(|&d| anvil_core::shape::is_symbolic(d)) {
-            // The update's flat positions need the element count.
-            let e = Error::shape(
-                "at",
-                &[x.shape()],
-                format!("indexed updates need concrete sizes; {} has a symbolic axis", x.ty()),
-            );
-            return fail(x, e);
-        }
         let r = match resolve("at", &self.expr, x) {
             Ok(r) => r,
             Err(e) => return fail(x, e),
         };
-        let (pos, unique) = positions(x, &r);
+        let (pos, unique) = match positions(x, &r) {
+            Ok(p) => p,
+            Err(e) => return fail(x, e),
+        };
         let v = v.update_var(x).cast(x.dtype());
         if let Err(e) = broadcast_shapes("at", v.shape(), pos.shape(), "1 (update)") {
             return fail(x, e);
@@ -709,8 +731,10 @@ impl At {
         if pos.numel() == 0 {
             return x.clone();
         }
-        let n = x.numel();
-        let m = pos.numel() as i64;
+        let (n, m) = match (dim_numel(x.shape()), dim_numel(pos.shape())) {
+            (Ok(n), Ok(m)) => (n, bound(m)),
+            (Err(e), _) | (_, Err(e)) => return fail(x, e),
+        };
         let u = v.broadcast_to(pos.shape()).reshape(&[m]);
         let (pos, u) = match how {
             Combine::Mul | Combine::Min | Combine::Max if !unique => {
@@ -724,7 +748,10 @@ impl At {
             if unique {
                 w.scatter_add(&pos, 0, n)
             } else {
-                w.scatter_add(&pos, 0, n + 1).slice_axis(0, None, Some(n as i64), 1)
+                match dim_add(n, 1) {
+                    Ok(n1) => w.scatter_add(&pos, 0, n1).slice_axis(0, None, Some(-1), 1),
+                    Err(e) => fail(w, e),
+                }
             }
         };
         let flat = x.flatten();
@@ -744,7 +771,7 @@ impl At {
             };
             hit.select(&new, &flat)
         };
-        let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
+        let shape: Vec<i64> = x.shape().iter().map(|&d| bound(d)).collect();
         out.reshape(&shape)
     }
 }
@@ -752,12 +779,12 @@ impl At {
 /// The flat positions in `x` of the elements `x[r]`, of the shape
 /// `x[r]` has, an update out of range at position `x.numel()` (dropped by
 /// the scatter); and whether positions are unique (no array indexes).
-fn positions(x: &Var, r: &Resolved) -> (Var, bool) {
-    let n = x.numel();
+fn positions(x: &Var, r: &Resolved) -> Result<(Var, bool)> {
+    let n = dim_numel(x.shape())?;
     let flat = x.tracer().apply(Box::new(Iota { shape: vec![n], axis: 0, dtype: DType::I64 }), &[]);
-    let mut pos = flat.reshape(&x.shape().iter().map(|&d| d as i64).collect::<Vec<_>>());
+    let mut pos = flat.reshape(&x.shape().iter().map(|&d| bound(d)).collect::<Vec<_>>());
     if !r.advanced {
-        return (read(&pos, r, &|i: &Var, _: usize| i.clone()), true);
+        return Ok((read(&pos, r, &|i: &Var, _: usize| i.clone()), true));
     }
     // Each array-indexed axis gets one more entry, holding `n`: an index
     // out of range reads it.
@@ -767,15 +794,23 @@ fn positions(x: &Var, r: &Resolved) -> (Var, bool) {
             widths[*a] = (0, 1);
         }
     }
-    pos = pos.pad(&widths, n as f64);
-    let fix = |idx: &Var, padded: usize| -> Var {
-        let size = padded - 1;
-        let w = wrapped(idx, size);
-        let inside = w.lt(&int(idx, size as i64));
-        let ok = w.ge(&int(idx, 0)).select(&inside, &inside.full_like(0.0));
-        ok.select(&w, &int(idx, size as i64))
+    pos = if is_symbolic(n) {
+        // `n` is no constant of the pad: -1 marks the new entries.
+        let marked = pos.pad(&widths, -1.0);
+        marked.lt(&int(&marked, 0)).select(&dim_int(&marked, n), &marked)
+    } else {
+        pos.pad(&widths, n as f64)
     };
-    (read(&pos, r, &fix), false)
+    let fix = |idx: &Var, padded: usize| -> Var {
+        let (w, size) = match dim_sub(padded, 1) {
+            Ok(s) => (wrapped(idx, s), dim_int(idx, s)),
+            Err(e) => return fail(idx, e),
+        };
+        let inside = w.lt(&size);
+        let ok = w.ge(&int(idx, 0)).select(&inside, &inside.full_like(0.0));
+        ok.select(&w, &size)
+    };
+    Ok((read(&pos, r, &fix), false))
 }
 
 /// The updates `u` at positions `idx` (`[m]`) combined per position
@@ -783,13 +818,12 @@ fn positions(x: &Var, r: &Resolved) -> (Var, bool) {
 /// sort by position, a segmented scan, and the segments' last elements
 /// kept (the others moved out of range, to `n`, so the scatter drops them).
 fn combined(how: Combine, idx: &Var, u: &Var, n: usize) -> (Var, Var) {
-    let m = u.numel() as i64;
     let (sorted, perm) = idx.sort_with_indices(0, false);
     let us = u.take(&perm, 0);
     let zero = int(u, 0);
     let one = int(u, 1);
     // 1 where a segment starts (a position differs from the previous one).
-    let prev = sorted.slice_axis(0, None, Some(m - 1), 1);
+    let prev = sorted.slice_axis(0, None, Some(-1), 1);
     let next = sorted.slice_axis(0, Some(1), None, 1);
     let differs = next.not_equal(&prev).select(&one, &zero);
     let starts = crate::api::concatenate(&[&one.reshape(&[1]), &differs], 0);
@@ -806,6 +840,6 @@ fn combined(how: Combine, idx: &Var, u: &Var, n: usize) -> (Var, Var) {
     let scanned = lax::associative_scan(&seg, &[us, starts.clone()], false, 0).remove(0);
     // A segment ends where the next one starts (or at the end).
     let ends = crate::api::concatenate(&[&differs, &one.reshape(&[1])], 0);
-    let last = ends.gt(&zero).select(&sorted, &int(u, n as i64));
+    let last = ends.gt(&zero).select(&sorted, &dim_int(u, n));
     (last, scanned)
 }

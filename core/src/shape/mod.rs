@@ -480,7 +480,30 @@ impl SliceSpec {
     /// A bound that is a symbolic dimension (an index counted from the
     /// front), stored in a spec as its handle: see [`SliceSpec::at_dim`].
     fn symbolic_bound(v: Option<i64>) -> Option<usize> {
-        v.and_then(|v| usize::try_from(v).ok()).filter(|&d| is_symbolic(d))
+        v.and_then(|v| usize::try_from(v).ok()).filter(|&d| is_symbolic(d) && is_valid_dim(d))
+    }
+
+    /// The spec with bounds beyond every size (at least 2⁶² in magnitude,
+    /// and no symbolic dimension's handle) clamped as NumPy clamps them:
+    /// dropped when they mean an end of the axis, `None` when they leave
+    /// the slice empty.
+    fn without_far_bounds(&self) -> Option<SliceSpec> {
+        let far = |v: Option<i64>| {
+            v.filter(|&v| v.unsigned_abs() >= SYMBOLIC_BASE as u64)
+                .filter(|&v| Self::symbolic_bound(Some(v)).is_none())
+                .map(|v| v > 0)
+        };
+        let forward = self.step > 0;
+        let (start, stop) = (far(self.start), far(self.stop));
+        // Past the end going forward, before the start going back: nothing.
+        if start == Some(forward) || stop == Some(!forward) {
+            return None;
+        }
+        Some(SliceSpec {
+            start: if start.is_some() { None } else { self.start },
+            stop: if stop.is_some() { None } else { self.stop },
+            step: self.step,
+        })
     }
 
     /// Whether a bound of this spec is a symbolic dimension.
@@ -519,6 +542,10 @@ impl SliceSpec {
         let step = self.step;
         if step == 0 {
             return Err(Error::invalid(op, "step", "slice step cannot be zero"));
+        }
+        let Some(spec) = self.without_far_bounds() else { return Ok((0, step, 0)) };
+        if spec != *self {
+            return spec.resolve_symbolic(op, n);
         }
         // An index counted from the front, as a dimension.
         let index = |v: i64| -> Result<usize> {

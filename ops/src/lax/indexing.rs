@@ -15,7 +15,10 @@
 //! or, in `FillOrDrop` mode, a slice that would not fit reads the fill
 //! value (a gather) or is dropped (a scatter).
 
-use anvil_core::{DType, Error, Scalar, Tensor, Var};
+use anvil_core::shape::{
+    dim_add, dim_mul, dim_sub, fmt_dim, fmt_dims, is_symbolic, require_at_least, require_equal,
+};
+use anvil_core::{DType, DimSize, Error, Scalar, Tensor, Var};
 
 use crate::api::VarExt;
 use crate::constant::{Full, Iota};
@@ -34,8 +37,12 @@ fn iota_along(like: &Var, rank: usize, axis: usize, n: usize) -> Var {
     like.tracer().apply(Box::new(Iota { shape, axis, dtype: DType::I64 }), &[])
 }
 
-/// An `i64` scalar of `like`'s trace.
-fn int(like: &Var, v: usize) -> Var {
+/// An `i64` scalar of `like`'s trace: a size, or a symbolic dimension's
+/// value at the call.
+pub(crate) fn int(like: &Var, v: usize) -> Var {
+    if is_symbolic(v) {
+        return like.tracer().apply(Box::new(DimSize { dim: v, dtype: DType::I64 }), &[]);
+    }
     let value = Scalar::I64(i64::try_from(v).unwrap_or(i64::MAX));
     like.tracer().apply(Box::new(Full { shape: vec![], value }), &[])
 }
@@ -68,14 +75,30 @@ fn check_starts(op: &str, x: &Var, starts: &[&Var]) -> Result<(), Error> {
 
 /// A dynamic slice's start as JAX takes it: a negative one counts from
 /// the end (`start + n`), then it is clamped so that the slice fits.
-fn dynamic_start(start: &Var, n: usize, size: usize) -> Var {
-    let wrapped = start.lt(&int(start, 0)).select(&(start + n as i64), start);
+fn dynamic_start(start: &Var, n: usize, size: usize) -> Result<Var, Error> {
+    let wrapped = start.lt(&int(start, 0)).select(&(start + int(start, n)), start);
     clamp_start(&wrapped, n, size)
 }
 
 /// `start` clamped to `[0, n - size]` (XLA's clamping: the slice fits).
-fn clamp_start(start: &Var, n: usize, size: usize) -> Var {
-    start.maximum(&int(start, 0)).minimum(&int(start, n - size))
+fn clamp_start(start: &Var, n: usize, size: usize) -> Result<Var, Error> {
+    Ok(start.maximum(&int(start, 0)).minimum(&int(start, dim_sub(n, size)?)))
+}
+
+/// Checks that a slice of `sizes` fits in `x` (for a symbolic axis, a
+/// constraint checked when a call binds it).
+fn check_fits(op: &str, x: &Var, sizes: &[usize], what: &str) -> Result<(), Error> {
+    let misfit = || {
+        let msg = format!("{what} must fit in the operand's shape {}", fmt_dims(x.shape()));
+        Error::shape(op, &[x.shape(), sizes], msg)
+    };
+    if sizes.len() != x.rank() {
+        return Err(misfit());
+    }
+    for (&s, &n) in sizes.iter().zip(x.shape()) {
+        require_at_least(op, n, s, "shape").map_err(|_| misfit())?;
+    }
+    Ok(())
 }
 
 /// The slice of `operand` of shape `sizes` starting at traced indices
@@ -95,14 +118,11 @@ fn clamp_start(start: &Var, n: usize, size: usize) -> Var {
 /// scalar, a count of indices or sizes other than the rank, a size larger
 /// than its axis.
 pub fn dynamic_slice(operand: &Var, starts: &[&Var], sizes: &[usize]) -> Var {
-    let fits =
-        sizes.len() == operand.rank() && sizes.iter().zip(operand.shape()).all(|(s, n)| s <= n);
-    if let Err(e) = check_starts("dynamic_slice", operand, starts) {
+    let op = "dynamic_slice";
+    let checked = check_starts(op, operand, starts)
+        .and_then(|()| check_fits(op, operand, sizes, &format!("slice_sizes {}", fmt_dims(sizes))));
+    if let Err(e) = checked {
         return fail(operand, e);
-    }
-    if !fits {
-        let msg = format!("slice_sizes {sizes:?} must fit in the operand's shape");
-        return fail(operand, Error::shape("dynamic_slice", &[operand.shape()], msg));
     }
     let mut x = operand.clone();
     for (axis, (&size, start)) in sizes.iter().zip(starts).enumerate() {
@@ -110,8 +130,10 @@ pub fn dynamic_slice(operand: &Var, starts: &[&Var], sizes: &[usize]) -> Var {
         if size == n {
             continue;
         }
-        let idx = iota_along(start, 1, 0, size) + dynamic_start(start, n, size);
-        x = x.take(&idx, axis as i64);
+        match dynamic_start(start, n, size) {
+            Ok(s) => x = x.take(&(iota_along(start, 1, 0, size) + s), axis as i64),
+            Err(e) => return fail(operand, e),
+        }
     }
     x
 }
@@ -133,19 +155,18 @@ pub fn dynamic_slice(operand: &Var, starts: &[&Var], sizes: &[usize]) -> Var {
 /// Errors (recorded in the trace): as [`dynamic_slice`], an update of
 /// another dtype or rank, or larger than the operand.
 pub fn dynamic_update_slice(operand: &Var, update: &Var, starts: &[&Var]) -> Var {
-    if let Err(e) = check_starts("dynamic_update_slice", operand, starts) {
+    let op = "dynamic_update_slice";
+    let what = format!("the update ({})", update.ty());
+    let checked = check_starts(op, operand, starts).and_then(|()| {
+        if update.dtype() == operand.dtype() {
+            check_fits(op, operand, update.shape(), &what)
+        } else {
+            let msg = format!("{what} must have the operand's dtype {}", operand.dtype());
+            Err(Error::shape(op, &[operand.shape(), update.shape()], msg))
+        }
+    });
+    if let Err(e) = checked {
         return fail(operand, e);
-    }
-    let fits = update.rank() == operand.rank()
-        && update.dtype() == operand.dtype()
-        && update.shape().iter().zip(operand.shape()).all(|(u, n)| u <= n);
-    if !fits {
-        let msg =
-            format!("the update ({}) must fit in the operand ({})", update.ty(), operand.ty());
-        return fail(
-            operand,
-            Error::shape("dynamic_update_slice", &[operand.shape(), update.shape()], msg),
-        );
     }
     let rank = operand.rank();
     let mut placed = update.clone();
@@ -155,10 +176,13 @@ pub fn dynamic_update_slice(operand: &Var, update: &Var, starts: &[&Var]) -> Var
         if u == n {
             continue;
         }
-        let s = dynamic_start(start, n, u);
+        let s = match dynamic_start(start, n, u) {
+            Ok(s) => s,
+            Err(e) => return fail(operand, e),
+        };
         placed = placed.scatter_add(&(iota_along(start, 1, 0, u) + &s), axis as i64, n);
         let pos = iota_along(start, rank, axis, n);
-        let here = and(&pos.ge(&s), &pos.lt(&(&s + u as i64)));
+        let here = and(&pos.ge(&s), &pos.lt(&(&s + int(start, u))));
         inside = Some(match inside {
             Some(m) => and(&m, &here),
             None => here,
@@ -246,7 +270,7 @@ impl Layout<'_> {
 
     /// Per element of `self.shape`: the flat operand position it reads or
     /// writes (clamped), and whether its start was in range (for `FillOrDrop`).
-    fn positions(&self, operand: &[usize], indices: &Var) -> (Var, Var) {
+    fn positions(&self, operand: &[usize], indices: &Var) -> Result<(Var, Var), Error> {
         let rank = self.shape.len();
         let batch = self.batch_axes();
         let lift = |v: &Var| {
@@ -266,9 +290,9 @@ impl Layout<'_> {
             let mut at = zero.clone();
             if let Some(k) = self.starts_map.iter().position(|&m| m == d) {
                 let s = lift(&indices.index(-1, &[k as i64]).squeeze(&[-1]));
-                let max = operand[d] - self.sizes[d];
+                let max = dim_sub(operand[d], self.sizes[d])?;
                 valid = and(&valid, &and(&s.ge(&zero), &s.le(&int(indices, max))));
-                at = clamp_start(&s, operand[d], self.sizes[d]);
+                at = clamp_start(&s, operand[d], self.sizes[d])?;
             }
             if let Some(i) = self.operand_batching.iter().position(|&m| m == d) {
                 let b = batch[self.indices_batching[i]];
@@ -278,10 +302,10 @@ impl Layout<'_> {
                 let a = self.window[w];
                 at = at + iota_along(indices, rank, a, self.shape[a]);
             }
-            flat = flat + at * stride as i64;
-            stride *= operand[d];
+            flat = flat + at * int(indices, stride);
+            stride = dim_mul(stride, operand[d])?;
         }
-        (flat.broadcast_to(&self.shape), valid)
+        Ok((flat.broadcast_to(&self.shape), valid))
     }
 
     /// Checks the dimension numbers against the operand and the indices.
@@ -311,7 +335,10 @@ impl Layout<'_> {
         }
         let batch = self.batch_axes();
         if batch.len() != indices.len() - 1
-            || batch.iter().zip(indices).any(|(&a, &n)| self.shape[a] != n)
+            || batch
+                .iter()
+                .zip(indices)
+                .any(|(&a, &n)| require_equal(self.op, self.shape[a], n, "indices").is_err())
         {
             return bad(format!(
                 "the indices' batch axes {:?} do not match {:?}",
@@ -319,7 +346,12 @@ impl Layout<'_> {
                 self.shape
             ));
         }
-        if self.sizes.iter().zip(operand).any(|(s, n)| s > n) {
+        if self
+            .sizes
+            .iter()
+            .zip(operand)
+            .any(|(&s, &n)| require_at_least(self.op, n, s, "slice_sizes").is_err())
+        {
             return bad(format!("window sizes {:?} larger than the operand", self.sizes));
         }
         Ok(())
@@ -396,10 +428,11 @@ pub fn gather(
         let msg = "collapsed and batching axes need slice size 1; offset_dims must be result axes";
         return fail(operand, Error::shape("gather", &[operand.shape(), indices.shape()], msg));
     }
-    if let Err(e) = layout.check(operand.shape(), indices.shape()) {
-        return fail(operand, e);
-    }
-    let (flat, valid) = layout.positions(operand.shape(), indices);
+    let checked = layout.check(operand.shape(), indices.shape());
+    let (flat, valid) = match checked.and_then(|()| layout.positions(operand.shape(), indices)) {
+        Ok(p) => p,
+        Err(e) => return fail(operand, e),
+    };
     let got = operand.flatten().take(&flat, 0);
     match mode {
         GatherMode::Clip => got,
@@ -481,7 +514,7 @@ fn scattered(
     }
     let layout = scatter_layout(op, operand, updates, dn)?;
     layout.check(operand.shape(), indices.shape())?;
-    let (flat, valid) = layout.positions(operand.shape(), indices);
+    let (flat, valid) = layout.positions(operand.shape(), indices)?;
     let (u, ones) = match mode {
         GatherMode::Clip => (updates.clone(), updates.ones_like()),
         GatherMode::FillOrDrop => {
@@ -590,35 +623,63 @@ pub fn pad(operand: &Var, padding_value: &Var, config: &[(i64, i64, usize)]) -> 
     }
     for (axis, &(lo, hi, interior)) in config.iter().enumerate() {
         let n = operand.shape()[axis];
-        let dilated = if n == 0 { 0 } else { n + (n - 1) * interior } as i64;
-        if dilated + lo.min(0) + hi.min(0) < 0 || dilated + lo + hi < 0 {
-            let msg = format!("padding ({lo}, {hi}, {interior}) of axis {axis} removes more than its {dilated} elements");
-            return fail(operand, Error::shape("pad", &[operand.shape()], msg));
+        let removed = lo.min(0).unsigned_abs().checked_add(hi.min(0).unsigned_abs());
+        let fits = |d: usize| {
+            let r = removed.and_then(|r| usize::try_from(r).ok()).filter(|&r| !is_symbolic(r));
+            r.is_some_and(|r| require_at_least("pad", d, r, "padding_config").is_ok())
+        };
+        match dilated(n, interior) {
+            Ok(d) if fits(d) => {}
+            Ok(d) => {
+                let msg = format!(
+                    "padding ({lo}, {hi}, {interior}) of axis {axis} removes more than its {} elements",
+                    fmt_dim(d)
+                );
+                return fail(operand, Error::shape("pad", &[operand.shape()], msg));
+            }
+            Err(e) => return fail(operand, e),
         }
     }
-    if let Some(c) = padding_value.constant_value().and_then(|t| t.item().ok()) {
-        return padded(operand, config, c);
+    let result = match padding_value.constant_value().and_then(|t| t.item().ok()) {
+        Some(c) => padded(operand, config, c),
+        None => padded(&operand.zeros_like(), config, 1.0)
+            .and_then(|mask| Ok(padded(operand, config, 0.0)? + mask * padding_value)),
+    };
+    result.unwrap_or_else(|e| fail(operand, e))
+}
+
+/// The length of an axis of `n` elements with `interior` values between
+/// neighbours: `n + (n - 1) interior` (a symbolic `n` must then be at
+/// least 1, a recorded constraint).
+fn dilated(n: usize, interior: usize) -> Result<usize, Error> {
+    if n == 0 || interior == 0 {
+        return Ok(n);
     }
-    let mask = padded(&operand.zeros_like(), config, 1.0);
-    padded(operand, config, 0.0) + mask * padding_value
+    require_at_least("pad", n, 1, "operand")?;
+    dim_add(n, dim_mul(dim_sub(n, 1)?, interior)?)
+}
+
+/// A dimension as a reshape or slice bound (a symbolic one as its handle).
+pub(crate) fn bound(d: usize) -> i64 {
+    i64::try_from(d).unwrap_or(i64::MAX)
 }
 
 /// `x` padded as [`pad`] with the constant `value`.
-fn padded(x: &Var, config: &[(i64, i64, usize)], value: f64) -> Var {
+fn padded(x: &Var, config: &[(i64, i64, usize)], value: f64) -> Result<Var, Error> {
     let mut y = x.clone();
     for (axis, &(_, _, interior)) in config.iter().enumerate() {
         let n = y.shape()[axis];
-        if interior == 0 || n < 2 {
+        if interior == 0 || (!is_symbolic(n) && n < 2) {
             continue;
         }
         // [n] -> [n, 1 + interior] (value after each) -> [n (1 + interior)] -> cut the tail.
         let ax = axis as i64;
         let mut widths = vec![(0, 0); y.rank() + 1];
         widths[axis + 1] = (0, interior);
-        let mut shape: Vec<i64> = y.shape().iter().map(|&d| d as i64).collect();
-        shape[axis] = (n * (1 + interior)) as i64;
+        let mut shape: Vec<i64> = y.shape().iter().map(|&d| bound(d)).collect();
+        shape[axis] = bound(dim_mul(n, dim_add(interior, 1)?)?);
         let spread = y.unsqueeze(ax + 1).pad(&widths, value).reshape(&shape);
-        y = spread.slice_axis(ax, Some(0), Some((n + (n - 1) * interior) as i64), 1);
+        y = spread.slice_axis(ax, Some(0), Some(bound(dilated(n, interior)?)), 1);
     }
     let widths: Vec<(usize, usize)> =
         config.iter().map(|&(lo, hi, _)| (lo.max(0) as usize, hi.max(0) as usize)).collect();
@@ -627,9 +688,10 @@ fn padded(x: &Var, config: &[(i64, i64, usize)], value: f64) -> Var {
     }
     for (axis, &(lo, hi, _)) in config.iter().enumerate() {
         if lo < 0 || hi < 0 {
-            let n = y.shape()[axis] as i64;
-            y = y.slice_axis(axis as i64, Some((-lo).max(0)), Some(n - (-hi).max(0)), 1);
+            // A negative stop counts from the end, on a symbolic axis too.
+            let stop = (hi < 0).then_some(hi);
+            y = y.slice_axis(axis as i64, Some(lo.saturating_neg().max(0)), stop, 1);
         }
     }
-    y
+    Ok(y)
 }
