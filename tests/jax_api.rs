@@ -532,3 +532,32 @@ fn jacobians_with_aux_and_map_over_a_closure() {
     let col = |j: usize| (0..4).map(|i| want[i * 3 + j]).sum::<f64>();
     close("map closure", &gw, &[col(0), col(1), col(2)]);
 }
+
+/// A mask counts as JAX counts it: `jnp.sum(x > 0)` is an integer count,
+/// `mean`/`var` are floats, `argmax` finds the first `True`, `sort`,
+/// `cummax` stay `bool`; under `vmap` too.
+#[test]
+fn reductions_and_sorts_of_masks_count_as_jax_does() {
+    let x = t(&[1.0, -2.0, 3.0, 0.5, -1.0, 2.0], &[2, 3]);
+    let mask = |x: &Var| x.gt(&x.zeros_like());
+    let run = |f: &dyn Fn(&Var) -> Var| (|x: &Var| f(&mask(x))).eval(&x).unwrap();
+    let check = |what: &str, got: Tensor, dtype: DType, want: &[f64]| {
+        assert_eq!(got.dtype(), dtype, "{what}");
+        let got = got.to_f64_vec();
+        let near = got.iter().zip(want).all(|(g, w)| (g - w).abs() <= 1e-15);
+        assert!(got.len() == want.len() && near, "{what}: {got:?} vs {want:?}");
+    };
+    check("sum", run(&|m| m.sum_all()), DType::I64, &[4.0]);
+    check("sum axis 1", run(&|m| m.sum(&[1])), DType::I64, &[2.0, 2.0]);
+    check("prod axis 0", run(&|m| m.prod(&[0], false)), DType::I64, &[1.0, 0.0, 1.0]);
+    check("mean", run(&|m| m.mean()), DType::F64, &[4.0 / 6.0]);
+    check("var", run(&|m| m.var_all()), DType::F64, &[2.0 / 9.0]);
+    check("argmax", run(&|m| m.argmax(1, false)), DType::I64, &[0.0, 0.0]);
+    check("argmin", run(&|m| m.argmin(1, false)), DType::I64, &[1.0, 1.0]);
+    check("cumsum", run(&|m| m.cumsum(1, false)), DType::I64, &[1.0, 1.0, 2.0, 1.0, 1.0, 2.0]);
+    check("sort", run(&|m| m.sort(1, false)), DType::Bool, &[0.0, 1.0, 1.0, 0.0, 1.0, 1.0]);
+    check("argsort", run(&|m| m.argsort(1, true)), DType::I64, &[0.0, 2.0, 1.0, 0.0, 2.0, 1.0]);
+    check("cummax", run(&|m| m.cummax(1, true)), DType::Bool, &[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]);
+    let per_row = vmap(|r: &Var| r.gt(&r.zeros_like()).sum_all()).eval(&x).unwrap();
+    check("vmap sum", per_row, DType::I64, &[2.0, 2.0]);
+}

@@ -21,6 +21,16 @@ use anvil_core::trace::{as_op, current_or_detached};
 use anvil_core::{DType, Error, Op, Operand, Result, Scalar, SliceSpec, Tensor, Var};
 
 /// Applies the op built by `make` to `args`, or records the error `make` returned.
+/// A `bool` value as `i64` (`true` is 1), as JAX counts: `sum`, `prod`,
+/// `mean` and the arg-reductions of a mask work on its 0/1 values.
+pub(crate) fn counted(x: &Var) -> Var {
+    if x.dtype() == DType::Bool {
+        x.cast(DType::I64)
+    } else {
+        x.clone()
+    }
+}
+
 fn build(args: &[&Var], make: impl FnOnce() -> Result<Box<dyn Op>>) -> Var {
     match make() {
         Ok(op) => Var::apply_op(op, args),
@@ -172,7 +182,10 @@ pub trait VarExt {
     /// Inserts a size-1 axis at `axis` (in `-(rank+1)..=rank`).
     fn unsqueeze(&self, axis: i64) -> Var;
 
-    /// Sum over `axes` (none: unchanged, as NumPy's `axis=()`).
+    /// Sum over `axes` (none: unchanged, as NumPy's `axis=()`). A `bool`
+    /// value sums as `i64` (a count), as in JAX; so do `prod` and the
+    /// cumulative sum and product, `mean`/`var`/`std` are `f64`, and
+    /// `argmax`/`argmin`/`sort` order `false` before `true`.
     fn sum(&self, axes: &[i64]) -> Var;
     /// Sum over `axes`, keeping them with size 1.
     fn sum_keepdims(&self, axes: &[i64]) -> Var;
@@ -509,14 +522,12 @@ impl VarExt for Var {
     }
 
     fn sum(&self, axes: &[i64]) -> Var {
-        build(&[self], || {
-            Ok(Box::new(ReduceSum { axes: axes_of("sum", self, axes)?, keepdims: false }))
-        })
+        let x = &counted(self);
+        build(&[x], || Ok(Box::new(ReduceSum { axes: axes_of("sum", x, axes)?, keepdims: false })))
     }
     fn sum_keepdims(&self, axes: &[i64]) -> Var {
-        build(&[self], || {
-            Ok(Box::new(ReduceSum { axes: axes_of("sum", self, axes)?, keepdims: true }))
-        })
+        let x = &counted(self);
+        build(&[x], || Ok(Box::new(ReduceSum { axes: axes_of("sum", x, axes)?, keepdims: true })))
     }
     fn sum_all(&self) -> Var {
         self.sum(&all_axes(self))
@@ -532,21 +543,24 @@ impl VarExt for Var {
         })
     }
     fn prod(&self, axes: &[i64], keepdims: bool) -> Var {
-        build(&[self], || Ok(Box::new(ReduceProd { axes: axes_of("prod", self, axes)?, keepdims })))
+        let x = &counted(self);
+        build(&[x], || Ok(Box::new(ReduceProd { axes: axes_of("prod", x, axes)?, keepdims })))
     }
     fn argmax(&self, axis: i64, keepdims: bool) -> Var {
-        build(&[self], || {
+        let x = &counted(self);
+        build(&[x], || {
             Ok(Box::new(ArgReduce {
-                axis: normalize_axis("argmax", axis, self.shape(), "0")?,
+                axis: normalize_axis("argmax", axis, x.shape(), "0")?,
                 keepdims,
                 max: true,
             }))
         })
     }
     fn argmin(&self, axis: i64, keepdims: bool) -> Var {
-        build(&[self], || {
+        let x = &counted(self);
+        build(&[x], || {
             Ok(Box::new(ArgReduce {
-                axis: normalize_axis("argmin", axis, self.shape(), "0")?,
+                axis: normalize_axis("argmin", axis, x.shape(), "0")?,
                 keepdims,
                 max: false,
             }))
@@ -559,7 +573,7 @@ impl VarExt for Var {
         self.mean()
     }
     fn mean_axes(&self, axes: &[i64], keepdims: bool) -> Var {
-        as_op("mean", || crate::composite::mean(self, axes, keepdims))
+        as_op("mean", || crate::composite::mean(&counted(self), axes, keepdims))
     }
     fn dim_size(&self, axis: i64) -> Var {
         let dtype = if self.dtype().is_float() { self.dtype() } else { DType::F64 };
@@ -574,7 +588,7 @@ impl VarExt for Var {
         })
     }
     fn var(&self, axes: &[i64], keepdims: bool) -> Var {
-        as_op("var", || crate::composite::var(self, axes, keepdims))
+        as_op("var", || crate::composite::var(&counted(self), axes, keepdims))
     }
     fn std(&self, axes: &[i64], keepdims: bool) -> Var {
         as_op("std", || self.var(axes, keepdims).sqrt())

@@ -29,8 +29,8 @@ pub use indexing::{
 pub use sort::{take_along_axis, Sort};
 pub use unary::*;
 
-use crate::api::VarExt;
-use anvil_core::{shape::normalize_axis, Op, Result, Var};
+use crate::api::{counted, VarExt};
+use anvil_core::{shape::normalize_axis, DType, Op, Result, Var};
 
 /// Applies the op `make` builds to `args`, or records its error in the
 /// trace and returns a poisoned value.
@@ -191,19 +191,19 @@ pub trait LaxExt: VarExt {
 
     /// Running sum along `axis` (`jnp.cumsum`; `reverse` as `lax.cumsum`).
     fn cumsum(&self, axis: i64, reverse: bool) -> Var {
-        cumulative(self.as_var(), CumulativeKind::Sum, axis, reverse)
+        cumulative(&counted(self.as_var()), CumulativeKind::Sum, axis, reverse)
     }
-    /// Running product along `axis`.
+    /// Running product along `axis` (of a `bool`, its 0/1 values as `i64`).
     fn cumprod(&self, axis: i64, reverse: bool) -> Var {
-        cumulative(self.as_var(), CumulativeKind::Prod, axis, reverse)
+        cumulative(&counted(self.as_var()), CumulativeKind::Prod, axis, reverse)
     }
-    /// Running maximum along `axis`.
+    /// Running maximum along `axis` (a `bool` stays `bool`).
     fn cummax(&self, axis: i64, reverse: bool) -> Var {
-        cumulative(self.as_var(), CumulativeKind::Max, axis, reverse)
+        as_bool_like(self.as_var(), |x| cumulative(x, CumulativeKind::Max, axis, reverse))
     }
-    /// Running minimum along `axis`.
+    /// Running minimum along `axis` (a `bool` stays `bool`).
     fn cummin(&self, axis: i64, reverse: bool) -> Var {
-        cumulative(self.as_var(), CumulativeKind::Min, axis, reverse)
+        as_bool_like(self.as_var(), |x| cumulative(x, CumulativeKind::Min, axis, reverse))
     }
     /// Running `log(sum(exp(x)))` along `axis`.
     fn cumlogsumexp(&self, axis: i64, reverse: bool) -> Var {
@@ -212,16 +212,19 @@ pub trait LaxExt: VarExt {
 
     /// Sorted along `axis` (stable; NaN last ascending), as `jnp.sort`.
     fn sort(&self, axis: i64, descending: bool) -> Var {
-        sort::sort_both(self.as_var(), axis, descending).0
+        self.sort_with_indices(axis, descending).0
     }
     /// The indices that sort along `axis` (stable: ties in index order), as
     /// `jnp.argsort(stable=True)`.
     fn argsort(&self, axis: i64, descending: bool) -> Var {
-        sort::sort_both(self.as_var(), axis, descending).1
+        self.sort_with_indices(axis, descending).1
     }
-    /// The sorted values and the sorting indices, from one sort.
+    /// The sorted values and the sorting indices, from one sort (a `bool`
+    /// sorts as 0/1 and stays `bool`).
     fn sort_with_indices(&self, axis: i64, descending: bool) -> (Var, Var) {
-        sort::sort_both(self.as_var(), axis, descending)
+        let x = self.as_var();
+        let (sorted, perm) = sort::sort_both(&counted(x), axis, descending);
+        (if x.dtype() == DType::Bool { sorted.cast(DType::Bool) } else { sorted }, perm)
     }
     /// The `k` largest along the last axis and their indices (`jax.lax.top_k`).
     fn top_k(&self, k: usize) -> (Var, Var) {
@@ -230,6 +233,16 @@ pub trait LaxExt: VarExt {
 }
 
 impl LaxExt for Var {}
+
+/// `f` of a `bool` `x` computed on its 0/1 values and returned as `bool`;
+/// `f(x)` for other dtypes.
+fn as_bool_like(x: &Var, f: impl FnOnce(&Var) -> Var) -> Var {
+    if x.dtype() == DType::Bool {
+        f(&counted(x)).cast(DType::Bool)
+    } else {
+        f(x)
+    }
+}
 
 /// `x != 0` for a numeric `x`; `x` itself for a bool.
 fn truth(x: &Var) -> Var {
