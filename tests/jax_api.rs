@@ -561,3 +561,30 @@ fn reductions_and_sorts_of_masks_count_as_jax_does() {
     let per_row = vmap(|r: &Var| r.gt(&r.zeros_like()).sum_all()).eval(&x).unwrap();
     check("vmap sum", per_row, DType::I64, &[2.0, 2.0]);
 }
+
+/// `clip` differentiates as `jnp.clip` (1/2 at a bound, in the operand and
+/// in the bound), `lax::clamp` as `lax.clamp` (0 at a bound): the values
+/// JAX gives at -1, 0, 0.5, 1, 2 with bounds [0, 1].
+#[test]
+fn clip_and_clamp_differentiate_as_in_jax() {
+    use anvil::lax;
+    let at = |f: &dyn Fn(&Var) -> Var| -> Vec<f64> {
+        [-1.0, 0.0, 0.5, 1.0, 2.0]
+            .iter()
+            .map(|&v| grad(|x: &Var| f(x)).eval(&Tensor::scalar(v)).unwrap().item().unwrap())
+            .collect()
+    };
+    let clip = at(&|x| x.clip(&x.zeros_like(), &x.ones_like()));
+    assert_eq!(clip, [0.0, 0.5, 1.0, 0.5, 0.0]);
+    let clamp = at(&|x| lax::clamp(&x.zeros_like(), x, &x.ones_like()));
+    assert_eq!(clamp, [0.0, 0.0, 1.0, 0.0, 0.0]);
+    // d/dlo clip(v, lo, 1) at lo = 0.
+    let by_lo: Vec<f64> = [-1.0, 0.0, 0.5, 1.0, 2.0]
+        .iter()
+        .map(|&v| {
+            let f = move |lo: &Var| lo.full_like(v).clip(lo, &lo.ones_like());
+            grad(f).eval(&Tensor::scalar(0.0)).unwrap().item().unwrap()
+        })
+        .collect();
+    assert_eq!(by_lo, [1.0, 0.5, 0.0, 0.0, 0.0]);
+}

@@ -158,9 +158,11 @@ pub trait LaxExt: VarExt {
     fn nextafter(&self, other: &Var) -> Var {
         self.as_var().apply(Nextafter, &[other])
     }
-    /// `min(max(self, lo), hi)` (`jnp.clip`; see [`clamp`]).
+    /// `minimum(maximum(self, lo), hi)`, as `jnp.clip` computes it: the
+    /// derivative is 1/2 where `self` equals a bound (ties of `maximum` and
+    /// `minimum` split evenly), where [`clamp`] (`lax.clamp`) gives 0.
     fn clip(&self, lo: &Var, hi: &Var) -> Var {
-        clamp(lo, self.as_var(), hi)
+        self.as_var().maximum(lo).minimum(hi)
     }
     /// Whether any element over `axes` is true (non-zero), as `jnp.any`.
     fn any(&self, axes: &[i64], keepdims: bool) -> Var {
