@@ -571,7 +571,7 @@ fn clip_and_clamp_differentiate_as_in_jax() {
     let at = |f: &dyn Fn(&Var) -> Var| -> Vec<f64> {
         [-1.0, 0.0, 0.5, 1.0, 2.0]
             .iter()
-            .map(|&v| grad(|x: &Var| f(x)).eval(&Tensor::scalar(v)).unwrap().item().unwrap())
+            .map(|&v| grad(|x: &Var| f(x)).eval(Tensor::scalar(v)).unwrap().item().unwrap())
             .collect()
     };
     let clip = at(&|x| x.clip(&x.zeros_like(), &x.ones_like()));
@@ -583,7 +583,7 @@ fn clip_and_clamp_differentiate_as_in_jax() {
         .iter()
         .map(|&v| {
             let f = move |lo: &Var| lo.full_like(v).clip(lo, &lo.ones_like());
-            grad(f).eval(&Tensor::scalar(0.0)).unwrap().item().unwrap()
+            grad(f).eval(Tensor::scalar(0.0)).unwrap().item().unwrap()
         })
         .collect();
     assert_eq!(by_lo, [1.0, 0.5, 0.0, 0.0, 0.0]);
