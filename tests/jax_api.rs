@@ -588,3 +588,17 @@ fn clip_and_clamp_differentiate_as_in_jax() {
         .collect();
     assert_eq!(by_lo, [1.0, 0.5, 0.0, 0.0, 0.0]);
 }
+
+/// Integer division by zero as in XLA (`lax.div`, `lax.rem` on this
+/// machine's JAX): the quotient is -1, the remainder the dividend;
+/// `i64::MIN / -1` wraps.
+#[test]
+fn integer_division_by_zero_as_in_xla() {
+    use anvil::lax::LaxExt;
+    let a = Tensor::from_vec(vec![5i64, -5, 0, i64::MIN], &[4]).unwrap();
+    let b = Tensor::from_vec(vec![0i64, 0, 0, -1], &[4]).unwrap();
+    let q = (|a: &Var, b: &Var| a / b).eval((&a, &b)).unwrap();
+    assert_eq!(q.to_vec::<i64>().unwrap(), [-1, -1, -1, i64::MIN]);
+    let r = (|a: &Var, b: &Var| a.rem(b)).eval((&a, &b)).unwrap();
+    assert_eq!(r.to_vec::<i64>().unwrap(), [5, -5, 0, 0]);
+}

@@ -23,7 +23,8 @@
 //! truncation. `mean`, `var` and `std` of an integer array are `f64`. `/`
 //! between two integer arrays (or an integer array and an `i64` scalar) is
 //! integer division truncating toward zero, as Rust's and `lax.div`'s
-//! (cast to a float dtype first for true division).
+//! (cast to a float dtype first for true division); a zero divisor gives
+//! -1 and `rem` by zero gives the dividend, as in XLA.
 
 use crate::tensor::Storage;
 use std::fmt;

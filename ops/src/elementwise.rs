@@ -1063,12 +1063,13 @@ binary_elementwise_op! {
     jvp: jvp_mul;
 }
 binary_elementwise_op! {
-    /// `a / b`; integer division rounds toward zero and gives 0 for a zero
-    /// divisor. `d(a / b) = da / b - (a / b) db / b`.
+    /// `a / b`; integer division rounds toward zero, and as XLA's (so
+    /// `lax.div` in JAX) gives -1 for a zero divisor and wraps
+    /// `i64::MIN / -1` to `i64::MIN`. `d(a / b) = da / b - (a / b) db / b`.
     pub struct Div = "div";
     domain: Numeric;
     float: |a, b| a / b;
-    i64: |a, b| a.checked_div(b).unwrap_or(0);
+    i64: |a, b| if b == 0 { -1 } else { a.wrapping_div(b) };
     linear_in: [0];
     arith: Div;
     jvp: jvp_div;
