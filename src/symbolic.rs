@@ -38,6 +38,15 @@
 //! that says so. (The handle's number used in Rust code outside the trace
 //! cannot be seen.)
 //!
+//! Indexing works on a symbolic axis as on a concrete one: integers
+//! counted from the end (`x.i(ix![-1])`), traced indices (wrapped and
+//! clamped against the bound size), `x.at(ix![..]).set(..)` and the other
+//! updates, `lax::dynamic_slice`, `dynamic_update_slice`, `gather`,
+//! `scatter`, and `lax::pad` with interior padding. Where NumPy would clamp
+//! an index or a bound that depends on the size (`x[5]` or `x[-3:]` when
+//! `n` may be 2), the axis must be long enough: a constraint checked at
+//! the call, an error naming the variable and its size.
+//!
 //! Control flow (`cond`, `scan`, `fori_loop`, `while_loop`) works over
 //! symbolic shapes and lengths: the plan specialises a loop's op and bodies
 //! to a binding's sizes and compiles the bodies the first time it meets
@@ -48,8 +57,11 @@
 //! What is not symbolic: shape rules that compute sizes outside
 //! [`anvil_core::shape`]'s arithmetic (such an op's node is refused, naming
 //! it), the rewrite rules (they leave nodes of symbolic shapes as traced,
-//! so a symbolic plan may be less simplified than a concrete one), and
-//! `chunk_size` of a Jacobian or `vmap` over a symbolic size (an error).
+//! so a symbolic plan may be less simplified than a concrete one),
+//! `chunk_size` of a Jacobian or `vmap` over a symbolic size (an error),
+//! and the parallel `associative_scan` along a symbolic axis (an error: its
+//! recursion halves a concrete length; `cummax`/`cummin` under `vmap` of
+//! `grad` use it, `cumsum` and `cumprod` do not).
 
 use crate::{cpu, transforms, Error, Flatten, Function, IntoFunction, Jit, Result, Tensor};
 use anvil_core::function::{fit_args, Args};
