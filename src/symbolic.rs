@@ -60,8 +60,8 @@
 //! so a symbolic plan may be less simplified than a concrete one),
 //! `chunk_size` of a Jacobian or `vmap` over a symbolic size (an error),
 //! and the parallel `associative_scan` along a symbolic axis (an error: its
-//! recursion halves a concrete length; `cummax`/`cummin` under `vmap` of
-//! `grad` use it, `cumsum` and `cumprod` do not).
+//! recursion halves a concrete length; the derivatives of `cumprod`,
+//! `cummax`, `cummin` and `cumlogsumexp` use it, that of `cumsum` does not).
 
 use crate::{cpu, transforms, Error, Flatten, Function, IntoFunction, Jit, Result, Tensor};
 use anvil_core::function::{fit_args, Args};
