@@ -191,9 +191,12 @@ pub trait VarExt {
     fn sum_keepdims(&self, axes: &[i64]) -> Var;
     /// Sum of all elements (rank 0).
     fn sum_all(&self) -> Var;
-    /// Maximum over `axes`.
+    /// Maximum over `axes`. Over an empty axis it is the identity, `-inf`
+    /// (the smallest `i64`, `false`), as `lax.reduce_max`; `jnp.max` raises
+    /// there instead. NaN propagates.
     fn max(&self, axes: &[i64], keepdims: bool) -> Var;
-    /// Minimum over `axes`.
+    /// Minimum over `axes` (`+inf`, the largest `i64`, `true` over an empty
+    /// axis, as `lax.reduce_min`).
     fn min(&self, axes: &[i64], keepdims: bool) -> Var;
     /// Product over `axes`.
     fn prod(&self, axes: &[i64], keepdims: bool) -> Var;
