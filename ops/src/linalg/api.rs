@@ -180,7 +180,7 @@ pub fn cho_solve_with(l: &Var, b: &Var, on_failure: OnFailure) -> Var {
 pub fn lu(a: &Var) -> (Var, Var, Var) {
     let (packed, _, perm) = lu_factors(a);
     let [.., m, n] = *a.shape() else {
-        let bad = a.apply(Triangle::lower(0), &[]);
+        let bad = not_matrices(a, "lu");
         return (bad.clone(), bad.clone(), bad);
     };
     let k = match anvil_core::shape::dim_min("lu", m, n) {
