@@ -79,6 +79,10 @@ impl<F, J> std::fmt::Debug for CustomJvp<F, J> {
 /// `jvp` takes `(primals, tangents)` — `f`'s arguments as a tuple and a
 /// tuple of their tangents — and returns `(outputs, output tangents)`; it
 /// must be linear in the tangents, because reverse mode transposes it.
+/// Under every transform the primal outputs are `f`'s (the rule's
+/// `outputs` only fix their types): where JAX's `jvp` returns the rule's
+/// primal value, anvil returns `f`'s, so a rule that computes the value
+/// differently (say, more stably) should put that formula in `f` too.
 ///
 /// ```
 /// use anvil::prelude::*;
