@@ -389,6 +389,55 @@ fn differentiating_an_op_without_a_rule_is_an_error_naming_it() {
     assert_eq!(grad(g).eval(&x).unwrap().to_vec::<f64>().unwrap(), vec![1.0; 3]);
 }
 
+/// An op whose kernel returns another type than its shape rule says (one
+/// element too many, or `f32` for `f64`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct BadKernel {
+    dtype: bool,
+}
+impl Op for BadKernel {
+    fn name(&self) -> &'static str {
+        "test.bad_kernel"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> anvil::Result<TensorType> {
+        Ok(inputs[0].clone())
+    }
+}
+fn bad_kernel(
+    op: &dyn Op,
+    inputs: &[&Tensor],
+    _: &TensorType,
+    _: &anvil::Parallelism,
+) -> anvil::Result<Tensor> {
+    let mut v = inputs[0].to_vec::<f64>()?;
+    if op.try_downcast::<BadKernel>()?.dtype {
+        return Ok(Tensor::from_vec(v, inputs[0].shape())?.cast(DType::F32));
+    }
+    v.push(99.0);
+    let n = v.len();
+    Tensor::from_vec(v, &[n])
+}
+anvil::cpu::register_kernel!(BadKernel, bad_kernel);
+
+/// A plugin kernel's result of the wrong type is an error naming the op
+/// and both types, in every build and whatever reads the result.
+#[test]
+fn a_kernel_returning_the_wrong_type_is_an_error_naming_its_op() {
+    let x = rand(&[3], 5);
+    let w = rand(&[3, 2], 6);
+    for dtype in [false, true] {
+        let op = BadKernel { dtype };
+        let alone = jit(move |x: &Var| x.apply(op, &[])).eval(&x);
+        let summed = jit(move |x: &Var| x.apply(op, &[]).sum_all()).eval(&x);
+        let product = jit(move |x: &Var, w: &Var| x.apply(op, &[]).matmul(w)).eval((&x, &w));
+        let shifted = jit(move |x: &Var| x.apply(op, &[]) + 1.0).eval(&x);
+        for r in [alone, summed, product, shifted] {
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("test.bad_kernel") && e.contains("f64[3]"), "{e}");
+        }
+    }
+}
+
 /// map composes with differentiation: grad through a map, jacfwd of a map.
 #[test]
 fn map_under_grad_and_jacobians() {

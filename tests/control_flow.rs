@@ -595,6 +595,19 @@ fn printed_graphs_show_loop_bodies() {
     );
     let dot = g.to_dot();
     assert!(dot.contains("subgraph cluster") && dot.contains("sin"), "{dot}");
+    // Clusters say which body they are.
+    let both = |x: &Var| -> anvil::Result<Var> {
+        let y = while_loop(
+            |c: &Var| c.sum_all().lt(&c.sum_all().full_like(9.0)),
+            |c: &Var| c * 2.0,
+            x,
+        )?;
+        piecewise(&y, x)
+    };
+    let dot = trace(&both, Tensor::ones(&[2]).unwrap()).unwrap().to_dot();
+    for label in ["while: cond_fun", "while: body_fun", "cond: branch 0", "cond: branch 1"] {
+        assert!(dot.contains(label), "{label}: {dot}");
+    }
 }
 
 #[test]

@@ -602,3 +602,13 @@ fn integer_division_by_zero_as_in_xla() {
     let r = (|a: &Var, b: &Var| a.rem(b)).eval((&a, &b)).unwrap();
     assert_eq!(r.to_vec::<i64>().unwrap(), [5, -5, 0, 0]);
 }
+
+/// A tensor given where a struct of parameters is expected: the error
+/// says which argument (its key path) and both structures.
+#[test]
+fn a_structure_mismatch_names_the_argument() {
+    let (x, y) = (t(&[1.0, -2.0, 0.5], &[3]), t(&[0.2, -0.4], &[2]));
+    let f = |p: &Params<Var>, x: &Var, y: &Var| mlp_loss(p, x, y).0;
+    let e = jit(f).eval((&x, &x, &y)).unwrap_err().to_string();
+    assert!(e.contains("[0]") && e.contains("struct Params") && e.contains("leaf"), "{e}");
+}

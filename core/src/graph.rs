@@ -697,8 +697,9 @@ impl Graph {
                 let _ = writeln!(s, "{pad}subgraph cluster_{inner} {{");
                 let _ = writeln!(
                     s,
-                    "{pad}  label=\"{} body {b}\"; style=rounded; color=gray;",
-                    dot_escape(n.op.name())
+                    "{pad}  label=\"{}: {}\"; style=rounded; color=gray;",
+                    dot_escape(n.op.name()),
+                    dot_escape(&n.op.subgraph_label(b))
                 );
                 body.write_dot(s, &inner, depth + 1, next);
                 let _ = writeln!(s, "{pad}}}");

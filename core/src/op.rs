@@ -105,6 +105,12 @@ pub trait Op: OpBase + dyn_clone::DynClone + fmt::Debug + Send + Sync {
         Vec::new()
     }
 
+    /// What the `k`-th of [`Op::subgraphs`] is, for printed graphs and DOT
+    /// (`"cond"` and `"body"` of a while loop, `"branch 1"` of a `cond`).
+    fn subgraph_label(&self, k: usize) -> String {
+        format!("body {k}")
+    }
+
     /// The same op with its bodies replaced (same count, same order as
     /// [`Op::subgraphs`], same signatures): how passes rewrite inside bodies.
     /// `None` (the default) leaves the bodies of this op as they are.

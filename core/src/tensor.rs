@@ -486,8 +486,13 @@ impl Tensor {
     /// # Errors
     /// [`Error::DType`] when `T` is not this tensor's dtype.
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        self.slice_for("Tensor::as_slice")
+    }
+
+    /// [`Tensor::as_slice`] for the function `op`, which its error names.
+    pub(crate) fn slice_for<T: Element>(&self, op: &str) -> Result<&[T]> {
         T::slice(&self.storage)
-            .ok_or_else(|| Error::dtype("Tensor::as_slice", "self", self.dtype(), T::DTYPE.name()))
+            .ok_or_else(|| Error::dtype(op, "self", self.dtype(), T::DTYPE.name()))
     }
 
     /// Copies the elements out as a `Vec<T>` (same dtype required).

@@ -147,11 +147,24 @@ impl TreeDef {
     }
 
     fn mismatch(&self, what: &str) -> Error {
+        // `at_element` extends the argument's name into a path.
         Error::invalid(
             "tree",
             "structure",
             format!("expected {what}, the value is {}", self.describe()),
         )
+    }
+}
+
+/// A structure mismatch inside element `i` of a tuple (argument `i` of a
+/// function): its path, JAX's key path, gets `[i]` in front.
+fn at_element(e: Error, i: usize) -> Error {
+    match e {
+        Error::InvalidArgument { op, arg, msg } if op == "tree" && arg.starts_with("structure") => {
+            let path = arg.strip_prefix("structure at ").unwrap_or("");
+            Error::InvalidArgument { op, arg: format!("structure at [{i}]{path}"), msg }
+        }
+        e => e,
     }
 }
 
@@ -383,7 +396,9 @@ macro_rules! tuple {
         impl<L, $($t: Tree<L>),+> Tree<L> for ($($t,)+) {
             fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = L>) -> Result<Self> {
                 match def {
-                    TreeDef::Tuple(c) if c.len() == $n => Ok(($($t::unflatten(&c[$i], leaves)?,)+)),
+                    TreeDef::Tuple(c) if c.len() == $n => {
+                        Ok(($($t::unflatten(&c[$i], leaves).map_err(|e| at_element(e, $i))?,)+))
+                    }
                     d => Err(d.mismatch(concat!("a tuple of ", $n))),
                 }
             }

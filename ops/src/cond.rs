@@ -71,6 +71,11 @@ impl Op for Cond {
         self.branches.iter().map(SubGraph::graph).collect()
     }
 
+    fn subgraph_label(&self, k: usize) -> String {
+        // `cond`'s predicate is the index: branch 0 is `false_fn`.
+        format!("branch {k}")
+    }
+
     fn with_subgraphs(&self, bodies: Vec<Graph>) -> Option<Box<dyn Op>> {
         (bodies.len() == self.branches.len())
             .then(|| Box::new(Cond { branches: bodies.into_iter().map(Into::into).collect() }) as _)

@@ -142,6 +142,9 @@ impl Op for CustomJvpCall {
     fn subgraphs(&self) -> Vec<&Graph> {
         vec![self.primal.graph(), self.jvp.graph()]
     }
+    fn subgraph_label(&self, k: usize) -> String {
+        if k == 0 { "function" } else { "jvp rule" }.into()
+    }
     fn with_subgraphs(&self, bodies: Vec<Graph>) -> Option<Box<dyn Op>> {
         let [primal, jvp]: [Graph; 2] = bodies.try_into().ok()?;
         Some(Box::new(CustomJvpCall {
@@ -189,6 +192,11 @@ impl Op for CustomVjpCall {
     }
     fn subgraphs(&self) -> Vec<&Graph> {
         vec![self.primal.graph(), self.fwd.graph(), self.bwd.graph()]
+    }
+    fn subgraph_label(&self, k: usize) -> String {
+        ["function", "fwd rule", "bwd rule"]
+            .get(k)
+            .map_or_else(|| format!("body {k}"), |s| s.to_string())
     }
     fn with_subgraphs(&self, bodies: Vec<Graph>) -> Option<Box<dyn Op>> {
         let [primal, fwd, bwd]: [Graph; 3] = bodies.try_into().ok()?;

@@ -123,6 +123,10 @@ impl Op for While {
         vec![self.cond.graph(), self.body.graph()]
     }
 
+    fn subgraph_label(&self, k: usize) -> String {
+        if k == 0 { "cond_fun" } else { "body_fun" }.into()
+    }
+
     fn with_subgraphs(&self, bodies: Vec<Graph>) -> Option<Box<dyn Op>> {
         let [cond, body]: [Graph; 2] = bodies.try_into().ok()?;
         Some(Box::new(While { cond: cond.into(), body: body.into(), ..self.clone() }))

@@ -707,7 +707,7 @@ impl Plan {
                         arg,
                         |operands| kernel(op, operands, out, ctx),
                     )?;
-                    check_result(op.name(), &t, out);
+                    check_result(op.name(), &t, out)?;
                     slots[node.out().index()] = Some(t);
                     return Ok(());
                 }
@@ -750,7 +750,7 @@ impl Plan {
             ));
         }
         for ((v, t), ty) in node.results().zip(outs).zip(types) {
-            check_result(node.op.name(), &t, ty);
+            check_result(node.op.name(), &t, ty)?;
             slots[v.index()] = Some(t);
         }
         Ok(())
@@ -758,13 +758,18 @@ impl Plan {
 }
 
 /// A kernel must return its result's static type (compared field by field:
-/// `out.ty()` would allocate).
-fn check_result(op: &str, out: &Tensor, ty: &TensorType) {
-    debug_assert!(
-        out.dtype() == ty.dtype() && out.shape() == ty.shape(),
-        "kernel of {op} returned {:?}, not {ty}",
-        out.ty()
-    );
+/// `out.ty()` would allocate). A plugin's kernel that does not is an error
+/// naming its op: every later step relies on the types the plan was built
+/// for.
+fn check_result(op: &str, out: &Tensor, ty: &TensorType) -> Result<()> {
+    if out.dtype() == ty.dtype() && out.shape() == ty.shape() {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        op,
+        "CPU kernel",
+        format!("returned {}, not {ty} (the type the op's shape rule gives)", out.ty()),
+    ))
 }
 
 #[cfg(test)]

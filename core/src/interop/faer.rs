@@ -32,7 +32,7 @@ impl Tensor {
     /// A tensor of another dtype than `T`, or of rank other than 1 or 2.
     pub fn faer_view<T: Element>(&self) -> Result<faer::MatRef<'_, T>> {
         let (r, c) = matrix_dims(self, "Tensor::faer_view")?;
-        Ok(faer::MatRef::from_row_major_slice(self.as_slice::<T>()?, r, c))
+        Ok(faer::MatRef::from_row_major_slice(self.slice_for::<T>("Tensor::faer_view")?, r, c))
     }
 }
 

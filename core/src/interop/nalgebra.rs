@@ -39,7 +39,7 @@ impl Tensor {
                 ))
             }
         };
-        let data = self.as_slice::<T>()?;
+        let data = self.slice_for::<T>("Tensor::nalgebra_view")?;
         // Strides in elements: moving down a row skips `c`, along a row 1.
         Ok(RowMajorView::from_slice_with_strides_generic(data, Dyn(r), Dyn(c), Dyn(c), U1))
     }

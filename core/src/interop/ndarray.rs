@@ -21,7 +21,7 @@ impl Tensor {
     /// # Errors
     /// A tensor of another dtype than `T`.
     pub fn ndarray_view<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
-        let data = self.as_slice::<T>()?;
+        let data = self.slice_for::<T>("Tensor::ndarray_view")?;
         ArrayView::from_shape(IxDyn(self.shape()), data)
             .map_err(|e| Error::shape("Tensor::ndarray_view", &[self.shape()], e.to_string()))
     }

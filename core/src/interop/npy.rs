@@ -117,7 +117,7 @@ impl Tensor {
                 .writer(w)
                 .begin_nd()
                 .map_err(|e| io(what, e))?;
-            out.extend(t.as_slice::<T>()?.iter().copied()).map_err(|e| io(what, e))?;
+            out.extend(t.slice_for::<T>(what)?.iter().copied()).map_err(|e| io(what, e))?;
             out.finish().map_err(|e| io(what, e))
         }
         match self.dtype() {

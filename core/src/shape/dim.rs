@@ -956,12 +956,26 @@ impl Binding {
             let (l, r) = (poly(c.lhs)?.eval(self)?, poly(c.rhs)?.eval(self)?);
             let ok = if c.at_least { l >= r } else { l == r };
             if !ok {
+                // The values of the sides that are expressions (a variable's
+                // is in the binding, a size is itself).
+                let compound = |d: usize, v: i64| {
+                    let plain = !is_symbolic(d) || dim_vars(d) == [fmt_dim(d)];
+                    (!plain).then(|| format!("{} = {v}", fmt_dim(d)))
+                };
+                let sides: Vec<String> =
+                    [compound(c.lhs, l), compound(c.rhs, r)].into_iter().flatten().collect();
+                let sides = if sides.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", sides.join(", "))
+                };
                 return Err(Error::invalid(
                     &c.op,
                     "shapes",
                     format!(
-                        "the traced program needs {c} but {} = {l} and {} = {r} with {self}",
+                        "the traced program needs {} {} {}, which fails with {self}{sides}",
                         fmt_dim(c.lhs),
+                        if c.at_least { ">=" } else { "==" },
                         fmt_dim(c.rhs)
                     ),
                 ));
