@@ -603,7 +603,7 @@ impl VarExt for Var {
         as_op("softmax", || crate::composite::softmax(self, axis))
     }
     fn log_softmax(&self, axis: i64) -> Var {
-        as_op("log_softmax", || self - &self.logsumexp(&[axis], true))
+        as_op("log_softmax", || crate::composite::log_softmax(self, axis))
     }
     fn norm(&self) -> Var {
         self.square().sum_all().sqrt()

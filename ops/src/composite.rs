@@ -69,6 +69,15 @@ pub fn softmax(x: &Var, axis: i64) -> Var {
     &e / &e.sum_keepdims(&[axis])
 }
 
+/// `x − logsumexp(x)` along `axis`, computed as JAX's: `y = x − max` first,
+/// then `y − log Σ exp(y)`, so that large entries lose no digits (`x − lse`
+/// of `1e10`s would subtract two numbers near `1e10`).
+pub fn log_softmax(x: &Var, axis: i64) -> Var {
+    let m = x.max(&[axis], true).stop_gradient().select_finite();
+    let y = x - &m;
+    &y - &y.exp().sum_keepdims(&[axis]).log()
+}
+
 /// Replaces infinite values by zero (keeps `logsumexp` of all `-inf` at `-inf`, not NaN).
 trait SelectFinite {
     fn select_finite(&self) -> Var;

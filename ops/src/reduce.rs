@@ -560,10 +560,18 @@ fn factors_out_of_sum(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
     (r.ty() == out).then_some(r)
 }
 
-/// The linearity rewrite of [`rewrite_sum`]: `Σ F·(a ± b) = Σ F·a ± Σ F·b`
-/// when `b` is constant along more reduced axes than `a` (the sum split
-/// first when it is constant along some of them only), so that `b` then
-/// leaves its sum.
+/// The linearity rewrite of [`rewrite_sum`]: `Σ F·(y − c) = Σ F·y − c Σ F`
+/// when `c` is constant along more reduced axes than `y` (the sum split
+/// first when it is constant along some of them only), so that `c` then
+/// leaves its sum — a log-softmax's value `Σ w·(y − lse)` computed beside
+/// the sums of `lse` instead of in a pass of its own.
+///
+/// In floating point the two sides may differ by far more than rounding:
+/// `Σ (x − mean)²` distributed is `Σ x² − …`, which cancels to 0 or below
+/// when the mean is large against the spread. So the rewrite applies only
+/// where it cannot cancel: `y = x − max(x)` along the reduced axes (every
+/// `y ≤ 0`) and `c = log Σ exp(y)` (`0 ≤ c`, so `|y − c| ≥ c`: the terms
+/// it splits off are never larger than the sum they come from).
 fn sum_distributes(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
     let shape = x.shape().to_vec();
     let rank = shape.len();
@@ -590,8 +598,9 @@ fn sum_distributes(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
             return None;
         }
         let (cl, cr) = (along(l), along(r));
+        let safe = sub && cr.len() > cl.len() && log_sum_exp_of_shifted(r, l);
         let c = if cl.len() > cr.len() { cl } else { cr };
-        (c.len() > along(t).len()).then(|| (k, l.clone(), r.clone(), sub, c))
+        (safe && c.len() > along(t).len()).then(|| (k, l.clone(), r.clone(), sub, c))
     })?;
     if constant.len() < axes.len() {
         // Constant along some reduced axes only: sum over those first.
@@ -621,6 +630,52 @@ fn sum_distributes(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
         v = -&v;
     }
     (v.ty() == out).then_some(v)
+}
+
+/// Whether `c = log(Σ exp(y))` (kept axes, perhaps broadcast) and
+/// `y = x − max(x)` (the maximum perhaps behind `stop_gradient` and a
+/// select of its finite values): then `y ≤ 0 ≤ c`.
+fn log_sum_exp_of_shifted(c: &Var, y: &Var) -> bool {
+    let through = |v: &Var| -> Var {
+        let mut v = v.clone();
+        while let Some(p) = v.producer() {
+            let next = if p.op_as::<BroadcastTo>().is_some()
+                || p.op_as::<crate::movement::Reshape>().is_some()
+                || p.op_as::<crate::elementwise::StopGradient>().is_some()
+            {
+                p.inputs[0].clone()
+            } else if p.op.is_select() {
+                // `select(finite(m), m, 0)`: the maximum where it is finite.
+                p.inputs[1].clone()
+            } else {
+                break;
+            };
+            v = next;
+        }
+        v
+    };
+    let op_of = |v: &Var| through(v).producer();
+    let Some(log) = op_of(c).filter(|p| p.op_as::<crate::elementwise::Log>().is_some()) else {
+        return false;
+    };
+    let Some(sum) = op_of(&log.inputs[0]) else { return false };
+    let Some(summed) = sum.op_as::<ReduceSum>().map(|s| s.axes.clone()) else { return false };
+    let Some(exp) =
+        op_of(&sum.inputs[0]).filter(|p| p.op_as::<crate::elementwise::Exp>().is_some())
+    else {
+        return false;
+    };
+    // `y = x − m`, `m` the maximum of `x` along axes the sum covers: each
+    // sum has a term `exp(0) = 1`, so `c ≥ 0`.
+    let Some(shift) = y.producer().filter(|p| p.op.arith() == Some(Arith::Sub)) else {
+        return false;
+    };
+    let (x, m) = (&shift.inputs[0], &shift.inputs[1]);
+    exp.inputs[0].is_same(y)
+        && op_of(m).is_some_and(|p| {
+            p.op_as::<ReduceMax>().is_some_and(|r| r.axes.iter().all(|a| summed.contains(a)))
+                && p.inputs[0].is_same(x)
+        })
 }
 
 /// `x` summed over `axes`.

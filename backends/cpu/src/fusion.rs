@@ -394,6 +394,11 @@ fn fuse_groups(g: &Graph) -> Result<Graph> {
                 reduced.insert(r, results[k]);
             }
             return Ok(match results.get(nodes.len()) {
+                // A merged chain's value, kept: that chain's node reads it.
+                Some(&chain) if end.kept_node != id.index() => {
+                    reduced.insert(end.kept_node, chain);
+                    Rebuilt::Drop
+                }
                 Some(&chain) => Rebuilt::Replace(vec![chain]),
                 None => Rebuilt::Drop,
             });
@@ -1143,8 +1148,11 @@ struct ChainEnd {
     reductions: Vec<ChainReduction>,
     nodes: Vec<usize>,
     dims: (usize, usize, usize),
-    /// The register of the first chain's value if it is read elsewhere.
+    /// The register of the chain value read elsewhere, if one is.
     kept: Option<usize>,
+    /// The node whose value the kept register is (the host's, or a merged
+    /// chain's).
+    kept_node: usize,
     /// The chains' type.
     ty: TensorType,
 }
@@ -1235,19 +1243,46 @@ fn chain_ends(g: &Graph, elem: &[bool], absorbed: &[bool]) -> (Vec<Option<ChainE
         let mut roots = vec![groups[a].value];
         let mut reds = groups[a].reductions.clone();
         let (_, later) = groups.split_at_mut(a + 1);
-        for e in later {
+        let joins = |e: &EndGroup, roots: &[ValueId]| {
+            !e.merged && fits(&cands[e.reductions[0]]) && {
+                let leaves = group_many(g, &[e.value], &[], absorbed).leaves;
+                leaves.iter().all(|&l| g.producer(l).0.index() < host || roots.contains(&l))
+            }
+        };
+        let mut joined: Vec<usize> = Vec::new();
+        for (j, e) in later.iter().enumerate() {
             let alone =
                 !g.outputs().contains(&e.value) && readers[e.value.index()] == e.reductions.len();
-            if e.merged || !alone || !fits(&cands[e.reductions[0]]) {
-                continue;
-            }
-            let leaves = group_many(g, &[e.value], &[], absorbed).leaves;
-            if leaves.iter().all(|&l| g.producer(l).0.index() < host || roots.contains(&l)) {
+            if alone && joins(e, &roots) {
                 roots.push(e.value);
                 reds.extend_from_slice(&e.reductions);
-                merged[e.root] = true;
-                e.merged = true;
+                joined.push(j);
             }
+        }
+        // One more chain read elsewhere too (`exp(y)` beside `Σ y`, read by
+        // a gradient) joins when the pass keeps its value instead of the
+        // host's, which nothing else then reads.
+        let mut kept_by: Option<(usize, usize)> = None;
+        for (j, e) in later.iter().enumerate() {
+            if joined.contains(&j) || !joins(e, &roots) {
+                continue;
+            }
+            let mut with = roots.clone();
+            with.push(e.value);
+            let mut nodes: Vec<usize> = reds.iter().map(|&k| cands[k].node).collect();
+            nodes.extend(e.reductions.iter().map(|&k| cands[k].node));
+            let members = group_many(g, &with, &[], absorbed).members;
+            if read_only_inside(g, &members, &nodes, e.root) {
+                roots.push(e.value);
+                reds.extend_from_slice(&e.reductions);
+                joined.push(j);
+                kept_by = Some((e.root, roots.len() - 1));
+                break;
+            }
+        }
+        for &j in &joined {
+            merged[later[j].root] = true;
+            later[j].merged = true;
         }
         let mut extra = Vec::new();
         for (k, &c) in loose.iter().enumerate() {
@@ -1272,9 +1307,13 @@ fn chain_ends(g: &Graph, elem: &[bool], absorbed: &[bool]) -> (Vec<Option<ChainE
             reductions.push(reduction(g, &cands[k], prog.regs[roots.len() + j]));
             nodes.push(cands[k].node);
         }
-        let kept = read_elsewhere(g, &prog.members, &nodes, host).then_some(prog.regs[0]);
+        let (kept, kept_node) = match kept_by {
+            Some((node, root)) => (Some(prog.regs[root]), node),
+            None => (read_elsewhere(g, &prog.members, &nodes, host).then_some(prog.regs[0]), host),
+        };
         let Program { leaves, program, .. } = prog;
-        ends[host] = Some(ChainEnd { leaves, program, reductions, nodes, dims, kept, ty });
+        ends[host] =
+            Some(ChainEnd { leaves, program, reductions, nodes, dims, kept, kept_node, ty });
     }
     (ends, merged)
 }
@@ -1315,6 +1354,26 @@ fn read_elsewhere(g: &Graph, members: &[usize], reductions: &[usize], host: usiz
         only_inside.insert(m, ok);
     }
     !only_inside.get(&host).copied().unwrap_or(false)
+}
+
+/// Whether every value computed by `members` but the one of node `except`
+/// is read only by members and by the nodes `reductions` (and is no
+/// output): a pass computing them all may then keep `except`'s value only.
+fn read_only_inside(g: &Graph, members: &[usize], reductions: &[usize], except: usize) -> bool {
+    let inside: std::collections::HashSet<usize> = members.iter().copied().collect();
+    let first = members.iter().copied().min().unwrap_or(0);
+    for m in members.iter().filter(|&&m| m != except) {
+        if g.outputs().contains(&g.nodes()[*m].out()) {
+            return false;
+        }
+    }
+    g.iter().skip(first).all(|(id, n)| {
+        let reads_inside = n.inputs.iter().any(|&i| {
+            let p = g.producer(i).0.index();
+            p != except && inside.contains(&p)
+        });
+        !reads_inside || inside.contains(&id.index()) || reductions.contains(&id.index())
+    })
 }
 
 /// `shape` as `[outer, reduced, inner]` when `axes` are consecutive.
