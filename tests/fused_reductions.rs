@@ -454,3 +454,38 @@ fn reductions_that_cannot_share_a_pass_stay_apart() {
         (0..21).map(|j| (0..5).map(|i| xv[i * 21 + j] * e[i * 21 + j]).sum()).collect();
     close(&f64s(&out[4]), &cols, 1e-13, "Σ_i x·e");
 }
+
+/// `f32` reductions accumulate in `f64` and round once, whether alone,
+/// fused with their chain, along rows or columns, or inside a loop body:
+/// `2²⁴ + 1 + 1 + 1 + 1` is `2²⁴ + 4` (summed in `f32` it stays `2²⁴`), as
+/// JAX's sums are.
+#[test]
+fn f32_sums_accumulate_in_f64() {
+    let big = 16_777_216.0f32;
+    let row = Tensor::from_vec(vec![big, 1.0, 1.0, 1.0, 1.0], &[1, 5]).unwrap();
+    let want = 16_777_220.0f32;
+    let sums: Vec<(&str, Tensor)> = vec![
+        ("alone", jit(|x: &Var| x.sum_all()).eval(&row).unwrap()),
+        ("rows", jit(|x: &Var| x.sum(&[1])).eval(&row).unwrap()),
+        (
+            "columns",
+            jit(|x: &Var| x.transpose().broadcast_to(&[5, 9]).sum(&[0])).eval(&row).unwrap(),
+        ),
+        ("fused", jit(|x: &Var| (x * 1.0).abs().sum(&[1])).eval(&row).unwrap()),
+        ("mean", jit(|x: &Var| x.mean() * 5.0).eval(&row).unwrap()),
+        (
+            "scan body",
+            jit(|x: &Var| {
+                scan_n(|c: &Var, _: &()| (c + &x.sum_all(), ()), x.sum_all().zeros_like(), 1)
+                    .map(|(c, ())| c)
+            })
+            .eval(&row)
+            .unwrap(),
+        ),
+    ];
+    for (what, s) in sums {
+        assert_eq!(s.dtype(), DType::F32, "{what}");
+        let v = s.to_vec::<f32>().unwrap();
+        assert!(v.iter().all(|&v| v == want), "{what}: {v:?}");
+    }
+}

@@ -1384,28 +1384,61 @@ fn consecutive(shape: &[usize], axes: &[usize]) -> Option<(usize, usize, usize)>
     ok.then(|| (p(&shape[..first]), p(&shape[first..=last]), p(&shape[last + 1..])))
 }
 
-/// How a reduction combines elements of type `T`: a sum's `+` written out
-/// (so that the loops inline and vectorise it, as the unfused sum kernel
+/// A float element of a fused reduction, folded in an `f64` accumulator
+/// (an `f32` widened, and its result rounded once, as the unfused `f32`
+/// reduction kernels do).
+trait Widen: Pooled + Send + Sync {
+    fn widen(self) -> f64;
+    /// The results, from their accumulators.
+    fn narrowed(acc: Vec<f64>) -> Storage;
+}
+
+impl Widen for f64 {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        self
+    }
+    fn narrowed(acc: Vec<f64>) -> Storage {
+        anvil_core::Element::into_storage(acc)
+    }
+}
+
+impl Widen for f32 {
+    #[inline(always)]
+    fn widen(self) -> f64 {
+        f64::from(self)
+    }
+    fn narrowed(acc: Vec<f64>) -> Storage {
+        let mut out: Vec<f32> = crate::buffers::take(acc.len());
+        for (o, a) in out.iter_mut().zip(&acc) {
+            *o = *a as f32;
+        }
+        anvil_core::Element::into_storage(out)
+    }
+}
+
+/// How a reduction combines elements into its `f64` accumulator: a sum's
+/// `+` written out (so that the loops inline, as the unfused sum kernel
 /// does), or the op's function.
 #[derive(Clone, Copy)]
-struct Fold<T> {
-    id: T,
-    f: fn(T, T) -> T,
+struct Fold {
+    id: f64,
+    f: fn(f64, f64) -> f64,
     sum: bool,
 }
 
-impl<T: Copy + std::ops::Add<Output = T>> Fold<T> {
+impl Fold {
     /// Folds `blk`, rows of `dst.len()` elements, into `dst` row by row.
-    fn fold(&self, blk: &[T], dst: &mut [T]) {
+    fn fold<T: Widen>(&self, blk: &[T], dst: &mut [f64]) {
         if let [d] = dst {
             let mut acc = *d;
             if self.sum {
                 for &v in blk {
-                    acc = acc + v;
+                    acc += v.widen();
                 }
             } else {
                 for &v in blk {
-                    acc = (self.f)(acc, v);
+                    acc = (self.f)(acc, v.widen());
                 }
             }
             *d = acc;
@@ -1414,22 +1447,19 @@ impl<T: Copy + std::ops::Add<Output = T>> Fold<T> {
         for row in blk.chunks(dst.len()) {
             if self.sum {
                 for (d, &v) in dst.iter_mut().zip(row) {
-                    *d = *d + v;
+                    *d += v.widen();
                 }
             } else {
                 for (d, &v) in dst.iter_mut().zip(row) {
-                    *d = (self.f)(*d, v);
+                    *d = (self.f)(*d, v.widen());
                 }
             }
         }
     }
 }
 
-/// The fold of each reduction of `r` for elements of type `T`.
-fn folds<T>(
-    r: &FusedReduce,
-    math: impl Fn(&dyn anvil_core::ReductionMath) -> (T, fn(T, T) -> T),
-) -> Result<Vec<Fold<T>>> {
+/// The fold of each reduction of `r`.
+fn folds(r: &FusedReduce) -> Result<Vec<Fold>> {
     r.reductions
         .iter()
         .map(|c| {
@@ -1440,7 +1470,7 @@ fn folds<T>(
                     format!("{} is not a reduction", c.op.name()),
                 )
             })?;
-            let (id, f) = math(m);
+            let (id, f) = m.f64();
             Ok(Fold { id, f, sum: m.is_sum() })
         })
         .collect()
@@ -1496,8 +1526,8 @@ pub fn fused_reduce(
         return unfused(r, inputs, ctx);
     }
     let (reds, chain) = match r.chain.out.dtype() {
-        DType::F64 => typed_reduce::<f64>(r, inputs, ctx, &folds(r, |m| m.f64())?)?,
-        DType::F32 => typed_reduce::<f32>(r, inputs, ctx, &folds(r, |m| m.f32())?)?,
+        DType::F64 => typed_reduce::<f64>(r, inputs, ctx, &folds(r)?)?,
+        DType::F32 => typed_reduce::<f32>(r, inputs, ctx, &folds(r)?)?,
         d => return Err(Error::invalid("fused_reduce", "dtype", format!("{d:?} is not a float"))),
     };
     let mut results = Vec::with_capacity(reds.len() + 1);
@@ -1600,21 +1630,21 @@ fn reduce_kernel(c: &ChainReduction, operand: &Tensor, ctx: &Parallelism) -> Res
 
 /// Runs a [`FusedReduce`] of dtype `T`: its reductions and, if kept, the
 /// first chain's value.
-fn typed_reduce<T: Pooled + Send + Sync + std::ops::Add<Output = T>>(
+fn typed_reduce<T: Widen>(
     r: &FusedReduce,
     inputs: &[&Tensor],
     ctx: &Parallelism,
-    folds: &[Fold<T>],
+    folds: &[Fold],
 ) -> Result<(Vec<Storage>, Option<Storage>)> {
     let (outer, red, inner) = r.dims;
     let total = outer * red * inner;
     let k = folds.len();
     let inner1 = inner.max(1);
     // Per outer row, each reduction's `inner` results in turn.
-    let mut acc: Vec<T> = if k == 1 {
+    let mut acc: Vec<f64> = if k == 1 {
         crate::buffers::filled(outer * inner, folds[0].id)
     } else {
-        let mut acc: Vec<T> = crate::buffers::take(outer * k * inner);
+        let mut acc: Vec<f64> = crate::buffers::take(outer * k * inner);
         for row in acc.chunks_mut(k * inner1) {
             for (part, fold) in row.chunks_mut(inner1).zip(folds) {
                 part.fill(fold.id);
@@ -1626,7 +1656,7 @@ fn typed_reduce<T: Pooled + Send + Sync + std::ops::Add<Output = T>>(
     let mut chain: Vec<T> = if keep { crate::buffers::take(total) } else { Vec::new() };
     let error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
     // Rows `o0..` of the results (`k * inner` each) and of the chain (`red * inner`).
-    let task = |o0: usize, acc: &mut [T], chain: &mut [T]| {
+    let task = |o0: usize, acc: &mut [f64], chain: &mut [T]| {
         let result = reduce_rows(r, inputs, o0, acc, chain, folds);
         if let Err(e) = result {
             if let Ok(mut slot) = error.lock() {
@@ -1653,17 +1683,17 @@ fn typed_reduce<T: Pooled + Send + Sync + std::ops::Add<Output = T>>(
         return Err(e);
     }
     let reds = if k == 1 {
-        vec![T::into_storage(acc)]
+        vec![T::narrowed(acc)]
     } else {
         (0..k)
             .map(|i| {
-                let mut v: Vec<T> = crate::buffers::take(outer * inner);
+                let mut v: Vec<f64> = crate::buffers::take(outer * inner);
                 if inner > 0 {
                     for (d, row) in v.chunks_mut(inner).zip(acc.chunks(k * inner)) {
                         d.copy_from_slice(&row[i * inner..(i + 1) * inner]);
                     }
                 }
-                T::into_storage(v)
+                T::narrowed(v)
             })
             .collect()
     };
@@ -1698,13 +1728,13 @@ fn register_block<'a, T: Pooled>(
 /// the kept register's value into `chain` (else empty). Each result folds
 /// its elements in increasing order of the reduced index, as the unfused
 /// kernels do.
-fn reduce_rows<T: Pooled + std::ops::Add<Output = T>>(
+fn reduce_rows<T: Widen>(
     r: &FusedReduce,
     inputs: &[&Tensor],
     o0: usize,
-    acc: &mut [T],
+    acc: &mut [f64],
     chain: &mut [T],
-    folds: &[Fold<T>],
+    folds: &[Fold],
 ) -> Result<()> {
     let (_, red, inner) = r.dims;
     let c = &r.chain;
@@ -1722,7 +1752,7 @@ fn reduce_rows<T: Pooled + std::ops::Add<Output = T>>(
     // `lo..hi` of its results in `row`.
     let mut eval = |scratch: &mut Scratch,
                     chain: &mut [T],
-                    row: &mut [T],
+                    row: &mut [f64],
                     (at, from, len): (usize, usize, usize),
                     (lo, hi): (usize, usize)|
      -> Result<()> {

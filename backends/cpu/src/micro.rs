@@ -278,7 +278,8 @@ fn copy<T: Copy>(d: &mut [T], s: &[T]) {
 #[derive(Debug)]
 enum Fold {
     F64(f64, fn(f64, f64) -> f64),
-    F32(f32, fn(f32, f32) -> f32),
+    /// An `f32` fold in `f64` accumulators (rounded once).
+    F32(f64, fn(f64, f64) -> f64),
     I64(i64, fn(i64, i64) -> i64),
     Bool(crate::kernels::reduce::BoolFold),
 }
@@ -955,8 +956,9 @@ fn fold_of(op: &dyn Op, dtype: DType) -> Option<Fold> {
             let (id, f) = math.f64();
             Fold::F64(id, f)
         }
+        // In `f64` accumulators, as the plan's `f32` reductions.
         DType::F32 => {
-            let (id, f) = math.f32();
+            let (id, f) = math.f64();
             Fold::F32(id, f)
         }
         DType::I64 => {
@@ -1352,7 +1354,14 @@ fn reduce(src: &Buf, groups: &[u32], per: usize, fold: &Fold, out: &mut Buf) {
     }
     match (src, fold, out) {
         (Buf::F64(s), Fold::F64(id, f), Buf::F64(o)) => typed(s, groups, per, *id, f, o),
-        (Buf::F32(s), Fold::F32(id, f), Buf::F32(o)) => typed(s, groups, per, *id, f, o),
+        (Buf::F32(s), Fold::F32(id, f), Buf::F32(o)) => {
+            for (d, g) in o.iter_mut().zip(groups.chunks(per.max(1))) {
+                *d = g.iter().fold(*id, |acc, &i| f(acc, f64::from(s[i as usize]))) as f32;
+            }
+            if per == 0 {
+                o.iter_mut().for_each(|d| *d = *id as f32);
+            }
+        }
         (Buf::I64(s), Fold::I64(id, f), Buf::I64(o)) => typed(s, groups, per, *id, f, o),
         (Buf::Bool(s), Fold::Bool(b), Buf::Bool(o)) => {
             use crate::kernels::reduce::BoolFold;

@@ -144,7 +144,21 @@ fn fold_rows<T: Pooled>(
             }
         }
     };
-    if ctx.parallel(x.len()) && !out.is_empty() {
+    fold_row_blocks(&mut out, (outer, inner), x.len(), ctx, fold);
+    out
+}
+
+/// Runs `fold(o, c0, dst)` over the rows of `out` (`outer` rows of `inner`
+/// results), in column blocks split across threads when the operand's
+/// `len` elements are worth it.
+fn fold_row_blocks<A: Send>(
+    out: &mut [A],
+    (outer, inner): (usize, usize),
+    len: usize,
+    ctx: &Parallelism,
+    fold: impl Fn(usize, usize, &mut [A]) + Sync,
+) {
+    if ctx.parallel(len) && !out.is_empty() {
         use rayon::prelude::*;
         // About four pieces per thread, each at least a few cache lines wide.
         let width = (outer * inner).div_ceil(4 * ctx.thread_count()).max(64).min(inner);
@@ -156,7 +170,6 @@ fn fold_rows<T: Pooled>(
             fold(o, 0, row);
         }
     }
-    out
 }
 
 /// Folds `x` with `f` from `id`, row by row when the layout allows.
@@ -172,6 +185,54 @@ fn fold_any<T: Pooled>(
         Some(dims) => fold_rows(x, dims, ctx, id, f),
         None => fold_typed(x, &split(shape, axes), ctx, id, f),
     }
+}
+
+/// [`fold_any`] of `f32` values in `f64` accumulators, each result rounded
+/// to `f32` once: summed in `f32`, a million values lose about six digits
+/// and ones stop counting at 2²⁴, where JAX's sums stay exact. A maximum,
+/// minimum or product in `f64` then rounded is the `f32` one or closer.
+/// The fused reductions fold `f32` chains the same way (same bits).
+fn fold_wide(
+    x: &[f32],
+    shape: &[usize],
+    axes: &[usize],
+    ctx: &Parallelism,
+    id: f64,
+    f: impl Fn(f64, f64) -> f64 + Copy + Sync,
+) -> Vec<f32> {
+    let wide = match rows_layout(shape, axes) {
+        Some((outer, red, inner)) => {
+            let mut acc = vec![id; outer * inner];
+            let fold = |o: usize, c0: usize, dst: &mut [f64]| {
+                for r in 0..red {
+                    let row = &x[(o * red + r) * inner + c0..][..dst.len()];
+                    for (d, &v) in dst.iter_mut().zip(row) {
+                        *d = f(*d, f64::from(v));
+                    }
+                }
+            };
+            fold_row_blocks(&mut acc, (outer, inner), x.len(), ctx, fold);
+            acc
+        }
+        None => reduce_with(
+            x,
+            &split(shape, axes),
+            ctx,
+            id,
+            |mut acc, x, o, s, len, _| {
+                for j in 0..len {
+                    acc = f(acc, f64::from(x[(o + j as isize * s) as usize]));
+                }
+                acc
+            },
+            |a| a,
+        ),
+    };
+    let mut out: Vec<f32> = crate::buffers::take(wide.len());
+    for (o, w) in out.iter_mut().zip(&wide) {
+        *o = *w as f32;
+    }
+    out
 }
 
 /// A boolean fold, told apart by its truth table (which determines a
@@ -215,16 +276,17 @@ pub fn reduce<O: ReduceMath>(
         Storage::F64(v) if sum => {
             Element::into_storage(fold_any(v, shape, axes, ctx, 0.0, |a, b| a + b))
         }
+        // `f32` folds accumulate in `f64` and round once (see `fold_wide`).
         Storage::F32(v) if sum => {
-            Element::into_storage(fold_any(v, shape, axes, ctx, 0.0, |a, b| a + b))
+            Element::into_storage(fold_wide(v, shape, axes, ctx, 0.0, |a, b| a + b))
         }
         Storage::F64(v) => {
             let (id, f) = o.f64();
             Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
         }
         Storage::F32(v) => {
-            let (id, f) = o.f32();
-            Element::into_storage(fold_any(v, shape, axes, ctx, id, f))
+            let (id, f) = o.f64();
+            Element::into_storage(fold_wide(v, shape, axes, ctx, id, f))
         }
         Storage::I64(v) if sum => {
             Element::into_storage(fold_any(v, shape, axes, ctx, 0, |a, b| a.wrapping_add(b)))
