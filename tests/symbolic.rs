@@ -470,3 +470,30 @@ fn indexing_and_indexed_updates_on_a_symbolic_axis() {
     let e = jit(|x: &Var| x.i(ix![i64::MIN])).symbolic(f64_of([m])).unwrap_err().to_string();
     assert!(e.contains("out of bounds") || e.contains("out of range"), "{e}");
 }
+
+/// `fori_loop` bounds from a symbolic shape: `x.shape()[0]` is the loop's
+/// symbolic length (a scan, so reverse mode works), from any start; a
+/// bound computed by raw arithmetic on the handle (`2 * n`) is an error
+/// naming fori_loop, not a loop of some other length.
+#[test]
+fn fori_loop_bounds_from_a_symbolic_shape() {
+    let n = dim("n", 2..=9).unwrap();
+    let tail_sum = |x: &Var| -> anvil::Result<Var> {
+        let zero = x.i(ix![0]).zeros_like();
+        let s = fori_loop(1, x.shape()[0], |i: &Var, c: &Var| c + x.i(ix![i]).square(), &zero)?;
+        let t = fori_loop(0, x.shape()[0], |i: &Var, c: &Var| c + x.i(ix![i]), &zero)?;
+        Ok(s * t)
+    };
+    let value = jit(tail_sum).symbolic(f64_of([n])).unwrap();
+    let g = jit(grad(tail_sum)).symbolic(f64_of([n])).unwrap();
+    for len in [2, 5, 9] {
+        let x = vector(len, 0.2);
+        let xs = x.to_vec::<f64>().unwrap();
+        let want = xs[1..].iter().map(|v| v * v).sum::<f64>() * xs.iter().sum::<f64>();
+        assert!((value.eval(&x).unwrap().item().unwrap() - want).abs() < 1e-12);
+        close(&g.eval(&x).unwrap(), &jit(grad(tail_sum)).eval(&x).unwrap());
+    }
+    let doubled = |x: &Var| fori_loop(0, 2 * x.shape()[0], |_: &Var, c: &Var| c * 2.0, x.sum_all());
+    let e = jit(doubled).symbolic(f64_of([n])).unwrap_err().to_string();
+    assert!(e.contains("fori_loop") && e.contains("dim_mul"), "{e}");
+}

@@ -472,14 +472,18 @@ fn scan_length(xs: &[Var], given: Option<usize>) -> Result<usize> {
 // ------------------------------------------------------------ loops
 
 /// The bounds of a [`fori_loop`]: a number known when tracing (the loop is
-/// a `scan`, differentiable in reverse mode) or a traced `i64` scalar (the
-/// loop is a `while_loop`).
+/// a `scan`, differentiable in reverse mode), a symbolic dimension (also a
+/// `scan`, of symbolic length) or a traced `i64` scalar (the loop is a
+/// `while_loop`).
 #[derive(Clone, Debug)]
 pub enum Bound {
     /// Known when tracing.
     Static(i64),
     /// Computed by the program.
     Traced(Var),
+    /// A symbolic dimension (`x.shape()[0]` of a function compiled with
+    /// `jit(f).symbolic(..)`): the loop's length is known once a call binds it.
+    Dim(usize),
 }
 
 impl From<i64> for Bound {
@@ -489,7 +493,11 @@ impl From<i64> for Bound {
 }
 impl From<usize> for Bound {
     fn from(v: usize) -> Bound {
-        Bound::Static(v as i64)
+        if anvil_core::shape::is_symbolic(v) {
+            Bound::Dim(v)
+        } else {
+            Bound::Static(v as i64)
+        }
     }
 }
 impl From<i32> for Bound {
@@ -508,6 +516,54 @@ impl Bound {
         match self {
             Bound::Static(v) => full_scalar(&[], Scalar::I64(*v)),
             Bound::Traced(v) => v.cast(DType::I64),
+            Bound::Dim(d) => {
+                Var::apply_op(Box::new(anvil_core::DimSize { dim: *d, dtype: DType::I64 }), &[])
+            }
+        }
+    }
+
+    /// The bound as a dimension when it is known when tracing: a size, or
+    /// a symbolic dimension (checked: one changed by raw arithmetic, as
+    /// `2 * n`, is an error); `None` for a traced bound.
+    fn dim(&self, what: &str) -> Result<Option<Dim>> {
+        match self {
+            Bound::Static(v) => Ok(Some(Dim::Int(*v))),
+            Bound::Traced(_) => Ok(None),
+            Bound::Dim(d) if anvil_core::shape::is_valid_dim(*d) => Ok(Some(Dim::Symbolic(*d))),
+            Bound::Dim(_) => Err(Error::invalid(
+                "fori_loop",
+                what,
+                "is a symbolic dimension changed by arithmetic outside anvil_core::shape \
+                 (`2 * n`, `n + 1` of a symbolic size): compute it with \
+                 anvil::core::shape::{dim_add, dim_sub, dim_mul}, or pass x.dim_size(axis)",
+            )),
+        }
+    }
+}
+
+/// A loop bound known when tracing.
+#[derive(Clone, Copy)]
+enum Dim {
+    Int(i64),
+    Symbolic(usize),
+}
+
+/// The trip count `hi - lo` of bounds known when tracing, at least 0 (for a
+/// symbolic bound, `hi >= lo` is a constraint checked at each call).
+fn trip_count(lo: Dim, hi: Dim) -> Result<usize> {
+    use anvil_core::shape::{dim_add, dim_sub, require_at_least};
+    let count = |d: i64| usize::try_from(d).unwrap_or(0);
+    match (lo, hi) {
+        (Dim::Int(lo), Dim::Int(hi)) => Ok(count(hi.saturating_sub(lo))),
+        (Dim::Int(lo), Dim::Symbolic(hi)) if lo <= 0 => dim_add(hi, lo.unsigned_abs() as usize),
+        (lo, hi) => {
+            let as_dim = |d: Dim| match d {
+                Dim::Int(v) => usize::try_from(v).unwrap_or(0),
+                Dim::Symbolic(d) => d,
+            };
+            let (lo, hi) = (as_dim(lo), as_dim(hi));
+            require_at_least("fori_loop", hi, lo, "upper")?;
+            dim_sub(hi, lo)
         }
     }
 }
@@ -540,13 +596,13 @@ where
 {
     let (lower, upper) = (lower.into(), upper.into());
     let f = body.into_function();
-    if let (Bound::Static(lo), Bound::Static(hi)) = (&lower, &upper) {
-        let n = (hi - lo).max(0) as usize;
+    if let (Some(lo), Some(hi)) = (lower.dim("lower")?, upper.dim("upper")?) {
+        let n = trip_count(lo, hi)?;
         let step =
             |c: &C, i: &Var| -> Result<(C, ())> { Ok((anvil_core::Apply::apply(&f, (i, c))?, ())) };
         let leaves = leaves_of(&init);
         let init_def = init.def();
-        let start: Var = full_scalar(&[], Scalar::I64(*lo));
+        let start: Var = lower.var();
         let is = iota_dtype(&[n], 0, DType::I64) + &start;
         let carry: anvil_core::Dyn<Var> = anvil_core::Dyn { def: init_def, leaves };
         let (c, ()) = scan_with(
