@@ -612,3 +612,38 @@ fn a_structure_mismatch_names_the_argument() {
     let e = jit(f).eval((&x, &x, &y)).unwrap_err().to_string();
     assert!(e.contains("[0]") && e.contains("struct Params") && e.contains("leaf"), "{e}");
 }
+
+/// `jnp.logical_and/or/xor/not` (numbers true where non-zero, broadcasting)
+/// and `jax.nn.relu`'s derivative at 0 (0, where `maximum(x, 0)` gives 1/2;
+/// NaN stays NaN).
+#[test]
+fn logical_ops_and_relu_as_in_jax() {
+    let a = Tensor::from_vec(vec![true, true, false, false], &[4]).unwrap();
+    let b = Tensor::from_vec(vec![1.0, 0.0, 2.5, 0.0], &[4]).unwrap();
+    let ops = |a: &Var, b: &Var| {
+        vec![
+            a.logical_and(b),
+            a.logical_or(b),
+            a.logical_xor(b),
+            b.logical_not(),
+            a.logical_and(&b.i(ix![0])),
+        ]
+    };
+    let got = jit(ops).eval((&a, &b)).unwrap();
+    let want: [[bool; 4]; 5] = [
+        [true, false, false, false],
+        [true, true, true, false],
+        [false, true, true, false],
+        [false, true, false, true],
+        [true, true, false, false],
+    ];
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g.to_vec::<bool>().unwrap(), w, "{g}");
+    }
+    let x = Tensor::from_vec(vec![-1.0, 0.0, 2.0, f64::NAN, f64::NEG_INFINITY], &[5]).unwrap();
+    let r = jit(|x: &Var| x.relu()).eval(&x).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(&r[..3], &[0.0, 0.0, 2.0]);
+    assert!(r[3].is_nan() && r[4] == 0.0, "{r:?}");
+    let g = vmap(grad(|x: &Var| x.relu())).eval(&x).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(&g[..3], &[0.0, 0.0, 1.0]);
+}

@@ -376,7 +376,10 @@ impl VarExt for Var {
         self.logistic()
     }
     fn relu(&self) -> Var {
-        self.maximum(&self.scalar_like(0.0))
+        // Not `maximum(x, 0)`, whose derivative at 0 is 1/2: `jax.nn.relu`
+        // and `torch.relu` have 0 there. NaN stays NaN, -inf gives 0.
+        let zero = self.zeros_like();
+        self.le(&zero).select(&zero, self)
     }
     fn pow(&self, other: &impl Operand) -> Var {
         self.apply(Pow, &[&other.to_var_like(self)])

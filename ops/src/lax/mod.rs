@@ -164,6 +164,26 @@ pub trait LaxExt: VarExt {
     fn clip(&self, lo: &Var, hi: &Var) -> Var {
         self.as_var().maximum(lo).minimum(hi)
     }
+    /// `self & other` elementwise, each true where non-zero (`jnp.logical_and`;
+    /// `bool`).
+    fn logical_and(&self, other: &Var) -> Var {
+        let (a, b) = (truth(self.as_var()), truth(other));
+        a.select(&b, &a)
+    }
+    /// `self | other` elementwise (`jnp.logical_or`; `bool`).
+    fn logical_or(&self, other: &Var) -> Var {
+        let (a, b) = (truth(self.as_var()), truth(other));
+        a.select(&a, &b)
+    }
+    /// `self ^ other` elementwise (`jnp.logical_xor`; `bool`).
+    fn logical_xor(&self, other: &Var) -> Var {
+        truth(self.as_var()).not_equal(&truth(other))
+    }
+    /// `!self` elementwise (`jnp.logical_not`; `bool`).
+    fn logical_not(&self) -> Var {
+        let a = truth(self.as_var());
+        a.equal(&a.zeros_like())
+    }
     /// Whether any element over `axes` is true (non-zero), as `jnp.any`.
     fn any(&self, axes: &[i64], keepdims: bool) -> Var {
         truth(self.as_var()).max(axes, keepdims)
