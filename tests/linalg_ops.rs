@@ -115,6 +115,10 @@ fn det_slogdet_inv_pinv_lstsq_norms() {
     .eval((&m, &y))
     .unwrap();
     close(&x, &want, 1e-12);
+    // Residuals keep the column axis, as JAX's: [1] for a vector, [k] for k columns.
+    let res = |y: &Tensor| jit(|m: &Var, y: &Var| linalg::lstsq(m, y).1).eval((&m, y)).unwrap();
+    assert_eq!(res(&y).shape(), &[1]);
+    assert_eq!(res(&rand(&[6, 2], 23)).shape(), &[2]);
     // the 2-norm is the largest singular value, the nuclear norm their sum
     let (two, nuc, s) = jit(|m: &Var| {
         (

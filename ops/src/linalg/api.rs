@@ -446,7 +446,7 @@ pub fn pinv(a: &Var) -> Var {
 /// `jnp.linalg.lstsq(a, b)`: the least-squares solution of `a x ≈ b`
 /// through the SVD, as `(x, residuals, rank, s)`: `x` `[..., n]` or
 /// `[..., n, k]` (as `b` is `[..., m]` or `[..., m, k]`), the squared
-/// residual norms per column (`[...]` or `[..., k]`), the numerical rank
+/// residual norms per column (`[..., 1]` or `[..., k]`, as JAX's), the numerical rank
 /// (`i64`, singular values above `max(m, n)·ε·s_max`, JAX's default
 /// `rcond`) and the singular values.
 ///
@@ -487,7 +487,7 @@ pub fn lstsq(a: &Var, b: &Var) -> (Var, Var, Var, Var) {
     let x = vt.transpose().matmul(&(u.transpose().matmul(&cols) * sinv.unsqueeze(-1)));
     let residuals = (&cols - &a.matmul(&x)).square().sum(&[-2]);
     let rank = s.gt(&cut).cast(DType::I64).sum(&[-1]);
-    let residuals = if vector { residuals.squeeze(&[-1]) } else { residuals };
+    // `[..., 1]` for a vector `b`, as JAX's and NumPy's.
     (from_columns(x, vector), residuals, rank, s)
 }
 
