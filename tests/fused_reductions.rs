@@ -456,7 +456,8 @@ fn reductions_that_cannot_share_a_pass_stay_apart() {
 }
 
 /// `f32` reductions accumulate in `f64` and round once, whether alone,
-/// fused with their chain, along rows or columns, or inside a loop body:
+/// fused with their chain, along rows or columns, inside a loop body, or
+/// running (`cumsum`):
 /// `2²⁴ + 1 + 1 + 1 + 1` is `2²⁴ + 4` (summed in `f32` it stays `2²⁴`), as
 /// JAX's sums are.
 #[test]
@@ -473,6 +474,7 @@ fn f32_sums_accumulate_in_f64() {
         ),
         ("fused", jit(|x: &Var| (x * 1.0).abs().sum(&[1])).eval(&row).unwrap()),
         ("mean", jit(|x: &Var| x.mean() * 5.0).eval(&row).unwrap()),
+        ("cumsum", jit(|x: &Var| x.cumsum(1, false).i(ix![.., -1])).eval(&row).unwrap()),
         (
             "scan body",
             jit(|x: &Var| {

@@ -159,7 +159,13 @@ pub fn cumulative(
     let s = x.shape();
     let storage = match x.storage() {
         Storage::F64(v) => f64::into_storage(cumulative_typed(v, s, c, ctx)),
-        Storage::F32(v) => f32::into_storage(cumulative_typed(v, s, c, ctx)),
+        // In `f64`, each result rounded once, as the `f32` reductions: a
+        // running sum in `f32` loses digits along the axis.
+        Storage::F32(v) => {
+            let wide: Vec<f64> = v.iter().map(|&a| f64::from(a)).collect();
+            let scanned = cumulative_typed(&wide, s, c, ctx);
+            f32::into_storage(scanned.iter().map(|&a| a as f32).collect())
+        }
         Storage::I64(v) if c.kind != CumulativeKind::LogSumExp => {
             i64::into_storage(cumulative_typed(v, s, c, ctx))
         }
