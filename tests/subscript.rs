@@ -201,15 +201,20 @@ fn updates_at_traced_rows_accumulate_and_drop_like_jax() {
         let want = Tensor::from_vec(rows_update(&xs, 2, &idx, &u, op), &[4, 2]).unwrap();
         assert!(got.allclose(&want, 1e-15, 1e-15), "{name}: {got} vs {want}");
     }
-    // set: unique rows replaced; repeated ones get the mean of their updates.
+    // set: unique rows replaced; a repeated one gets its last update, as NumPy's.
     let got = (|x: &Var, i: &Var, u: &Var| x.at(ix![i]).set(u)).eval((&x, &it, &ut)).unwrap();
-    let mut want = xs.clone();
-    for c in 0..2 {
-        want[c] = (u[c] + u[4 + c] + u[12 + c]) / 3.0;
-        want[2 * 2 + c] = u[2 + c];
-        want[3 * 2 + c] = u[6 + c];
-    }
-    assert!(got.allclose(&Tensor::from_vec(want, &[4, 2]).unwrap(), 1e-15, 1e-15), "{got}");
+    let want = rows_update(&xs, 2, &idx, &u, |_, b| b);
+    assert_eq!(f64s(&got), want, "{got}");
+    // Its gradient reaches the winning updates only: entries 1, 3 and 6
+    // (row 0's last, rows 2 and 3); 0 and 2 are overwritten, 4 and 5 dropped.
+    let total = |u: &Var| {
+        let (xv, iv) = (u.constant_like(x.clone()), u.constant_like(it.clone()));
+        xv.at(ix![&iv]).set(u).sum_all()
+    };
+    let g = grad(total).eval(&ut).unwrap();
+    let wins = [0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0];
+    let want: Vec<f64> = wins.iter().flat_map(|&w| [w, w]).collect();
+    assert_eq!(f64s(&g), want);
 }
 
 #[test]

@@ -30,9 +30,9 @@
 //! for `x[idx]` and `x.at[idx].set/add/...`). Slice bounds are clamped, as
 //! in Python. Several updates landing on one element: `add` sums them,
 //! `mul` multiplies, `min`/`max` take the extreme (JAX's scatter-add,
-//! -mul, -min, -max); `set` writes their mean (JAX leaves the choice to
-//! the implementation; the mean is deterministic and equal to the update
-//! when there is one).
+//! -mul, -min, -max); `set` writes the last of them, as NumPy's
+//! `x[idx] = v` and JAX on CPU do (JAX leaves the choice to the
+//! implementation).
 //!
 //! The macro is `ix!`, not `s!`, so that `use ndarray::prelude::*` and
 //! `use anvil::prelude::*` can be used together. Its grammar is
@@ -737,7 +737,7 @@ impl At {
         };
         let u = v.broadcast_to(pos.shape()).reshape(&[m]);
         let (pos, u) = match how {
-            Combine::Mul | Combine::Min | Combine::Max if !unique => {
+            Combine::Set | Combine::Mul | Combine::Min | Combine::Max if !unique => {
                 combined(how, &pos.reshape(&[m]), &u, n)
             }
             _ => (pos.reshape(&[m]), u),
@@ -762,9 +762,8 @@ impl At {
             let count = spill(&u.ones_like());
             let hit = count.gt(&count.zeros_like());
             let new = match how {
-                Combine::Set if unique => placed,
-                // The mean of the updates landing on one element.
-                Combine::Set => placed / hit.select(&count, &count.ones_like()),
+                // One update per element left (the last, when repeated).
+                Combine::Set => placed,
                 Combine::Mul => &flat * &placed,
                 Combine::Min => flat.minimum(&placed),
                 _ => flat.maximum(&placed),
@@ -814,9 +813,10 @@ fn positions(x: &Var, r: &Resolved) -> Result<(Var, bool)> {
 }
 
 /// The updates `u` at positions `idx` (`[m]`) combined per position
-/// (`how`'s product, minimum or maximum), every position once: a stable
-/// sort by position, a segmented scan, and the segments' last elements
-/// kept (the others moved out of range, to `n`, so the scatter drops them).
+/// (`how`'s product, minimum or maximum; for `set`, the last update), every
+/// position once: a stable sort by position, a segmented scan, and the
+/// segments' last elements kept (the others moved out of range, to `n`, so
+/// the scatter drops them).
 fn combined(how: Combine, idx: &Var, u: &Var, n: usize) -> (Var, Var) {
     let (sorted, perm) = idx.sort_with_indices(0, false);
     let us = u.take(&perm, 0);
@@ -826,6 +826,13 @@ fn combined(how: Combine, idx: &Var, u: &Var, n: usize) -> (Var, Var) {
     let prev = sorted.slice_axis(0, None, Some(-1), 1);
     let next = sorted.slice_axis(0, Some(1), None, 1);
     let differs = next.not_equal(&prev).select(&one, &zero);
+    // A segment ends where the next one starts (or at the end).
+    let ends = crate::api::concatenate(&[&differs, &one.reshape(&[1])], 0);
+    let last = ends.gt(&zero).select(&sorted, &dim_int(u, n));
+    if how == Combine::Set {
+        // The sort is stable: a segment's last element is its last update.
+        return (last, us);
+    }
     let starts = crate::api::concatenate(&[&one.reshape(&[1]), &differs], 0);
     let op = move |a: &Var, b: &Var| match how {
         Combine::Mul => a * b,
@@ -838,8 +845,5 @@ fn combined(how: Combine, idx: &Var, u: &Var, n: usize) -> (Var, Var) {
         vec![fresh.select(&b[0], &op(&a[0], &b[0])), a[1].maximum(&b[1])]
     };
     let scanned = lax::associative_scan(&seg, &[us, starts.clone()], false, 0).remove(0);
-    // A segment ends where the next one starts (or at the end).
-    let ends = crate::api::concatenate(&[&differs, &one.reshape(&[1])], 0);
-    let last = ends.gt(&zero).select(&sorted, &dim_int(u, n));
     (last, scanned)
 }
