@@ -461,6 +461,18 @@ fn indexing_and_indexed_updates_on_a_symbolic_axis() {
             assert!((got.item().unwrap() - want).abs() < 1e-13, "{got} vs {want}");
         }
     }
+    // Repeated indices on an axis that may be empty: no update at n = 0.
+    let rows = dim("rows", 0..=4).unwrap();
+    let twice = |x: &Var| x.at(ix![.., [0, 0]]).set(1.0) + x.at(ix![.., [1, 1]]).add(0.5);
+    let t = jit(twice).symbolic(f64_of([rows, 3])).unwrap();
+    for len in [0, 2] {
+        let x = Tensor::zeros(&[len, 3]).unwrap();
+        let got = t.eval(&x).unwrap_or_else(|e| panic!("{len} rows: {e}"));
+        assert_eq!(
+            got.to_vec::<f64>().unwrap(),
+            jit(twice).eval(&x).unwrap().to_vec::<f64>().unwrap()
+        );
+    }
     // argmax of an axis that may be empty: an error at the call, as for a concrete one.
     let q = dim("q", 0..=4).unwrap();
     let am = jit(|x: &Var| x.argmax(0, false)).symbolic(f64_of([q])).unwrap();
@@ -494,6 +506,18 @@ fn fori_loop_bounds_from_a_symbolic_shape() {
         close(&g.eval(&x).unwrap(), &jit(grad(tail_sum)).eval(&x).unwrap());
     }
     let doubled = |x: &Var| fori_loop(0, 2 * x.shape()[0], |_: &Var, c: &Var| c * 2.0, x.sum_all());
+    let e = jit(doubled).symbolic(f64_of([n])).unwrap_err().to_string();
+    assert!(e.contains("fori_loop") && e.contains("dim_mul"), "{e}");
+    // The same through `as i64`.
+    let as_int = |x: &Var| {
+        let n = x.shape()[0] as i64;
+        fori_loop(1i64, n, |i: &Var, c: &Var| c + x.i(ix![i]), x.i(ix![0]))
+    };
+    let sym = jit(as_int).symbolic(f64_of([n])).unwrap();
+    let x = vector(4, 0.2);
+    close(&sym.eval(&x).unwrap(), &jit(as_int).eval(&x).unwrap());
+    let doubled =
+        |x: &Var| fori_loop(0i64, x.shape()[0] as i64 + 1, |_: &Var, c: &Var| c * 2.0, x.sum_all());
     let e = jit(doubled).symbolic(f64_of([n])).unwrap_err().to_string();
     assert!(e.contains("fori_loop") && e.contains("dim_mul"), "{e}");
 }

@@ -636,16 +636,20 @@ fn sum_distributes(o: &ReduceSum, x: &Var, out: &Type) -> Option<Var> {
 /// `y = x − max(x)` (the maximum perhaps behind `stop_gradient` and a
 /// select of its finite values): then `y ≤ 0 ≤ c`.
 fn log_sum_exp_of_shifted(c: &Var, y: &Var) -> bool {
+    // Through `stop_gradient` and `select(_, m, 0)` (the maximum where it
+    // is finite, else 0: either way `y ≤ 0` keeps a 0 term, `c ≥ 0`). No
+    // reshape or broadcast: the kept axes must line up as computed.
+    let zero = |v: &Var| {
+        v.producer().and_then(|p| p.op_as::<crate::constant::Full>().map(|f| f.value.to_f64()))
+            == Some(0.0)
+            || v.constant_value().is_some_and(|t| t.to_f64_vec().iter().all(|&e| e == 0.0))
+    };
     let through = |v: &Var| -> Var {
         let mut v = v.clone();
         while let Some(p) = v.producer() {
-            let next = if p.op_as::<BroadcastTo>().is_some()
-                || p.op_as::<crate::movement::Reshape>().is_some()
-                || p.op_as::<crate::elementwise::StopGradient>().is_some()
-            {
+            let next = if p.op_as::<crate::elementwise::StopGradient>().is_some() {
                 p.inputs[0].clone()
-            } else if p.op.is_select() {
-                // `select(finite(m), m, 0)`: the maximum where it is finite.
+            } else if p.op.is_select() && zero(&p.inputs[2]) {
                 p.inputs[1].clone()
             } else {
                 break;
@@ -659,7 +663,10 @@ fn log_sum_exp_of_shifted(c: &Var, y: &Var) -> bool {
         return false;
     };
     let Some(sum) = op_of(&log.inputs[0]) else { return false };
-    let Some(summed) = sum.op_as::<ReduceSum>().map(|s| s.axes.clone()) else { return false };
+    let Some(summed) = sum.op_as::<ReduceSum>().filter(|s| s.keepdims).map(|s| s.axes.clone())
+    else {
+        return false;
+    };
     let Some(exp) =
         op_of(&sum.inputs[0]).filter(|p| p.op_as::<crate::elementwise::Exp>().is_some())
     else {
@@ -673,7 +680,8 @@ fn log_sum_exp_of_shifted(c: &Var, y: &Var) -> bool {
     let (x, m) = (&shift.inputs[0], &shift.inputs[1]);
     exp.inputs[0].is_same(y)
         && op_of(m).is_some_and(|p| {
-            p.op_as::<ReduceMax>().is_some_and(|r| r.axes.iter().all(|a| summed.contains(a)))
+            p.op_as::<ReduceMax>()
+                .is_some_and(|r| r.keepdims && r.axes.iter().all(|a| summed.contains(a)))
                 && p.inputs[0].is_same(x)
         })
 }

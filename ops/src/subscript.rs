@@ -822,18 +822,18 @@ fn combined(how: Combine, idx: &Var, u: &Var, n: usize) -> (Var, Var) {
     let us = u.take(&perm, 0);
     let zero = int(u, 0);
     let one = int(u, 1);
-    // 1 where a segment starts (a position differs from the previous one).
-    let prev = sorted.slice_axis(0, None, Some(-1), 1);
-    let next = sorted.slice_axis(0, Some(1), None, 1);
-    let differs = next.not_equal(&prev).select(&one, &zero);
-    // A segment ends where the next one starts (or at the end).
-    let ends = crate::api::concatenate(&[&differs, &one.reshape(&[1])], 0);
-    let last = ends.gt(&zero).select(&sorted, &dim_int(u, n));
+    // Where a segment starts (a position differs from the one before) and
+    // ends (from the one after), against -1 (no position) past either end:
+    // no slice that needs an update, for a count that may be 0 at a call.
+    let m = bound(sorted.shape()[0]);
+    let before = sorted.pad(&[(1, 0)], -1.0).slice_axis(0, None, Some(m), 1);
+    let after = sorted.pad(&[(0, 1)], -1.0).slice_axis(0, Some(1), None, 1);
+    let last = sorted.not_equal(&after).select(&sorted, &dim_int(u, n));
     if how == Combine::Set {
         // The sort is stable: a segment's last element is its last update.
         return (last, us);
     }
-    let starts = crate::api::concatenate(&[&one.reshape(&[1]), &differs], 0);
+    let starts = sorted.not_equal(&before).select(&one, &zero);
     let op = move |a: &Var, b: &Var| match how {
         Combine::Mul => a * b,
         Combine::Min => a.minimum(b),

@@ -526,7 +526,11 @@ impl Bound {
     /// a symbolic dimension (checked: one changed by raw arithmetic, as
     /// `2 * n`, is an error); `None` for a traced bound.
     fn dim(&self, what: &str) -> Result<Option<Dim>> {
+        // A symbolic dimension converted with `as i64` is one too.
+        let handle =
+            |v: i64| usize::try_from(v).ok().filter(|&d| anvil_core::shape::is_symbolic(d));
         match self {
+            Bound::Static(v) if handle(*v).is_some() => Bound::Dim(*v as usize).dim(what),
             Bound::Static(v) => Ok(Some(Dim::Int(*v))),
             Bound::Traced(_) => Ok(None),
             Bound::Dim(d) if anvil_core::shape::is_valid_dim(*d) => Ok(Some(Dim::Symbolic(*d))),
