@@ -647,3 +647,23 @@ fn logical_ops_and_relu_as_in_jax() {
     let g = vmap(grad(|x: &Var| x.relu())).eval(&x).unwrap().to_vec::<f64>().unwrap();
     assert_eq!(&g[..3], &[0.0, 0.0, 1.0]);
 }
+
+/// Float functions of integers and `bool`s compute in `f64`, as JAX's:
+/// `jnp.sqrt(jnp.array([4, 9]))` is `[2., 3.]`.
+#[test]
+fn float_functions_of_integers_are_f64() {
+    let i = Tensor::from_vec(vec![4i64, 9, 0], &[3]).unwrap();
+    let r = jit(|x: &Var| x.sqrt()).eval(&i).unwrap();
+    assert_eq!((r.dtype(), r.to_vec::<f64>().unwrap()), (DType::F64, vec![2.0, 3.0, 0.0]));
+    let s = jit(|x: &Var| x.softmax(0)).eval(&i).unwrap();
+    let e: Vec<f64> = [4.0f64, 9.0, 0.0].iter().map(|v| (v - 9.0).exp()).collect();
+    let total: f64 = e.iter().sum();
+    for (g, w) in s.to_vec::<f64>().unwrap().iter().zip(&e) {
+        assert!((g - w / total).abs() < 1e-15);
+    }
+    let b = jit(|x: &Var| x.gt(&x.zeros_like()).exp()).eval(&i).unwrap().to_vec::<f64>().unwrap();
+    let want = [1f64.exp(), 1f64.exp(), 1.0];
+    assert!(b.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-15), "{b:?}");
+    // Integer functions stay integer.
+    assert_eq!(jit(|x: &Var| x.abs()).eval(&i).unwrap().dtype(), DType::I64);
+}

@@ -20,7 +20,9 @@
 //! | `bool` | `f64` | `i64` |
 //!
 //! So `[1, 2, 3] * 2.5` is `[2.5, 5.0, 7.5]` in `f64`, never a silent
-//! truncation. `mean`, `var` and `std` of an integer array are `f64`. `/`
+//! truncation. `mean`, `var` and `std` of an integer array are `f64`, and
+//! so are the float functions of one (`sqrt`, `exp`, `sin`, `tanh`,
+//! `softmax`, ...), as in JAX. `/`
 //! between two integer arrays (or an integer array and an `i64` scalar) is
 //! integer division truncating toward zero, as Rust's and `lax.div`'s
 //! (cast to a float dtype first for true division); a zero divisor gives

@@ -58,6 +58,24 @@ macro_rules! unary_methods {
     };
 }
 
+/// Methods of float functions: an integer or `bool` operand is computed in
+/// `f64`, as `jnp.sqrt(jnp.array([4]))` is `[2.]`.
+macro_rules! float_methods {
+    ($($(#[$doc:meta])* $m:ident => $op:ident;)*) => {
+        $( $(#[$doc])* fn $m(&self) -> Var { floated(self.as_var()).apply($op, &[]) } )*
+    };
+}
+
+/// `x` itself if it is a float, else `x` as `f64` (integers and `bool`s
+/// given to a float function, as JAX promotes them).
+pub(crate) fn floated(x: &Var) -> Var {
+    if x.dtype().is_float() {
+        x.clone()
+    } else {
+        x.cast(DType::F64)
+    }
+}
+
 /// Tensor operations on traced values. Brought in by `anvil::prelude::*`.
 pub trait VarExt {
     /// The value itself (the methods with a default body apply ops to it).
@@ -67,7 +85,26 @@ pub trait VarExt {
     unary_methods! {
         /// `-x` (also the `-` operator).
         neg => Neg;
-        /// `sin(x)`.
+        /// `1 / x`.
+        recip => Recip;
+        /// `|x|`.
+        abs => Abs;
+        /// Sign: -1, 0 or 1.
+        sign => Sign;
+        /// Round down.
+        floor => Floor;
+        /// Round up.
+        ceil => Ceil;
+        /// Round to nearest, ties to even.
+        round => Round;
+        /// The same value, seen as a constant by differentiation
+        /// (`jax.lax.stop_gradient`).
+        stop_gradient => StopGradient;
+    }
+
+    float_methods! {
+        /// `sin(x)` (of an integer or `bool`: in `f64`, as every function
+        /// of this group).
         sin => Sin;
         /// `cos(x)`.
         cos => Cos;
@@ -85,27 +122,12 @@ pub trait VarExt {
         sqrt => Sqrt;
         /// `1 / sqrt(x)`.
         rsqrt => Rsqrt;
-        /// `1 / x`.
-        recip => Recip;
         /// Hyperbolic tangent.
         tanh => Tanh;
         /// Logistic sigmoid.
         logistic => Logistic;
-        /// `|x|`.
-        abs => Abs;
-        /// Sign: -1, 0 or 1.
-        sign => Sign;
-        /// Round down.
-        floor => Floor;
-        /// Round up.
-        ceil => Ceil;
-        /// Round to nearest, ties to even.
-        round => Round;
         /// Error function.
         erf => Erf;
-        /// The same value, seen as a constant by differentiation
-        /// (`jax.lax.stop_gradient`).
-        stop_gradient => StopGradient;
     }
 
     /// `x * x`.
@@ -600,13 +622,13 @@ impl VarExt for Var {
         as_op("std", || self.var(axes, keepdims).sqrt())
     }
     fn logsumexp(&self, axes: &[i64], keepdims: bool) -> Var {
-        as_op("logsumexp", || crate::composite::logsumexp(self, axes, keepdims))
+        as_op("logsumexp", || crate::composite::logsumexp(&floated(self), axes, keepdims))
     }
     fn softmax(&self, axis: i64) -> Var {
-        as_op("softmax", || crate::composite::softmax(self, axis))
+        as_op("softmax", || crate::composite::softmax(&floated(self), axis))
     }
     fn log_softmax(&self, axis: i64) -> Var {
-        as_op("log_softmax", || crate::composite::log_softmax(self, axis))
+        as_op("log_softmax", || crate::composite::log_softmax(&floated(self), axis))
     }
     fn norm(&self) -> Var {
         self.square().sum_all().sqrt()
