@@ -86,13 +86,13 @@ fn reduce_with<T: Copy + Sync, A: Copy + Send + Sync, R: crate::buffers::Pooled>
     out
 }
 
-fn fold_typed<T: Pooled>(
+fn fold_typed<T: Copy + Sync, A: Pooled>(
     x: &[T],
     sp: &Split,
     ctx: &Parallelism,
-    id: T,
-    f: impl Fn(T, T) -> T + Copy + Sync,
-) -> Vec<T> {
+    id: A,
+    f: impl Fn(A, T) -> A + Copy + Sync,
+) -> Vec<A> {
     reduce_with(
         x,
         sp,
@@ -127,16 +127,16 @@ fn rows_layout(shape: &[usize], axes: &[usize]) -> Option<(usize, usize, usize)>
 }
 
 /// `out[o, i] = fold over r of x[o, r, i]`, row by row (see [`rows_layout`]).
-fn fold_rows<T: Pooled>(
+fn fold_rows<T: Copy + Sync, A: Pooled>(
     x: &[T],
     (outer, red, inner): (usize, usize, usize),
     ctx: &Parallelism,
-    id: T,
-    f: impl Fn(T, T) -> T + Copy + Sync,
-) -> Vec<T> {
+    id: A,
+    f: impl Fn(A, T) -> A + Copy + Sync,
+) -> Vec<A> {
     let mut out = crate::buffers::filled(outer * inner, id);
     // Columns `c0..c0 + dst.len()` of outer index `o`.
-    let fold = |o: usize, c0: usize, dst: &mut [T]| {
+    let fold = |o: usize, c0: usize, dst: &mut [A]| {
         for r in 0..red {
             let row = &x[(o * red + r) * inner + c0..][..dst.len()];
             for (d, &v) in dst.iter_mut().zip(row) {
@@ -144,21 +144,7 @@ fn fold_rows<T: Pooled>(
             }
         }
     };
-    fold_row_blocks(&mut out, (outer, inner), x.len(), ctx, fold);
-    out
-}
-
-/// Runs `fold(o, c0, dst)` over the rows of `out` (`outer` rows of `inner`
-/// results), in column blocks split across threads when the operand's
-/// `len` elements are worth it.
-fn fold_row_blocks<A: Send>(
-    out: &mut [A],
-    (outer, inner): (usize, usize),
-    len: usize,
-    ctx: &Parallelism,
-    fold: impl Fn(usize, usize, &mut [A]) + Sync,
-) {
-    if ctx.parallel(len) && !out.is_empty() {
+    if ctx.parallel(x.len()) && !out.is_empty() {
         use rayon::prelude::*;
         // About four pieces per thread, each at least a few cache lines wide.
         let width = (outer * inner).div_ceil(4 * ctx.thread_count()).max(64).min(inner);
@@ -170,17 +156,19 @@ fn fold_row_blocks<A: Send>(
             fold(o, 0, row);
         }
     }
+    out
 }
 
-/// Folds `x` with `f` from `id`, row by row when the layout allows.
-fn fold_any<T: Pooled>(
+/// Folds `x` with `f` into accumulators from `id` (of `x`'s type, or
+/// wider), row by row when the layout allows.
+fn fold_any<T: Copy + Sync, A: Pooled>(
     x: &[T],
     shape: &[usize],
     axes: &[usize],
     ctx: &Parallelism,
-    id: T,
-    f: impl Fn(T, T) -> T + Copy + Sync,
-) -> Vec<T> {
+    id: A,
+    f: impl Fn(A, T) -> A + Copy + Sync,
+) -> Vec<A> {
     match rows_layout(shape, axes) {
         Some(dims) => fold_rows(x, dims, ctx, id, f),
         None => fold_typed(x, &split(shape, axes), ctx, id, f),
@@ -200,34 +188,7 @@ fn fold_wide(
     id: f64,
     f: impl Fn(f64, f64) -> f64 + Copy + Sync,
 ) -> Vec<f32> {
-    let wide = match rows_layout(shape, axes) {
-        Some((outer, red, inner)) => {
-            let mut acc = vec![id; outer * inner];
-            let fold = |o: usize, c0: usize, dst: &mut [f64]| {
-                for r in 0..red {
-                    let row = &x[(o * red + r) * inner + c0..][..dst.len()];
-                    for (d, &v) in dst.iter_mut().zip(row) {
-                        *d = f(*d, f64::from(v));
-                    }
-                }
-            };
-            fold_row_blocks(&mut acc, (outer, inner), x.len(), ctx, fold);
-            acc
-        }
-        None => reduce_with(
-            x,
-            &split(shape, axes),
-            ctx,
-            id,
-            |mut acc, x, o, s, len, _| {
-                for j in 0..len {
-                    acc = f(acc, f64::from(x[(o + j as isize * s) as usize]));
-                }
-                acc
-            },
-            |a| a,
-        ),
-    };
+    let wide = fold_any(x, shape, axes, ctx, id, |a, v: f32| f(a, f64::from(v)));
     let mut out: Vec<f32> = crate::buffers::take(wide.len());
     for (o, w) in out.iter_mut().zip(&wide) {
         *o = *w as f32;
