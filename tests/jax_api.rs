@@ -603,6 +603,53 @@ fn integer_division_by_zero_as_in_xla() {
     assert_eq!(r.to_vec::<i64>().unwrap(), [5, -5, 0, 0]);
 }
 
+/// `jnp.matmul` of integers, as XLA computes it (wrapping): vectors,
+/// matrices, broadcast batches, under `vmap`, and the transposed products
+/// the rewrites make of `a.T @ b`; bool operands stay an error.
+#[test]
+fn integer_matmul_as_in_xla() {
+    let ints = |v: &[i64], shape: &[usize]| Tensor::from_vec(v.to_vec(), shape).unwrap();
+    let a = ints(&[1, 2, 3, 4, 5, 6], &[2, 3]);
+    let b = ints(&[7, 8, 9, 10, 11, 12], &[3, 2]);
+    let mm = |a: &Var, b: &Var| a.matmul(b);
+    let c = jit(mm).eval((&a, &b)).unwrap();
+    assert_eq!(c.dtype(), DType::I64);
+    assert_eq!(c.shape(), [2, 2]);
+    assert_eq!(c.to_vec::<i64>().unwrap(), [58, 64, 139, 154]);
+    // Vector @ matrix, matrix @ vector, vector @ vector.
+    let v = ints(&[1, -1, 2], &[3]);
+    assert_eq!(jit(mm).eval((&v, &b)).unwrap().to_vec::<i64>().unwrap(), [20, 22]);
+    assert_eq!(jit(mm).eval((&a, &v)).unwrap().to_vec::<i64>().unwrap(), [5, 11]);
+    assert_eq!(jit(mm).eval((&v, &v)).unwrap().to_vec::<i64>().unwrap(), [6]);
+    // A batch against a shared matrix, and broadcast batches.
+    let s = ints(&(0..12).collect::<Vec<_>>(), &[2, 2, 3]);
+    let sb = jit(mm).eval((&s, &b)).unwrap();
+    assert_eq!(sb.shape(), [2, 2, 2]);
+    assert_eq!(sb.to_vec::<i64>().unwrap(), [31, 34, 112, 124, 193, 214, 274, 304]);
+    let r = ints(&(0..12).collect::<Vec<_>>(), &[2, 3, 2]);
+    let sr = jit(mm).eval((&ints(&[1, 0, 2, 0, 1, 0], &[1, 2, 3]), &r)).unwrap();
+    assert_eq!(sr.to_vec::<i64>().unwrap(), [8, 11, 2, 3, 26, 29, 8, 9]);
+    // Transposed operands (`a.T @ a`, `a @ b.T`) and vmap over rows.
+    let ata = jit(|a: &Var| a.transpose().matmul(a)).eval((&a,)).unwrap();
+    assert_eq!(ata.to_vec::<i64>().unwrap(), [17, 22, 27, 22, 29, 36, 27, 36, 45]);
+    let abt = jit(|a: &Var| a.matmul(&a.transpose())).eval((&a,)).unwrap();
+    assert_eq!(abt.to_vec::<i64>().unwrap(), [14, 32, 32, 77]);
+    let rows =
+        vmap(|r: &Var, b: &Var| r.matmul(b)).in_axes((Some(0), None)).eval((&a, &b)).unwrap();
+    assert_eq!(rows.to_vec::<i64>().unwrap(), [58, 64, 139, 154]);
+    // In a loop body: x <- M x three times (M = [[1, 1], [1, 0]]: Fibonacci).
+    let fib = |m: &Var, x: &Var| fori_loop(0, 3, |_: &Var, x: &Var| m.matmul(x), x);
+    let f = jit(fib).eval((&ints(&[1, 1, 1, 0], &[2, 2]), &ints(&[1, 0], &[2]))).unwrap();
+    assert_eq!(f.to_vec::<i64>().unwrap(), [3, 2]);
+    // Wrapping on overflow, as XLA's integer dot.
+    let big = ints(&[i64::MAX, 2], &[2]);
+    let w = jit(mm).eval((&big, &ints(&[2, 1], &[2]))).unwrap().to_vec::<i64>().unwrap();
+    assert_eq!(w, [i64::MAX.wrapping_mul(2).wrapping_add(2)]);
+    let bools = Tensor::from_vec(vec![true, false], &[2]).unwrap();
+    let e = jit(mm).eval((&bools, &bools)).unwrap_err().to_string();
+    assert!(e.contains("matmul") && e.contains("bool"), "{e}");
+}
+
 /// A tensor given where a struct of parameters is expected: the error
 /// says which argument (its key path) and both structures.
 #[test]

@@ -304,6 +304,8 @@ pub trait VarExt {
     /// Matrix product with `numpy.matmul` semantics. `other` is a value
     /// of the trace or a tensor (a closure's capture, see
     /// [`anvil_core::Operand`]), as for every method with an operand.
+    /// Floats of one dtype, or `i64` (wrapping on overflow, as XLA's
+    /// integer products).
     fn matmul(&self, other: &impl Operand) -> Var;
     /// `A⁻¹ b` for square `A = self` (batch axes allowed): `b` is `[..., n]`
     /// or `[..., n, k]`, as `jnp.linalg.solve`.

@@ -8,7 +8,8 @@
 use anvil_core::shape::matmul_shape;
 use anvil_core::{op::expect_arity, Error, Op, Result, TensorType};
 
-/// Matrix product with `numpy.matmul` semantics.
+/// Matrix product with `numpy.matmul` semantics, of `f64`, `f32` or `i64`
+/// operands (one dtype; integer products wrap, as XLA's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Matmul;
 
@@ -19,7 +20,7 @@ impl Op for Matmul {
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
         expect_arity(self, inputs, 2)?;
         let (a, b) = (&inputs[0], &inputs[1]);
-        crate::elementwise::Domain::Float.check("matmul", 0, a.dtype())?;
+        crate::elementwise::Domain::Numeric.check("matmul", 0, a.dtype())?;
         if a.dtype() != b.dtype() {
             return Err(Error::dtype(
                 "matmul",

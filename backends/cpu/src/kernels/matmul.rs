@@ -32,6 +32,25 @@ struct Layout {
     n: usize,
 }
 
+impl Layout {
+    /// For batch `i` of the result, the offsets (in elements) of its
+    /// matrices in `a` and `b`, broadcast batch axes repeating theirs.
+    fn offsets(&self) -> impl Fn(usize) -> (usize, usize) + Sync + '_ {
+        let sa = broadcast_strides(&self.batch_a, &self.batch);
+        let sb = broadcast_strides(&self.batch_b, &self.batch);
+        move |i| {
+            let (mut oa, mut ob, mut rem) = (0isize, 0isize, i);
+            for d in (0..self.batch.len()).rev() {
+                let idx = (rem % self.batch[d]) as isize;
+                rem /= self.batch[d];
+                oa += idx * sa[d];
+                ob += idx * sb[d];
+            }
+            (oa as usize * self.m * self.k, ob as usize * self.k * self.n)
+        }
+    }
+}
+
 fn layout(a: &[usize], b: &[usize]) -> Layout {
     let (m, k) = if a.len() == 1 { (1, a[0]) } else { (a[a.len() - 2], a[a.len() - 1]) };
     let n = if b.len() == 1 { 1 } else { b[b.len() - 1] };
@@ -92,18 +111,7 @@ macro_rules! typed_matmul {
                 );
                 return out;
             }
-            let sa = broadcast_strides(&l.batch_a, &l.batch);
-            let sb = broadcast_strides(&l.batch_b, &l.batch);
-            let offsets = |i: usize| {
-                let (mut oa, mut ob, mut rem) = (0isize, 0isize, i);
-                for d in (0..l.batch.len()).rev() {
-                    let idx = (rem % l.batch[d]) as isize;
-                    rem /= l.batch[d];
-                    oa += idx * sa[d];
-                    ob += idx * sb[d];
-                }
-                (oa as usize * m * k, ob as usize * k * n)
-            };
+            let offsets = l.offsets();
             if k == 1 {
                 // Outer products (per-example gradients of a layer): a
                 // multiply per element, no GEMM call per batch.
@@ -203,6 +211,36 @@ where
 typed_matmul!(matmul_f64, f64, crate::matvec::product);
 typed_matmul!(matmul_f32, f32, crate::matvec::no_product);
 
+/// `matmul` of `i64` operands, with XLA's wrapping arithmetic: a plain loop
+/// (integer products are for indices and counts, not for speed), each
+/// output the sum over the inner axis in order.
+fn matmul_i64(a: &[i64], b: &[i64], l: &Layout) -> Vec<i64> {
+    let (m, k, n) = (l.m, l.k, l.n);
+    let mut out = vec![0i64; anvil_core::shape::numel(&l.batch) * m * n];
+    if out.is_empty() || k == 0 {
+        return out;
+    }
+    let offsets = l.offsets();
+    for (i, c) in out.chunks_mut(m * n).enumerate() {
+        let (oa, ob) = offsets(i);
+        int_product(c, |r, p| a[oa + r * k + p], &b[ob..ob + k * n], k, n);
+    }
+    out
+}
+
+/// `c = A B` for `A` read through `a(row, inner)` and `B` row-major
+/// `k × n`, wrapping on overflow.
+fn int_product(c: &mut [i64], a: impl Fn(usize, usize) -> i64, b: &[i64], k: usize, n: usize) {
+    for (r, row) in c.chunks_mut(n).enumerate() {
+        for (p, brow) in b.chunks_exact(n).take(k).enumerate() {
+            let x = a(r, p);
+            for (d, &y) in row.iter_mut().zip(brow) {
+                *d = d.wrapping_add(x.wrapping_mul(y));
+            }
+        }
+    }
+}
+
 /// The kernel of `matmul`.
 pub fn matmul(
     op: &dyn Op,
@@ -216,6 +254,7 @@ pub fn matmul(
     let storage = match (a.storage(), b.storage()) {
         (Storage::F64(x), Storage::F64(y)) => f64::into_storage(matmul_f64(x, y, &l, ctx)),
         (Storage::F32(x), Storage::F32(y)) => f32::into_storage(matmul_f32(x, y, &l, ctx)),
+        (Storage::I64(x), Storage::I64(y)) => i64::into_storage(matmul_i64(x, y, &l)),
         _ => return Err(unsupported(op, 1, b.dtype())),
     };
     Tensor::from_storage(storage, out.shape())
@@ -286,6 +325,31 @@ macro_rules! typed_matmul_t {
 typed_matmul_t!(matmul_t_f64, f64, crate::matvec::product);
 typed_matmul_t!(matmul_t_f32, f32, crate::matvec::no_product);
 
+/// [`MatmulT`] of `i64` operands (vectors or matrices), wrapping as
+/// [`matmul_i64`] does.
+fn matmul_t_i64(a: &[i64], sa: &[usize], b: &[i64], sb: &[usize], op: MatmulT) -> Vec<i64> {
+    // op(a) as `m × k` read at strides, op(b) copied row-major `k × n` (a
+    // vector is a row on the left, a column on the right).
+    // Element (i, p) of op(a) is a[i·row + p·col].
+    let (m, k, row, col) = match (sa, op.ta) {
+        ([k], _) => (1, *k, 0, 1),
+        ([r, c], false) => (*r, *c, *c, 1),
+        ([r, c], true) => (*c, *r, 1, *c),
+        _ => return Vec::new(),
+    };
+    let (n, b_rows) = match (sb, op.tb) {
+        ([_], _) => (1, b.to_vec()),
+        ([_, c], false) => (*c, b.to_vec()),
+        ([r, c], true) => (*r, (0..c * r).map(|q| b[(q % r) * c + q / r]).collect()),
+        _ => return Vec::new(),
+    };
+    let mut out = vec![0i64; m * n];
+    if k > 0 {
+        int_product(&mut out, |i, p| a[i * row + p * col], &b_rows, k, n);
+    }
+    out
+}
+
 /// The kernel of [`MatmulT`].
 pub fn matmul_t(
     op: &dyn Op,
@@ -303,12 +367,15 @@ pub fn matmul_t(
         (anvil_core::Storage::F32(x), anvil_core::Storage::F32(y)) => {
             anvil_core::Element::into_storage(matmul_t_f32(x, a.shape(), y, b.shape(), t, ctx))
         }
+        (anvil_core::Storage::I64(x), anvil_core::Storage::I64(y)) => {
+            anvil_core::Element::into_storage(matmul_t_i64(x, a.shape(), y, b.shape(), t))
+        }
         _ => {
             return Err(anvil_core::Error::dtype(
                 "matmul_t",
                 "0",
                 a.dtype(),
-                "f64 or f32 (both operands alike)",
+                "f64, f32 or i64 (both operands alike)",
             ))
         }
     };
@@ -317,3 +384,44 @@ pub fn matmul_t(
 
 register_kernel!(MatmulT, matmul_t);
 crate::register_thread_invariant!(MatmulT);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `op(a) · op(b)` of `i64` by the definition, for checking the kernels.
+    fn by_definition(
+        a: &[i64],
+        (r, c, ta): (usize, usize, bool),
+        b: &[i64],
+        (br, bc, tb): (usize, usize, bool),
+    ) -> Vec<i64> {
+        let at = |i: usize, p: usize| if ta { a[p * c + i] } else { a[i * c + p] };
+        let bt = |p: usize, j: usize| if tb { b[j * bc + p] } else { b[p * bc + j] };
+        let (m, k) = if ta { (c, r) } else { (r, c) };
+        let n = if tb { br } else { bc };
+        (0..m * n).map(|q| (0..k).map(|p| at(q / n, p) * bt(p, q % n)).sum()).collect()
+    }
+
+    #[test]
+    fn integer_products_with_transposed_operands_follow_the_definition() {
+        let a: Vec<i64> = (0..12).map(|x| x * 3 - 7).collect();
+        let b: Vec<i64> = (0..12).map(|x| 5 - x * x % 11).collect();
+        // a stored 3×4 or 4×3, b stored 4×3 or 3×4: op(a) 3×4 (or 4×3)...
+        for (sa, ta, sb, tb) in [
+            ([3, 4], false, [4, 3], false),
+            ([4, 3], true, [4, 3], false),
+            ([3, 4], false, [3, 4], true),
+            ([4, 3], true, [3, 4], true),
+        ] {
+            let got = matmul_t_i64(&a, &sa, &b, &sb, MatmulT { ta, tb });
+            let want = by_definition(&a, (sa[0], sa[1], ta), &b, (sb[0], sb[1], tb));
+            assert_eq!(got, want, "ta={ta} tb={tb}");
+        }
+        // Vectors: a row on the left, a column on the right.
+        let got = matmul_t_i64(&a[..4], &[4], &b, &[4, 3], MatmulT { ta: false, tb: false });
+        assert_eq!(got, by_definition(&a[..4], (1, 4, false), &b, (4, 3, false)));
+        let got = matmul_t_i64(&a, &[4, 3], &b[..4], &[4], MatmulT { ta: true, tb: false });
+        assert_eq!(got, by_definition(&a, (4, 3, true), &b[..4], (4, 1, false)));
+    }
+}
