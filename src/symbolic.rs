@@ -58,10 +58,13 @@
 //! [`anvil_core::shape`]'s arithmetic (such an op's node is refused, naming
 //! it), the rewrite rules (they leave nodes of symbolic shapes as traced,
 //! so a symbolic plan may be less simplified than a concrete one),
-//! `chunk_size` of a Jacobian or `vmap` over a symbolic size (an error),
-//! and the parallel `associative_scan` along a symbolic axis (an error: its
-//! recursion halves a concrete length; the derivatives of `cumprod`,
-//! `cummax`, `cummin` and `cumlogsumexp` use it, that of `cumsum` does not).
+//! and `chunk_size` of a Jacobian or `vmap` over a symbolic size (an
+//! error). `associative_scan` along a symbolic axis (the derivatives of
+//! `cumprod`, `cummax`, `cummin` and `cumlogsumexp` use it) runs as a
+//! sequential `scan` there, since its parallel recursion halves a concrete
+//! length: the axis must hold an element (a constraint checked at the
+//! call), and ties of `cummax`/`cummin` split along the chain rather than
+//! as JAX's tree splits them.
 
 use crate::{cpu, transforms, Error, Flatten, Function, IntoFunction, Jit, Result, Tensor};
 use anvil_core::function::{fit_args, Args};

@@ -521,3 +521,54 @@ fn fori_loop_bounds_from_a_symbolic_shape() {
     let e = jit(doubled).symbolic(f64_of([n])).unwrap_err().to_string();
     assert!(e.contains("fori_loop") && e.contains("dim_mul"), "{e}");
 }
+
+/// The derivatives of `cumprod`, `cummax`, `cummin` and `cumlogsumexp` on
+/// a symbolic axis (a sequential scan there: the parallel scan's recursion
+/// halves a concrete length) equal the concrete ones, both ways, with
+/// `reverse`, through exact zeros, and to second order; so does
+/// `associative_scan` with a combine of its own.
+#[test]
+fn cumulative_derivatives_on_a_symbolic_axis() {
+    use anvil::lax::{associative_scan, LaxExt};
+    let n = dim("n", 1..=9).unwrap();
+    let f = |x: &Var| {
+        let w = x.full_like(1.0).cumsum(1, false); // 1, 2, 3, ... along the axis
+        let terms = [
+            x.cumprod(1, false),
+            x.cumprod(1, true),
+            x.cummax(1, false),
+            x.cummin(1, true),
+            x.cumlogsumexp(1, false),
+            x.cumlogsumexp(1, true),
+        ];
+        terms.iter().map(|t| (t * &w).sum_all()).reduce(|a, b| a + b).unwrap()
+    };
+    let g = jit(grad(f)).symbolic(f64_of([2, n])).unwrap();
+    let j = jit(jacfwd(f)).symbolic(f64_of([2, n])).unwrap();
+    let h = jit(hessian(f)).symbolic(f64_of([2, n])).unwrap();
+    for len in [1, 2, 5, 9] {
+        // Distinct values (no ties, whose split differs), one exact zero.
+        let mut v: Vec<f64> = (0..2 * len).map(|i| 0.3 + 0.37 * ((i * 7 % 11) as f64)).collect();
+        v[len / 2] = 0.0;
+        let x = Tensor::from_vec(v, &[2, len]).unwrap();
+        close(&g.eval(&x).unwrap(), &jit(grad(f)).eval(&x).unwrap());
+        close(&j.eval(&x).unwrap(), &jit(jacfwd(f)).eval(&x).unwrap());
+        close(&h.eval(&x).unwrap(), &jit(hessian(f)).eval(&x).unwrap());
+    }
+    // Per-row gradients (vmap of grad) of a function of a vector.
+    let row = |x: &Var| (x.cumprod(0, false) + x.cummax(0, true)).square().sum_all();
+    let per_row = jit(vmap(grad(row))).symbolic(f64_of([3, n])).unwrap();
+    let x = Tensor::from_vec((0..12).map(|i| 0.5 + 0.1 * (i * 5 % 7) as f64).collect(), &[3, 4]);
+    let x = x.unwrap();
+    close(&per_row.eval(&x).unwrap(), &jit(vmap(grad(row))).eval(&x).unwrap());
+    let add = |a: &[Var], b: &[Var]| vec![&a[0] * 0.5 + &b[0]];
+    let leaky = move |x: &Var| associative_scan(&add, std::slice::from_ref(x), false, 0).remove(0);
+    let sym = jit(leaky).symbolic(f64_of([n])).unwrap();
+    let x = Tensor::from_vec(vec![1.0, 2.0, 4.0, 8.0], &[4]).unwrap();
+    assert_eq!(sym.eval(&x).unwrap().to_vec::<f64>().unwrap(), [1.0, 2.5, 5.25, 10.625]);
+    // An empty axis has no first element: a constraint error at the call.
+    let m = dim("m", 0..=4).unwrap();
+    let empty = Tensor::zeros(&[2, 0]).unwrap();
+    let e = jit(grad(f)).symbolic(f64_of([2, m])).and_then(|g0| g0.eval(&empty)).unwrap_err();
+    assert!(e.to_string().contains("m >= 1, which fails with m = 0"), "{e}");
+}

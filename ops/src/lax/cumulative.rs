@@ -11,15 +11,17 @@
 //! `cummax`/`cummin` the same split as JAX (the scan's tree is JAX's, and
 //! `max` shares a tie half and half at every node). `cumsum` is linear: its
 //! tangent is the cumsum of the tangent, and its transpose the cumsum the
-//! other way.
+//! other way. Along a symbolic axis, where the recursion cannot halve the
+//! length, [`associative_scan`] is a sequential [`Scan`] instead.
 
 use anvil_core::{
     op::expect_arity, register_rule, Batched, Error, LinearArg, Op, Result, TensorType, Var,
 };
 
 use crate::api::VarExt;
-use crate::batching::{physical_axis, single_batched};
+use crate::batching::{move_axis, physical_axis, single_batched};
 use crate::elementwise::Domain;
+use crate::scan::Scan;
 use anvil_core::sparsity::{Builder, Detector, IndexSets, SparsityArg, Union};
 use std::sync::Arc;
 
@@ -212,7 +214,10 @@ pub type Combine<'a> = dyn Fn(&[Var], &[Var]) -> Vec<Var> + 'a;
 /// levels, each a few strided slices, one `combine` over half the
 /// elements and an interleave, so the work is `O(n)` and every level is
 /// one vectorised pass. Everything is built from differentiable,
-/// batchable ops: the result can be transformed like any program.
+/// batchable ops: the result can be transformed like any program. Along
+/// a symbolic axis it is a [`Scan`] folding `combine` over the elements in
+/// order (the axis must then be non-empty; `combine` may not use values
+/// of the trace around it).
 ///
 /// ```
 /// use anvil_core::{trace, Tensor, Var};
@@ -266,12 +271,7 @@ fn scan_level(combine: &Combine<'_>, elems: &[Var], axis: usize) -> Vec<Var> {
     };
     if anvil_core::shape::is_symbolic(n) {
         // The recursion's depth and the odd/even split follow the size.
-        let msg = format!(
-            "the axis {axis} has the symbolic size {}: the parallel scan's recursion needs a \
-             concrete size",
-            anvil_core::shape::fmt_dim(n)
-        );
-        return poisoned(elems, Error::invalid("associative_scan", "axis", msg));
+        return sequential(combine, elems, axis);
     }
     if n < 2 {
         return elems.to_vec();
@@ -301,6 +301,52 @@ fn scan_level(combine: &Combine<'_>, elems: &[Var], axis: usize) -> Vec<Var> {
             let first = strided(e, axis, 0, 1, 1);
             interleave(&crate::api::concatenate(&[&first, ev], axis as i64), o, axis)
         })
+        .collect()
+}
+
+/// The scan of a symbolic axis, as a loop: a [`Scan`] whose carry starts
+/// at the first elements and takes `combine(carry, x)` for each later `x`
+/// (each given to `combine` with the axis, of length 1). The axis must
+/// hold an element (a constraint checked at the call). Ties of `cummax`
+/// and `cummin` split along this chain, not JAX's tree.
+fn sequential(combine: &Combine<'_>, elems: &[Var], axis: usize) -> Vec<Var> {
+    let ax = axis as i64;
+    let first: Vec<Var> = elems.iter().map(|e| e.index_axis(ax, 0)).collect();
+    let rest: Vec<Var> =
+        elems.iter().map(|e| move_axis(&e.slice_axis(ax, Some(1), None, 1), axis, 0)).collect();
+    let Some(length) = rest.first().and_then(|r| r.shape().first().copied()) else {
+        return elems.to_vec();
+    };
+    let k = elems.len();
+    let mut types: Vec<TensorType> = first.iter().map(|f| f.ty().clone()).collect();
+    types.extend(rest.iter().map(|r| r.ty().with_shape(r.shape()[1..].to_vec())));
+    let body = anvil_core::trace_with(&types, |args| {
+        let (carry, x) = args.split_at(k);
+        let lift = |v: &[Var]| v.iter().map(|v| v.unsqueeze(ax)).collect::<Vec<_>>();
+        let out = combine(&lift(carry), &lift(x));
+        if out.len() != k {
+            let msg = format!("combine must return {k} arrays");
+            return Err(Error::invalid("associative_scan", "combine", msg));
+        }
+        let out: Vec<Var> = out.iter().map(|o| o.squeeze(&[ax])).collect();
+        Ok(out.iter().chain(&out).cloned().collect())
+    })
+    .and_then(|body| {
+        crate::scan::check_carries("associative_scan", &types[..k], &body.output_types()[..k])?;
+        Ok(body)
+    });
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => return poisoned(elems, e),
+    };
+    let scan =
+        Scan { body: body.into(), consts: 0, carries: k, length, reverse: false, checkpoint: None };
+    let operands: Vec<Var> = first.iter().chain(&rest).cloned().collect();
+    let ys = crate::scan::emit_scan(scan, &operands).split_off(k);
+    first
+        .iter()
+        .zip(&ys)
+        .map(|(f, y)| crate::api::concatenate(&[&f.unsqueeze(ax), &move_axis(y, 0, axis)], ax))
         .collect()
 }
 
