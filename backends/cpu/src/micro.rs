@@ -803,7 +803,7 @@ fn transpose_fixed_matrices(
             || !vector
             || !f64s
             || mm.batches != [(0, 0)]
-            || direct(mm)
+            || (direct(mm) && k * m < GEVM_FLOPS)
             || k.saturating_mul(m) > TRANSPOSED_FIXED
             || !crate::matvec::gevm_takes(k, m)
         {
@@ -1035,7 +1035,7 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
         Code::Matmul { a, b, out, mm } => {
             let mut o = std::mem::take(&mut bufs[*out]);
             match (&bufs[*a], &bufs[*b], &mut o) {
-                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct(mm) => {
+                (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct_f64(mm) => {
                     gemm(x, y, z, mm, crate::matvec::product)
                 }
                 (Buf::F32(x), Buf::F32(y), Buf::F32(z)) if !direct(mm) => {
@@ -1217,6 +1217,24 @@ const GEMM_FLOPS: usize = 2048;
 /// Whether the direct loops run this product.
 fn direct(mm: &MatmulShape) -> bool {
     mm.m * mm.k * mm.n < GEMM_FLOPS
+}
+
+/// Vector–matrix products (`xᵀ B`) of at least this many multiply-adds go
+/// to [`crate::matvec::gevm`] where it takes them, even below
+/// [`GEMM_FLOPS`]: at 32 × 32 (W9's loop at d = 32) the direct loop took
+/// about 0.1 µs a product, re-reading its result row once per four rows of
+/// `B`, where `gevm` keeps the result in registers.
+const GEVM_FLOPS: usize = 512;
+
+/// Whether the direct loops run this `f64` product: as [`direct`], except
+/// a single vector–matrix product from [`GEVM_FLOPS`] up that
+/// [`crate::matvec::gevm`] takes.
+fn direct_f64(mm: &MatmulShape) -> bool {
+    let gevm = mm.m == 1
+        && mm.batches.len() == 1
+        && mm.k * mm.n >= GEVM_FLOPS
+        && crate::matvec::gevm_takes(mm.k, mm.n);
+    direct(mm) && !gevm
 }
 
 /// The products, one matrix per batch, on this thread: a matrix–vector
