@@ -650,6 +650,80 @@ fn integer_matmul_as_in_xla() {
     assert!(e.contains("matmul") && e.contains("bool"), "{e}");
 }
 
+/// Integers given to float functions compute in `f64`, as JAX promotes
+/// them; rounding an integer gives it back; the mean of large integers is
+/// summed in `f64` (it wrapped in `i64`); an integer `linspace` floors.
+/// Values from JAX (x64).
+#[test]
+fn integers_in_float_functions_as_in_jax() {
+    use anvil::lax::LaxExt;
+    let i = Tensor::from_vec(vec![1i64, 2, -3], &[3]).unwrap();
+    let fs = |x: &Var| {
+        vec![
+            x.sinh(),
+            x.cosh(),
+            x.atan(),
+            x.exp2(),
+            x.cbrt(),
+            x.erfc(),
+            x.recip(),
+            x.powf(0.5),
+            x.atan2(x),
+            x.is_finite(),
+            x.floor(),
+            x.round(),
+        ]
+    };
+    let out = jit(fs).eval(&i).unwrap();
+    let f64s: Vec<Vec<f64>> = out[..9].iter().map(|t| t.to_vec::<f64>().unwrap()).collect();
+    let want = [
+        [1.1752011936438014, 3.626860407847019, -10.017874927409903],
+        [1.5430806348152437, 3.7621956910836314, 10.067661995777765],
+        [std::f64::consts::FRAC_PI_4, 1.1071487177940904, -1.2490457723982544],
+        [2.0, 4.0, 0.125],
+        [1.0, 1.2599210498948732, -1.4422495703074083],
+        [0.15729920705028513, 0.004677734981047266, 1.999977909503001],
+        [1.0, 0.5, -1.0 / 3.0],
+    ];
+    for (got, want) in f64s.iter().zip(&want) {
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() <= 1e-15 * w.abs().max(1.0), "{got:?} vs {want:?}");
+        }
+    }
+    assert_eq!(f64s[7][..2], [1.0, 2f64.sqrt()]);
+    assert!(f64s[7][2].is_nan());
+    assert_eq!(out[9].to_vec::<bool>().unwrap(), [true, true, true]);
+    assert_eq!(out[10].to_vec::<i64>().unwrap(), [1, 2, -3]);
+    assert_eq!(out[11].dtype(), DType::I64);
+    let big = Tensor::from_vec(vec![1i64 << 62, 1 << 62, 1 << 62, -7], &[4]).unwrap();
+    let m = jit(|x: &Var| x.mean_all()).eval(&big).unwrap().item().unwrap();
+    assert_eq!(m, 3.458764513820541e18);
+    let l = Tensor::linspace_of(-5.0, 5.0, 4, DType::I64).unwrap();
+    assert_eq!(l.to_vec::<i64>().unwrap(), [-5, -2, 1, 5]);
+}
+
+/// JAX's rules at ties and zeros, values from JAX: `sort(descending)` is
+/// the ascending sort reversed (ties' derivatives, NaN and `-0.0` order),
+/// and `abs` has derivative 1 at `±0` (-1 at NaN).
+#[test]
+fn descending_sorts_and_abs_at_zero_as_in_jax() {
+    use anvil::lax::LaxExt;
+    let w = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3]).unwrap();
+    let ones = Tensor::from_vec(vec![1.0; 3], &[3]).unwrap();
+    let g = grad(|a: &Var, w: &Var| (a.sort(0, true) * w).sum_all()).eval((&ones, &w)).unwrap();
+    assert_eq!(g.to_vec::<f64>().unwrap(), [3.0, 2.0, 1.0]);
+    let x = Tensor::from_vec(vec![1.0, 1.0, 0.0], &[3]).unwrap();
+    let (_, t) = jvp(|a: &Var| a.sort(0, true)).eval((&x, &w)).unwrap();
+    assert_eq!(t.to_vec::<f64>().unwrap(), [2.0, 1.0, 3.0]);
+    let v = Tensor::from_vec(vec![1.0, f64::NAN, -0.0, 0.0, 2.0], &[5]).unwrap();
+    let s = jit(|a: &Var| a.sort(0, true)).eval(&v).unwrap().to_vec::<f64>().unwrap();
+    assert!(s[0].is_nan() && s[1..3] == [2.0, 1.0]);
+    assert!(s[3] == 0.0 && s[3].is_sign_positive() && s[4].is_sign_negative(), "{s:?}");
+    let z = Tensor::from_vec(vec![0.0, -0.0, f64::NAN, -2.0], &[4]).unwrap();
+    let g = grad(|a: &Var| a.abs().sum_all()).eval(&z).unwrap();
+    assert_eq!(g.to_vec::<f64>().unwrap(), [1.0, 1.0, -1.0, -1.0]);
+}
+
 /// A tensor given where a struct of parameters is expected: the error
 /// says which argument (its key path) and both structures.
 #[test]

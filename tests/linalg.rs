@@ -106,6 +106,55 @@ fn solve_shape_errors() {
     assert!(e.contains("solve") && e.contains("[4]"), "{e}");
 }
 
+/// `jnp.linalg.solve`'s rule (JAX 0.5, NumPy 2): `b` is one vector only
+/// when 1-D, otherwise `[..., n, k]`, batch axes broadcasting; each
+/// result is checked by multiplying back, its shape against JAX's.
+#[test]
+fn solve_reads_b_as_jax_does_and_broadcasts_batches() {
+    let stack = |ms: &[Tensor]| Tensor::stack(ms, 0).unwrap();
+    let a3 = stack(&[well_conditioned(4, 1), well_conditioned(4, 2), well_conditioned(4, 3)]);
+    let a = well_conditioned(4, 4);
+    let m = |shape: &[usize], seed: u64| {
+        let n: usize = shape.iter().product();
+        let v = (0..n).map(|i| ((i as u64 * 7 + seed) as f64 * 0.3).cos()).collect();
+        Tensor::from_vec(v, shape).unwrap()
+    };
+    let solve = |a: &Tensor, b: &Tensor| jit(|a: &Var, b: &Var| a.solve(b)).eval((a, b));
+    let back = |a: &Tensor, x: &Tensor| jit(|a: &Var, x: &Var| a.matmul(x)).eval((a, x)).unwrap();
+    // One 4 × 4 right-hand side for a batch of three matrices: [3, 4, 4].
+    let b = m(&[4, 4], 1);
+    let x = solve(&a3, &b).unwrap();
+    assert_eq!(x.shape(), [3, 4, 4]);
+    back(&a3, &x).assert_allclose(&stack(&[b.clone(), b.clone(), b.clone()]), 1e-12, 1e-12);
+    // One matrix, a batch of right-hand sides: [2, 4, 3], factored once.
+    let bs = m(&[2, 4, 3], 2);
+    let x = solve(&a, &bs).unwrap();
+    assert_eq!(x.shape(), [2, 4, 3]);
+    back(&a, &x).assert_allclose(&bs, 1e-12, 1e-12);
+    let g = anvil::lower(&jit(|a: &Var, b: &Var| a.solve(b)), (&a, &bs)).unwrap();
+    assert_eq!(format!("{g}").matches("lu_transposed").count(), 1, "{g}");
+    // Broadcast batch axes: [2, 1] against [3]: [2, 3, 4, 2].
+    let a21 =
+        Tensor::stack(&[stack(&[well_conditioned(4, 5)]), stack(&[well_conditioned(4, 6)])], 0);
+    let b3 = m(&[3, 4, 2], 3);
+    let x = solve(&a21.unwrap(), &b3).unwrap();
+    assert_eq!(x.shape(), [2, 3, 4, 2]);
+    // One vector for every matrix: [3, 4].
+    let v = m(&[4], 4);
+    let x = solve(&a3, &v).unwrap();
+    assert_eq!(x.shape(), [3, 4]);
+    let ax = jit(|a: &Var, x: &Var| a.matmul(&x.unsqueeze(-1)).squeeze(&[-1])).eval((&a3, &x));
+    ax.unwrap().assert_allclose(&stack(&[v.clone(), v.clone(), v.clone()]), 1e-12, 1e-12);
+    // [3, 4, 4] against [3, 4] was a batch of vectors before JAX 0.5: now
+    // b is a 3 × 4 matrix, whose 3 rows do not match n = 4.
+    let e = solve(&a3, &m(&[3, 4], 5)).unwrap_err().to_string();
+    assert!(e.contains("solve") && e.contains("1-D") && e.contains("n = 3"), "{e}");
+    // Under vmap a vector stays a vector (the op's batching rule).
+    let b3v = m(&[3, 4], 6);
+    let xs = vmap(|a: &Var, b: &Var| a.solve(b)).eval((&a3, &b3v)).unwrap();
+    assert_eq!(xs.shape(), [3, 4]);
+}
+
 /// A shared matrix (or vector) against a stack of column vectors is one
 /// GEMM in the kernel; it must equal the per-element products.
 #[test]

@@ -190,12 +190,14 @@ fn singular_matrices() {
         .unwrap_err()
         .to_string();
     assert!(e.starts_with("cho_solve: the matrix is singular"), "{e}");
-    // NaN mode: the good element is solved.
+    // NaN mode: the good element is solved (`b`, one 2 × 2 right-hand
+    // side, is shared by both matrices, as in `jnp.linalg.solve`).
     let x =
         jit(|a: &Var, b: &Var| linalg::solve_with(a, b, OnFailure::Nan)).eval((&both, &b)).unwrap();
+    assert_eq!(x.shape(), [2, 2, 2]);
     let x = x.to_vec::<f64>().unwrap();
-    assert_eq!(x[..2], [1.0, 1.0]);
-    assert!(x[2..].iter().all(|v| v.is_nan()));
+    assert_eq!(x[..4], [1.0; 4]);
+    assert!(x[4..].iter().all(|v| v.is_nan()));
     // det is 0 with the adjugate as gradient; slogdet is (0, -inf).
     let (d, (sign, logabs)) = jit(|a: &Var| (linalg::det(a), linalg::slogdet(a))).eval(&s).unwrap();
     assert_eq!((d.item().unwrap(), sign.item().unwrap()), (0.0, 0.0));
@@ -208,6 +210,93 @@ fn singular_matrices() {
     close(&g, &Tensor::from_vec(vec![0.0, 0.0, -1.0, 0.0], &[2, 2]).unwrap(), 1e-15);
     let g = grad(|a: &Var| linalg::det(a)).eval(Tensor::zeros(&[3, 3]).unwrap()).unwrap();
     close(&g, &Tensor::zeros(&[3, 3]).unwrap(), 0.0);
+}
+
+/// `det` of a small matrix by cofactor expansion (exact for small integers).
+fn det_by_cofactors(a: &[f64], n: usize) -> f64 {
+    if n == 0 {
+        return 1.0;
+    }
+    (0..n)
+        .map(|j| {
+            let minor: Vec<f64> = (1..n)
+                .flat_map(|r| (0..n).filter(move |&c| c != j).map(move |c| a[r * n + c]))
+                .collect();
+            let sign = if j % 2 == 0 { 1.0 } else { -1.0 };
+            sign * a[j] * det_by_cofactors(&minor, n - 1)
+        })
+        .sum()
+}
+
+/// The Hessian of `det` at `a` (`n × n`, small integers): `det` has degree
+/// one in each entry, so the mixed difference with unit steps is exact.
+fn det_hessian(a: &[f64], n: usize) -> Tensor {
+    let with = |steps: &[usize]| {
+        let mut b = a.to_vec();
+        for &e in steps {
+            b[e] += 1.0;
+        }
+        det_by_cofactors(&b, n)
+    };
+    let nn = n * n;
+    let h: Vec<f64> = (0..nn * nn)
+        .map(|q| {
+            let (e, f) = (q / nn, q % nn);
+            if e == f {
+                0.0
+            } else {
+                with(&[e, f]) - with(&[e]) - with(&[f]) + with(&[])
+            }
+        })
+        .collect();
+    Tensor::from_vec(h, &[n, n, n, n]).unwrap()
+}
+
+/// The second derivative of `det` at singular matrices (where the
+/// adjugate's derivative through `A⁻¹` is NaN, or cancels when LU finds a
+/// pivot of round-off size), at a 4 × 4 of rank 2 whose adjugate is 0 but
+/// whose Hessian is not, and at an invertible one: every order of
+/// `jacfwd`/`jacrev` and a `vmap` over the batch give the cofactors.
+#[test]
+fn second_derivatives_of_det_at_singular_matrices() {
+    let cases: Vec<(Vec<f64>, usize)> = vec![
+        ((1..=9).map(f64::from).collect(), 3), // numerically singular in LU
+        (vec![1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 0.0], 3), // diag(1, 2, 0)
+        (vec![1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 3.0, 6.0, 9.0], 3), // rank 1
+        (vec![1.0, 2.0, 2.0, 4.0], 2),
+        (vec![1.0, 2.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 3.0, 1.0, 2.0, 2.0, 3.0, -1.0, 1.0], 4),
+        (vec![2.0, -1.0, 0.0, 1.0, 3.0, 1.0, 0.0, 2.0, 4.0], 3), // invertible
+    ];
+    let det = |a: &Var| linalg::det(a);
+    for (a, n) in &cases {
+        let want = det_hessian(a, *n);
+        let x = Tensor::from_vec(a.clone(), &[*n, *n]).unwrap();
+        for (name, h) in [
+            ("hessian", hessian(det).eval(&x)),
+            ("jacfwd(grad)", jacfwd(grad(det)).eval(&x)),
+            ("jacrev(grad)", jacrev(grad(det)).eval(&x)),
+        ] {
+            let h = h.unwrap();
+            assert!(h.allclose(&want, 1e-12, 1e-11), "{name} at {a:?}:\n{h}\nwant\n{want}");
+        }
+    }
+    // The 4 × 4 has rank 2 (rows 2 and 3 are r0 + r1 and 2 r0 - r1): adj = 0,
+    // the gradient, but the Hessian is not zero.
+    let r2 = Tensor::from_vec(cases[4].0.clone(), &[4, 4]).unwrap();
+    let g = grad(det).eval(&r2).unwrap().to_vec::<f64>().unwrap();
+    assert!(g.iter().all(|&v| v.abs() < 1e-12), "{g:?}");
+    assert!(det_hessian(&cases[4].0, 4).to_vec::<f64>().unwrap().iter().any(|&v| v != 0.0));
+    // A batch of the 3 × 3 cases under vmap.
+    let batch: Vec<f64> =
+        cases.iter().filter(|(_, n)| *n == 3).flat_map(|(a, _)| a.clone()).collect();
+    let x = Tensor::from_vec(batch, &[4, 3, 3]).unwrap();
+    let hs = vmap(hessian(det)).eval(&x).unwrap().to_vec::<f64>().unwrap();
+    for (k, (a, _)) in cases.iter().filter(|(_, n)| *n == 3).enumerate() {
+        let want = det_hessian(a, 3).to_vec::<f64>().unwrap();
+        for (g, w) in hs[k * 81..(k + 1) * 81].iter().zip(&want) {
+            assert!((g - w).abs() < 1e-11, "vmap case {k}: {g} vs {w}");
+        }
+    }
 }
 
 /// `grad` by central differences of `f` at `x`, as a tensor of `x`'s shape.

@@ -413,12 +413,15 @@ impl Tensor {
     }
 
     /// [`Tensor::linspace`] in another numeric dtype: each value is computed
-    /// in `f64` then converted (`as`-cast: `i64` values round toward zero).
+    /// in `f64` then converted (`i64` values are floored, as NumPy 2's and
+    /// JAX's integer `linspace`).
     ///
     /// ```
     /// use anvil_core::{DType, Tensor};
     /// let t = Tensor::linspace_of(0.0, 1.0, 3, DType::F32)?;
     /// assert_eq!(t.to_vec::<f32>()?, vec![0.0, 0.5, 1.0]);
+    /// let i = Tensor::linspace_of(-5.0, 5.0, 4, DType::I64)?;
+    /// assert_eq!(i.to_vec::<i64>()?, vec![-5, -2, 1, 5]);
     /// # Ok::<(), anvil_core::Error>(())
     /// ```
     ///
@@ -432,6 +435,10 @@ impl Tensor {
         v.iter_mut().enumerate().for_each(|(i, x)| *x = start + i as f64 * step);
         if let (Some(last), true) = (v.last_mut(), n > 1) {
             *last = stop;
+        }
+        if dtype == DType::I64 {
+            // NumPy 2 and JAX floor an integer linspace (a cast truncates).
+            v.iter_mut().for_each(|x| *x = x.floor());
         }
         Ok(Tensor { shape: Dims::new(&[n]), storage: f64::into_storage(v).cast(dtype) })
     }

@@ -66,6 +66,17 @@ macro_rules! float_methods {
     };
 }
 
+/// Methods of rounding functions: an integer operand is its own result,
+/// as `jnp.floor(jnp.array([3]))` is `[3]`.
+macro_rules! integer_identity_methods {
+    ($($(#[$doc:meta])* $m:ident => $op:ident;)*) => {
+        $( $(#[$doc])* fn $m(&self) -> Var {
+            let x = self.as_var();
+            if x.dtype() == DType::I64 { x.clone() } else { x.apply($op, &[]) }
+        } )*
+    };
+}
+
 /// `x` itself if it is a float, else `x` as `f64` (integers and `bool`s
 /// given to a float function, as JAX promotes them).
 pub(crate) fn floated(x: &Var) -> Var {
@@ -85,26 +96,29 @@ pub trait VarExt {
     unary_methods! {
         /// `-x` (also the `-` operator).
         neg => Neg;
-        /// `1 / x`.
-        recip => Recip;
         /// `|x|`.
         abs => Abs;
         /// Sign: -1, 0 or 1.
         sign => Sign;
-        /// Round down.
-        floor => Floor;
-        /// Round up.
-        ceil => Ceil;
-        /// Round to nearest, ties to even.
-        round => Round;
         /// The same value, seen as a constant by differentiation
         /// (`jax.lax.stop_gradient`).
         stop_gradient => StopGradient;
     }
 
+    integer_identity_methods! {
+        /// Round down (an integer is its own floor, as in JAX).
+        floor => Floor;
+        /// Round up.
+        ceil => Ceil;
+        /// Round to nearest, ties to even.
+        round => Round;
+    }
+
     float_methods! {
-        /// `sin(x)` (of an integer or `bool`: in `f64`, as every function
-        /// of this group).
+        /// `1 / x` (of an integer or `bool`: in `f64`, as `jnp.reciprocal`
+        /// and every function of this group).
+        recip => Recip;
+        /// `sin(x)`.
         sin => Sin;
         /// `cos(x)`.
         cos => Cos;
@@ -307,8 +321,9 @@ pub trait VarExt {
     /// Floats of one dtype, or `i64` (wrapping on overflow, as XLA's
     /// integer products).
     fn matmul(&self, other: &impl Operand) -> Var;
-    /// `A⁻¹ b` for square `A = self` (batch axes allowed): `b` is `[..., n]`
-    /// or `[..., n, k]`, as `jnp.linalg.solve`.
+    /// `A⁻¹ b` for square `A = self` (batch axes allowed): `b` is one
+    /// vector `[n]` or matrices `[..., n, k]`, batch axes broadcasting, as
+    /// `jnp.linalg.solve` ([`linalg::solve`](crate::linalg::solve)).
     fn solve(&self, b: &impl Operand) -> Var;
     /// The Cholesky factor of `(A + Aᵀ)/2` ([`linalg::cholesky`](crate::linalg::cholesky())).
     fn cholesky(&self) -> Var;
@@ -409,7 +424,8 @@ impl VarExt for Var {
         self.apply(Pow, &[&other.to_var_like(self)])
     }
     fn powf(&self, p: f64) -> Var {
-        self.pow(&self.scalar_like(p))
+        let x = floated(self);
+        x.pow(&x.scalar_like(p))
     }
     fn powi(&self, n: i32) -> Var {
         self.apply(IntegerPow { y: n }, &[])
@@ -421,7 +437,7 @@ impl VarExt for Var {
         self.apply(Min, &[&other.to_var_like(self)])
     }
     fn atan2(&self, other: &impl Operand) -> Var {
-        self.apply(Atan2, &[&other.to_var_like(self)])
+        floated(self).apply(Atan2, &[&floated(&other.to_var_like(self))])
     }
     fn lt(&self, other: &impl Operand) -> Var {
         self.apply(Lt, &[&other.to_var_like(self)])

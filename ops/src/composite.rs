@@ -27,9 +27,11 @@ fn count(x: &Var, axes: &[i64]) -> usize {
     dims.collect::<Vec<_>>().iter().try_fold(1usize, |n, &d| dim_mul(n, d)).unwrap_or(1)
 }
 
-/// Mean over `axes` (of an integer or bool array: an `f64` mean, as JAX's).
-/// Over a symbolic axis it divides by the size bound at run time.
+/// Mean over `axes` (of an integer or bool array: an `f64` mean, summed in
+/// `f64` as JAX's, so large integers do not wrap). Over a symbolic axis it
+/// divides by the size bound at run time.
 pub fn mean(x: &Var, axes: &[i64], keepdims: bool) -> Var {
+    let x = &float(x);
     let s = if keepdims { x.sum_keepdims(axes) } else { x.sum(axes) };
     let n = count(x, axes);
     if is_symbolic(n) {

@@ -895,11 +895,15 @@ unary_elementwise_op! {
     derivative: |x, y| y * &(1.0 - y);
 }
 unary_elementwise_op! {
-    /// `|x|`. `d |x| = sign(x) dx`.
+    /// `|x|`. `d |x| = dx` where `x >= 0`, `-dx` elsewhere: JAX's rule, so
+    /// the derivative at `±0` is 1 (`torch.abs` gives 0) and at NaN -1.
     pub struct Abs = "abs";
     float: |x| x.abs();
     i64: |x| x.wrapping_abs();
-    derivative: |x, y| x.sign();
+    derivative: |x, y| {
+        let one = x.ones_like();
+        x.ge(&x.zeros_like()).select(&one, &-&one)
+    };
 }
 unary_elementwise_op! {
     /// `-1`, `0` or `1` by the sign of `x` (`sign(±0) = ±0`, NaN stays NaN).

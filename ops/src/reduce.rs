@@ -232,6 +232,19 @@ fn jvp_extreme<O: ReduceMath>(
     Ok(Some(num / count))
 }
 
+/// Element `i` of the last axis: the product of the others, `Π_{j≠i} x_j`,
+/// as the exclusive products from both ends (no division: a polynomial
+/// in `x`, exact at zeros to every order).
+pub(crate) fn others_product(x: &Var) -> Var {
+    let (r, k) = (x.rank(), x.shape().last().copied().unwrap_or(0));
+    let mut widths = vec![(0, 0); r];
+    widths[r - 1] = (1, 0);
+    let before = x.cumprod(-1, false).pad(&widths, 1.0).slice_axis(-1, Some(0), Some(k as i64), 1);
+    widths[r - 1] = (0, 1);
+    let after = x.cumprod(-1, true).pad(&widths, 1.0).slice_axis(-1, Some(1), None, 1);
+    before * after
+}
+
 /// `prod`: `sum(t_i * prod_{j != i} x_j)`. The product of the others is
 /// the product of the elements before `i` times the product of those
 /// after (exclusive products from both ends, over the reduced axes
@@ -256,13 +269,7 @@ fn jvp_prod(op: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option
         let mut flat: Vec<i64> = kept.iter().map(|&a| x.shape()[a] as i64).collect();
         flat.push(k as i64);
         let xf = x.permute(&order).reshape(&flat);
-        let mut widths = vec![(0, 0); flat.len()];
-        widths[flat.len() - 1] = (1, 0);
-        let before =
-            xf.cumprod(-1, false).pad(&widths, 1.0).slice_axis(-1, Some(0), Some(k as i64), 1);
-        widths[flat.len() - 1] = (0, 1);
-        let after = xf.cumprod(-1, true).pad(&widths, 1.0).slice_axis(-1, Some(1), None, 1);
-        let scaled = t.permute(&order).reshape(&flat) * (before * after);
+        let scaled = t.permute(&order).reshape(&flat) * others_product(&xf);
         // Back to x's layout, so that the sums below reduce `axes`.
         let mut moved: Vec<i64> = kept.iter().map(|&a| x.shape()[a] as i64).collect();
         moved.extend(axes.iter().map(|&a| x.shape()[a] as i64));

@@ -14,9 +14,9 @@
 
 use super::{InputKind, OpSample};
 use anvil::ops::linalg::{
-    CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, EighCotangent,
-    EighTangent, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, LuTransposed, OnFailure, Qr,
-    QrMode, Slogdet, Solve, Svd, Triangle, TriangularSolve,
+    Adjugate, CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh,
+    EighCotangent, EighTangent, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, LuTransposed,
+    OnFailure, Qr, QrMode, Slogdet, Solve, Svd, Triangle, TriangularSolve,
 };
 use anvil::{DType, Tensor};
 
@@ -151,6 +151,9 @@ fn solve_samples(s: &mut Vec<OpSample>) {
     s.push(OpSample::new(Inv::default()).input(WC, &[2, 4, 4]).tol(TOL, TOL));
     s.push(OpSample::new(Det).input(WC, &[3, 3]).tol(TOL, TOL));
     s.push(OpSample::new(Det).input(SYM, &[2, 3, 3]).tol(TOL, TOL));
+    s.push(OpSample::new(Adjugate).input(WC, &[3, 3]).tol(TOL, TOL));
+    s.push(OpSample::new(Adjugate).input(SYM, &[2, 4, 4]).tol(TOL, TOL));
+    s.push(OpSample::new(Adjugate).input(WC, &[2, 2]).tol(TOL, TOL));
     s.push(OpSample::new(Slogdet).input(WC, &[3, 3]).tol(TOL, TOL));
     s.push(OpSample::new(Slogdet).input(WC, &[2, 4, 4]).tol(TOL, TOL));
 }

@@ -29,7 +29,7 @@ pub use indexing::{
 pub use sort::{take_along_axis, Sort};
 pub use unary::*;
 
-use crate::api::{counted, VarExt};
+use crate::api::{counted, floated, VarExt};
 use anvil_core::{shape::normalize_axis, DType, Op, Result, Var};
 
 /// Applies the op `make` builds to `args`, or records its error in the
@@ -86,65 +86,67 @@ fn cumulative(x: &Var, kind: CumulativeKind, axis: i64, reverse: bool) -> Var {
 /// # Ok::<(), anvil_core::Error>(())
 /// ```
 pub trait LaxExt: VarExt {
-    /// Hyperbolic sine.
+    /// Hyperbolic sine. (The functions down to `is_finite` and
+    /// `nextafter` compute an integer or `bool` operand in `f64`, as JAX
+    /// promotes it.)
     fn sinh(&self) -> Var {
-        self.as_var().apply(Sinh, &[])
+        floated(self.as_var()).apply(Sinh, &[])
     }
     /// Hyperbolic cosine.
     fn cosh(&self) -> Var {
-        self.as_var().apply(Cosh, &[])
+        floated(self.as_var()).apply(Cosh, &[])
     }
     /// Inverse sine.
     fn asin(&self) -> Var {
-        self.as_var().apply(Asin, &[])
+        floated(self.as_var()).apply(Asin, &[])
     }
     /// Inverse cosine.
     fn acos(&self) -> Var {
-        self.as_var().apply(Acos, &[])
+        floated(self.as_var()).apply(Acos, &[])
     }
     /// Inverse tangent.
     fn atan(&self) -> Var {
-        self.as_var().apply(Atan, &[])
+        floated(self.as_var()).apply(Atan, &[])
     }
     /// Inverse hyperbolic sine.
     fn asinh(&self) -> Var {
-        self.as_var().apply(Asinh, &[])
+        floated(self.as_var()).apply(Asinh, &[])
     }
     /// Inverse hyperbolic cosine.
     fn acosh(&self) -> Var {
-        self.as_var().apply(Acosh, &[])
+        floated(self.as_var()).apply(Acosh, &[])
     }
     /// Inverse hyperbolic tangent.
     fn atanh(&self) -> Var {
-        self.as_var().apply(Atanh, &[])
+        floated(self.as_var()).apply(Atanh, &[])
     }
     /// `2^x`.
     fn exp2(&self) -> Var {
-        self.as_var().apply(Exp2, &[])
+        floated(self.as_var()).apply(Exp2, &[])
     }
     /// Base-2 logarithm.
     fn log2(&self) -> Var {
-        self.as_var().apply(Log2, &[])
+        floated(self.as_var()).apply(Log2, &[])
     }
     /// Base-10 logarithm.
     fn log10(&self) -> Var {
-        self.as_var().apply(Log10, &[])
+        floated(self.as_var()).apply(Log10, &[])
     }
     /// Complementary error function.
     fn erfc(&self) -> Var {
-        self.as_var().apply(Erfc, &[])
+        floated(self.as_var()).apply(Erfc, &[])
     }
     /// Inverse error function.
     fn erf_inv(&self) -> Var {
-        self.as_var().apply(ErfInv, &[])
+        floated(self.as_var()).apply(ErfInv, &[])
     }
     /// Cube root.
     fn cbrt(&self) -> Var {
-        self.as_var().apply(Cbrt, &[])
+        floated(self.as_var()).apply(Cbrt, &[])
     }
     /// Whether each element is finite (bool).
     fn is_finite(&self) -> Var {
-        self.as_var().apply(IsFinite, &[])
+        floated(self.as_var()).apply(IsFinite, &[])
     }
     /// `x^y` for a fixed integer `y` (`jax.lax.integer_pow`).
     fn integer_pow(&self, y: i32) -> Var {
@@ -156,7 +158,7 @@ pub trait LaxExt: VarExt {
     }
     /// The next float after `self` toward `other` (`jax.lax.nextafter`).
     fn nextafter(&self, other: &Var) -> Var {
-        self.as_var().apply(Nextafter, &[other])
+        floated(self.as_var()).apply(Nextafter, &[&floated(other)])
     }
     /// `minimum(maximum(self, lo), hi)`, as `jnp.clip` computes it: the
     /// derivative is 1/2 where `self` equals a bound (ties of `maximum` and
@@ -232,9 +234,17 @@ pub trait LaxExt: VarExt {
         cumulative(self.as_var(), CumulativeKind::LogSumExp, axis, reverse)
     }
 
-    /// Sorted along `axis` (stable; NaN last ascending), as `jnp.sort`.
+    /// Sorted along `axis` (stable; NaN last ascending), as `jnp.sort`:
+    /// descending is the ascending sort reversed, so ties (and NaNs, and
+    /// `-0.0` against `0.0`) come out in the reverse of their ascending
+    /// order and their derivatives go where JAX's go.
     fn sort(&self, axis: i64, descending: bool) -> Var {
-        self.sort_with_indices(axis, descending).0
+        let sorted = self.sort_with_indices(axis, false).0;
+        if descending {
+            sorted.flip(&[axis])
+        } else {
+            sorted
+        }
     }
     /// The indices that sort along `axis` (stable: ties in index order), as
     /// `jnp.argsort(stable=True)`.
@@ -242,7 +252,8 @@ pub trait LaxExt: VarExt {
         self.sort_with_indices(axis, descending).1
     }
     /// The sorted values and the sorting indices, from one sort (a `bool`
-    /// sorts as 0/1 and stays `bool`).
+    /// sorts as 0/1 and stays `bool`). Descending, ties keep their index
+    /// order, as [`argsort`](LaxExt::argsort)'s.
     fn sort_with_indices(&self, axis: i64, descending: bool) -> (Var, Var) {
         let x = self.as_var();
         let (sorted, perm) = sort::sort_both(&counted(x), axis, descending);

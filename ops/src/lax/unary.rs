@@ -26,7 +26,7 @@ use crate::api::VarExt;
 use crate::elementwise::{block_error, unary_block, unary_rule, Domain, UnaryMath};
 use crate::{binary_elementwise_op, unary_elementwise_op};
 
-use std::f64::consts::{FRAC_2_SQRT_PI, LN_10, LN_2};
+use std::f64::consts::{FRAC_2_SQRT_PI, LN_10, LN_2, PI};
 
 /// Float functions the standard library does not have, for `f64` and `f32`
 /// (the unary bodies are written once for both).
@@ -61,10 +61,17 @@ impl Special for f32 {
 }
 
 /// The inverse error function: Giles' single-precision approximation
-/// ("Approximating the erfinv function", GPU Computing Gems, 2011), then
-/// two Halley steps on `erf` (on `erfc` in the tails, where `erf(x) - y`
-/// would cancel), which bring it to full `f64` precision. `±1` give `±inf`,
-/// arguments outside `[-1, 1]` and NaN give NaN.
+/// ("Approximating the erfinv function", GPU Computing Gems, 2011) where it
+/// holds (`w = −ln(1 − y²) < 16`, `|y| < 1 − 5·10⁻⁸`), beyond it the
+/// asymptotic `x² ≈ w − ln(x √π / 2)`; then Halley steps on `erf` (on
+/// `erfc` in the tails, where `erf(x) − y` would cancel) until a step no
+/// longer moves `x`, at most [`ERF_INV_STEPS`]: two or three from Giles'
+/// start, a few more from the asymptotic one. `±1` give `±inf`, arguments
+/// outside `[-1, 1]` and NaN give NaN.
+/// The most Halley steps [`erf_inv_f64`] takes (it stops earlier when a
+/// step no longer moves `x`).
+const ERF_INV_STEPS: usize = 12;
+
 fn erf_inv_f64(y: f64) -> f64 {
     if y.is_nan() || y.abs() > 1.0 {
         return f64::NAN;
@@ -73,7 +80,11 @@ fn erf_inv_f64(y: f64) -> f64 {
         return y * f64::INFINITY;
     }
     let w = -((1.0 - y) * (1.0 + y)).ln();
-    let p = if w < 5.0 {
+    let p = if w >= 16.0 {
+        // Past Giles' range (his polynomial would start far off).
+        let r = w.sqrt();
+        (w - (r * 0.5 * PI.sqrt()).ln()).sqrt() / y.abs()
+    } else if w < 5.0 {
         let w = w - 2.5;
         [
             2.810_226_36e-08,
@@ -108,14 +119,18 @@ fn erf_inv_f64(y: f64) -> f64 {
     // Halley on f(x) = erf(x) - y (f'' = -2x f'): x -= f / (f' + x f).
     let (a, tail) = (y.abs(), y.abs() > 0.5);
     let s = y.signum();
-    for _ in 0..2 {
+    for _ in 0..ERF_INV_STEPS {
         let d = FRAC_2_SQRT_PI * (-x * x).exp();
         if d == 0.0 || !x.is_finite() {
             break;
         }
         // In the tails, f = s (1 - a - erfc(|x|)) computed without cancellation.
         let f = if tail { s * ((1.0 - a) - libm::erfc(x.abs())) } else { libm::erf(x) - y };
-        x -= f / (d + x * f);
+        let step = f / (d + x * f);
+        x -= step;
+        if step.abs() <= f64::EPSILON * x.abs() {
+            break;
+        }
     }
     x
 }
@@ -489,6 +504,18 @@ mod tests {
                 assert!((back - x).abs() <= tol, "erf_inv(erf({x})) = {back}");
             }
         }
+        // Near ±1 (past Giles' range): erfc of the result gives back 1 - |y|,
+        // which is exact there, to a few ulp; and a value from mpmath.
+        for delta in [1e-6, 1e-8, 5e-9, 1e-10, 1e-12, 1e-13, 1e-15, 1e-16] {
+            for sign in [1.0, -1.0] {
+                let y = sign * (1.0 - delta);
+                let left = 1.0 - sign * y; // exact: y is within a factor 2 of 1
+                let x = erf_inv_f64(y);
+                let err = (libm::erfc(x.abs()) - left).abs() / left;
+                assert!(x.signum() == sign && err < 1e-13, "erf_inv({y}) = {x}: {err:e}");
+            }
+        }
+        assert!((erf_inv_f64(1.0 - 1e-13) - 5.261483331372676).abs() < 1e-14);
         assert_eq!(erf_inv_f64(1.0), f64::INFINITY);
         assert_eq!(erf_inv_f64(-1.0), f64::NEG_INFINITY);
         assert!(erf_inv_f64(1.5).is_nan() && erf_inv_f64(f64::NAN).is_nan());

@@ -15,6 +15,7 @@ use super::triangle::{Diagonal, Triangle};
 use super::triangular::TriangularSolve;
 use super::OnFailure;
 use crate::api::VarExt;
+use crate::batching::move_axis;
 use anvil_core::shape::{is_symbolic, normalize_axis};
 use anvil_core::Error;
 use anvil_core::{DType, Var};
@@ -257,11 +258,28 @@ pub fn lu_solve_with(lu: &Var, piv: &Var, b: &Var, trans: bool, on_failure: OnFa
     from_columns(lu.apply(op, &[&perm, &cols]), vector)
 }
 
-/// `jnp.linalg.solve(a, b)`: `A⁻¹ b` for square `a` `[..., n, n]`; `b` is
-/// `[..., n]` or `[..., n, k]`.
+/// `jnp.linalg.solve(a, b)`: `A⁻¹ b` for square `a` `[..., n, n]`. As in
+/// JAX (since 0.5) and NumPy 2, `b` is one vector only when it is 1-D
+/// (`[n]`, solved against every matrix); otherwise it is `[..., n, k]`,
+/// and the batch axes of `a` and `b` broadcast. A matrix without batch
+/// axes against a batch of right-hand sides is factored once.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::linalg;
+/// // Two 2 × 2 systems and one right-hand side matrix (the identity):
+/// // the inverses, [2, 2, 2].
+/// let a = Tensor::from_vec(vec![2.0, 0.0, 0.0, 4.0, 1.0, 1.0, 0.0, 1.0], &[2, 2, 2])?;
+/// let inv = jit(|a: &Var| linalg::solve(a, &eye(2))).eval(&a)?;
+/// assert_eq!(inv.shape(), [2, 2, 2]);
+/// assert_eq!(inv.to_vec::<f64>()?, vec![0.5, 0.0, 0.0, 0.25, 1.0, -1.0, 0.0, 1.0]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
 ///
 /// # Errors
-/// At run time, an exactly singular matrix: an error naming `solve` and the
+/// Non-square `a`, a `b` whose `n` differs from `a`'s (naming the rule
+/// above), batch axes that do not broadcast, different dtypes; at run
+/// time, an exactly singular matrix: an error naming `solve` and the
 /// batch element.
 pub fn solve(a: &Var, b: &Var) -> Var {
     solve_with(a, b, OnFailure::Error)
@@ -269,7 +287,54 @@ pub fn solve(a: &Var, b: &Var) -> Var {
 
 /// [`solve`] choosing what a singular matrix gives.
 pub fn solve_with(a: &Var, b: &Var, on_failure: OnFailure) -> Var {
-    a.apply(Solve { transpose: false, on_failure }, &[b])
+    let op = Solve { transpose: false, on_failure };
+    let (ra, rb) = (a.rank(), b.rank());
+    if ra < 2 || rb == 0 {
+        return a.apply(op, &[b]); // the op names what is wrong
+    }
+    let n = a.shape()[ra - 1];
+    let a_batch = &a.shape()[..ra - 2];
+    if rb == 1 {
+        // One vector for every matrix.
+        let mut shape = a_batch.to_vec();
+        shape.push(b.shape()[0]);
+        let b = if a_batch.is_empty() { b.clone() } else { b.broadcast_to(&shape) };
+        return a.apply(op, &[&b]);
+    }
+    let (m, b_batch) = (b.shape()[rb - 2], &b.shape()[..rb - 2]);
+    if m != n && !is_symbolic(m) && !is_symbolic(n) {
+        let msg = format!(
+            "argument 1 is read as [..., n, k] with n = {m}, but argument 0 has n = {n} (a vector \
+             right-hand side must be 1-D, as in jnp.linalg.solve since JAX 0.5 and NumPy 2)"
+        );
+        return failed(a, Error::shape("solve", &[a.shape(), b.shape()], msg));
+    }
+    let batch = match anvil_core::shape::broadcast_shapes("solve", a_batch, b_batch, "1") {
+        Ok(batch) => batch,
+        Err(e) => return failed(a, e),
+    };
+    let concrete = !b.shape().iter().any(|&d| is_symbolic(d));
+    if a_batch.is_empty() && !b_batch.is_empty() && concrete {
+        // [B..., n, k] -> [n, B·k]: one factorisation for every column.
+        let k = b.shape()[rb - 1];
+        let cols = move_axis(b, rb - 2, 0).reshape(&[n as i64, -1]);
+        let x = a.apply(op, &[&cols]);
+        let mut shape = vec![n as i64];
+        shape.extend(b_batch.iter().map(|&d| d as i64));
+        shape.push(k as i64);
+        return move_axis(&x.reshape(&shape), 0, rb - 2);
+    }
+    let widen = |x: &Var, rows: usize, cols: usize| {
+        let mut shape = batch.clone();
+        shape.extend([rows, cols]);
+        if x.shape() == shape.as_slice() {
+            x.clone()
+        } else {
+            x.broadcast_to(&shape)
+        }
+    };
+    let k = b.shape()[rb - 1];
+    widen(a, n, n).apply(op, &[&widen(b, m, k)])
 }
 
 /// `jnp.linalg.inv(a)`: the inverses of square matrices `[..., n, n]`.
@@ -327,7 +392,8 @@ pub fn slogdet(a: &Var) -> (Var, Var) {
 
 /// `jnp.linalg.qr(a, mode)`: `(Q, R)` (see [`Qr`] for the shapes and the
 /// sign convention). Derivatives exist for the reduced mode and for square
-/// and wide matrices in either mode.
+/// and wide matrices in either mode (not for the complete mode of a tall
+/// matrix, which JAX differentiates with LAPACK's signs).
 ///
 /// ```
 /// use anvil::prelude::*;

@@ -13,8 +13,9 @@
 //!   the tangents and the transposes (a transposed solve reads the same
 //!   factors, `transpose: true`).
 //! - [`Inv`]: `A⁻¹`, whose derivative `−A⁻¹ Ȧ A⁻¹` needs only its value.
-//! - [`LuAdjugate`]: the adjugate from the factors, the derivative of
-//!   `det` (exact at singular matrices too).
+//! - [`Adjugate`], [`LuAdjugate`]: the adjugate, the derivative of `det`,
+//!   and its computation from the factors (exact at singular matrices
+//!   too); the adjugate's own derivative is written through the SVD.
 //!
 //! Derivatives: `x = A⁻¹ b` gives `dx = A⁻¹ (db − dA x)`; `d det =
 //! tr(adj(A) dA)`; `d log|det| = tr(A⁻¹ dA)`; `d A⁻¹ = −A⁻¹ dA A⁻¹`; the
@@ -699,12 +700,11 @@ fn frobenius(x: &Var, y: &Var) -> Var {
     (x * y).sum(&[-2, -1])
 }
 
-/// `d det = tr(adj(A) dA) = Σ adj(A)ᵀ ∘ dA`.
+/// `d det = tr(adj(A) dA) = Σ adj(A)ᵀ ∘ dA`, the adjugate an op of its own
+/// ([`Adjugate`]) so that the second derivative is its rule's, exact at
+/// singular matrices.
 fn jvp_det(_: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
-    Ok(t[0].as_ref().map(|da| {
-        let (lu, _, perm) = lu_factors(&p[0]);
-        frobenius(&lu.apply(LuAdjugate, &[&perm]).transpose(), da)
-    }))
+    Ok(t[0].as_ref().map(|da| frobenius(&p[0].apply(Adjugate, &[]).swap_axes(-2, -1), da)))
 }
 
 /// `d log|det| = tr(A⁻¹ dA) = Σ A⁻ᵀ ∘ dA`, with `A⁻ᵀ` from the factors
@@ -763,6 +763,66 @@ fn vmap_slogdet(op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batche
 }
 
 // ---------------------------------------------------------------- adjugate
+
+/// The adjugate `adj(A)` of square matrices `[..., n, n]` (`adj(A)·A =
+/// det(A)·I`), the derivative of [`Det`]. After differentiation a rewrite
+/// computes it from an LU factorisation ([`LuAdjugate`], exact at singular
+/// matrices). Its own derivative, the second derivative of `det`, is
+/// written through the SVD `A = U S Vᵀ` in products of singular values
+/// only, no division: exact at singular matrices too, where `adj(A)`'s
+/// derivative by `A⁻¹` is NaN and, near them, cancels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Adjugate;
+
+impl Op for Adjugate {
+    fn name(&self) -> &'static str {
+        "adjugate"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        square("adjugate", &inputs[0], 0)?;
+        Ok(inputs[0].clone())
+    }
+}
+
+/// `d adj(A)[E]`: with `A = U S Vᵀ`, `adj(A) = det(U) det(V) · V adj(S) Uᵀ`
+/// and `A + tE = U (S + tF) Vᵀ` for `F = Uᵀ E V`, so `d adj(A)[E] =
+/// det(U) det(V) · V G Uᵀ` with `G = d adj(S)[F]` at the diagonal `S`:
+/// `G_ij = −F_ij q_ij` off the diagonal and `G_ii = Σ_{k≠i} F_kk q_ik`,
+/// where `q_ik = Π_{j∉{i,k}} s_j` (exclusive products from both ends).
+fn jvp_adjugate_svd(_: &dyn Op, p: &[Var], t: &[Option<Var>], _: &Var) -> Result<Option<Var>> {
+    let Some(e) = &t[0] else { return Ok(None) };
+    let a = &p[0];
+    let n = a.shape().last().copied().unwrap_or(0);
+    if n < 2 {
+        // adj of a 1 × 1 matrix is the constant 1; a 0 × 0 one is empty.
+        return Ok(Some(e.zeros_like()));
+    }
+    let (u, s, vt) = super::api::svd(a, true);
+    let (ut, v) = (u.swap_axes(-2, -1), vt.swap_axes(-2, -1));
+    let f = ut.matmul(&e.matmul(&v));
+    // Row i of `others`: the singular values with s_i replaced by 1.
+    let eye = super::eye_like(a, n);
+    let rows = s.unsqueeze(-2).broadcast_to(a.shape());
+    let others = &rows * &(1.0 - &eye) + &eye;
+    let q = crate::reduce::others_product(&others);
+    let diag = |m: &Var| m.apply(Diagonal { offset: 0 }, &[]);
+    let (fd, qd) = (diag(&f), diag(&q));
+    let g_diag = q.matmul(&fd.unsqueeze(-1)).squeeze(&[-1]) - &fd * &qd;
+    let g = -(&f * &q) * (1.0 - &eye) + diag_embed(&g_diag, n, n, 0);
+    let sign = u.apply(Det, &[]) * vt.apply(Det, &[]);
+    Ok(Some(v.matmul(&g.matmul(&ut)) * sign.unsqueeze(-1).unsqueeze(-1)))
+}
+
+/// `adj(A)` from `lu(A)` (see [`LuAdjugate`]).
+fn rewrite_adjugate(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let (lu, _, perm) = lu_factors(&args[0]);
+    Ok(Some(lu.apply(LuAdjugate, &[&perm])).filter(|v| v.ty() == out))
+}
+
+register_rule!(VmapRule, Adjugate, vmap_one_front);
+register_rule!(JvpRule, Adjugate, jvp_adjugate_svd);
+register_rule!(RewriteRule, Adjugate, rewrite_adjugate);
 
 /// The adjugate `adj(A)` (`adj(A)·A = det(A)·I`) of square matrices from
 /// their LU factors `lu` `[..., n, n]` and permutation `[..., n]`: the
@@ -980,3 +1040,26 @@ register_rule!(SparsityRule, Inv, sparsity_whole_matrix);
 register_rule!(SparsityRule, Det, sparsity_whole_matrix);
 register_rule!(SparsityRule, Slogdet, many: sparsity_slogdet);
 register_rule!(SparsityRule, LuAdjugate, sparsity_whole_matrix);
+register_rule!(SparsityRule, Adjugate, sparsity_adjugate);
+
+/// `adj(A)[i, j]` is the cofactor of `A[j, i]`: it depends on every entry
+/// outside row `j` and column `i` (exact; nothing for a 1 × 1 matrix).
+fn sparsity_adjugate(
+    op: &dyn Op,
+    args: &[SparsityArg<'_>],
+    out: &TensorType,
+    cx: &Detector<'_>,
+) -> Result<Arc<IndexSets>> {
+    let a = Mats::of(op, &args[0])?;
+    let n = a.n;
+    cx.check_entries(op, (a.batch * n * n).saturating_mul(n.saturating_sub(1).pow(2)))?;
+    let mut sets = Builder::new(out.numel(), 0);
+    for b in 0..a.batch {
+        for i in 0..n {
+            for j in 0..n {
+                sets.push(&a.union_where(b, |r, c| r != j && c != i));
+            }
+        }
+    }
+    finish(op, sets, out, cx)
+}

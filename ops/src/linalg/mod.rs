@@ -12,7 +12,7 @@
 //! | [`triangle`] | `tril`/`triu` and `Φ` ([`Triangle`]), [`Diagonal`] |
 //! | [`triangular`] | [`TriangularSolve`] |
 //! | [`cholesky`](mod@cholesky) | [`Cholesky`], [`CholSolve`], and the linear pair [`CholeskyTangent`] / [`CholeskyCotangent`] its derivative is made of |
-//! | [`lu`](mod@lu) | [`Lu`], [`LuTransposed`], [`LuPivotsToPermutation`], [`LuSolve`], [`Solve`], [`Inv`], [`Det`], [`Slogdet`], [`LuAdjugate`] |
+//! | [`lu`](mod@lu) | [`Lu`], [`LuTransposed`], [`LuPivotsToPermutation`], [`LuSolve`], [`Solve`], [`Inv`], [`Det`], [`Slogdet`], [`Adjugate`], [`LuAdjugate`] |
 //! | [`qr`](mod@qr) | [`Qr`] |
 //! | [`eigh`](mod@eigh) | [`Eigh`], and the linear pair [`EighTangent`] / [`EighCotangent`] its derivative is made of |
 //! | [`svd`](mod@svd) | [`Svd`] |
@@ -102,7 +102,8 @@ pub use api::*;
 pub use cholesky::{CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent};
 pub use eigh::{Eigh, EighCotangent, EighTangent};
 pub use lu::{
-    Caller, Det, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, LuTransposed, Slogdet, Solve,
+    Adjugate, Caller, Det, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, LuTransposed,
+    Slogdet, Solve,
 };
 pub use qr::{Qr, QrMode};
 pub use svd::Svd;

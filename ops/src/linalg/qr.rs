@@ -5,8 +5,10 @@
 //! tril(C, −1)ᵀ`, `dQ = Q (Ω − C) + dA R⁻¹` and `dR = (C − Ω) R`. For wide
 //! matrices (`m < n`, where the two modes agree), `A = [X | Y]` with `X`
 //! square: `Q`, `R_X` follow `X` by the formula above and `dR_Y = dQᵀ Y +
-//! Qᵀ dY` (JAX raises here). The complete mode of a tall matrix has no
-//! derivative (neither in JAX) and says so in an error.
+//! Qᵀ dY` (as JAX's). The complete mode of a tall matrix has no
+//! derivative here (JAX's rule for it reads the Householder vectors from
+//! `Q`, which the non-negative diagonal of `R` changes) and says so in an
+//! error.
 
 use super::{matrix, Triangle, TriangularSolve};
 use crate::api::VarExt;
@@ -107,7 +109,14 @@ fn jvp_qr(op: &dyn Op, p: &[Var], t: &[Option<Var>], outs: &[Var]) -> Result<Vec
         return Err(Error::invalid(
             "qr",
             "mode",
-            format!("the derivative of the complete QR of a tall {m} × {n} matrix is not defined (JAX raises too); use the reduced mode"),
+            format!(
+                "the derivative of the complete QR of a tall {m} × {n} matrix is not \
+                 available: its last {} columns of Q are fixed only by the Householder \
+                 construction, which the non-negative diagonal of R (a sign flip per column) \
+                 hides from the rule; use the reduced mode, whose factors have the same \
+                 derivatives (JAX differentiates the complete mode through LAPACK's signs)",
+                m - n
+            ),
         ));
     }
     if tall {

@@ -71,10 +71,13 @@ pub fn take(
     Tensor::from_storage(storage, out.shape())
 }
 
-fn scatter_typed<T: Element + std::ops::Add<Output = T>>(
+/// `scatter_add` of one dtype, `add` its addition (wrapping for `i64`, as
+/// XLA's integer adds).
+fn scatter_typed<T: Element>(
     u: &[T],
     idx: &[usize],
     dims: (usize, usize, usize, usize),
+    add: impl Fn(T, T) -> T,
 ) -> Vec<T> {
     let (batch, outer, size, inner) = dims;
     let n = idx.len() / batch.max(1);
@@ -85,7 +88,7 @@ fn scatter_typed<T: Element + std::ops::Add<Output = T>>(
                 let src = &u[((b * outer + o) * n + j) * inner..][..inner];
                 let dst = &mut out[((b * outer + o) * size + i) * inner..][..inner];
                 for (d, &s) in dst.iter_mut().zip(src) {
-                    *d = *d + s;
+                    *d = add(*d, s);
                 }
             }
         }
@@ -112,9 +115,9 @@ pub fn scatter_add(
     let idx = resolve(named, idx.as_slice::<i64>()?, s.size, s.axis, out.shape())?;
     let dims = split(out.shape(), s.batch_dims, s.axis);
     let storage = match u.storage() {
-        Storage::F64(v) => f64::into_storage(scatter_typed(v, &idx, dims)),
-        Storage::F32(v) => f32::into_storage(scatter_typed(v, &idx, dims)),
-        Storage::I64(v) => i64::into_storage(scatter_typed(v, &idx, dims)),
+        Storage::F64(v) => f64::into_storage(scatter_typed(v, &idx, dims, |a, b| a + b)),
+        Storage::F32(v) => f32::into_storage(scatter_typed(v, &idx, dims, |a, b| a + b)),
+        Storage::I64(v) => i64::into_storage(scatter_typed(v, &idx, dims, i64::wrapping_add)),
         Storage::Bool(_) => return Err(unsupported(op, 0, u.dtype())),
     };
     Tensor::from_storage(storage, out.shape())

@@ -13,8 +13,8 @@ use crate::linalg::{self as la, ABatch, FactorLayout, FailMode, LinalgError, Rea
 use crate::{buffers, register_kernel, Parallelism};
 use anvil_core::{DType, Element, Error, Op, Result, Storage, Tensor, TensorType};
 use anvil_ops::linalg::{
-    CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, Inv, Lu,
-    LuAdjugate, LuPivotsToPermutation, LuSolve, LuTransposed, OnFailure, Qr, QrMode, Slogdet,
+    Adjugate, CholSolve, Cholesky, CholeskyCotangent, CholeskyTangent, Det, Diagonal, Eigh, Inv,
+    Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, LuTransposed, OnFailure, Qr, QrMode, Slogdet,
     Solve, Svd, TriangularSolve,
 };
 use anvil_ops::linalg::{EighCotangent, EighTangent};
@@ -656,6 +656,40 @@ pub fn adjugate(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) -
     by_float!(op, x[0], adjugate_k(x, ctx))
 }
 
+fn adjugate_of_matrix_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let (_, batch, n, _) = dims(&x[0].ty());
+    let a = x[0].as_slice::<T>()?;
+    let mut out = zeros(a.len());
+    let nn = n * n;
+    if nn > 0 {
+        let one = |(o, a): (&mut [T], &[T])| {
+            let (mut f, mut piv, mut perm) = (vec![T::ZERO; nn], vec![0i64; n], vec![0i64; n]);
+            // LU never fails: a singular matrix leaves a zero pivot.
+            let _ = la::lu(a, &mut f, &mut piv, &mut perm, 1, n, n, Par::Seq);
+            adjugate_one(&f, &perm, n, o);
+        };
+        let work = out.chunks_mut(nn).zip(a.chunks(nn));
+        if ctx.thread_count() > 1 && batch > 1 {
+            work.par_bridge().for_each(one);
+        } else {
+            work.for_each(one);
+        }
+    }
+    tensor(out, x[0].shape())
+}
+
+/// The kernel of [`Adjugate`] (which plans rewrite into `lu` and
+/// [`LuAdjugate`]; this runs it where no rewrite did).
+pub fn adjugate_of_matrix(
+    op: &dyn Op,
+    x: &[&Tensor],
+    _: &TensorType,
+    ctx: &Parallelism,
+) -> Result<Tensor> {
+    arity(op, x, 1)?;
+    by_float!(op, x[0], adjugate_of_matrix_k(x, ctx))
+}
+
 // ------------------------------------------------------ qr, eigh and svd
 
 fn qr_k<T: Real + Element>(
@@ -855,6 +889,7 @@ register_kernel!(Inv, inv);
 register_kernel!(Det, det);
 register_kernel!(Slogdet, many: slogdet);
 register_kernel!(LuAdjugate, adjugate);
+register_kernel!(Adjugate, adjugate_of_matrix);
 register_kernel!(Qr, many: qr);
 register_kernel!(Eigh, many: eigh);
 register_kernel!(EighTangent, many: eigh_tangent);
