@@ -136,6 +136,58 @@ pub(crate) fn product(
     }
 }
 
+/// The smallest matrix (elements) whose matrix–vector products
+/// [`gevm_split`] and [`gemv_split`] share between threads: 2 MiB of
+/// `f64`, twice one core's L2 here, so a product streams from L3 alone
+/// (about 22 µs at 512 × 512) and two cores each stream part of it,
+/// against a fork-join of a few µs from a rayon worker.
+pub(crate) const GEVM_SPLIT: usize = 1 << 18;
+
+/// `y = xᵀ A` as [`gevm`], the columns of `y` cut into blocks (multiples
+/// of 8 columns, each small enough for [`gevm`]) computed in parallel with
+/// rayon when `parallel`, one after another otherwise, when `A` has at
+/// least [`GEVM_SPLIT`] elements; `false` (nothing written) otherwise.
+/// Each output is the same chain over the rows as in [`gevm`], so the bits
+/// depend neither on the blocks nor on the threads.
+pub(crate) fn gevm_split(x: &[f64], a: &[f64], lda: usize, y: &mut [f64], parallel: bool) -> bool {
+    use rayon::prelude::*;
+    let (m, n) = (x.len(), y.len());
+    if m.saturating_mul(n) < GEVM_SPLIT || n < 16 || !fits(a.len(), m, n, lda) {
+        return false;
+    }
+    // At least two blocks, and each within what gevm takes.
+    let mut w = (n / 2).div_ceil(8) * 8;
+    while w > 8 && !gevm_takes(m, w) {
+        w = (w / 2).div_ceil(8) * 8;
+    }
+    if (0..n).step_by(w).any(|c| !gevm_takes(m, w.min(n - c))) {
+        return false;
+    }
+    let block = |(j, block): (usize, &mut [f64])| gevm(x, &a[j * w..], lda, block);
+    let done: Vec<bool> = if parallel {
+        y.par_chunks_mut(w).enumerate().map(block).collect()
+    } else {
+        y.chunks_mut(w).enumerate().map(block).collect()
+    };
+    done.iter().all(|&d| d)
+}
+
+/// `y = A x` as [`gemv`], the rows of `y` cut into two halves computed in
+/// parallel with rayon, when `A` has at least [`GEVM_SPLIT`] elements;
+/// `false` (nothing written) otherwise. Rows are independent, so the bits
+/// do not depend on the split.
+pub(crate) fn gemv_split(a: &[f64], lda: usize, x: &[f64], y: &mut [f64]) -> bool {
+    let (m, k) = (y.len(), x.len());
+    if m.saturating_mul(k) < GEVM_SPLIT || m < 16 || !fits(a.len(), m, k, lda) || !imp::available()
+    {
+        return false;
+    }
+    let half = m / 2;
+    let (top, bottom) = y.split_at_mut(half);
+    let (t, b) = rayon::join(|| gemv(a, lda, x, top), || gemv(&a[half * lda..], lda, x, bottom));
+    t && b
+}
+
 /// Whether `rows` rows of `cols` elements at stride `lda` lie within `len`.
 fn fits(len: usize, rows: usize, cols: usize, lda: usize) -> bool {
     if rows == 0 || cols == 0 {
@@ -412,6 +464,41 @@ mod tests {
     }
 
     const SIZES: [usize; 14] = [1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 128, 129, 300];
+
+    /// The products shared between threads give the bits of the whole
+    /// ones (by gevm where it takes the matrix, else by its blocks on one
+    /// thread), on both paths; below [`GEVM_SPLIT`] they decline.
+    #[test]
+    fn split_products_keep_the_bits() {
+        if !imp::available() {
+            return;
+        }
+        for (m, n, pad) in [(512, 512, 0), (1024, 300, 3), (300, 1024, 0), (2048, 136, 1)] {
+            let lda = n + pad;
+            let a = data((m - 1) * lda + n, 0.41);
+            let (x, v) = (data(m, 0.23), data(n, 0.61));
+            let mut serial = vec![f64::NAN; n];
+            assert!(gevm_split(&x, &a, lda, &mut serial, false), "gevm_split {m} × {n}");
+            let mut parallel = vec![f64::NAN; n];
+            assert!(gevm_split(&x, &a, lda, &mut parallel, true));
+            assert_eq!(serial, parallel, "gevm_split {m} × {n}");
+            let mut whole = vec![f64::NAN; n];
+            if gevm(&x, &a, lda, &mut whole) {
+                assert_eq!(serial, whole, "gevm {m} × {n}");
+            }
+            for (j, &got) in serial.iter().enumerate() {
+                assert!(close(got, (0..m).map(|i| x[i] * a[i * lda + j])), "column {j}");
+            }
+            let (mut split, mut whole) = (vec![f64::NAN; m], vec![f64::NAN; m]);
+            assert!(gemv_split(&a, lda, &v, &mut split));
+            assert!(gemv(&a, lda, &v, &mut whole));
+            assert_eq!(split, whole, "gemv {m} × {n}");
+        }
+        let small = data(128 * 128, 0.3);
+        let x = data(128, 0.2);
+        assert!(!gevm_split(&x, &small, 128, &mut [0.0; 128], true));
+        assert!(!gemv_split(&small, 128, &x, &mut [0.0; 128]));
+    }
 
     #[test]
     fn gemv_matches_the_sums_at_every_shape_and_stride() {

@@ -531,6 +531,18 @@ impl Micro {
         Ok(())
     }
 
+    /// Whether the per-step code has a product that [`split_product`]
+    /// may share between threads (a matrix of at least
+    /// [`crate::matvec::GEVM_SPLIT`] elements): the caller then runs the
+    /// steps on a rayon worker, where the product's fork-join is cheap.
+    pub fn splits_products(&self) -> bool {
+        self.code.iter().any(|c| {
+            matches!(c, Code::Matmul { mm, .. }
+                if (mm.m == 1 || mm.n == 1)
+                    && mm.m.saturating_mul(mm.k).saturating_mul(mm.n) >= crate::matvec::GEVM_SPLIT)
+        })
+    }
+
     /// Runs the program on the inputs set in `st` (after
     /// [`Micro::run_invariant`]).
     ///
@@ -1036,7 +1048,10 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
             let mut o = std::mem::take(&mut bufs[*out]);
             match (&bufs[*a], &bufs[*b], &mut o) {
                 (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct_f64(mm) => {
-                    gemm(x, y, z, mm, crate::matvec::product)
+                    let shared = split_product(x, y, z, mm, ctx.thread_count() > 1);
+                    if !shared {
+                        gemm(x, y, z, mm, crate::matvec::product)
+                    }
                 }
                 (Buf::F32(x), Buf::F32(y), Buf::F32(z)) if !direct(mm) => {
                     gemm(x, y, z, mm, crate::matvec::no_product)
@@ -1235,6 +1250,33 @@ fn direct_f64(mm: &MatmulShape) -> bool {
         && mm.k * mm.n >= GEVM_FLOPS
         && crate::matvec::gevm_takes(mm.k, mm.n);
     direct(mm) && !gevm
+}
+
+/// A single matrix–vector product shared between threads (when
+/// `parallel`; the same blocks on this thread otherwise, for the same
+/// bits) where
+/// [`crate::matvec::gevm_split`] (`xᵀ B`, `B` stored row-major, as the
+/// reverse pass's `gᵀ A` and the forward `A x` made `xᵀ Aᵀ` are) or
+/// [`crate::matvec::gemv_split`] (`A x`, a matrix too large for the
+/// transposed copy) takes it: a matrix larger than L2 (W9's loop at d =
+/// 512 and up), where each product streams it from L3.
+fn split_product(x: &[f64], y: &[f64], z: &mut [f64], mm: &MatmulShape, parallel: bool) -> bool {
+    if mm.batches != [(0, 0)] {
+        return false;
+    }
+    match (mm.a_mat, mm.b_mat) {
+        ((1, k, false) | (k, 1, true), (br, bc, false)) if mm.m == 1 && br == k => {
+            x.len() >= k
+                && y.len() >= br * bc
+                && crate::matvec::gevm_split(&x[..k], &y[..br * bc], bc, z, parallel)
+        }
+        ((ar, ac, false), (k, 1, false) | (1, k, true)) if parallel && mm.n == 1 && ac == k => {
+            x.len() >= ar * ac
+                && y.len() >= k
+                && crate::matvec::gemv_split(&x[..ar * ac], ac, &y[..k], z)
+        }
+        _ => false,
+    }
 }
 
 /// The products, one matrix per batch, on this thread: a matrix–vector

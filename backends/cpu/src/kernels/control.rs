@@ -317,16 +317,29 @@ impl ScanPlan {
         let swap = m.swappable(0..nk);
         let mut next: Vec<Buf> =
             (0..nk).map(|k| Buf::stacked(outs[k].dtype(), outs[k].numel())).collect();
-        for i in 0..self.length {
-            let t = self.slice(i);
-            for j in 0..nx {
-                m.set_input(&mut st, nc + nk + j, inputs[nc + nk + j], t * x_len[j])?;
+        let mut steps = || -> Result<()> {
+            for i in 0..self.length {
+                let t = self.slice(i);
+                for j in 0..nx {
+                    m.set_input(&mut st, nc + nk + j, inputs[nc + nk + j], t * x_len[j])?;
+                }
+                m.run(&mut st, ctx)?;
+                for j in 0..ny {
+                    sinks.write(j, t, st.buf(m.output(nk + j)).block())?;
+                }
+                carry(m, &mut st, nc, &swap, &mut next)?;
             }
-            m.run(&mut st, ctx)?;
-            for j in 0..ny {
-                sinks.write(j, t, st.buf(m.output(nk + j)).block())?;
-            }
-            carry(m, &mut st, nc, &swap, &mut next)?;
+            Ok(())
+        };
+        // Products shared between threads fork and join on every step:
+        // cheap from a rayon worker (the other workers are awake and steal
+        // the half), a wake-up each time from outside the pool. The state
+        // was set up here, so the buffers come from this thread's pool.
+        if ctx.thread_count() > 1 && m.splits_products() && rayon::current_thread_index().is_none()
+        {
+            rayon::scope(|_| steps())?;
+        } else {
+            steps()?;
         }
         next.into_iter().for_each(Buf::give_back);
         let mut results = Vec::with_capacity(outs.len());
