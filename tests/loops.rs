@@ -165,7 +165,7 @@ fn a_scan_gradient_runs_one_forward_loop_and_a_reverse_loop_of_vectors() {
     }
 }
 
-/// A loop over a matrix larger than L2 (512 × 512, 2 MiB) shares each
+/// A loop over a large matrix (512 × 512, 2 MiB) shares each
 /// step's matrix–vector products between threads: its value and gradient
 /// are the same bits on one thread and on several, and agree with the
 /// unrolled function.

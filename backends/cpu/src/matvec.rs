@@ -137,11 +137,14 @@ pub(crate) fn product(
 }
 
 /// The smallest matrix (elements) whose matrix–vector products
-/// [`gevm_split`] and [`gemv_split`] share between threads: 2 MiB of
-/// `f64`, twice one core's L2 here, so a product streams from L3 alone
-/// (about 22 µs at 512 × 512) and two cores each stream part of it,
-/// against a fork-join of a few µs from a rayon worker.
-pub(crate) const GEVM_SPLIT: usize = 1 << 18;
+/// [`gevm_split`] and [`gemv_split`] share between threads: 512 KiB of
+/// `f64` (256 × 256). From there a product takes 4 µs or more (from L2 at
+/// 256 × 256, from L3 at 512 × 512 and up) and two cores each streaming
+/// part of the matrix save more than the fork-join costs from a rayon
+/// worker (about 1 µs); at 128 × 128 (0.7 µs a product) the fork-join
+/// costs more than it saves (W9's program at d = 128: 2.0–2.2 ms on one
+/// thread, 3.2–5.8 ms split; at d = 256: 9.6–9.8 ms, 7.1–7.9 ms split).
+pub(crate) const GEVM_SPLIT: usize = 1 << 16;
 
 /// `y = xᵀ A` as [`gevm`], the columns of `y` cut into blocks (multiples
 /// of 8 columns, each small enough for [`gevm`]) computed in parallel with

@@ -1258,8 +1258,8 @@ fn direct_f64(mm: &MatmulShape) -> bool {
 /// [`crate::matvec::gevm_split`] (`xᵀ B`, `B` stored row-major, as the
 /// reverse pass's `gᵀ A` and the forward `A x` made `xᵀ Aᵀ` are) or
 /// [`crate::matvec::gemv_split`] (`A x`, a matrix too large for the
-/// transposed copy) takes it: a matrix larger than L2 (W9's loop at d =
-/// 512 and up), where each product streams it from L3.
+/// transposed copy) takes it: a matrix of at least 256 × 256 (W9's loop
+/// at d = 256 and up), whose product takes several µs.
 fn split_product(x: &[f64], y: &[f64], z: &mut [f64], mm: &MatmulShape, parallel: bool) -> bool {
     if mm.batches != [(0, 0)] {
         return false;
