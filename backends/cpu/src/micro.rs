@@ -531,10 +531,10 @@ impl Micro {
         Ok(())
     }
 
-    /// Whether the per-step code has a product that [`split_product`]
-    /// may share between threads (a matrix of at least
-    /// [`crate::matvec::GEVM_SPLIT`] elements): the caller then runs the
-    /// steps on a rayon worker, where the product's fork-join is cheap.
+    /// Whether the per-step code has a matrix–vector product that may be
+    /// shared between threads (a matrix of at least 256 × 256 elements):
+    /// the caller then runs the steps on a rayon worker, where the
+    /// product's fork-join is cheap.
     pub fn splits_products(&self) -> bool {
         self.code.iter().any(|c| {
             matches!(c, Code::Matmul { mm, .. }
