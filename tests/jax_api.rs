@@ -698,6 +698,23 @@ fn integers_in_float_functions_as_in_jax() {
     let big = Tensor::from_vec(vec![1i64 << 62, 1 << 62, 1 << 62, -7], &[4]).unwrap();
     let m = jit(|x: &Var| x.mean_all()).eval(&big).unwrap().item().unwrap();
     assert_eq!(m, 3.458764513820541e18);
+    // Integer matrices in det, slogdet, inv and solve: f64.
+    let m = Tensor::from_vec(vec![1i64, 2, 3, 4], &[2, 2]).unwrap();
+    let v = Tensor::from_vec(vec![5i64, 6], &[2]).unwrap();
+    let la = |m: &Var, v: &Var| {
+        use anvil::linalg;
+        vec![linalg::det(m), linalg::slogdet(m).1, linalg::inv(m), linalg::solve(m, v)]
+    };
+    let r = jit(la).eval((&m, &v)).unwrap();
+    assert!(r.iter().all(|t| t.dtype() == DType::F64));
+    assert!((r[0].item().unwrap() + 2.0).abs() < 1e-14);
+    assert!((r[1].item().unwrap() - 2f64.ln()).abs() < 1e-14);
+    r[2].assert_allclose(
+        &Tensor::from_vec(vec![-2.0, 1.0, 1.5, -0.5], &[2, 2]).unwrap(),
+        1e-14,
+        1e-14,
+    );
+    r[3].assert_allclose(&Tensor::from_vec(vec![-4.0, 4.5], &[2]).unwrap(), 1e-14, 1e-14);
     let l = Tensor::linspace_of(-5.0, 5.0, 4, DType::I64).unwrap();
     assert_eq!(l.to_vec::<i64>().unwrap(), [-5, -2, 1, 5]);
 }

@@ -14,7 +14,7 @@ use super::svd::Svd;
 use super::triangle::{Diagonal, Triangle};
 use super::triangular::TriangularSolve;
 use super::OnFailure;
-use crate::api::VarExt;
+use crate::api::{floated, VarExt};
 use crate::batching::move_axis;
 use anvil_core::shape::{is_symbolic, normalize_axis};
 use anvil_core::Error;
@@ -287,6 +287,8 @@ pub fn solve(a: &Var, b: &Var) -> Var {
 
 /// [`solve`] choosing what a singular matrix gives.
 pub fn solve_with(a: &Var, b: &Var, on_failure: OnFailure) -> Var {
+    // Integers are solved in f64, as JAX promotes them.
+    let (a, b) = (&floated(a), &floated(b));
     let op = Solve { transpose: false, on_failure };
     let (ra, rb) = (a.rank(), b.rank());
     if ra < 2 || rb == 0 {
@@ -360,10 +362,11 @@ pub fn inv(a: &Var) -> Var {
 
 /// [`inv`] choosing what a singular matrix gives.
 pub fn inv_with(a: &Var, on_failure: OnFailure) -> Var {
-    a.apply(Inv { on_failure }, &[])
+    floated(a).apply(Inv { on_failure }, &[])
 }
 
-/// `jnp.linalg.det(a)`: determinants `[...]` of `[..., n, n]` matrices.
+/// `jnp.linalg.det(a)`: determinants `[...]` of `[..., n, n]` matrices
+/// (of integers: in `f64`, as JAX; so do `slogdet`, `inv` and `solve`).
 /// Never fails (0 for a singular matrix, where its gradient is the
 /// transposed adjugate).
 ///
@@ -379,12 +382,13 @@ pub fn inv_with(a: &Var, on_failure: OnFailure) -> Var {
 /// # Ok::<(), anvil::Error>(())
 /// ```
 pub fn det(a: &Var) -> Var {
-    a.apply(Det, &[])
+    floated(a).apply(Det, &[])
 }
 
 /// `jnp.linalg.slogdet(a)`: `(sign, log|det|)`, each `[...]`; `(0, −∞)`
 /// for a singular matrix. Never fails.
 pub fn slogdet(a: &Var) -> (Var, Var) {
+    let a = &floated(a);
     let mut r = results(Slogdet, &[a], 2).into_iter();
     let mut next = || r.next().unwrap_or_else(|| a.tracer().poisoned());
     (next(), next())
