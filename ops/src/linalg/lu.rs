@@ -825,8 +825,8 @@ register_rule!(JvpRule, Adjugate, jvp_adjugate_svd);
 register_rule!(RewriteRule, Adjugate, rewrite_adjugate);
 
 /// The adjugate `adj(A)` (`adj(A)·A = det(A)·I`) of square matrices from
-/// their LU factors `lu` `[..., n, n]` and permutation `[..., n]`: the
-/// derivative of `det`. Exact at singular matrices: `det(A)·A⁻¹` when `A`
+/// their LU factors `lu` `[..., n, n]` and permutation `[..., n]`: how a
+/// plan computes [`Adjugate`]. Exact at singular matrices: `det(A)·A⁻¹` when `A`
 /// is invertible; for a single zero pivot, the rank-one product of the
 /// null vectors of `U` scaled by the other pivots; zero when `A` has rank
 /// `n − 2` or less.
@@ -861,8 +861,10 @@ fn vmap_adjugate(op: &dyn Op, args: &[Batched], size: usize) -> Result<Batched> 
 }
 
 /// `d adj = tr(Q)·adj − Q·adj` with `Q = A⁻¹ dA = U⁻¹ (L⁻¹ dL U + dU)`
-/// (`A = Pᵀ L U`): exact where `A` is invertible (NaN at a singular
-/// matrix: the second derivative of `det` there is not computed).
+/// (`A = Pᵀ L U`): exact where `A` is invertible, NaN at a singular
+/// matrix. `det`'s derivatives do not come here: they differentiate
+/// [`Adjugate`], which is rewritten into this op only after
+/// differentiation.
 fn jvp_adjugate(_: &dyn Op, p: &[Var], t: &[Option<Var>], adj: &Var) -> Result<Option<Var>> {
     Ok(t[0].as_ref().map(|dlu| {
         let lu = &p[0];

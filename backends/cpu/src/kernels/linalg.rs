@@ -633,9 +633,9 @@ fn adjugate_one<T: Real>(f: &[T], perm: &[i64], n: usize, out: &mut [T]) {
     }
 }
 
-fn adjugate_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
-    let (_, batch, n, _) = dims(&x[0].ty());
-    let (f, perm) = (x[0].as_slice::<T>()?, x[1].as_slice::<i64>()?);
+/// The adjugates of `batch` matrices `n × n` from their packed LU factors
+/// `f` and permutations `perm`, the batch split across threads.
+fn adjugates<T: Real>(f: &[T], perm: &[i64], batch: usize, n: usize, ctx: &Parallelism) -> Vec<T> {
     let mut out = zeros(f.len());
     let nn = n * n;
     if nn > 0 {
@@ -647,7 +647,13 @@ fn adjugate_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Ten
             work.for_each(one);
         }
     }
-    tensor(out, x[0].shape())
+    out
+}
+
+fn adjugate_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
+    let (_, batch, n, _) = dims(&x[0].ty());
+    let (f, perm) = (x[0].as_slice::<T>()?, x[1].as_slice::<i64>()?);
+    tensor(adjugates(f, perm, batch, n, ctx), x[0].shape())
 }
 
 /// The kernel of [`LuAdjugate`].
@@ -657,25 +663,13 @@ pub fn adjugate(op: &dyn Op, x: &[&Tensor], _: &TensorType, ctx: &Parallelism) -
 }
 
 fn adjugate_of_matrix_k<T: Real + Element>(x: &[&Tensor], ctx: &Parallelism) -> Result<Tensor> {
-    let (_, batch, n, _) = dims(&x[0].ty());
+    let (bs, batch, n, _) = dims(&x[0].ty());
     let a = x[0].as_slice::<T>()?;
-    let mut out = zeros(a.len());
-    let nn = n * n;
-    if nn > 0 {
-        let one = |(o, a): (&mut [T], &[T])| {
-            let (mut f, mut piv, mut perm) = (vec![T::ZERO; nn], vec![0i64; n], vec![0i64; n]);
-            // LU never fails: a singular matrix leaves a zero pivot.
-            let _ = la::lu(a, &mut f, &mut piv, &mut perm, 1, n, n, Par::Seq);
-            adjugate_one(&f, &perm, n, o);
-        };
-        let work = out.chunks_mut(nn).zip(a.chunks(nn));
-        if ctx.thread_count() > 1 && batch > 1 {
-            work.par_bridge().for_each(one);
-        } else {
-            work.for_each(one);
-        }
-    }
-    tensor(out, x[0].shape())
+    let (mut f, mut piv, mut perm) = (zeros(a.len()), vec![0i64; batch * n], vec![0i64; batch * n]);
+    // A singular matrix leaves a zero pivot, which the adjugate handles.
+    la::lu(a, &mut f, &mut piv, &mut perm, batch, n, n, par(ctx))
+        .map_err(|e| linalg_error("adjugate", e, &bs))?;
+    tensor(adjugates(&f, &perm, batch, n, ctx), x[0].shape())
 }
 
 /// The kernel of [`Adjugate`] (which plans rewrite into `lu` and
