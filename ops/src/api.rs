@@ -62,9 +62,12 @@ macro_rules! unary_methods {
 /// `f64`, as `jnp.sqrt(jnp.array([4]))` is `[2.]`.
 macro_rules! float_methods {
     ($($(#[$doc:meta])* $m:ident => $op:ident;)*) => {
-        $( $(#[$doc])* fn $m(&self) -> Var { floated(self.as_var()).apply($op, &[]) } )*
+        $( $(#[$doc])* fn $m(&self) -> Var {
+            $crate::api::floated(self.as_var()).apply($op, &[])
+        } )*
     };
 }
+pub(crate) use float_methods;
 
 /// Methods of rounding functions: an integer operand is its own result,
 /// as `jnp.floor(jnp.array([3]))` is `[3]`.

@@ -2,18 +2,9 @@
 //! their own. Every transform handles them through the primitives they are
 //! made of (tinygrad's `tanh` is one line; so are these).
 
-use crate::api::VarExt;
+use crate::api::{floated, VarExt};
 use anvil_core::shape::{dim_mul, is_symbolic};
 use anvil_core::{DType, DimSize, Var};
-
-/// `x` itself when it is floating point, else `x` as `f64`.
-fn float(x: &Var) -> Var {
-    if x.dtype().is_float() {
-        x.clone()
-    } else {
-        x.cast(anvil_core::DType::F64)
-    }
-}
 
 /// Number of elements in the reduced axes, as a dimension (symbolic when
 /// an axis is).
@@ -31,7 +22,7 @@ fn count(x: &Var, axes: &[i64]) -> usize {
 /// `f64` as JAX's, so large integers do not wrap). Over a symbolic axis it
 /// divides by the size bound at run time.
 pub fn mean(x: &Var, axes: &[i64], keepdims: bool) -> Var {
-    let x = &float(x);
+    let x = &floated(x);
     let s = if keepdims { x.sum_keepdims(axes) } else { x.sum(axes) };
     let n = count(x, axes);
     if is_symbolic(n) {
@@ -45,7 +36,7 @@ pub fn mean(x: &Var, axes: &[i64], keepdims: bool) -> Var {
 
 /// Population variance over `axes`: `mean((x - mean(x))^2)`.
 pub fn var(x: &Var, axes: &[i64], keepdims: bool) -> Var {
-    let x = &float(x);
+    let x = &floated(x);
     let centered = x - &mean(x, axes, true);
     mean(&centered.square(), axes, keepdims)
 }

@@ -86,68 +86,40 @@ fn cumulative(x: &Var, kind: CumulativeKind, axis: i64, reverse: bool) -> Var {
 /// # Ok::<(), anvil_core::Error>(())
 /// ```
 pub trait LaxExt: VarExt {
-    /// Hyperbolic sine. (The functions down to `is_finite` and
-    /// `nextafter` compute an integer or `bool` operand in `f64`, as JAX
-    /// promotes it.)
-    fn sinh(&self) -> Var {
-        floated(self.as_var()).apply(Sinh, &[])
+    crate::api::float_methods! {
+        /// Hyperbolic sine (of an integer or `bool`: in `f64`, as JAX
+        /// promotes it, as every function of this group).
+        sinh => Sinh;
+        /// Hyperbolic cosine.
+        cosh => Cosh;
+        /// Inverse sine.
+        asin => Asin;
+        /// Inverse cosine.
+        acos => Acos;
+        /// Inverse tangent.
+        atan => Atan;
+        /// Inverse hyperbolic sine.
+        asinh => Asinh;
+        /// Inverse hyperbolic cosine.
+        acosh => Acosh;
+        /// Inverse hyperbolic tangent.
+        atanh => Atanh;
+        /// `2^x`.
+        exp2 => Exp2;
+        /// Base-2 logarithm.
+        log2 => Log2;
+        /// Base-10 logarithm.
+        log10 => Log10;
+        /// Complementary error function.
+        erfc => Erfc;
+        /// Inverse error function.
+        erf_inv => ErfInv;
+        /// Cube root.
+        cbrt => Cbrt;
+        /// Whether each element is finite (bool).
+        is_finite => IsFinite;
     }
-    /// Hyperbolic cosine.
-    fn cosh(&self) -> Var {
-        floated(self.as_var()).apply(Cosh, &[])
-    }
-    /// Inverse sine.
-    fn asin(&self) -> Var {
-        floated(self.as_var()).apply(Asin, &[])
-    }
-    /// Inverse cosine.
-    fn acos(&self) -> Var {
-        floated(self.as_var()).apply(Acos, &[])
-    }
-    /// Inverse tangent.
-    fn atan(&self) -> Var {
-        floated(self.as_var()).apply(Atan, &[])
-    }
-    /// Inverse hyperbolic sine.
-    fn asinh(&self) -> Var {
-        floated(self.as_var()).apply(Asinh, &[])
-    }
-    /// Inverse hyperbolic cosine.
-    fn acosh(&self) -> Var {
-        floated(self.as_var()).apply(Acosh, &[])
-    }
-    /// Inverse hyperbolic tangent.
-    fn atanh(&self) -> Var {
-        floated(self.as_var()).apply(Atanh, &[])
-    }
-    /// `2^x`.
-    fn exp2(&self) -> Var {
-        floated(self.as_var()).apply(Exp2, &[])
-    }
-    /// Base-2 logarithm.
-    fn log2(&self) -> Var {
-        floated(self.as_var()).apply(Log2, &[])
-    }
-    /// Base-10 logarithm.
-    fn log10(&self) -> Var {
-        floated(self.as_var()).apply(Log10, &[])
-    }
-    /// Complementary error function.
-    fn erfc(&self) -> Var {
-        floated(self.as_var()).apply(Erfc, &[])
-    }
-    /// Inverse error function.
-    fn erf_inv(&self) -> Var {
-        floated(self.as_var()).apply(ErfInv, &[])
-    }
-    /// Cube root.
-    fn cbrt(&self) -> Var {
-        floated(self.as_var()).apply(Cbrt, &[])
-    }
-    /// Whether each element is finite (bool).
-    fn is_finite(&self) -> Var {
-        floated(self.as_var()).apply(IsFinite, &[])
-    }
+
     /// `x^y` for a fixed integer `y` (`jax.lax.integer_pow`).
     fn integer_pow(&self, y: i32) -> Var {
         self.as_var().apply(IntegerPow { y }, &[])
