@@ -1048,7 +1048,12 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
             let mut o = std::mem::take(&mut bufs[*out]);
             match (&bufs[*a], &bufs[*b], &mut o) {
                 (Buf::F64(x), Buf::F64(y), Buf::F64(z)) if !direct_f64(mm) => {
-                    let shared = split_product(x, y, z, mm, ctx.thread_count() > 1);
+                    // Shared only from a rayon worker, where the fork-join
+                    // is cheap (from another thread each join wakes the
+                    // pool: slower than one thread). The serial path takes
+                    // the same blocks, so the bits are the same.
+                    let workers = ctx.thread_count() > 1 && rayon::current_thread_index().is_some();
+                    let shared = split_product(x, y, z, mm, workers);
                     if !shared {
                         gemm(x, y, z, mm, crate::matvec::product)
                     }

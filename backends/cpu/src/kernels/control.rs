@@ -331,10 +331,12 @@ impl ScanPlan {
             }
             Ok(())
         };
-        // Products shared between threads fork and join on every step:
-        // cheap from a rayon worker (the other workers are awake and steal
-        // the half), a wake-up each time from outside the pool. The state
-        // was set up here, so the buffers come from this thread's pool.
+        // Products shared between threads fork and join on every step,
+        // which the micro interpreter does only on a rayon worker (the
+        // other workers are awake and steal the half); from outside the
+        // pool each join would wake it. The state was set up here, so the
+        // buffers come from this thread's pool. (A while loop's steps stay
+        // on the caller's thread: its products run the same blocks serially.)
         if ctx.thread_count() > 1 && m.splits_products() && rayon::current_thread_index().is_none()
         {
             rayon::scope(|_| steps())?;
