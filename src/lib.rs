@@ -114,6 +114,11 @@ pub use anvil_macros::Tree;
 /// Linear algebra with derivatives and batching, under JAX's names
 /// (`jnp.linalg`, `jax.scipy.linalg`): see [`anvil_ops::linalg`].
 pub use anvil_ops::linalg;
+/// `jax.nn`'s activation functions: see [`anvil_ops::nn`].
+pub use anvil_ops::nn;
+/// `jax.numpy`'s functions beyond the methods of `VarExt` and `LaxExt`
+/// (`roll`, `einsum`, `median`, `interp`...): see [`anvil_ops::numpy`].
+pub use anvil_ops::numpy;
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, TensorExt,
     VarExt,

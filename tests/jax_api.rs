@@ -597,8 +597,14 @@ fn integer_division_by_zero_as_in_xla() {
     use anvil::lax::LaxExt;
     let a = Tensor::from_vec(vec![5i64, -5, 0, i64::MIN], &[4]).unwrap();
     let b = Tensor::from_vec(vec![0i64, 0, 0, -1], &[4]).unwrap();
-    let q = (|a: &Var, b: &Var| a / b).eval((&a, &b)).unwrap();
+    let q = (|a: &Var, b: &Var| anvil::lax::div(a, b)).eval((&a, &b)).unwrap();
     assert_eq!(q.to_vec::<i64>().unwrap(), [-1, -1, -1, i64::MIN]);
+    // `/` divides integers as f64 (jnp's true division): ±inf and NaN.
+    let q = (|a: &Var, b: &Var| a / b).eval((&a, &b)).unwrap();
+    let q = q.to_vec::<f64>().unwrap();
+    assert_eq!(q[..2], [f64::INFINITY, f64::NEG_INFINITY]);
+    assert!(q[2].is_nan());
+    assert_eq!(q[3], 9223372036854775808.0);
     let r = (|a: &Var, b: &Var| a.rem(b)).eval((&a, &b)).unwrap();
     assert_eq!(r.to_vec::<i64>().unwrap(), [5, -5, 0, 0]);
 }

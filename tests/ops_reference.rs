@@ -1049,7 +1049,8 @@ fn binary_ops() -> Vec<Binary> {
         bin("mul", |a, b| a * b, |a, b| a * b, (u, u), Some((i, i, |a, b| a * b)), false),
         bin(
             "div",
-            |a, b| a / b,
+            // `lax::div`: the op itself (the `/` operator divides integers as f64).
+            anvil::lax::div,
             |a, b| a / b,
             (u, Signed(0.5, 2.0)),
             Some((i, SignedInt(1, 7), |a, b| (a / b).trunc())),

@@ -8,9 +8,14 @@
 //!
 //! # Promotion
 //!
-//! Two arrays in one elementwise op must have the same dtype (an `Err`
-//! naming the op and both dtypes otherwise; convert with `cast`). A Rust
-//! scalar next to an array is *weakly typed*, as a Python scalar is in JAX:
+//! Two arrays in one binary function (`+`, `-`, `*`, `/`, `maximum`,
+//! comparisons, `where`, `matmul`, `pow`...) are first cast to the dtype
+//! they combine to, by JAX's lattice with 64-bit types ([`promote_types`]):
+//! `bool < i64 < f32 < f64`, the greater wins, so `i64` with `f64` is `f64`
+//! and `i64` with `f32` is `f32`, as in JAX. (An op applied directly, with
+//! `Var::apply`, takes one dtype, as in `jax.lax`: an `Err` naming the op
+//! and both dtypes otherwise.) A Rust scalar next to an array is *weakly
+//! typed*, as a Python scalar is in JAX:
 //!
 //! | array \ scalar | `f64` literal (`x * 2.5`) | `i64` literal (`x * 2`) |
 //! |---|---|---|
@@ -22,11 +27,11 @@
 //! So `[1, 2, 3] * 2.5` is `[2.5, 5.0, 7.5]` in `f64`, never a silent
 //! truncation. `mean`, `var` and `std` of an integer array are `f64`, and
 //! so are the float functions of one (`sqrt`, `exp`, `sin`, `tanh`,
-//! `softmax`, ...), as in JAX. `/`
-//! between two integer arrays (or an integer array and an `i64` scalar) is
-//! integer division truncating toward zero, as Rust's and `lax.div`'s
-//! (cast to a float dtype first for true division); a zero divisor gives
-//! -1 and `rem` by zero gives the dividend, as in XLA.
+//! `softmax`, ...), as in JAX. `/` is true division, as `jnp`'s and
+//! torch's: two integer arrays (or an integer array and an `i64` scalar)
+//! divide as `f64`. `lax::div` is integer division truncating toward zero,
+//! as `jax.lax.div`: a zero divisor gives -1, and `rem` by zero gives the
+//! dividend, as in XLA.
 
 use crate::tensor::Storage;
 use std::fmt;
@@ -44,6 +49,31 @@ pub enum DType {
     I64,
     /// Boolean (comparison results, masks).
     Bool,
+}
+
+/// The dtype two arrays of dtypes `a` and `b` combine to, by JAX's
+/// promotion lattice with 64-bit types enabled: `bool < i64 < f32 < f64`,
+/// the result the greater (so `i64` with `f32` is `f32`, as in JAX, and
+/// `f32` with `f64` is `f64`).
+///
+/// ```
+/// use anvil_core::{promote_types, DType};
+/// assert_eq!(promote_types(DType::I64, DType::F32), DType::F32);
+/// assert_eq!(promote_types(DType::F64, DType::F32), DType::F64);
+/// assert_eq!(promote_types(DType::Bool, DType::I64), DType::I64);
+/// ```
+pub fn promote_types(a: DType, b: DType) -> DType {
+    let rank = |d: DType| match d {
+        DType::Bool => 0,
+        DType::I64 => 1,
+        DType::F32 => 2,
+        DType::F64 => 3,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
 }
 
 impl DType {

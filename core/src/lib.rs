@@ -42,7 +42,7 @@ pub mod tensor;
 pub mod trace;
 pub mod tree;
 
-pub use dtype::{DType, Element, Scalar};
+pub use dtype::{promote_types, DType, Element, Scalar};
 pub use error::{Error, Result};
 pub use eval::{Backend, Evaluator};
 pub use function::{

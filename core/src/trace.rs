@@ -748,7 +748,7 @@ pub struct OperatorImpl {
     pub sub: fn(&Var, &Var) -> Var,
     /// `a * b`.
     pub mul: fn(&Var, &Var) -> Var,
-    /// `a / b`.
+    /// `a / b` (true division: integers divide as floats, as in JAX).
     pub div: fn(&Var, &Var) -> Var,
     /// `-a`.
     pub neg: fn(&Var) -> Var,

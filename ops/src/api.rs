@@ -18,7 +18,9 @@ use anvil_core::shape::{
     normalize_axes, normalize_axis, normalize_axis_rank, normalize_perm, reshape_target,
 };
 use anvil_core::trace::{as_op, current_or_detached};
-use anvil_core::{DType, Error, Op, Operand, Result, Scalar, SliceSpec, Tensor, Var};
+use anvil_core::{
+    promote_types, DType, Error, Op, Operand, Result, Scalar, SliceSpec, Tensor, Var,
+};
 
 /// Applies the op built by `make` to `args`, or records the error `make` returned.
 /// A `bool` value as `i64` (`true` is 1), as JAX counts: `sum`, `prod`,
@@ -82,6 +84,32 @@ macro_rules! integer_identity_methods {
 
 /// `x` itself if it is a float, else `x` as `f64` (integers and `bool`s
 /// given to a float function, as JAX promotes them).
+/// `a` and `b` cast to the dtype they combine to ([`promote_types`]: JAX's
+/// lattice), as every binary function does before applying its op.
+pub fn promoted(a: &Var, b: &Var) -> (Var, Var) {
+    let d = promote_types(a.dtype(), b.dtype());
+    let up = |x: &Var| if x.dtype() == d { x.clone() } else { x.cast(d) };
+    (up(a), up(b))
+}
+
+/// `op(a, b)` on the promoted operands.
+pub(crate) fn promoted_apply(a: &Var, op: impl Op, b: &Var) -> Var {
+    let (a, b) = promoted(a, b);
+    a.apply(op, &[&b])
+}
+
+/// `a / b` as the operator computes it: true division, so integers and
+/// `bool`s divide as `f64` (JAX's and torch's `/`; [`crate::lax::div`]
+/// truncates integers, as `jax.lax.div`).
+pub(crate) fn true_divide(a: &Var, b: &Var) -> Var {
+    let (a, b) = promoted(a, b);
+    if a.dtype().is_float() {
+        a.apply(Div, &[&b])
+    } else {
+        a.cast(DType::F64).apply(Div, &[&b.cast(DType::F64)])
+    }
+}
+
 pub(crate) fn floated(x: &Var) -> Var {
     if x.dtype().is_float() {
         x.clone()
@@ -419,12 +447,21 @@ impl VarExt for Var {
     }
     fn relu(&self) -> Var {
         // Not `maximum(x, 0)`, whose derivative at 0 is 1/2: `jax.nn.relu`
-        // and `torch.relu` have 0 there. NaN stays NaN, -inf gives 0.
+        // and `torch.relu` have 0 there. NaN stays NaN with derivative 0
+        // (as `jax.nn.relu`'s), -inf gives 0.
         let zero = self.zeros_like();
-        self.le(&zero).select(&zero, self)
+        let kept = self.gt(&zero).select(self, &self.stop_gradient());
+        self.le(&zero).select(&zero, &kept)
     }
     fn pow(&self, other: &impl Operand) -> Var {
-        self.apply(Pow, &[&other.to_var_like(self)])
+        let (a, b) = promoted(self, &other.to_var_like(self));
+        if a.dtype().is_float() {
+            a.apply(Pow, &[&b])
+        } else {
+            // Integers (jnp.power of ints): in f64, exact while the result
+            // is below 2^53.
+            a.cast(DType::F64).apply(Pow, &[&b.cast(DType::F64)]).round().cast(a.dtype())
+        }
     }
     fn powf(&self, p: f64) -> Var {
         let x = floated(self);
@@ -434,34 +471,37 @@ impl VarExt for Var {
         self.apply(IntegerPow { y: n }, &[])
     }
     fn maximum(&self, other: &impl Operand) -> Var {
-        self.apply(Max, &[&other.to_var_like(self)])
+        promoted_apply(self, Max, &other.to_var_like(self))
     }
     fn minimum(&self, other: &impl Operand) -> Var {
-        self.apply(Min, &[&other.to_var_like(self)])
+        promoted_apply(self, Min, &other.to_var_like(self))
     }
     fn atan2(&self, other: &impl Operand) -> Var {
-        floated(self).apply(Atan2, &[&floated(&other.to_var_like(self))])
+        promoted_apply(&floated(self), Atan2, &floated(&other.to_var_like(self)))
     }
     fn lt(&self, other: &impl Operand) -> Var {
-        self.apply(Lt, &[&other.to_var_like(self)])
+        promoted_apply(self, Lt, &other.to_var_like(self))
     }
     fn le(&self, other: &impl Operand) -> Var {
-        self.apply(Le, &[&other.to_var_like(self)])
+        promoted_apply(self, Le, &other.to_var_like(self))
     }
     fn gt(&self, other: &impl Operand) -> Var {
-        self.apply(Gt, &[&other.to_var_like(self)])
+        promoted_apply(self, Gt, &other.to_var_like(self))
     }
     fn ge(&self, other: &impl Operand) -> Var {
-        self.apply(Ge, &[&other.to_var_like(self)])
+        promoted_apply(self, Ge, &other.to_var_like(self))
     }
     fn equal(&self, other: &impl Operand) -> Var {
-        self.apply(Eq, &[&other.to_var_like(self)])
+        promoted_apply(self, Eq, &other.to_var_like(self))
     }
     fn not_equal(&self, other: &impl Operand) -> Var {
-        self.apply(Ne, &[&other.to_var_like(self)])
+        promoted_apply(self, Ne, &other.to_var_like(self))
     }
     fn select(&self, on_true: &impl Operand, on_false: &impl Operand) -> Var {
-        self.apply(Select, &[&on_true.to_var_like(self), &on_false.to_var_like(self)])
+        {
+            let (t, f) = promoted(&on_true.to_var_like(self), &on_false.to_var_like(self));
+            self.apply(Select, &[&t, &f])
+        }
     }
     fn cast(&self, dtype: DType) -> Var {
         if self.dtype() == dtype {
@@ -687,7 +727,7 @@ impl VarExt for Var {
     }
 
     fn matmul(&self, other: &impl Operand) -> Var {
-        self.apply(Matmul, &[&other.to_var_like(self)])
+        promoted_apply(self, Matmul, &other.to_var_like(self))
     }
     fn solve(&self, b: &impl Operand) -> Var {
         crate::linalg::solve(self, &b.to_var_like(self))

@@ -13,9 +13,10 @@
 //! rules are registered beside the op with `register_rule!`.
 //!
 //! Binary ops broadcast inside the op (NumPy rules): a `[3, 1] + [4]` node
-//! has type `[3, 4]` and no broadcast node is materialised before it. There
-//! is no implicit dtype promotion: both operands must have the same dtype, as
-//! in `jax.lax`; `x * 2.0` works because the scalar takes `x`'s dtype.
+//! has type `[3, 4]` and no broadcast node is materialised before it. The
+//! ops take one dtype, as in `jax.lax`; the operators and `VarExt`'s
+//! binary methods promote their operands first (`anvil_core::promote_types`,
+//! JAX's lattice), and `x * 2.0` works because the scalar is weakly typed.
 
 use anvil_core::shape::broadcast_shapes;
 use anvil_core::{

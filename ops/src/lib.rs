@@ -58,6 +58,8 @@ pub mod lax;
 pub mod linalg;
 pub mod matmul;
 pub mod movement;
+pub mod nn;
+pub mod numpy;
 pub mod reduce;
 pub mod scan;
 pub mod sparse;
@@ -74,10 +76,10 @@ use anvil_core::{OperatorImpl, Var};
 
 inventory::submit! {
     OperatorImpl {
-        add: |a: &Var, b: &Var| a.apply(elementwise::Add, &[b]),
-        sub: |a: &Var, b: &Var| a.apply(elementwise::Sub, &[b]),
-        mul: |a: &Var, b: &Var| a.apply(elementwise::Mul, &[b]),
-        div: |a: &Var, b: &Var| a.apply(elementwise::Div, &[b]),
+        add: |a: &Var, b: &Var| api::promoted_apply(a, elementwise::Add, b),
+        sub: |a: &Var, b: &Var| api::promoted_apply(a, elementwise::Sub, b),
+        mul: |a: &Var, b: &Var| api::promoted_apply(a, elementwise::Mul, b),
+        div: |a: &Var, b: &Var| api::true_divide(a, b),
         neg: |a: &Var| a.apply(elementwise::Neg, &[]),
         cast: |a: &Var, dtype| api::VarExt::cast(a, dtype),
     }

@@ -49,6 +49,10 @@ mod samples;
 mod lax_samples;
 // The samples of the subscripts (`x.i(ix![..])`, `x.at(ix![..])`), included too.
 mod subscript_samples;
+// The samples of `anvil::numpy`, `anvil::nn` and the matrix functions of `anvil::linalg`.
+mod matfun_samples;
+mod nn_samples;
+mod numpy_samples;
 
 pub use ad::{
     check_op, check_op_jvp, check_op_transpose, check_op_vmap_of_jvp, CheckOutcome,

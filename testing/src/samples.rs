@@ -95,6 +95,9 @@ pub fn standard_samples() -> Vec<OpSample> {
     custom_vjp_samples(&mut s);
     super::lax_samples::lax_samples(&mut s);
     super::subscript_samples::subscript_samples(&mut s);
+    super::numpy_samples::numpy_samples(&mut s);
+    super::nn_samples::nn_samples(&mut s);
+    super::matfun_samples::matfun_samples(&mut s);
     s
 }
 

@@ -20,7 +20,7 @@ fn int(lo: i64, hi: i64) -> InputKind {
 
 /// `f` as the body of a `map` of one step over inputs of `shapes` (each
 /// with the leading step axis of size 1 added by the sample).
-fn one_step(f: &dyn Fn(&[Var]) -> Var, shapes: &[(&[usize], DType)]) -> Map {
+pub(super) fn one_step(f: &dyn Fn(&[Var]) -> Var, shapes: &[(&[usize], DType)]) -> Map {
     let args: Vec<Tensor> =
         shapes.iter().map(|(sh, d)| Tensor::zeros(sh).unwrap().cast(*d)).collect();
     let g = trace(&|xs: &[Var]| f(xs), args).expect("traceable body");
@@ -28,7 +28,7 @@ fn one_step(f: &dyn Fn(&[Var]) -> Var, shapes: &[(&[usize], DType)]) -> Map {
 }
 
 /// `shape` with the one-step axis in front.
-fn stepped(shape: &[usize]) -> Vec<usize> {
+pub(super) fn stepped(shape: &[usize]) -> Vec<usize> {
     std::iter::once(1).chain(shape.iter().copied()).collect()
 }
 

@@ -1517,8 +1517,16 @@ pub fn fused_reduce(
             "operands of other types than the program was built for",
         ));
     }
+    if let Some(results) = reduce_constant_rows(r, inputs, ctx)? {
+        return Ok(results);
+    }
     let (outer, red, inner) = r.dims;
-    if outer < 2 * ctx.thread_count() && ctx.thread_count() > 1 && ctx.parallel(outer * red * inner)
+    let chain_bytes =
+        (outer * red).saturating_mul(inner).saturating_mul(r.chain.out.dtype().size_of());
+    if outer < 2 * ctx.thread_count()
+        && ctx.thread_count() > 1
+        && ctx.parallel(outer * red * inner)
+        && chain_bytes <= ctx.memory_budget_bytes()
     {
         // Too few rows to share among the threads: the chains in parallel,
         // then the reductions' own kernels, as unfused (same values, same
@@ -1538,6 +1546,102 @@ pub fn fused_reduce(
         results.push(Tensor::from_storage(c, r.chain.out.shape())?);
     }
     Ok(results)
+}
+
+/// Reductions of this many elements or more whose chain is constant along
+/// the reduced axes are computed on one slice ([`reduce_constant_rows`]).
+/// Below it the fold runs as written, so small results keep the bits of
+/// the sequential sum.
+const CONSTANT_ROWS_ELEMS: usize = 1 << 24;
+
+/// A [`FusedReduce`] whose chain does not vary along the reduced axes
+/// (every leaf is read through strides that are 0 there: broadcasts) and
+/// whose reductions are sums, maxima or minima: the chain computed on one
+/// slice, the sums scaled by the number of reduced elements. `None` when
+/// it does not apply. The gradient of a function of a huge broadcast sums
+/// such a chain; folded element by element, 2^44 elements took hours.
+fn reduce_constant_rows(
+    r: &FusedReduce,
+    inputs: &[&Tensor],
+    ctx: &Parallelism,
+) -> Result<Option<Vec<Tensor>>> {
+    let (outer, red, inner) = r.dims;
+    let shape = r.chain.out.shape();
+    let total = outer.saturating_mul(red).saturating_mul(inner);
+    let kinds_fit =
+        r.reductions.iter().all(|c| matches!(c.op.name(), "sum" | "reduce_max" | "reduce_min"));
+    if red <= 1
+        || total < CONSTANT_ROWS_ELEMS
+        || r.kept.is_some()
+        || r.chain.out.is_symbolic()
+        || !kinds_fit
+    {
+        return Ok(None);
+    }
+    // The reduced axes: after those whose sizes multiply to `outer`.
+    let mut start = 0;
+    let mut prod = 1usize;
+    while prod != outer && start < shape.len() {
+        prod = prod.saturating_mul(shape[start]);
+        start += 1;
+    }
+    let mut end = start;
+    let mut prod = 1usize;
+    while prod != red && end < shape.len() {
+        prod = prod.saturating_mul(shape[end]);
+        end += 1;
+    }
+    if prod != red || shape[end..].iter().product::<usize>() != inner {
+        return Ok(None);
+    }
+    let layout = &r.chain.layout;
+    let constant = layout.leaves.iter().all(|leaf| {
+        leaf.as_ref()
+            .is_some_and(|(strides, _)| (start..end).all(|a| shape[a] == 1 || strides[a] == 0))
+    });
+    if !constant {
+        return Ok(None);
+    }
+    // The same program over the shape with the reduced axes of size 1,
+    // each leaf read through its strides as before.
+    let views: Vec<Option<View>> = layout
+        .leaves
+        .iter()
+        .zip(&layout.offsets)
+        .map(|(leaf, &offset)| {
+            leaf.as_ref().map(|(strides, _)| View { offset, strides: strides.clone() })
+        })
+        .collect();
+    let mut one = shape.to_vec();
+    for d in &mut one[start..end] {
+        *d = 1;
+    }
+    let out = TensorType::new(r.chain.out.dtype(), one);
+    let chain = Fused::with_views((*r.chain.program).clone(), &layout.types, &views, out);
+    let slice = FusedReduce {
+        chain,
+        reductions: r.reductions.clone(),
+        dims: (outer, 1, inner),
+        kept: None,
+    };
+    let outs: Vec<TensorType> = r.reductions.iter().map(|c| c.out.clone()).collect();
+    let mut results = fused_reduce(&slice, inputs, &outs, ctx)?;
+    for (t, c) in results.iter_mut().zip(&r.reductions) {
+        if c.op.name() == "sum" {
+            *t = match t.dtype() {
+                DType::F64 => {
+                    let v: Vec<f64> = t.to_vec::<f64>()?.iter().map(|x| x * red as f64).collect();
+                    Tensor::from_vec(v, t.shape())?
+                }
+                DType::F32 => {
+                    let v: Vec<f32> = t.to_vec::<f32>()?.iter().map(|x| x * red as f32).collect();
+                    Tensor::from_vec(v, t.shape())?
+                }
+                _ => return Ok(None),
+            };
+        }
+    }
+    Ok(Some(results))
 }
 
 /// The program of `f` computing only register `reg` (an instruction's), as

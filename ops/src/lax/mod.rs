@@ -63,6 +63,23 @@ pub fn clamp(lo: &Var, x: &Var, hi: &Var) -> Var {
     Var::apply_op(Box::new(Clamp), &[lo, x, hi])
 }
 
+/// `jax.lax.div`: `a / b` rounding towards zero for integers (C's
+/// division; the `/` operator divides integers as `f64`, as `jnp`'s `/`
+/// does), the two promoted to one dtype first.
+///
+/// ```
+/// use anvil::prelude::*;
+/// let x = Tensor::from_vec(vec![7i64, -7], &[2])?;
+/// let f = |x: &Var| vec![anvil::lax::div(x, &x.full_like(2.0)), x / &x.full_like(2.0)];
+/// let out = f.eval(&x)?;
+/// assert_eq!(out[0].to_vec::<i64>()?, vec![3, -3]);
+/// assert_eq!(out[1].to_vec::<f64>()?, vec![3.5, -3.5]);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn div(a: &Var, b: &Var) -> Var {
+    crate::api::promoted_apply(a, crate::elementwise::Div, b)
+}
+
 /// A cumulative reduction along `axis` (negative counts from the end).
 fn cumulative(x: &Var, kind: CumulativeKind, axis: i64, reverse: bool) -> Var {
     build(&[x], || {
@@ -126,7 +143,7 @@ pub trait LaxExt: VarExt {
     }
     /// Remainder with the sign of `self` (`jax.lax.rem`, C's `fmod`).
     fn rem(&self, other: &Var) -> Var {
-        self.as_var().apply(Rem, &[other])
+        crate::api::promoted_apply(self.as_var(), Rem, other)
     }
     /// The next float after `self` toward `other` (`jax.lax.nextafter`).
     fn nextafter(&self, other: &Var) -> Var {

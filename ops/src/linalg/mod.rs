@@ -92,6 +92,7 @@ pub mod api;
 pub mod cholesky;
 pub mod eigh;
 pub mod lu;
+pub mod matfun;
 pub mod qr;
 mod sparsity;
 pub mod svd;
@@ -105,6 +106,7 @@ pub use lu::{
     Adjugate, Caller, Det, Inv, Lu, LuAdjugate, LuPivotsToPermutation, LuSolve, LuTransposed,
     Slogdet, Solve,
 };
+pub use matfun::*;
 pub use qr::{Qr, QrMode};
 pub use svd::Svd;
 pub use triangle::{diag_embed, Diagonal, Triangle};
