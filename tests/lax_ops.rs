@@ -236,6 +236,11 @@ fn the_documented_examples_compute_what_their_docs_say() {
     let idx = Tensor::from_vec(vec![3i64, 9], &[2, 1]).unwrap();
     let got = s.eval((&Tensor::zeros(&[4]).unwrap(), &idx, &v(&[5.0, 6.0]))).unwrap();
     assert_eq!(got.to_vec::<f64>().unwrap(), [0.0, 0.0, 0.0, 5.0]);
+    // Of integers: i64, repeated indices their mean rounded toward zero.
+    let ints = |x: &[i64]| Tensor::from_vec(x.to_vec(), &[x.len()]).unwrap();
+    let idx = Tensor::from_vec(vec![1i64, 1, 3], &[3, 1]).unwrap();
+    let got = s.eval((&ints(&[10, 20, 30, 40]), &idx, &ints(&[2, 5, 7]))).unwrap();
+    assert_eq!(got.to_vec::<i64>().unwrap(), [10, 3, 30, 7]);
     let p = |x: &Var| pad(x, &x.full_like(0.0).sum_all(), &[(-1, 2, 1)]);
     let got = p.eval(v(&[1.0, 2.0, 3.0])).unwrap();
     assert_eq!(got.to_vec::<f64>().unwrap(), [0.0, 2.0, 0.0, 3.0, 0.0, 0.0]);

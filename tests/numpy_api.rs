@@ -628,6 +628,10 @@ fn elementwise_functions_as_in_jax() {
         &REMAINDER_INT,
         None,
     );
+    let fd = jit(|a: &Var, b: &Var| jnp::floor_divide(a, b));
+    let g = Tensor::from_vec(vec![7.0f32, -7.0], &[2]).unwrap();
+    let q = fd.eval((&g, &iv(&[2, 2]))).unwrap();
+    assert_eq!((q.dtype(), q.to_f64_vec()), (DType::F32, vec![3.0, -4.0]));
     case("fmod", &[v(&fa), v(&fb)], &[], |x, _| vec![jnp::fmod(&x[0], &x[1])], &FMOD, None);
     let (ca, cb) = (v(&[1.0, 1.0, f64::NAN, inf, 0.0]), v(&[1.0 + 1e-6, 1.1, f64::NAN, inf, 1e-9]));
     case(

@@ -1072,11 +1072,11 @@ pub fn heaviside(x: &Var, h0: &Var) -> Var {
 /// negative infinity, as Python's `//`).
 pub fn floor_divide(a: &Var, b: &Var) -> Var {
     as_op("floor_divide", || {
-        if a.dtype().is_float() || b.dtype().is_float() {
-            return (floated(a) / floated(b)).floor();
+        let (a, b) = &crate::api::promoted(a, b);
+        if a.dtype().is_float() {
+            return crate::lax::div(a, b).floor();
         }
         // Truncating division, one less where the remainder's sign differs.
-        let (a, b) = &crate::api::promoted(a, b);
         let q = crate::lax::div(a, b);
         let r = a.rem(b);
         let zero = r.zeros_like();

@@ -582,7 +582,8 @@ pub fn scatter(
             let zero = count.zeros_like();
             let hit = count.gt(&zero);
             let safe = hit.select(&count, &count.ones_like());
-            hit.select(&(sum / safe), operand)
+            // The mean of repeated updates (integers rounded toward zero).
+            hit.select(&crate::lax::div(&sum, &safe), operand)
         }
         Ok((_, None)) => operand.clone(),
         Err(e) => fail(operand, e),
