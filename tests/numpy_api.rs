@@ -1424,6 +1424,107 @@ mod recorded {
 use recorded::*;
 // --- end of recorded block
 
+// ------------------------------------------- edge cases an outside user found
+
+/// Cases a differential run against JAX 0.10.2 found wrong (values from
+/// JAX; NumPy agrees).
+#[test]
+fn edge_cases_as_in_jax() {
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let run1 = |f: fn(&Var) -> Var, x: Tensor| f.eval(&x).unwrap().to_f64_vec();
+    let run2 = |f: fn(&Var, &Var) -> Var, a: Tensor, b: Tensor| f.eval((&a, &b)).unwrap();
+    // Infinities of opposite signs are not close; heaviside keeps NaN.
+    let c = run2(|a, b| jnp::isclose(a, b, 1e-5, 1e-8), v(&[inf, inf]), v(&[-inf, inf]));
+    assert_eq!(c.to_f64_vec(), [0.0, 1.0]);
+    let h = run2(jnp::heaviside, v(&[nan, 0.0]), v(&[0.5, 0.5])).to_f64_vec();
+    assert!(h[0].is_nan() && h[1] == 0.5);
+    // Floor division of and by infinities (JAX's `_float_divmod`).
+    let q = run2(jnp::floor_divide, v(&[inf, -inf, 5.0, -7.5]), v(&[2.0, 2.0, -inf, 2.0]));
+    let q = q.to_f64_vec();
+    assert!(q[0].is_nan() && q[1].is_nan());
+    assert_eq!(q[2..], [-1.0, -4.0]);
+    // ddof >= n: NaN.
+    let x5 = v(&[0.0, 1.0, 2.0, 3.0, 4.0]);
+    assert!(run1(|x| jnp::var(x, None, 5.0, false), x5.clone())[0].is_nan());
+    assert!(run1(|x| jnp::var(x, None, 6.0, false), x5)[0].is_nan());
+    // Histogram edges are JAX's linspace: 0.6 falls in the third bin, as
+    // the edge 0.6000000000000001 says; an empty range is widened; no
+    // overflow across the whole f64 range.
+    let hist = |x: Tensor, bins: usize, range: Option<(f64, f64)>| {
+        let f = move |x: &Var| {
+            let (c, e) = jnp::histogram(x, bins, range, None);
+            vec![c, e]
+        };
+        let out = f.eval(&x).unwrap();
+        (out[0].to_f64_vec(), out[1].to_f64_vec())
+    };
+    let (c, e) = hist(v(&[0.0, 0.2, 0.6, 0.6000000000000001, 0.7, 1.0]), 5, Some((0.0, 1.0)));
+    assert_eq!(c, [1.0, 1.0, 1.0, 2.0, 1.0]);
+    assert_eq!(e, [0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]);
+    assert_eq!(
+        hist(v(&[2.0, 2.0, 3.0]), 2, Some((2.0, 2.0))),
+        (vec![0.0, 2.0], vec![1.5, 2.0, 2.5])
+    );
+    let (c, e) = hist(v(&[-1e308, 1e308]), 4, None);
+    assert_eq!((c, e), (vec![1.0, 0.0, 0.0, 1.0], vec![-1e308, -5e307, 0.0, 5e307, 1e308]));
+    // The edges differentiate through the range, as JAX's.
+    let g = grad(|x: &Var| {
+        let (_, e) = jnp::histogram(x, 3, None, None);
+        (&e * &iota(&[4], 0)).sum_all()
+    });
+    let g = g.eval(v(&[0.5, -1.0, 2.0])).unwrap().to_f64_vec();
+    close("histogram edges' gradient", &g, &[0.0, 1.3333333333333335, 4.666666666666666]);
+    // One knot: fp[0] everywhere.
+    let y = (|x: &Var, xp: &Var, fp: &Var| jnp::interp(x, xp, fp, None, None))
+        .eval((&v(&[-1.0, 0.0, 3.0]), &v(&[1.0]), &v(&[5.0])))
+        .unwrap();
+    assert_eq!(y.to_f64_vec(), [5.0; 3]);
+    // unique of bools; bincount of length 0.
+    let b = Tensor::from_vec(vec![true, false, true], &[3]).unwrap();
+    let u = (|x: &Var| jnp::unique(x, 3, None)).eval(&b).unwrap();
+    assert_eq!(u.to_vec::<bool>().unwrap(), [false, true, false]);
+    let e = (|x: &Var| jnp::bincount(x, None, 0)).eval(iv(&[1, 2])).unwrap();
+    assert_eq!(e.shape(), &[0]);
+    // take_along_axis out of range: JAX's fill values.
+    let row = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[1, 3]).unwrap();
+    let idx = Tensor::from_vec(vec![5i64, -4, -3, 2], &[1, 4]).unwrap();
+    let t =
+        (|x: &Var, i: &Var| jnp::take_along_axis(x, i, 1)).eval((&row, &idx)).unwrap().to_f64_vec();
+    assert!(t[0].is_nan() && t[1].is_nan());
+    assert_eq!(t[2..], [1.0, 3.0]);
+    let irow = Tensor::from_vec(vec![1i64, 2, 3], &[1, 3]).unwrap();
+    let idx = Tensor::from_vec(vec![5i64, -1], &[1, 2]).unwrap();
+    let t = (|x: &Var, i: &Var| jnp::take_along_axis(x, i, 1)).eval((&irow, &idx)).unwrap();
+    assert_eq!(t.to_vec::<i64>().unwrap(), [i64::MIN, 3]);
+    // One variable: a 0-d covariance.
+    let one = Tensor::from_vec(vec![1.0, 2.0, 4.0, 8.0], &[1, 4]).unwrap();
+    let c = (|m: &Var| jnp::cov(m, true, 1.0)).eval(&one).unwrap();
+    assert_eq!(c.shape(), &[] as &[usize]);
+    close("cov of one row", &c.to_f64_vec(), &[9.583333333333332]);
+    // Integer polynomials stay integer; bool + bool is `or`, bool * bool `and`.
+    let p = run2(jnp::polyval, iv(&[2, -1, 3]), iv(&[4, 5]));
+    assert_eq!(p.to_vec::<i64>().unwrap(), [31, 48]);
+    let (t, f) = (
+        Tensor::from_vec(vec![true, false], &[2]).unwrap(),
+        Tensor::from_vec(vec![true, true], &[2]).unwrap(),
+    );
+    let s = (|a: &Var, b: &Var| vec![a + b, a * b]).eval((&t, &f)).unwrap();
+    assert_eq!(s[0].to_vec::<bool>().unwrap(), [true, true]);
+    assert_eq!(s[1].to_vec::<bool>().unwrap(), [true, false]);
+    // Weights of another shape are errors.
+    let w = (|x: &Var, w: &Var| jnp::average(x, w, None)).eval((&t_(&[3, 4]), &t_(&[4])));
+    assert!(w.unwrap_err().to_string().contains("average"));
+    let w = (|x: &Var, w: &Var| jnp::bincount(x, Some(w), 3)).eval((&iv(&[0, 1]), &v(&[1.0])));
+    assert!(w.unwrap_err().to_string().contains("bincount"));
+    let w = (|x: &Var, w: &Var| jnp::histogram(x, 2, None, Some(w)).0)
+        .eval((&v(&[0.0, 1.0]), &v(&[1.0])));
+    assert!(w.unwrap_err().to_string().contains("histogram"));
+}
+
+fn t_(shape: &[usize]) -> Tensor {
+    t(shape, 0.5)
+}
+
 // ------------------------------------------------------------------ errors
 
 /// The error of running `f` on `x`, as text.

@@ -92,6 +92,25 @@ pub fn promoted(a: &Var, b: &Var) -> (Var, Var) {
     (up(a), up(b))
 }
 
+/// `a + b` (of two `bool`s: `or`, as JAX's) and `a * b` (`and`) on the
+/// promoted operands.
+pub(crate) fn promoted_add(a: &Var, b: &Var) -> Var {
+    let (a, b) = promoted(a, b);
+    if a.dtype() == DType::Bool {
+        return crate::lax::LaxExt::logical_or(&a, &b);
+    }
+    a.apply(Add, &[&b])
+}
+
+/// See [`promoted_add`].
+pub(crate) fn promoted_mul(a: &Var, b: &Var) -> Var {
+    let (a, b) = promoted(a, b);
+    if a.dtype() == DType::Bool {
+        return crate::lax::LaxExt::logical_and(&a, &b);
+    }
+    a.apply(Mul, &[&b])
+}
+
 /// `op(a, b)` on the promoted operands.
 pub(crate) fn promoted_apply(a: &Var, op: impl Op, b: &Var) -> Var {
     let (a, b) = promoted(a, b);

@@ -76,9 +76,9 @@ use anvil_core::{OperatorImpl, Var};
 
 inventory::submit! {
     OperatorImpl {
-        add: |a: &Var, b: &Var| api::promoted_apply(a, elementwise::Add, b),
+        add: |a: &Var, b: &Var| api::promoted_add(a, b),
         sub: |a: &Var, b: &Var| api::promoted_apply(a, elementwise::Sub, b),
-        mul: |a: &Var, b: &Var| api::promoted_apply(a, elementwise::Mul, b),
+        mul: |a: &Var, b: &Var| api::promoted_mul(a, b),
         div: |a: &Var, b: &Var| api::true_divide(a, b),
         neg: |a: &Var| a.apply(elementwise::Neg, &[]),
         cast: |a: &Var, dtype| api::VarExt::cast(a, dtype),

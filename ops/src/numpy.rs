@@ -975,13 +975,15 @@ pub fn isneginf(x: &Var) -> Var {
     as_op("isneginf", || x.equal(&x.scalar_like(f64::NEG_INFINITY)))
 }
 
-/// `jnp.isclose`: `|a - b| <= atol + rtol |b|`, elementwise (`bool`; NaNs
-/// are not close, infinities of one sign are).
+/// `jnp.isclose`: `|a - b| <= atol + rtol |b|` of finite values,
+/// elementwise (`bool`; NaNs are not close, infinities only to the same
+/// infinity).
 pub fn isclose(a: &Var, b: &Var, rtol: f64, atol: f64) -> Var {
     as_op("isclose", || {
         let (a, b) = (floated(a), floated(b));
         let near = (&a - &b).abs().le(&(b.abs() * rtol + atol));
-        near.logical_or(&a.equal(&b))
+        let finite = a.is_finite().logical_and(&b.is_finite());
+        near.logical_and(&finite).logical_or(&a.equal(&b))
     })
 }
 
@@ -1059,12 +1061,13 @@ pub fn rad2deg(x: &Var) -> Var {
     floated(x) * (180.0 / std::f64::consts::PI)
 }
 
-/// `jnp.heaviside`: `0` below zero, `h0` at zero, `1` above.
+/// `jnp.heaviside`: `0` below zero, `h0` at zero, `1` above, NaN at NaN.
 pub fn heaviside(x: &Var, h0: &Var) -> Var {
     as_op("heaviside", || {
         let x = floated(x);
         let step = x.gt(&x.zeros_like()).cast(x.dtype());
-        where_(&x.equal(&x.zeros_like()), &h0.cast(x.dtype()), &step)
+        let step = where_(&x.equal(&x.zeros_like()), &h0.cast(x.dtype()), &step);
+        where_(&isnan(&x), &x, &step)
     })
 }
 
@@ -1074,7 +1077,13 @@ pub fn floor_divide(a: &Var, b: &Var) -> Var {
     as_op("floor_divide", || {
         let (a, b) = &crate::api::promoted(a, b);
         if a.dtype().is_float() {
-            return crate::lax::div(a, b).floor();
+            // JAX's `_float_divmod`: (a - fmod(a, b)) / b, one less where the
+            // remainder's sign differs from b's (inf // 2 is NaN, 5 // -inf -1).
+            let m = a.rem(b);
+            let d = crate::lax::div(&(a - &m), b);
+            let zero = m.zeros_like();
+            let differ = m.not_equal(&zero).logical_and(&b.sign().not_equal(&m.sign()));
+            return where_(&differ, &(&d - 1.0), &d).round();
         }
         // Truncating division, one less where the remainder's sign differs.
         let q = crate::lax::div(a, b);
@@ -1113,7 +1122,7 @@ fn axes_or_all(x: &Var, axes: Option<&[i64]>) -> Vec<i64> {
 
 /// `jnp.var` with `ddof`: the sum of squared deviations over `axes`
 /// (`None`: every axis) divided by `n - ddof` (`ddof = 1`: the unbiased
-/// sample variance).
+/// sample variance); NaN where `n - ddof <= 0`, as JAX's.
 ///
 /// ```
 /// use anvil::prelude::*;
@@ -1137,12 +1146,17 @@ pub fn var(x: &Var, axes: Option<&[i64]>, ddof: f64, keepdims: bool) -> Var {
     })
 }
 
-/// `x / (n - ddof)`, with `n` a dimension (bound at run time when symbolic).
+/// `x / (n - ddof)`, with `n` a dimension (bound at run time when
+/// symbolic); NaN where `n - ddof <= 0`, as JAX's.
 fn divide_by_count(x: &Var, n: usize, ddof: f64) -> Var {
     if is_symbolic(n) {
-        x / &(dim_value(n).cast(x.dtype()) - ddof)
-    } else {
+        let d = dim_value(n).cast(x.dtype()) - ddof;
+        let q = x / &d;
+        where_(&d.gt(&d.zeros_like()), &q, &q.full_like(f64::NAN))
+    } else if n as f64 - ddof > 0.0 {
         x / (n as f64 - ddof)
+    } else {
+        x.full_like(f64::NAN)
     }
 }
 
@@ -1330,6 +1344,13 @@ pub fn average(x: &Var, weights: &Var, axis: Option<i64>) -> Var {
         let x = floated(x);
         let w = floated(weights);
         let (w, axes) = match axis {
+            None if w.shape() != x.shape() => {
+                return Err(Error::shape(
+                    "average",
+                    &[x.shape(), w.shape()],
+                    format!("weights of shape {:?} for values of shape {:?}: without an axis they must have one shape", w.shape(), x.shape()),
+                ))
+            }
             None => (w, (0..x.rank() as i64).collect::<Vec<_>>()),
             Some(a) => {
                 let ax = normalize_axis("average", a, x.shape(), "axis")?;
@@ -1349,8 +1370,8 @@ pub fn average(x: &Var, weights: &Var, axis: Option<i64>) -> Var {
 
 /// `jnp.cov`: the covariance matrix of the variables in the rows of `m`
 /// (`rowvar`; otherwise in the columns), observations in the other axis,
-/// normalised by `n - ddof` (NumPy's default `ddof = 1`). A 1-D `m` is one
-/// variable.
+/// normalised by `n - ddof` (NumPy's default `ddof = 1`). One variable
+/// (a 1-D `m`, or a single row) gives a 0-d result, as NumPy's.
 pub fn cov(m: &Var, rowvar: bool, ddof: f64) -> Var {
     run("cov", m, || {
         let m = floated(m);
@@ -1368,7 +1389,8 @@ pub fn cov(m: &Var, rowvar: bool, ddof: f64) -> Var {
         };
         let centered = &x - &x.mean_axes(&[1], true);
         let c = divide_by_count(&centered.matmul(&centered.transpose()), x.shape()[1], ddof);
-        Ok(if m.rank() == 1 { c.reshape(&[]) } else { c })
+        // One variable (a vector, or a single row): a 0-d result, as NumPy's.
+        Ok(if x.shape()[0] == 1 { c.reshape(&[]) } else { c })
     })
 }
 
@@ -1427,11 +1449,25 @@ pub fn bincount(x: &Var, weights: Option<&Var>, length: usize) -> Var {
                 ),
             ));
         }
+        if let Some(w) = weights.filter(|w| w.shape() != x.shape()) {
+            return Err(Error::shape(
+                "bincount",
+                &[x.shape(), w.shape()],
+                format!(
+                    "weights of shape {:?} for values of shape {:?}: they must have one shape",
+                    w.shape(),
+                    x.shape()
+                ),
+            ));
+        }
         let x = x.cast(DType::I64);
         let w = match weights {
             Some(w) => w.clone(),
             None => x.ones_like(),
         };
+        if length == 0 {
+            return Ok(w.reshape(&[-1]).slice_axis(0, Some(0), Some(0), 1));
+        }
         let kept = x.lt(&x.full_like(length as f64));
         let w = where_(&kept, &w, &w.zeros_like());
         let idx = x.clip(&x.zeros_like(), &x.full_like(length.saturating_sub(1) as f64));
@@ -1526,6 +1562,10 @@ pub fn argwhere(x: &Var, size: usize, fill_value: i64) -> Var {
 /// # Ok::<(), anvil::Error>(())
 /// ```
 pub fn unique(x: &Var, size: usize, fill_value: Option<f64>) -> Var {
+    if x.dtype() == DType::Bool {
+        // In i64 (the scatter adds no bools), back to bool.
+        return as_op("unique", || unique(&x.cast(DType::I64), size, fill_value).cast(DType::Bool));
+    }
     run("unique", x, || {
         let s = x.flatten().sort(0, false);
         let n = s.shape()[0];
@@ -1552,9 +1592,11 @@ pub fn unique(x: &Var, size: usize, fill_value: Option<f64>) -> Var {
 }
 
 /// `jnp.histogram` with `bins` equal bins over `range` (by default the
-/// smallest and largest value; `±0.5` around a constant input): the counts
-/// (or sums of `weights`), `f64`, and the `bins + 1` edges. The last bin
-/// includes its right edge; values outside the range are not counted.
+/// smallest and largest value; an empty range widened by `±0.5`): the
+/// counts (or sums of `weights`, of `x`'s shape), `f64`, and the `bins +
+/// 1` edges, JAX's `linspace` (the edges differentiate through the range,
+/// as JAX's). The last bin includes its right edge; values outside the
+/// range are not counted.
 pub fn histogram(
     x: &Var,
     bins: usize,
@@ -1564,6 +1606,17 @@ pub fn histogram(
     let out = run_many("histogram", x, 2, || {
         if bins == 0 {
             return Err(Error::invalid("histogram", "bins", "needs at least one bin"));
+        }
+        if let Some(w) = weights.filter(|w| w.shape() != x.shape()) {
+            return Err(Error::shape(
+                "histogram",
+                &[x.shape(), w.shape()],
+                format!(
+                    "weights of shape {:?} for values of shape {:?}: they must have one shape",
+                    w.shape(),
+                    x.shape()
+                ),
+            ));
         }
         let x = floated(x).flatten();
         let (lo, hi) = match range {
@@ -1575,13 +1628,18 @@ pub fn histogram(
                     format!("({lo}, {hi}): the lower bound exceeds the upper"),
                 ))
             }
-            None => {
-                let (lo, hi) = (x.min_all().stop_gradient(), x.max_all().stop_gradient());
-                let same = lo.equal(&hi);
-                (where_(&same, &(&lo - 0.5), &lo), where_(&same, &(&hi + 0.5), &hi))
-            }
+            None => (x.min_all(), x.max_all()),
         };
-        let edges = &lo + (&hi - &lo) * (iota(&[bins + 1], 0) / bins as f64);
+        // An empty range is widened by 1/2 each way; the edges are JAX's
+        // linspace, `lo (1 - t) + hi t` (no overflow of `hi - lo`) with
+        // the last exactly `hi`.
+        let same = lo.equal(&hi);
+        let (lo, hi) = (where_(&same, &(&lo - 0.5), &lo), where_(&same, &(&hi + 0.5), &hi));
+        // (`t = i · (1 / bins)`, as XLA computes `i / bins` and NumPy its
+        // steps: 0.6000000000000001 for 3/5, the edge NumPy and JAX have.)
+        let t = iota(&[bins], 0) * (1.0 / bins as f64);
+        let inner = &lo * (1.0 - &t) + &hi * &t;
+        let edges = concatenate(&[&inner, &hi.reshape(&[1])], 0);
         let w = match weights {
             Some(w) => floated(w).flatten(),
             None => x.ones_like(),
@@ -1679,8 +1737,8 @@ pub fn array_equal(a: &Var, b: &Var) -> Var {
 
 /// `jnp.take_along_axis`: `x` gathered along `axis` by `indices` (`i64`,
 /// of `x`'s rank; its other axes broadcast against `x`'s). Negative
-/// indices count from the end; others are clamped into the axis, as
-/// `take` does.
+/// indices count from the end; indices out of range read JAX's fill
+/// value (NaN for floats, `i64::MIN` for integers, `true` for `bool`).
 ///
 /// ```
 /// use anvil::prelude::*;
@@ -1711,6 +1769,10 @@ pub fn take_along_axis(x: &Var, indices: &Var, axis: i64) -> Var {
         let len =
             if is_symbolic(n) { dim_value(n).cast(DType::I64) } else { idx.scalar_like(n as f64) };
         let idx = where_(&idx.lt(&idx.zeros_like()), &(&idx + &len), &idx);
+        // Out of range (after counting negatives from the end): JAX's fill.
+        let valid = idx.ge(&idx.zeros_like()).logical_and(&idx.lt(&len));
+        let last = &len - &len.ones_like();
+        let idx = idx.clip(&idx.zeros_like(), &last.maximum(&last.zeros_like()));
         // The other axes broadcast: x to the index's sizes and back.
         let mut xs = Vec::with_capacity(x.rank());
         let mut is = Vec::with_capacity(x.rank());
@@ -1733,7 +1795,16 @@ pub fn take_along_axis(x: &Var, indices: &Var, axis: i64) -> Var {
         }
         let xb = if xs == x.shape() { x.clone() } else { x.broadcast_to(&xs) };
         let ib = if is == idx.shape() { idx } else { idx.broadcast_to(&is) };
-        Ok(crate::lax::take_along_axis(&xb, &ib, ax))
+        let vb = if valid.shape() == is { valid } else { valid.broadcast_to(&is) };
+        let taken = crate::lax::take_along_axis(&xb, &ib, ax);
+        let fill = match taken.dtype() {
+            DType::Bool => taken.ones_like(),
+            DType::I64 => taken
+                .constant_like(Tensor::from_vec(vec![i64::MIN], &[])?)
+                .broadcast_to(taken.shape()),
+            _ => taken.full_like(f64::NAN),
+        };
+        Ok(where_(&vb, &taken, &fill))
     })
 }
 
@@ -1849,6 +1920,13 @@ pub fn interp(x: &Var, xp: &Var, fp: &Var, left: Option<f64>, right: Option<f64>
         }
         let n = concrete("interp", xp, 0)? as f64;
         let (x, xp, fp) = (floated(x), floated(xp), floated(fp));
+        if n < 2.0 {
+            // One knot (JAX: fp[0] everywhere); none is an error of `take`.
+            let f0 = fp.index_axis(0, 0).broadcast_to(x.shape());
+            let x0 = xp.index_axis(0, 0);
+            let f = left.map_or(f0.clone(), |v| where_(&x.lt(&x0), &x.full_like(v), &f0));
+            return Ok(right.map_or(f.clone(), |v| where_(&x.gt(&x0), &x.full_like(v), &f)));
+        }
         let i = searchsorted(&xp, &x, Side::Right);
         let i = i.clip(&i.ones_like(), &i.full_like((n - 1.0).max(1.0))).flatten();
         let im = &i - &i.ones_like();
@@ -1871,7 +1949,7 @@ pub fn interp(x: &Var, xp: &Var, fp: &Var, left: Option<f64>, right: Option<f64>
 // ------------------------------------------------- polynomials and signals
 
 /// `jnp.polyval`: the polynomial with coefficients `p` (1-D, highest power
-/// first) at `x`, by Horner's rule.
+/// first) at `x`, by Horner's rule (of integers: integer, as JAX's).
 pub fn polyval(p: &Var, x: &Var) -> Var {
     run("polyval", x, || {
         if p.rank() != 1 {
@@ -1882,8 +1960,7 @@ pub fn polyval(p: &Var, x: &Var) -> Var {
             ));
         }
         let n = concrete("polyval", p, 0)?;
-        let x = floated(x);
-        let p = floated(p);
+        let (p, x) = crate::api::promoted(p, x);
         let mut y = x.zeros_like();
         for k in 0..n {
             y = &y * &x + p.index_axis(0, k as i64);
