@@ -1511,6 +1511,12 @@ fn edge_cases_as_in_jax() {
     let s = (|a: &Var, b: &Var| vec![a + b, a * b]).eval((&t, &f)).unwrap();
     assert_eq!(s[0].to_vec::<bool>().unwrap(), [true, true]);
     assert_eq!(s[1].to_vec::<bool>().unwrap(), [true, false]);
+    // Float bounds and defaults make integer arrays f64, as JAX's literals.
+    let c = (|x: &Var| jnp::clip(x, Some(-1.5), Some(3.5))).eval(iv(&[-4, 0, 9])).unwrap();
+    assert_eq!((c.dtype(), c.to_f64_vec()), (DType::F64, vec![-1.5, 0.0, 3.5]));
+    let sel = |x: &Var| jnp::select(&[&x.gt(&x.zeros_like())], &[x], 0.5);
+    let c = sel.eval(iv(&[-4, 2])).unwrap();
+    assert_eq!((c.dtype(), c.to_f64_vec()), (DType::F64, vec![0.5, 2.0]));
     // Weights of another shape are errors.
     let w = (|x: &Var, w: &Var| jnp::average(x, w, None)).eval((&t_(&[3, 4]), &t_(&[4])));
     assert!(w.unwrap_err().to_string().contains("average"));

@@ -183,6 +183,26 @@ fn floats_with_integer_arrays_promote_as_in_jax() {
     check(&|x| x / 2, DType::F64, &[0.5, 1.0, 1.5]);
     check(&|x| anvil::lax::div(x, &x.full_like(2.0)), DType::I64, &[0.0, 1.0, 1.0]);
     check(&|x| x.pow(&x), DType::I64, &[1.0, 4.0, 27.0]);
+    // Integer powers exactly, wrapping as XLA's (values from jnp.power).
+    let a = Tensor::from_vec(vec![3i64, 3, 5, 0, 0, -2, 2, 1, -1, 7, 2], &[11]).unwrap();
+    let b = Tensor::from_vec(vec![39i64, 40, 27, 0, 3, 5, -1, -3, -3, 1, 64], &[11]).unwrap();
+    let p = jit(|a: &Var, b: &Var| a.pow(b)).eval((&a, &b)).unwrap();
+    assert_eq!(
+        p.to_vec::<i64>().unwrap(),
+        [
+            4052555153018976267,
+            -6289078614652622815,
+            7450580596923828125,
+            1,
+            0,
+            -32,
+            i64::MIN,
+            1,
+            -1,
+            7,
+            1
+        ]
+    );
     // A float literal never widens a float array.
     let f = Tensor::from_vec(vec![1f32, 2.0], &[2]).unwrap();
     assert_eq!(jit(|x: &Var| x * 2.5).eval(&f).unwrap().dtype(), DType::F32);

@@ -117,6 +117,35 @@ pub(crate) fn promoted_apply(a: &Var, op: impl Op, b: &Var) -> Var {
     a.apply(op, &[&b])
 }
 
+/// `a ^ b` of integers as `jnp.power` computes it (`_pow_int_int`): binary
+/// exponentiation over the six low bits of the exponent (more would
+/// overflow for any base but 0 and ±1), products wrapping as XLA's; `0 ^
+/// b` is 0 for `b != 0`. A negative exponent reads its two's-complement
+/// bits, as JAX's logical shift does.
+fn integer_power(a: &Var, b: &Var) -> Var {
+    use crate::lax::LaxExt;
+    let dtype = a.dtype();
+    let (mut x, e) = (a.cast(DType::I64), b.cast(DType::I64));
+    let (zero, one) = (e.zeros_like(), e.ones_like());
+    let mut acc = x.equal(&x.zeros_like()).logical_and(&e.not_equal(&zero)).select(&zero, &one);
+    // The six low bits: e mod 64, then each bit by halving.
+    let wide = e.full_like(64.0);
+    let mut bits = e.rem(&wide);
+    bits = bits.lt(&zero).select(&(&bits + &wide), &bits);
+    let two = e.full_like(2.0);
+    for _ in 0..6 {
+        let set = bits.rem(&two).equal(&one);
+        acc = set.select(&(&acc * &x), &acc);
+        x = &x * &x;
+        bits = crate::lax::div(&bits, &two);
+    }
+    if dtype == DType::I64 {
+        acc
+    } else {
+        acc.cast(dtype)
+    }
+}
+
 /// `a / b` as the operator computes it: true division, so integers and
 /// `bool`s divide as `f64` (JAX's and torch's `/`; [`crate::lax::div`]
 /// truncates integers, as `jax.lax.div`).
@@ -200,7 +229,8 @@ pub trait VarExt {
     fn sigmoid(&self) -> Var;
     /// `max(x, 0)`.
     fn relu(&self) -> Var;
-    /// `self ^ other`, elementwise with broadcasting.
+    /// `self ^ other`, elementwise with broadcasting (the two promoted; of
+    /// integers exact and wrapping on overflow, as `jnp.power`).
     fn pow(&self, other: &impl Operand) -> Var;
     /// `self ^ p` for a scalar exponent.
     fn powf(&self, p: f64) -> Var;
@@ -477,9 +507,7 @@ impl VarExt for Var {
         if a.dtype().is_float() {
             a.apply(Pow, &[&b])
         } else {
-            // Integers (jnp.power of ints): in f64, exact while the result
-            // is below 2^53.
-            a.cast(DType::F64).apply(Pow, &[&b.cast(DType::F64)]).round().cast(a.dtype())
+            integer_power(&a, &b)
         }
     }
     fn powf(&self, p: f64) -> Var {

@@ -1687,7 +1687,8 @@ pub fn digitize(x: &Var, bins: &Var, right: bool) -> Var {
 }
 
 /// `jnp.select`: where `conditions[k]` first holds, `choices[k]`;
-/// `default` where none does (all broadcast together).
+/// `default` where none does (all broadcast together; a float default
+/// makes integer choices `f64`, as in JAX).
 pub fn select(conditions: &[&Var], choices: &[&Var], default: f64) -> Var {
     let Some(first) = choices.first() else {
         let tracer = anvil_core::trace::current_or_detached();
@@ -1702,7 +1703,9 @@ pub fn select(conditions: &[&Var], choices: &[&Var], default: f64) -> Var {
                 format!("{} conditions for {} choices", conditions.len(), choices.len()),
             ));
         }
-        let mut out = first.scalar_like(default);
+        // The default is a float literal: with integer choices, f64 (JAX's
+        // weak typing).
+        let mut out = floated(first).scalar_like(default);
         for (c, v) in conditions.iter().zip(choices).rev() {
             out = where_(c, v, &out);
         }
@@ -1711,9 +1714,13 @@ pub fn select(conditions: &[&Var], choices: &[&Var], default: f64) -> Var {
 }
 
 /// `jnp.clip` with scalar bounds (either may be absent):
-/// `minimum(maximum(x, lo), hi)`, JAX's formulation and derivative.
+/// `minimum(maximum(x, lo), hi)`, JAX's formulation and derivative. The
+/// bounds are float literals, so an integer `x` with a bound is clipped
+/// in `f64`, as JAX's `jnp.clip(x, 0.5, 3.0)` (clip integers by integer
+/// bounds with [`LaxExt::clip`]).
 pub fn clip(x: &Var, lo: Option<f64>, hi: Option<f64>) -> Var {
     as_op("clip", || {
+        let x = if lo.is_some() || hi.is_some() { floated(x) } else { x.clone() };
         let y = lo.map_or_else(|| x.clone(), |lo| x.maximum(&x.scalar_like(lo)));
         hi.map_or(y.clone(), |hi| y.minimum(&y.scalar_like(hi)))
     })
