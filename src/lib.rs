@@ -119,6 +119,9 @@ pub use anvil_ops::nn;
 /// `jax.numpy`'s functions beyond the methods of `VarExt` and `LaxExt`
 /// (`roll`, `einsum`, `median`, `interp`...): see [`anvil_ops::numpy`].
 pub use anvil_ops::numpy;
+/// `jax.scipy.special`'s functions (`gammaln`, `digamma`, `xlogy`...):
+/// see [`anvil_ops::special`].
+pub use anvil_ops::special;
 pub use anvil_ops::{
     self as ops, concatenate, eye, full, full_scalar, iota, iota_dtype, stack, where_, TensorExt,
     VarExt,

@@ -63,6 +63,7 @@ pub mod numpy;
 pub mod reduce;
 pub mod scan;
 pub mod sparse;
+pub mod special;
 pub mod subscript;
 pub mod while_loop;
 

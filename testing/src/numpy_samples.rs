@@ -4,12 +4,14 @@
 //! (`roll`), broadcasts and reshapes (`tile`, `repeat`, `kron`), diagonals
 //! and batched products (`einsum`), a sort (`quantile`), a binary search
 //! and gathers (`interp`), a gather of windows and a product (`convolve`),
-//! `where` around branches that overflow (`logaddexp`, `hypot`).
+//! `where` around branches that overflow (`logaddexp`, `hypot`); and one
+//! of `anvil::special` (Lanczos' sum, the digamma series and reflection).
 
 use super::subscript_samples::{one_step, stepped};
 use super::{InputKind, OpSample};
 use anvil::numpy as jnp;
-use anvil::{DType, Tensor};
+use anvil::special;
+use anvil::{DType, Tensor, VarExt};
 
 const SYM: InputKind = InputKind::Uniform { lo: -1.0, hi: 1.0 };
 
@@ -60,6 +62,16 @@ pub(super) fn numpy_samples(s: &mut Vec<OpSample>) {
         &[(&[5], f), (&[3], f)],
     );
     s.push(OpSample::new(convolve).input(SYM, &stepped(&[5])).input(SYM, &stepped(&[3])));
+    // Both sides of 1/2 (Lanczos' sum, the reflection), away from poles.
+    let gamma = one_step(
+        &|v| special::gammaln(&v[0]) * special::digamma(&v[0]) + special::xlogy(&v[1], &v[0].abs()),
+        &[(&[2, 3], f), (&[2, 3], f)],
+    );
+    s.push(
+        OpSample::new(gamma)
+            .input(InputKind::Uniform { lo: -0.9, hi: 3.0 }, &stepped(&[2, 3]))
+            .input(SYM, &stepped(&[2, 3])),
+    );
     let smooth = one_step(
         &|v| jnp::logaddexp(&v[0], &v[1]) * jnp::hypot(&v[0], &v[1]),
         &[(&[2, 3], f), (&[2, 3], f)],
