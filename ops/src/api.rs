@@ -158,6 +158,14 @@ pub(crate) fn true_divide(a: &Var, b: &Var) -> Var {
     }
 }
 
+/// Records `e` on `x`'s trace and returns a poisoned value: how a
+/// function returning `Var` reports bad input (the call's `eval` returns
+/// `e`).
+pub(crate) fn fail(x: &Var, e: Error) -> Var {
+    x.tracer().record(e);
+    x.tracer().poisoned()
+}
+
 pub(crate) fn floated(x: &Var) -> Var {
     if x.dtype().is_float() {
         x.clone()

@@ -21,18 +21,12 @@
 //! given to [`glu`]) is recorded in the trace and returned by the call that
 //! runs it, naming the function, the argument and the shape.
 
-use crate::api::{counted, floated, VarExt};
+use crate::api::{counted, fail, floated, VarExt};
 use crate::constant::Iota;
 use crate::lax::LaxExt;
 use anvil_core::shape::{is_symbolic, normalize_axes, normalize_axis};
 use anvil_core::trace::as_op;
 use anvil_core::{DType, Error, Var};
-
-/// Records `e` in `x`'s trace and returns a poisoned value.
-fn fail(x: &Var, e: Error) -> Var {
-    x.tracer().record(e);
-    x.tracer().poisoned()
-}
 
 /// `on_true` where `cond`, else `on_false` (JAX's `jnp.where`; all three broadcast).
 fn pick(cond: &Var, on_true: &Var, on_false: &Var) -> Var {

@@ -38,17 +38,11 @@
 //! # Ok::<(), anvil::Error>(())
 //! ```
 
-use crate::api::{concatenate, dim_value, floated, iota, iota_dtype, stack, where_, VarExt};
+use crate::api::{concatenate, dim_value, fail, floated, iota, iota_dtype, stack, where_, VarExt};
 use crate::lax::LaxExt;
 use anvil_core::shape::{dim_mul, is_symbolic, normalize_axis};
 use anvil_core::trace::as_op;
 use anvil_core::{DType, Error, Result, Tensor, Var};
-
-/// Records `e` in `x`'s trace and returns a poisoned value.
-fn fail(x: &Var, e: Error) -> Var {
-    x.tracer().record(e);
-    x.tracer().poisoned()
-}
 
 /// Runs `body` as the user-facing function `name` (errors of the ops it
 /// applies name it); an error it returns is recorded on `x`'s trace.
@@ -1344,14 +1338,10 @@ pub fn average(x: &Var, weights: &Var, axis: Option<i64>) -> Var {
         let x = floated(x);
         let w = floated(weights);
         let (w, axes) = match axis {
-            None if w.shape() != x.shape() => {
-                return Err(Error::shape(
-                    "average",
-                    &[x.shape(), w.shape()],
-                    format!("weights of shape {:?} for values of shape {:?}: without an axis they must have one shape", w.shape(), x.shape()),
-                ))
+            None => {
+                same_shape_weights("average", &x, Some(&w))?;
+                (w, (0..x.rank() as i64).collect::<Vec<_>>())
             }
-            None => (w, (0..x.rank() as i64).collect::<Vec<_>>()),
             Some(a) => {
                 let ax = normalize_axis("average", a, x.shape(), "axis")?;
                 let w = if w.rank() == 1 && x.rank() > 1 {
@@ -1366,6 +1356,23 @@ pub fn average(x: &Var, weights: &Var, axis: Option<i64>) -> Var {
         };
         Ok((&x * &w).sum(&axes) / w.broadcast_to(x.shape()).sum(&axes))
     })
+}
+
+/// An error naming `name` when `weights` are given with another shape
+/// than the values `x` (JAX's check of `average`, `bincount`, `histogram`).
+fn same_shape_weights(name: &str, x: &Var, weights: Option<&Var>) -> Result<()> {
+    match weights {
+        Some(w) if w.shape() != x.shape() => Err(Error::shape(
+            name,
+            &[x.shape(), w.shape()],
+            format!(
+                "weights of shape {:?} for values of shape {:?}: they must have one shape",
+                w.shape(),
+                x.shape()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `jnp.cov`: the covariance matrix of the variables in the rows of `m`
@@ -1449,17 +1456,7 @@ pub fn bincount(x: &Var, weights: Option<&Var>, length: usize) -> Var {
                 ),
             ));
         }
-        if let Some(w) = weights.filter(|w| w.shape() != x.shape()) {
-            return Err(Error::shape(
-                "bincount",
-                &[x.shape(), w.shape()],
-                format!(
-                    "weights of shape {:?} for values of shape {:?}: they must have one shape",
-                    w.shape(),
-                    x.shape()
-                ),
-            ));
-        }
+        same_shape_weights("bincount", x, weights)?;
         let x = x.cast(DType::I64);
         let w = match weights {
             Some(w) => w.clone(),
@@ -1607,17 +1604,7 @@ pub fn histogram(
         if bins == 0 {
             return Err(Error::invalid("histogram", "bins", "needs at least one bin"));
         }
-        if let Some(w) = weights.filter(|w| w.shape() != x.shape()) {
-            return Err(Error::shape(
-                "histogram",
-                &[x.shape(), w.shape()],
-                format!(
-                    "weights of shape {:?} for values of shape {:?}: they must have one shape",
-                    w.shape(),
-                    x.shape()
-                ),
-            ));
-        }
+        same_shape_weights("histogram", x, weights)?;
         let x = floated(x).flatten();
         let (lo, hi) = match range {
             Some((lo, hi)) if lo <= hi => (x.scalar_like(lo), x.scalar_like(hi)),

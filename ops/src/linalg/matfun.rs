@@ -23,18 +23,12 @@
 
 use super::api::{inv, matrix_norm, solve_with, svdvals, MatrixNorm};
 use super::{batch_of, eye_like, full_like_shape, OnFailure};
-use crate::api::{floated, VarExt};
+use crate::api::{fail, floated, VarExt};
 use crate::bodies::batch_body;
 use crate::cond::Cond;
 use anvil_core::replay::inline_graph;
 use anvil_core::trace::current_or_detached;
 use anvil_core::{trace_with, DType, Error, Graph, Result, Var};
-
-/// Records `e` on `x`'s trace and returns a poisoned value.
-fn failed(x: &Var, e: Error) -> Var {
-    x.tracer().record(e);
-    x.tracer().poisoned()
-}
 
 /// The size `n` of `a`'s square matrices `[..., n, n]`, or the recorded
 /// error of `op` (a poisoned value) when they are not.
@@ -44,7 +38,7 @@ fn square_size(op: &str, a: &Var) -> std::result::Result<usize, Var> {
         _ => {
             let msg =
                 format!("argument 0 (a) must be square matrices [..., n, n]; it is {}", a.ty());
-            Err(failed(a, Error::shape(op, &[a.shape()], msg)))
+            Err(fail(a, Error::shape(op, &[a.shape()], msg)))
         }
     }
 }
@@ -217,7 +211,7 @@ fn per_matrix(a: &Var, f: impl FnOnce(&Var) -> Var) -> Var {
     match stacked.map(|mut out| out.pop()) {
         Ok(Some(out)) => out,
         Ok(None) => a.tracer().poisoned(),
-        Err(e) => failed(a, e),
+        Err(e) => fail(a, e),
     }
 }
 
@@ -262,7 +256,7 @@ fn pade(a: &Var, index: &Var, orders: &[usize], n: usize) -> (Var, Var) {
     let branches = match branches {
         Ok(b) => b,
         Err(e) => {
-            let bad = failed(a, e);
+            let bad = fail(a, e);
             return (bad.clone(), bad);
         }
     };
@@ -346,7 +340,7 @@ fn squared(r: &Var, squarings: &Var) -> Var {
     let square = trace_with(one, |v| Ok(vec![v[0].matmul(&v[0])]));
     let (keep, square) = match (keep, square) {
         (Ok(keep), Ok(square)) => (keep, square),
-        (Err(e), _) | (_, Err(e)) => return failed(r, e),
+        (Err(e), _) | (_, Err(e)) => return fail(r, e),
     };
     let mut r = r.clone();
     for i in 0..EXPM_MAX_SQUARINGS {
@@ -394,7 +388,7 @@ pub fn multi_dot(arrays: &[&Var]) -> Var {
         return tracer.poisoned();
     };
     if let Err(e) = check_chain(arrays, &shapes) {
-        return failed(first, e);
+        return fail(first, e);
     }
     let k = arrays.len();
     let (row, column) = (first.rank() == 1, arrays[k - 1].rank() == 1);
@@ -546,7 +540,7 @@ pub fn cond(a: &Var) -> Var {
         _ => Some("argument 0 (a) must be matrices [..., m, n] (rank at least 2)"),
     };
     if let Some(msg) = bad {
-        return failed(a, Error::shape("cond", &[a.shape()], format!("{msg}; it is {}", a.ty())));
+        return fail(a, Error::shape("cond", &[a.shape()], format!("{msg}; it is {}", a.ty())));
     }
     let s = svdvals(&floated(a));
     s.index_axis(-1, 0) / s.index_axis(-1, -1)
