@@ -316,6 +316,13 @@ enum Code {
     Gather { src: usize, map: Vec<u32>, out: usize },
     /// `out = srcᵀ` for an `f64` matrix stored `rows × cols`.
     Transpose { src: usize, rows: usize, cols: usize, out: usize },
+    /// `out` = the `k × n` `f64` matrix `src` (or `srcᵀ`, `src` stored
+    /// `n × k`, when `transposed`) in panels of `width` columns
+    /// ([`crate::matvec::pack_panels`]).
+    Panels { src: usize, k: usize, n: usize, transposed: bool, width: usize, out: usize },
+    /// `out = xᵀ M` for the `k × n` matrix packed in `panels` by a
+    /// [`Code::Panels`] of `width` ([`crate::matvec::gevm_panels`]).
+    Gevm { x: usize, panels: usize, out: usize, k: usize, n: usize, width: usize },
     /// `out[i] = srcs[map[i].0][map[i].1]`, or the fill where `None`.
     Assemble { srcs: Vec<usize>, map: Vec<Option<(u32, u32)>>, fill: Scalar, out: usize },
     /// A value computed once.
@@ -344,6 +351,8 @@ impl Code {
             | Code::Arith { out, .. }
             | Code::Gather { out, .. }
             | Code::Transpose { out, .. }
+            | Code::Panels { out, .. }
+            | Code::Gevm { out, .. }
             | Code::Assemble { out, .. }
             | Code::Const { out, .. }
             | Code::Matmul { out, .. }
@@ -453,6 +462,7 @@ impl Micro {
         let outputs: Vec<usize> = graph.outputs().iter().map(|o| o.index()).collect();
         let (mut invariant, mut code, fixed) =
             split_invariant(b.code, &inputs, invariant, b.types.len());
+        pack_fixed_matrices(&mut invariant, &mut code, &mut b.types, &fixed);
         transpose_fixed_matrices(&mut invariant, &mut code, &mut b.types, &fixed);
         if fuse {
             let known = known_scalars(&invariant, b.types.len());
@@ -745,6 +755,8 @@ fn reads_writes(c: &Code) -> (Vec<usize>, Vec<usize>) {
         Code::Arith { a, b, out, .. } => (vec![*a, *b], vec![*out]),
         Code::Gather { src, out, .. } => (vec![*src], vec![*out]),
         Code::Transpose { src, out, .. } => (vec![*src], vec![*out]),
+        Code::Panels { src, out, .. } => (vec![*src], vec![*out]),
+        Code::Gevm { x, panels, out, .. } => (vec![*x, *panels], vec![*out]),
         Code::Assemble { srcs, out, .. } => (srcs.clone(), vec![*out]),
         Code::Const { out, .. } => (vec![], vec![*out]),
         Code::Matmul { a, b, out, .. } => (vec![*a, *b], vec![*out]),
@@ -787,7 +799,8 @@ fn split_invariant(
 const TRANSPOSED_FIXED: usize = 1 << 18;
 
 /// A per-step product of a matrix fixed for the whole loop by a vector
-/// (`A x`, as every RK4 stage of `tanh(A x + b)` has) runs as the vector
+/// (`A x`) that [`pack_fixed_matrices`] leaves (a matrix that
+/// [`crate::matvec::gevm_split`] shares between threads) runs as the vector
 /// times the matrix's transpose (`xᵀ Aᵀ`), the transpose formed once per
 /// state by the code run before the steps: [`crate::matvec::gevm`] streams
 /// a cached matrix faster than [`crate::matvec::gemv`] (about 0.69 against
@@ -833,6 +846,73 @@ fn transpose_fixed_matrices(
             out: *out,
             mm: matmul_shape(&[k], &[k, m], false, false),
         };
+    }
+}
+
+/// A per-step product of a vector by a matrix fixed for the whole loop,
+/// either way round (`A x`, as every RK4 stage of `tanh(A x + b)` has, or
+/// `gᵀ A`, as its reverse has), runs as `xᵀ M` against a copy of `M`
+/// (`Aᵀ` or `A`) packed once per state, by the code run before the steps,
+/// in the panels [`crate::matvec::gevm`] streams
+/// ([`crate::matvec::pack_panels`]): each panel one contiguous block, read
+/// faster than the rows of `A` at a stride (W9's loop at d = 128 on an
+/// AVX2 host: see `BENCHMARKS.md`). Matrices that
+/// [`crate::matvec::gevm_split`] shares between threads are left to
+/// [`transpose_fixed_matrices`]. `A x` sums its terms in another order
+/// than the product run as is (the last bits differ; every step and every
+/// call alike); `gᵀ A` keeps its bits.
+fn pack_fixed_matrices(
+    once: &mut Vec<Code>,
+    each: &mut [Code],
+    types: &mut Vec<TensorType>,
+    fixed: &[bool],
+) {
+    let width = crate::matvec::panel_width();
+    if width == 0 {
+        return;
+    }
+    // One packed copy per fixed matrix and reading, however many products read it.
+    let mut packed: std::collections::HashMap<(usize, bool), usize> = Default::default();
+    for c in each.iter_mut() {
+        let Code::Matmul { a, b, out, mm } = c else { continue };
+        let f64s = types[*a].dtype() == DType::F64 && types[*b].dtype() == DType::F64;
+        if !f64s || mm.batches != [(0, 0)] {
+            continue;
+        }
+        let k = mm.k;
+        // (the vector, the fixed matrix, M's columns, whether M is the
+        // stored matrix transposed).
+        let found = if mm.n == 1
+            && fixed[*a]
+            && !fixed[*b]
+            && matches!(mm.b_mat, (r, 1, false) | (1, r, true) if r == k)
+        {
+            // op(a) x = xᵀ op(a)ᵀ: M = aᵀ, or a when op reads it transposed.
+            Some((*b, *a, mm.m, !mm.a_mat.2))
+        } else if mm.m == 1
+            && fixed[*b]
+            && !fixed[*a]
+            && matches!(mm.a_mat, (1, r, false) | (r, 1, true) if r == k)
+        {
+            Some((*a, *b, mm.n, mm.b_mat.2))
+        } else {
+            None
+        };
+        let Some((x, matrix, n, transposed)) = found else { continue };
+        let size = k.saturating_mul(n);
+        if (direct(mm) && size < GEVM_FLOPS)
+            || size >= crate::matvec::GEVM_SPLIT
+            || !crate::matvec::gevm_takes(k, n)
+        {
+            continue;
+        }
+        let slot = *packed.entry((matrix, transposed)).or_insert_with(|| {
+            let slot = types.len();
+            types.push(TensorType::new(DType::F64, vec![k, n]));
+            once.push(Code::Panels { src: matrix, k, n, transposed, width, out: slot });
+            slot
+        });
+        *c = Code::Gevm { x, panels: slot, out: *out, k, n, width };
     }
 }
 
@@ -1035,6 +1115,36 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
             }
             bufs[*out] = o;
             Ok(())
+        }
+        Code::Panels { src, k, n, transposed, width, out } => {
+            let mut o = std::mem::take(&mut bufs[*out]);
+            let done = match (&bufs[*src], &mut o) {
+                (Buf::F64(x), Buf::F64(z)) => {
+                    crate::matvec::pack_panels(x, (*k, *n), *transposed, *width, z)
+                }
+                _ => false,
+            };
+            bufs[*out] = o;
+            if done {
+                Ok(())
+            } else {
+                Err(Error::invalid("micro", "panels", "a buffer of another dtype or length"))
+            }
+        }
+        Code::Gevm { x, panels, out, k, n, width } => {
+            let mut o = std::mem::take(&mut bufs[*out]);
+            let done = match (&bufs[*x], &bufs[*panels], &mut o) {
+                (Buf::F64(x), Buf::F64(p), Buf::F64(z)) if x.len() >= *k && z.len() >= *n => {
+                    crate::matvec::gevm_panels(&x[..*k], p, *width, &mut z[..*n])
+                }
+                _ => false,
+            };
+            bufs[*out] = o;
+            if done {
+                Ok(())
+            } else {
+                Err(Error::invalid("micro", "gevm", "a buffer of another dtype or length"))
+            }
         }
         Code::Assemble { srcs, map, fill, out } => {
             let mut o = std::mem::take(&mut bufs[*out]);
@@ -1523,36 +1633,44 @@ mod tests {
         runs::force_generic(false);
     }
 
-    /// A product of a matrix fixed for the loop by a per-step vector runs
-    /// against the matrix's transpose, formed once by the invariant code
-    /// (where this CPU has the vector–matrix kernel); it gives the product's
-    /// value (another order of the same sums), the same bits on every step
-    /// and every state, and the matrix read transposed, or a per-step matrix,
-    /// is left alone.
+    /// A product of a matrix fixed for the loop by a per-step vector, either
+    /// way round, runs against a copy packed in panels once by the
+    /// invariant code (where this CPU has the vector–matrix kernel): `A x`
+    /// against `Aᵀ`'s panels (another order of the same sums), `gᵀ A`
+    /// against `A`'s (the same bits as in place). Products of one matrix
+    /// read the same way share a copy; a per-step matrix is left alone, and
+    /// a matrix large enough to be shared between threads is transposed
+    /// instead.
     #[test]
-    fn a_fixed_matrix_times_a_vector_runs_against_its_transpose() {
+    fn a_fixed_matrix_times_a_vector_runs_against_packed_panels() {
+        let gevms = |m: &Micro| m.code.iter().filter(|c| matches!(c, Code::Gevm { .. })).count();
+        let panels = |m: &Micro, transposed: bool| {
+            m.invariant
+                .iter()
+                .filter(|c| matches!(c, Code::Panels { transposed: t, .. } if *t == transposed))
+                .count()
+        };
         let (m, k) = (40, 70);
         let types = [TensorType::new(DType::F64, vec![m, k]), TensorType::new(DType::F64, vec![k])];
         let graph = trace_with(&types, |v| Ok(vec![v[0].matmul(&v[1]).tanh()])).unwrap();
         let micro = Micro::compile_invariant(&graph, &[true, false]).unwrap().expect("small");
-        let transposed = micro
-            .code
-            .iter()
-            .any(|c| matches!(c, Code::Matmul { b, .. } if micro.types[*b].shape() == [k, m]));
-        assert_eq!(transposed, crate::matvec::gevm_takes(k, m));
-        // Two products of one square matrix (64 × 64: not a direct loop)
-        // share one transpose.
+        let runs = usize::from(crate::matvec::gevm_takes(k, m));
+        assert_eq!((gevms(&micro), panels(&micro, true)), (runs, runs));
+        // Two products `A x` and one `zᵀ A` of one square matrix (64 × 64:
+        // not a direct loop): two copies, `Aᵀ` and `A`.
         let sq = [TensorType::new(DType::F64, vec![64, 64]), TensorType::new(DType::F64, vec![64])];
-        let twice = trace_with(&sq, |v| {
+        let three = |v: &[Var]| {
             let y = v[0].matmul(&v[1]).tanh();
-            Ok(vec![v[0].matmul(&y)])
-        })
-        .unwrap();
-        let micro2 = Micro::compile_invariant(&twice, &[true, false]).unwrap().expect("small");
-        let copies =
-            micro2.invariant.iter().filter(|c| matches!(c, Code::Transpose { .. })).count();
-        let products = micro2.code.iter().filter(|c| matches!(c, Code::Matmul { .. })).count();
-        assert_eq!((copies, products), (usize::from(crate::matvec::gevm_takes(64, 64)), 2));
+            let z = v[0].matmul(&y).sin();
+            Ok(vec![z.matmul(&v[0]), y])
+        };
+        let square = trace_with(&sq, three).unwrap();
+        let micro2 = Micro::compile_invariant(&square, &[true, false]).unwrap().expect("small");
+        let runs = usize::from(crate::matvec::gevm_takes(64, 64));
+        assert_eq!(
+            (gevms(&micro2), panels(&micro2, true), panels(&micro2, false)),
+            (3 * runs, runs, runs)
+        );
         let (a, x) = (t(m * k, &[m, k], 0.37), t(k, &[k], 0.71));
         let (av, xv) = (a.to_vec::<f64>().unwrap(), x.to_vec::<f64>().unwrap());
         let got = bits_of(&micro, &graph, &[a.clone(), x.clone()]);
@@ -1561,16 +1679,34 @@ mod tests {
             assert!((f64::from_bits(g) - want).abs() < 1e-13, "row {i}");
         }
         assert_eq!(got, bits_of(&micro, &graph, &[a.clone(), x.clone()]));
-        // Without the matrix fixed, no transpose.
+        // Without the matrix fixed, no copy; `A x` within rounding of the
+        // packed product, `zᵀ A` bit for bit.
         let plain = Micro::compile_invariant(&graph, &[false, false]).unwrap().expect("small");
-        assert!(!plain
-            .code
-            .iter()
-            .any(|c| { matches!(c, Code::Matmul { b, .. } if plain.types[*b].shape() == [k, m]) }));
+        assert_eq!((gevms(&plain), plain.invariant.len()), (0, 0));
         let again = bits_of(&plain, &graph, &[a, x]);
         for (g, p) in got[0].iter().zip(&again[0]) {
             assert!((f64::from_bits(*g) - f64::from_bits(*p)).abs() < 1e-13);
         }
+        let (a, x) = (t(64 * 64, &[64, 64], 0.29), t(64, &[64], 0.53));
+        let packed = bits_of(&micro2, &square, &[a.clone(), x.clone()]);
+        let plain2 = Micro::compile_invariant(&square, &[false, false]).unwrap().expect("small");
+        let unpacked = bits_of(&plain2, &square, &[a.clone(), x.clone()]);
+        for (g, p) in packed[1].iter().zip(&unpacked[1]) {
+            assert!((f64::from_bits(*g) - f64::from_bits(*p)).abs() < 1e-13, "A x");
+        }
+        // `xᵀ A` packed gives the bits of the product in place.
+        let vm = trace_with(&sq, |v| Ok(vec![v[1].matmul(&v[0])])).unwrap();
+        let fixed = Micro::compile_invariant(&vm, &[true, false]).unwrap().expect("small");
+        let free = Micro::compile_invariant(&vm, &[false, false]).unwrap().expect("small");
+        assert_eq!((gevms(&fixed), gevms(&free)), (runs, 0));
+        assert_eq!(bits_of(&fixed, &vm, &[a.clone(), x.clone()]), bits_of(&free, &vm, &[a, x]));
+        // A matrix shared between threads is transposed, not packed.
+        let big =
+            [TensorType::new(DType::F64, vec![256, 256]), TensorType::new(DType::F64, vec![256])];
+        let graph = trace_with(&big, |v| Ok(vec![v[0].matmul(&v[1]).tanh()])).unwrap();
+        let micro = Micro::compile_invariant(&graph, &[true, false]).unwrap().expect("small");
+        let copies = micro.invariant.iter().filter(|c| matches!(c, Code::Transpose { .. })).count();
+        assert_eq!((gevms(&micro), copies), (0, usize::from(crate::matvec::gevm_takes(256, 256))));
     }
 
     /// Both copies of the product loops ([`matmul_f64`]: baseline, AVX2).

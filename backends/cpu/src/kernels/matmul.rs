@@ -11,7 +11,8 @@
 //! products and small matrix-vector products, which run as one loop of
 //! multiplies, dot products or row updates over the batch, never a GEMM
 //! call per tiny product. A single `f64` matrix–vector product on one
-//! thread runs through the crate's `matvec` kernels (AVX-512) where the CPU has it.
+//! thread runs through the crate's `matvec` kernels (AVX-512 or AVX2) where
+//! the CPU has them.
 
 use super::{arity, unsupported};
 use crate::strided::broadcast_strides;
