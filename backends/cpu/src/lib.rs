@@ -39,6 +39,7 @@ pub mod lane_prelude;
 pub mod linalg;
 pub(crate) mod matvec;
 pub mod micro;
+mod pair;
 pub mod placement;
 mod plan;
 pub mod strided;
@@ -282,6 +283,15 @@ pub trait Prepared: Send + Sync + std::fmt::Debug {
         outs: &[TensorType],
         ctx: &Parallelism,
     ) -> Result<Vec<Tensor>>;
+
+    /// Whether the kernel gives the same bits on any number of threads
+    /// and gains from several, so that a plan may choose its thread count
+    /// by measured cost (see [`Parallelism::adaptive`]); `false` by
+    /// default. A loop whose matrix–vector products pair with a helper
+    /// thread says `true`.
+    fn thread_invariant(&self) -> bool {
+        false
+    }
 
     /// Which results the plan reads (`read[k]` for result `k`), told once
     /// when the plan is built. A kernel may then return any tensor of the

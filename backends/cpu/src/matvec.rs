@@ -130,18 +130,53 @@ pub(crate) fn pack_panels(
 /// bits as [`gevm`] on `M` unpacked; `false` (nothing written) where
 /// [`gevm_takes`] refuses the shape or the slice is short.
 pub(crate) fn gevm_panels(x: &[f64], panels: &[f64], width: usize, y: &mut [f64]) -> bool {
-    let (k, n) = (x.len(), y.len());
-    if width == 0 || panels.len() < k * n || !gevm_takes(k, n) {
+    gevm_takes(x.len(), y.len()) && gevm_panel_columns(x, panels, width, y.len(), 0, y)
+}
+
+/// `y = xᵀ M[:, j0 .. j0 + y.len()]` for `M` of `x.len()` rows and `n`
+/// columns packed by [`pack_panels`] with `width`: each column the same
+/// chain over the rows as in [`gevm_panels`], so its bits, whatever the
+/// columns asked for; `false` (nothing written) on a CPU without a kernel
+/// or where the columns or the slice do not fit.
+pub(crate) fn gevm_panel_columns(
+    x: &[f64],
+    panels: &[f64],
+    width: usize,
+    n: usize,
+    j0: usize,
+    y: &mut [f64],
+) -> bool {
+    let k = x.len();
+    let j1 = j0 + y.len();
+    if width == 0 || j1 > n || panels.len() < k * n || !imp::available() {
         return false;
     }
-    for j0 in (0..n).step_by(width) {
-        let w = width.min(n - j0);
-        // SAFETY: the panel at `j0 · k` holds `k` rows of `w` elements
-        // (checked length `k · n` ≥ `(j0 + w) · k`); `x` has `k` and the
-        // `w` outputs from `j0` lie in `y`.
+    if k == 0 {
+        y.fill(0.0);
+        return true;
+    }
+    let mut j = j0;
+    while j < j1 {
+        // The panel holding column `j`: columns `p0 .. p0 + w`, a row-major
+        // `k × w` block at `p0 · k`; this call's columns of it end at `end`.
+        let p0 = j / width * width;
+        let w = width.min(n - p0);
+        let end = (p0 + w).min(j1);
+        // SAFETY: the block's rows `i < k` span `w` elements from
+        // `p0 · k + i · w`, within `panels` (`(p0 + w) · k ≤ n · k`); the
+        // columns `j - p0 .. end - p0` lie in a row; `x` has `k` and the
+        // `end - j` outputs from `j - j0` lie in `y`.
         unsafe {
-            imp::gevm(x.as_ptr(), panels.as_ptr().add(j0 * k), w, k, w, y.as_mut_ptr().add(j0))
+            imp::gevm(
+                x.as_ptr(),
+                panels.as_ptr().add(p0 * k + (j - p0)),
+                w,
+                k,
+                end - j,
+                y.as_mut_ptr().add(j - j0),
+            )
         };
+        j = end;
     }
     true
 }

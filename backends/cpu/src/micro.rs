@@ -230,9 +230,21 @@ pub struct State {
     bufs: Vec<Buf>,
     /// The registers of fused runs.
     regs: runs::Registers,
+    /// A helper thread for the matrix–vector products, when the loop
+    /// holds one ([`State::pair_products`]).
+    lease: Option<crate::pair::Lease>,
 }
 
 impl State {
+    /// Shares the program's matrix–vector products against packed panels
+    /// with a helper thread (see [`crate::pair`]) when `on` and the helper
+    /// is free, until the state is given back or this is called with
+    /// `false`; whether it is shared.
+    pub fn pair_products(&mut self, on: bool) -> bool {
+        self.lease = if on { crate::pair::lease() } else { None };
+        self.lease.is_some()
+    }
+
     /// Gives every buffer back to the running plan's pool (after the run's
     /// results are copied out).
     pub fn give_back(self) {
@@ -485,6 +497,7 @@ impl Micro {
         State {
             bufs: self.types.iter().map(|t| Buf::pooled_zeros(t.dtype(), t.numel())).collect(),
             regs: runs::Registers::default(),
+            lease: None,
         }
     }
 
@@ -551,6 +564,25 @@ impl Micro {
                 if (mm.m == 1 || mm.n == 1)
                     && mm.m.saturating_mul(mm.k).saturating_mul(mm.n) >= crate::matvec::GEVM_SPLIT)
         })
+    }
+
+    /// Whether the per-step code has a matrix–vector product against
+    /// packed panels large enough to share with a helper thread
+    /// ([`State::pair_products`]), and every instruction gives the same
+    /// bits on any number of threads (so that a plan may choose by
+    /// measured cost whether the loop pairs its products).
+    pub fn pairs_products(&self) -> bool {
+        let pairs = self
+            .code
+            .iter()
+            .any(|c| matches!(c, Code::Gevm { k, n, .. } if k * n >= crate::pair::PAIR_MIN));
+        pairs
+            && self.invariant.iter().chain(&self.code).all(|c| match c {
+                Code::Kernel { op, .. } => crate::thread_invariant()
+                    .lookup(op.as_ref())
+                    .is_ok_and(|t| t.is_some_and(|t| t.same_bits)),
+                _ => true,
+            })
     }
 
     /// Runs the program on the inputs set in `st` (after
@@ -1135,7 +1167,10 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
             let mut o = std::mem::take(&mut bufs[*out]);
             let done = match (&bufs[*x], &bufs[*panels], &mut o) {
                 (Buf::F64(x), Buf::F64(p), Buf::F64(z)) if x.len() >= *k && z.len() >= *n => {
-                    crate::matvec::gevm_panels(&x[..*k], p, *width, &mut z[..*n])
+                    match &mut st.lease {
+                        Some(lease) => lease.gevm_panels(&x[..*k], p, *width, &mut z[..*n]),
+                        None => crate::matvec::gevm_panels(&x[..*k], p, *width, &mut z[..*n]),
+                    }
                 }
                 _ => false,
             };

@@ -215,7 +215,8 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
                 }
             }
         };
-        let adaptive = adaptive_eligible(&graph, id)?;
+        let adaptive = adaptive_eligible(&graph, id)?
+            || matches!(&kernel, StepKernel::Prepared(p) if p.thread_invariant());
         steps.push(Step { node: id, kernel, outs, free: vec![], adaptive });
     }
     // A value dies after its last reader; an unread value (a result nobody

@@ -311,6 +311,12 @@ impl ScanPlan {
             m.set_input(&mut st, k, x, 0)?;
         }
         m.run_invariant(&mut st, ctx)?;
+        // A helper thread for the products, from the caller's own thread
+        // only (on a rayon worker the other cores may be busy with the
+        // pool's work).
+        st.pair_products(
+            ctx.thread_count() > 1 && m.pairs_products() && rayon::current_thread_index().is_none(),
+        );
         let x_len: Vec<usize> = (0..nx).map(|j| m.ty(m.input(nc + nk + j)).numel()).collect();
         let step_types = (0..ny).map(|j| m.ty(m.output(nk + j)).clone()).collect();
         let mut sinks = Sinks::new(self, outs, step_types);
@@ -365,6 +371,13 @@ impl Prepared for ScanPlan {
             Body::Micro(m) => self.run_micro(m, inputs, outs, ctx),
             Body::Plan(p) => self.run_plan(p, inputs, outs, ctx),
         }
+    }
+
+    /// A loop whose products pair with a helper thread (see
+    /// [`crate::pair`]) runs them on one thread or two as its plan's recent
+    /// call times say; the bits are the same.
+    fn thread_invariant(&self) -> bool {
+        matches!(&self.body, Body::Micro(m) if m.pairs_products())
     }
 }
 
