@@ -14,8 +14,12 @@
 //! [`lease`] it, and then spins on one atomic word for the loop's products:
 //! the loop's thread posts a product (the columns of the helper's half),
 //! computes its own half, and takes the result; a round trip between the
-//! two cores costs about 70 ns on this VM. Between loops the helper sleeps
-//! on a condition variable.
+//! two cores costs about 70 ns on this VM. After a loop the helper spins
+//! for [`LINGER`] in case another follows (the reverse pass after the
+//! forward one, the next call: waking from sleep takes tens of µs, and
+//! paired calls of W9's program had a p90 of 4.0–5.4 ms against a median
+//! of 3.6–3.7 ms without it, 3.7–3.8 ms with it), then sleeps on a
+//! condition variable.
 //!
 //! - **Never waiting for a helper that has not started.** When its own
 //!   half is done, the loop's thread takes the posted half back if the
@@ -42,6 +46,9 @@ use std::sync::{Condvar, Mutex, OnceLock};
 /// 64 KiB of `f64`, from where half a product (0.3 µs or more) is worth
 /// two handoffs between cores (see `BENCHMARKS.md`, session 24).
 pub(crate) const PAIR_MIN: usize = 1 << 13;
+
+/// How long the helper spins for a next lease before it sleeps.
+const LINGER: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// The phases of a posted product, in the low two bits of [`Helper::state`]
 /// (the product's sequence number above them).
@@ -132,33 +139,48 @@ impl Helper {
                     awake = self.wake.wait(awake).unwrap_or_else(|e| e.into_inner());
                 }
             }
-            while self.leased.load(Relaxed) {
-                let s = self.state.load(Acquire);
-                if s & 3 != POSTED
-                    || self.state.compare_exchange(s, s | TAKEN, AcqRel, Relaxed).is_err()
-                {
-                    std::hint::spin_loop();
-                    continue;
+            loop {
+                while self.leased.load(Relaxed) {
+                    let s = self.state.load(Acquire);
+                    if s & 3 != POSTED
+                        || self.state.compare_exchange(s, s | TAKEN, AcqRel, Relaxed).is_err()
+                    {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                    // SAFETY: the product `s` is claimed: its job was written
+                    // before `POSTED` was stored and is not written again until
+                    // `DONE` (or `KEPT`) is seen; its pointers are valid until
+                    // then (the holder waits for either, see `Handback`).
+                    let job = unsafe { *self.job.get() };
+                    let run = || unsafe {
+                        // SAFETY: as above; the columns `j0 .. j1` of `y` are
+                        // written by this thread only, until `DONE`.
+                        let x = std::slice::from_raw_parts(job.x, job.k);
+                        let panels = std::slice::from_raw_parts(job.panels, job.len);
+                        let y = std::slice::from_raw_parts_mut(job.y.add(job.j0), job.j1 - job.j0);
+                        crate::matvec::gevm_panel_columns(x, panels, job.width, job.n, job.j0, y)
+                    };
+                    // A product that fails (or panics) here is handed back
+                    // (`KEPT`), for the holder to compute: never a wait forever.
+                    let ok = matches!(
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)),
+                        Ok(true)
+                    );
+                    self.counts[usize::from(!ok)].fetch_add(1, Relaxed);
+                    self.state.store((s & !3) | if ok { DONE } else { KEPT }, Release);
                 }
-                // SAFETY: the product `s` is claimed: its job was written
-                // before `POSTED` was stored and is not written again until
-                // `DONE` (or `KEPT`) is seen; its pointers are valid until
-                // then (the holder waits for either, see `Handback`).
-                let job = unsafe { *self.job.get() };
-                let run = || unsafe {
-                    // SAFETY: as above; the columns `j0 .. j1` of `y` are
-                    // written by this thread only, until `DONE`.
-                    let x = std::slice::from_raw_parts(job.x, job.k);
-                    let panels = std::slice::from_raw_parts(job.panels, job.len);
-                    let y = std::slice::from_raw_parts_mut(job.y.add(job.j0), job.j1 - job.j0);
-                    crate::matvec::gevm_panel_columns(x, panels, job.width, job.n, job.j0, y)
-                };
-                // A product that fails (or panics) here is handed back
-                // (`KEPT`), for the holder to compute: never a wait forever.
-                let ok =
-                    matches!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)), Ok(true));
-                self.counts[usize::from(!ok)].fetch_add(1, Relaxed);
-                self.state.store((s & !3) | if ok { DONE } else { KEPT }, Release);
+                // Linger before sleeping: a program's next loop (the
+                // reverse pass after the forward one, the next call) often
+                // follows within microseconds, and waking from the
+                // condition variable takes tens of them.
+                let idle = std::time::Instant::now();
+                while !self.leased.load(Relaxed) && idle.elapsed() < LINGER {
+                    std::hint::spin_loop();
+                }
+                if !self.leased.load(Relaxed) {
+                    break;
+                }
             }
             // Sleep unless a new lease came in meanwhile.
             let mut awake = self.awake.lock().unwrap_or_else(|e| e.into_inner());
