@@ -146,6 +146,17 @@ impl Chain {
             // (checked just above).
             from = unsafe { wide::chain(self, args, mask, out) };
         }
+        #[cfg(target_arch = "x86_64")]
+        if w == Width::Avx2
+            && w <= Width::detect()
+            && args.len() == self.operands()
+            && args.iter().all(|a| a.len() >= out.len())
+            && (self.pick.is_none() || mask.len() >= out.len())
+        {
+            // SAFETY: `detect` lists AVX2 only when the CPU has it; the
+            // operands and the mask are checked as for AVX-512 above.
+            from = unsafe { wide2::chain(self, args, mask, out) };
+        }
         if from == out.len() {
             // Whole strips only (a group of 256 lanes): no remainder to
             // dispatch.
@@ -345,6 +356,123 @@ mod wide {
     /// None needed: writes nothing.
     pub(super) unsafe fn chain(_: &super::Chain, _: &[&[f64]], _: &[bool], _: &mut [f64]) -> usize {
         0
+    }
+}
+
+/// Chains in strips of 64 lanes held in sixteen AVX2 registers, for CPUs
+/// without AVX-512: as [`wide`], four lanes a register (on a Zen 3 VM,
+/// W13's masked Newton loop went from 2.45–2.65 ms with the generic strips
+/// to the figure in `BENCHMARKS.md`, session 24).
+#[cfg(target_arch = "x86_64")]
+mod wide2 {
+    use super::{Arith, Chain};
+    use std::arch::x86_64::*;
+
+    /// Registers of a strip.
+    const V: usize = 16;
+    /// Lanes of a strip.
+    pub(super) const LANES: usize = 4 * V;
+
+    /// As `wide`'s `each!`, on four lanes a register.
+    macro_rules! each {
+        ($acc:ident, $x:ident, $f:ident, true) => {
+            for (v, r) in $acc.iter_mut().enumerate() {
+                // SAFETY: `$x` covers the strip's `LANES` elements.
+                *r = $f(*r, unsafe { _mm256_loadu_pd($x.add(4 * v)) });
+            }
+        };
+        ($acc:ident, $x:ident, $f:ident, false) => {
+            for (v, r) in $acc.iter_mut().enumerate() {
+                // SAFETY: as above.
+                *r = $f(unsafe { _mm256_loadu_pd($x.add(4 * v)) }, *r);
+            }
+        };
+    }
+
+    /// As `wide`'s `link!`.
+    macro_rules! link {
+        ($acc:ident, $o:expr, $left:expr, $x:ident) => {
+            match ($o, $left) {
+                (Arith::Add, true) => each!($acc, $x, _mm256_add_pd, true),
+                (Arith::Add, false) => each!($acc, $x, _mm256_add_pd, false),
+                (Arith::Sub, true) => each!($acc, $x, _mm256_sub_pd, true),
+                (Arith::Sub, false) => each!($acc, $x, _mm256_sub_pd, false),
+                (Arith::Mul, true) => each!($acc, $x, _mm256_mul_pd, true),
+                (Arith::Mul, false) => each!($acc, $x, _mm256_mul_pd, false),
+                (Arith::Div, true) => each!($acc, $x, _mm256_div_pd, true),
+                (Arith::Div, false) => each!($acc, $x, _mm256_div_pd, false),
+                // Flips the sign bit, as `-p` does.
+                (Arith::Neg, _) => {
+                    let sign = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
+                    for r in $acc.iter_mut() {
+                        *r = _mm256_xor_pd(*r, sign);
+                    }
+                }
+            }
+        };
+    }
+
+    /// Runs `chain` over the whole strips at the start of `out`; returns
+    /// how many lanes it wrote (a multiple of [`LANES`]).
+    ///
+    /// # Safety
+    /// The CPU has AVX2; `args` has the chain's operands
+    /// ([`Chain::operands`]), each of at least `out.len()` elements, and
+    /// `mask` as many when the chain has a pick.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn chain(
+        chain: &Chain,
+        args: &[&[f64]],
+        mask: &[bool],
+        out: &mut [f64],
+    ) -> usize {
+        let done = out.len() / LANES * LANES;
+        let mut start = 0;
+        while start < done {
+            // SAFETY (every pointer below): `start + LANES <= done`, which
+            // is at most every operand's length and `out`'s.
+            let mut acc = [_mm256_setzero_pd(); V];
+            let first = unsafe { args[0].as_ptr().add(start) };
+            for (v, r) in acc.iter_mut().enumerate() {
+                *r = unsafe { _mm256_loadu_pd(first.add(4 * v)) };
+            }
+            let second = unsafe { args[1].as_ptr().add(start) };
+            link!(acc, chain.first, true, second);
+            for (k, &(o, left)) in chain.links.iter().enumerate() {
+                let x = unsafe { args[2 + k].as_ptr().add(start) };
+                link!(acc, o, left, x);
+            }
+            let dst = unsafe { out.as_mut_ptr().add(start) };
+            match chain.pick {
+                Some(keep) => {
+                    let other = unsafe { args[2 + chain.links.len()].as_ptr().add(start) };
+                    let flags = unsafe { mask.as_ptr().add(start) };
+                    for (v, r) in acc.iter().enumerate() {
+                        // Four flags (bytes of 0 or 1) widened to four
+                        // lanes, all ones where set.
+                        let bytes = unsafe { flags.add(4 * v).cast::<i32>().read_unaligned() };
+                        let wide = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(bytes));
+                        let set =
+                            _mm256_castsi256_pd(_mm256_cmpgt_epi64(wide, _mm256_setzero_si256()));
+                        let o = unsafe { _mm256_loadu_pd(other.add(4 * v)) };
+                        // `blendv(a, b, m)` takes `b` where `m` is set.
+                        let picked = if keep {
+                            _mm256_blendv_pd(o, *r, set)
+                        } else {
+                            _mm256_blendv_pd(*r, o, set)
+                        };
+                        unsafe { _mm256_storeu_pd(dst.add(4 * v), picked) };
+                    }
+                }
+                None => {
+                    for (v, r) in acc.iter().enumerate() {
+                        unsafe { _mm256_storeu_pd(dst.add(4 * v), *r) };
+                    }
+                }
+            }
+            start += LANES;
+        }
+        done
     }
 }
 
@@ -1517,8 +1645,8 @@ mod tests {
             // A pick takes one more operand: one link fewer.
             let links = links[..links.len() - usize::from(pick.is_some())].to_vec();
             let chain = Chain { first, links, pick };
-            // Lengths around the AVX-512 strips too (whole strips of 128
-            // lanes, then the generic strips for the rest).
+            // Lengths around the AVX-512 and AVX2 strips too (whole strips
+            // of 128 or 64 lanes, then the generic strips for the rest).
             for n in [1, 5, STRIP - 1, STRIP, STRIP + 3, 3 * STRIP + 7, 128, 129, 255, 256 + 37] {
                 let args: Vec<Vec<f64>> = (0..chain.operands())
                     .map(|k| {
