@@ -1,4 +1,4 @@
-//! A second core for a loop's matrix–vector products.
+//! A second core for a loop's matrix–vector products (and mid-size GEMMs).
 //!
 //! A loop such as W9's RK4 scan multiplies one cached matrix by a new
 //! vector four times a step, each product waiting for the one before. At
@@ -36,6 +36,12 @@
 //!   the serial path.
 //! - **One loop at a time.** A second loop that asks while the helper is
 //!   leased runs its products on its own thread.
+//!
+//! The same handoff serves work outside loops through [`join`]: a GEMM
+//! below rayon's threshold (1–8 M multiply-adds, such as W9's four
+//! `dA` products of 128 × 200 × 128 after its reverse scan, when the
+//! helper is still lingering) gives half its rows to the helper
+//! (`kernels::matmul`), with the same steal-back and the same bits.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
@@ -58,19 +64,15 @@ const DONE: u64 = 2;
 /// Taken back by the loop's thread before the helper claimed it.
 const KEPT: u64 = 3;
 
-/// One product's half for the helper: `y[j0..j1] = xᵀ M[:, j0..j1]`, `M`
-/// (`k` rows) packed in panels of `width` columns.
+/// The work posted to the helper: a closure on the poster's stack, valid
+/// until the poster has settled it (see [`Handback`]); it returns whether
+/// it did its work (`false`: the poster does it instead).
+type Task<'a> = dyn Fn() -> bool + Sync + 'a;
+
+/// The posted task, its lifetime erased (see [`Helper::job`]).
 #[derive(Clone, Copy)]
 struct Job {
-    x: *const f64,
-    panels: *const f64,
-    len: usize,
-    width: usize,
-    k: usize,
-    n: usize,
-    j0: usize,
-    j1: usize,
-    y: *mut f64,
+    task: *const Task<'static>,
 }
 
 /// The helper's side of the handoff.
@@ -107,17 +109,7 @@ fn helper() -> Option<&'static Helper> {
     *HELPER.get_or_init(|| {
         let h: &'static Helper = Box::leak(Box::new(Helper {
             state: AtomicU64::new(KEPT),
-            job: UnsafeCell::new(Job {
-                x: std::ptr::null(),
-                panels: std::ptr::null(),
-                len: 0,
-                width: 0,
-                k: 0,
-                n: 0,
-                j0: 0,
-                j1: 0,
-                y: std::ptr::null_mut(),
-            }),
+            job: UnsafeCell::new(Job { task: &|| false }),
             leased: AtomicBool::new(false),
             awake: Mutex::new(false),
             wake: Condvar::new(),
@@ -148,21 +140,15 @@ impl Helper {
                         std::hint::spin_loop();
                         continue;
                     }
-                    // SAFETY: the product `s` is claimed: its job was written
-                    // before `POSTED` was stored and is not written again until
-                    // `DONE` (or `KEPT`) is seen; its pointers are valid until
-                    // then (the holder waits for either, see `Handback`).
+                    // SAFETY: the task `s` is claimed: its job was written
+                    // before `POSTED` was stored and is not written again
+                    // until `DONE` (or `KEPT`) is seen; the closure it points
+                    // to lives until then (the poster settles it before it
+                    // returns or unwinds, see `Handback`).
                     let job = unsafe { *self.job.get() };
-                    let run = || unsafe {
-                        // SAFETY: as above; the columns `j0 .. j1` of `y` are
-                        // written by this thread only, until `DONE`.
-                        let x = std::slice::from_raw_parts(job.x, job.k);
-                        let panels = std::slice::from_raw_parts(job.panels, job.len);
-                        let y = std::slice::from_raw_parts_mut(job.y.add(job.j0), job.j1 - job.j0);
-                        crate::matvec::gevm_panel_columns(x, panels, job.width, job.n, job.j0, y)
-                    };
-                    // A product that fails (or panics) here is handed back
-                    // (`KEPT`), for the holder to compute: never a wait forever.
+                    let run = || unsafe { (*job.task)() };
+                    // A task that fails (or panics) here is handed back
+                    // (`KEPT`), for the poster to run: never a wait forever.
                     let ok = matches!(
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)),
                         Ok(true)
@@ -282,7 +268,51 @@ impl Drop for Handback<'_> {
     }
 }
 
+/// A raw pointer that may cross to the helper (its use is argued where it
+/// is dereferenced).
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+// SAFETY: only a carrier; every dereference has its own argument.
+unsafe impl<T> Send for SendPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so that a closure captures the carrier, not
+    /// its field).
+    pub(crate) fn get(self) -> *mut T {
+        self.0
+    }
+}
+
 impl Lease {
+    /// Runs `mine` on this thread while the helper runs `theirs`, unless
+    /// this thread takes `theirs` back first (the helper had not started
+    /// it) or the helper hands it back (it returned `false` or panicked):
+    /// then this thread runs it after `mine`. Returns `mine`'s result, how
+    /// `theirs` was settled and what `theirs` returned (run here when it
+    /// was handed back). `theirs` runs to completion once, or twice when
+    /// the helper's run failed.
+    fn join<R>(&mut self, mine: impl FnOnce() -> R, theirs: &Task<'_>) -> (R, Settled, bool) {
+        self.seq += 1;
+        let posted = (self.seq << 2) | POSTED;
+        // SAFETY: the lifetime is erased for the helper's slot only; the
+        // `Handback` below settles the task (taken back, or done) before
+        // this function returns or unwinds, and the helper never touches it
+        // after that.
+        let task: *const Task<'static> =
+            unsafe { std::mem::transmute::<&Task<'_>, &'static Task<'static>>(theirs) };
+        // SAFETY: the last task is settled (every join settles its own), so
+        // the helper does not read `job`.
+        unsafe { *self.helper.job.get() = Job { task } };
+        self.helper.state.store(posted, Release);
+        let mut back = Handback { helper: self.helper, posted, settled: false };
+        let r = mine();
+        let outcome = back.settle();
+        let ok = outcome != Settled::Kept || theirs();
+        (r, outcome, ok)
+    }
+
     /// `y = xᵀ M` as [`crate::matvec::gevm_panels`], the last columns
     /// (about half) computed by the helper unless this thread takes them
     /// back first; `false` (nothing written) where `gevm_panels` refuses.
@@ -308,47 +338,39 @@ impl Lease {
         // are independent, so the split never changes a bit.
         let theirs = (n * self.share / 64 / 4 * 4).clamp(4, n - 4);
         let mid = n - theirs;
-        self.seq += 1;
-        let posted = (self.seq << 2) | POSTED;
-        // SAFETY: the last product is done or kept (every call settles its
-        // `Handback` before returning), so the helper does not read `job`.
-        unsafe {
-            *self.helper.job.get() = Job {
-                x: x.as_ptr(),
-                panels: panels.as_ptr(),
-                len: k * n,
-                width,
-                k,
-                n,
-                j0: mid,
-                j1: n,
-                y: y.as_mut_ptr(),
-            };
-        }
-        self.helper.state.store(posted, Release);
-        let mut back = Handback { helper: self.helper, posted, settled: false };
-        // This thread's columns; the helper writes only `y[mid..]`, through
-        // the pointer posted above, until the handback settles.
-        let (own, theirs) = {
-            let y = y.as_mut_ptr();
-            // SAFETY: `y` has `n` elements; the two halves are disjoint.
-            unsafe {
-                (
-                    std::slice::from_raw_parts_mut(y, mid),
-                    std::slice::from_raw_parts_mut(y.add(mid), n - mid),
-                )
-            }
+        let (own, rest) = y.split_at_mut(mid);
+        let rest = SendPtr(rest.as_mut_ptr());
+        let task = move || {
+            // SAFETY: `rest` is `y[mid..]` (`theirs` elements), borrowed
+            // mutably for this call and written by this task alone, which
+            // runs once.
+            let y = unsafe { std::slice::from_raw_parts_mut(rest.get(), theirs) };
+            crate::matvec::gevm_panel_columns(x, panels, width, n, mid, y)
         };
-        crate::matvec::gevm_panel_columns(x, panels, width, n, 0, own);
-        let outcome = back.settle();
+        let mine = || crate::matvec::gevm_panel_columns(x, panels, width, n, 0, own);
+        let (done, outcome, theirs_done) = self.join(mine, &task);
         self.share = match outcome {
             Settled::Ready => (self.share + 1).min(56),
             Settled::Waited | Settled::Kept => self.share.saturating_sub(1).max(8),
         };
-        if outcome == Settled::Kept {
-            crate::matvec::gevm_panel_columns(x, panels, width, n, mid, theirs);
+        done && theirs_done
+    }
+}
+
+/// Runs `mine` on this thread and `theirs` on the helper when it is free
+/// (else both here, `mine` first), as [`Lease::join`]: for work outside a
+/// loop, such as a product too small for rayon's fork-join. Returns
+/// `mine`'s result and whether `theirs` did its work.
+pub(crate) fn join<R>(mine: impl FnOnce() -> R, theirs: &Task<'_>) -> (R, bool) {
+    match lease() {
+        Some(mut lease) => {
+            let (r, _, ok) = lease.join(mine, theirs);
+            (r, ok)
         }
-        true
+        None => {
+            let r = mine();
+            (r, theirs())
+        }
     }
 }
 

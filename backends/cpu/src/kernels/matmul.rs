@@ -62,6 +62,62 @@ fn layout(a: &[usize], b: &[usize]) -> Layout {
     Layout { batch_a, batch_b, batch, m, k, n }
 }
 
+/// The smallest GEMM (multiply-adds) below rayon's threshold
+/// ([`Parallelism::min_parallel_flops`]) that shares its rows with the
+/// pair helper thread ([`crate::pair`]): from about 25 µs of work, where
+/// a handoff of ~0.1 µs (and, after a long pause, the helper's wake-up,
+/// which this thread does not wait for) is small. Rayon's fork-join from
+/// outside its pool wakes its workers, tens of µs on a VM, which is why
+/// the fixed threshold for it is 200³.
+const PAIR_GEMM_MIN: usize = 1 << 20;
+
+/// Whether a GEMM of `m × k × n` that rayon would run on one thread is
+/// shared with the pair helper: several threads allowed, large enough,
+/// at least two row blocks, and not on a rayon worker (whose pool may be
+/// busy with the other cores).
+fn pairs(ctx: &Parallelism, m: usize, k: usize, n: usize) -> bool {
+    ctx.thread_count() > 1
+        && m >= 2 * PAIR_ROWS
+        && m.saturating_mul(k).saturating_mul(n) >= PAIR_GEMM_MIN
+        && rayon::current_thread_index().is_none()
+}
+
+/// Rows of a paired GEMM are split at a multiple of this (faer's row
+/// blocks do not straddle the cut).
+const PAIR_ROWS: usize = 16;
+
+/// `c = av · bv` (`c` row-major `m × n`), the top rows on this thread and
+/// the bottom ones on the pair helper (both here when it is busy): faer
+/// accumulates each element over `k` in the same order for any block of
+/// rows, so the bits are those of one call
+/// (`paired_gemm_gives_the_bits_of_one_call`).
+fn paired_gemm<T: faer::traits::ComplexField + Copy>(
+    c: &mut [T],
+    av: MatRef<'_, T>,
+    bv: MatRef<'_, T>,
+    one: T,
+) {
+    let (m, n) = (av.nrows(), bv.ncols());
+    let mid = (m / 2).div_ceil(PAIR_ROWS) * PAIR_ROWS;
+    let (top, bottom) = c.split_at_mut(mid * n);
+    let rows = m - mid;
+    let bottom = crate::pair::SendPtr(bottom.as_mut_ptr());
+    let theirs = move || {
+        // SAFETY: `bottom` is `c[mid · n..]` (`rows · n` elements),
+        // borrowed mutably for this call and written by this task alone,
+        // which runs once.
+        let c = unsafe { std::slice::from_raw_parts_mut(bottom.get(), rows * n) };
+        let c = MatMut::from_row_major_slice_mut(c, rows, n);
+        faer_matmul(c, Accum::Replace, av.subrows(mid, rows), bv, one, Par::Seq);
+        true
+    };
+    let mine = || {
+        let c = MatMut::from_row_major_slice_mut(top, mid, n);
+        faer_matmul(c, Accum::Replace, av.subrows(0, mid), bv, one, Par::Seq);
+    };
+    crate::pair::join(mine, &theirs);
+}
+
 macro_rules! typed_matmul {
     ($name:ident, $t:ty, $matvec:path) => {
         fn $name(a: &[$t], b: &[$t], l: &Layout, ctx: &Parallelism) -> Vec<$t> {
@@ -89,7 +145,13 @@ macro_rules! typed_matmul {
             if l.batch_b.is_empty() {
                 // Fold every batch of `a` into the rows of one GEMM.
                 let rows = nb * m;
-                gemm(&mut out, a, b, rows, ctx.gemm_par(rows * k * n));
+                let par = ctx.gemm_par(rows * k * n);
+                if par == Par::Seq && n > 1 && pairs(ctx, rows, k, n) {
+                    let av = MatRef::from_row_major_slice(a, rows, k);
+                    paired_gemm(&mut out, av, MatRef::from_row_major_slice(b, k, n), 1.0 as $t);
+                    return out;
+                }
+                gemm(&mut out, a, b, rows, par);
                 return out;
             }
             if l.batch_a.is_empty() && n == 1 {
@@ -314,6 +376,10 @@ macro_rules! typed_matmul_t {
             if par == faer::Par::Seq && $matvec(a, ma, b, mb, &mut out) {
                 return out;
             }
+            if par == faer::Par::Seq && pairs(ctx, m, k, n) {
+                paired_gemm(&mut out, av, bv, 1.0 as $t);
+                return out;
+            }
             {
                 let c = MatMut::from_row_major_slice_mut(&mut out, m, n);
                 matmul(c, Accum::Replace, av, bv, 1.0 as $t, par);
@@ -424,5 +490,70 @@ mod tests {
         assert_eq!(got, by_definition(&a[..4], (1, 4, false), &b, (4, 3, false)));
         let got = matmul_t_i64(&a, &[4, 3], &b[..4], &[4], MatmulT { ta: true, tb: false });
         assert_eq!(got, by_definition(&a, (4, 3, true), &b[..4], (4, 1, false)));
+    }
+}
+
+#[cfg(test)]
+mod pair_tests {
+    use super::*;
+
+    /// A GEMM whose rows are split between this thread and the pair helper
+    /// gives the bits of one call, for row-major and transposed operands,
+    /// `f64` and `f32`, at sizes around the row blocks.
+    #[test]
+    fn paired_gemm_gives_the_bits_of_one_call() {
+        for (m, k, n) in
+            [(128, 200, 128), (33, 517, 129), (100, 64, 77), (47, 1000, 5), (256, 3, 256)]
+        {
+            let a: Vec<f64> = (0..m * k).map(|i| ((i * 37 % 101) as f64 * 0.173).sin()).collect();
+            let b: Vec<f64> = (0..k * n).map(|i| ((i * 11 % 97) as f64 * 0.311).cos()).collect();
+            let at: Vec<f64> = (0..k * m).map(|p| a[(p % m) * k + p / m]).collect(); // k × m
+            let one = |av: MatRef<'_, f64>, bv: MatRef<'_, f64>| {
+                let mut c = vec![0.0; m * n];
+                faer_matmul(
+                    MatMut::from_row_major_slice_mut(&mut c, m, n),
+                    Accum::Replace,
+                    av,
+                    bv,
+                    1.0,
+                    Par::Seq,
+                );
+                c
+            };
+            let bv = MatRef::from_row_major_slice(&b, k, n);
+            for av in [
+                MatRef::from_row_major_slice(&a, m, k),
+                MatRef::from_row_major_slice(&at, k, m).transpose(),
+            ] {
+                let want = one(av, bv);
+                for _ in 0..3 {
+                    let mut got = vec![f64::NAN; m * n];
+                    paired_gemm(&mut got, av, bv, 1.0);
+                    let same = want.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(same, "{m}x{k}x{n} paired differs from one call");
+                }
+            }
+            let (a32, b32): (Vec<f32>, Vec<f32>) =
+                (a.iter().map(|&v| v as f32).collect(), b.iter().map(|&v| v as f32).collect());
+            let (av, bv) = (
+                MatRef::from_row_major_slice(&a32, m, k),
+                MatRef::from_row_major_slice(&b32, k, n),
+            );
+            let mut want = vec![0.0f32; m * n];
+            faer_matmul(
+                MatMut::from_row_major_slice_mut(&mut want, m, n),
+                Accum::Replace,
+                av,
+                bv,
+                1.0,
+                Par::Seq,
+            );
+            let mut got = vec![f32::NAN; m * n];
+            paired_gemm(&mut got, av, bv, 1.0);
+            assert!(
+                want.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "f32 {m}x{k}x{n}"
+            );
+        }
     }
 }
