@@ -237,7 +237,7 @@ pub struct State {
 
 impl State {
     /// Shares the program's matrix–vector products against packed panels
-    /// with a helper thread (see [`crate::pair`]) when `on` and the helper
+    /// with a helper thread (the CPU backend's `pair` module) when `on` and the helper
     /// is free, until the state is given back or this is called with
     /// `false`; whether it is shared.
     pub fn pair_products(&mut self, on: bool) -> bool {
