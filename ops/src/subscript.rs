@@ -47,7 +47,7 @@ use anvil_core::shape::{
 };
 use anvil_core::{DType, Error, Result, Scalar, SliceSpec, Tensor, Var};
 
-use crate::api::VarExt;
+use crate::api::{fail, VarExt};
 use crate::constant::{Full, Iota};
 use crate::lax::indexing::{bound, int as dim_int};
 use crate::lax::{self, LaxExt};
@@ -558,12 +558,6 @@ fn advanced(y: &Var, r: &Resolved, fix: &dyn Fn(&Var, usize) -> Var) -> Var {
     merged.drain(at..at + adv.len());
     merged.insert(at, bound(stride));
     moved.reshape(&merged).take(&flat, at as i64)
-}
-
-/// Records `e` in `x`'s trace and returns a poisoned value.
-fn fail(x: &Var, e: Error) -> Var {
-    x.tracer().record(e);
-    x.tracer().poisoned()
 }
 
 /// `x[expr]` with NumPy's semantics; see [`VarExt::i`].

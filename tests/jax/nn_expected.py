@@ -13,22 +13,15 @@ by` markers).
 Regenerate (JAX on the CPU, float64):
     .venv-bench/bin/python tests/jax/nn_expected.py > /tmp/expected.rs
 """
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_platform_name", "cpu")
-
-OUT = []
-
-
-def lit(v):
-    if np.isnan(v):
-        return "f64::NAN"
-    if np.isinf(v):
-        return "f64::INFINITY" if v > 0 else "f64::NEG_INFINITY"
-    return repr(float(v))
+from _record import OUT, lit  # noqa: E402 (after the path)
 
 
 def emit(name, value):

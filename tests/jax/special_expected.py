@@ -8,28 +8,16 @@ Regenerate (JAX on the CPU, float64):
     python3 -m venv .venv-bench && .venv-bench/bin/pip install jax jaxlib numpy
     .venv-bench/bin/python tests/jax/special_expected.py > /tmp/expected.rs
 """
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy import special as sp
 
-jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_platform_name", "cpu")
-
-OUT = []
-
-
-def lit(v):
-    if np.isnan(v):
-        return "f64::NAN"
-    if np.isinf(v):
-        return "f64::INFINITY" if v > 0 else "f64::NEG_INFINITY"
-    return repr(float(v))
-
-
-def emit(name, value):
-    a = np.asarray(value, dtype=np.float64).ravel()
-    OUT.append(f"    pub const {name.upper()}: [f64; {a.size}] = [{', '.join(lit(v) for v in a)}];")
+from _record import OUT, emit  # noqa: E402 (after the path)
 
 
 def elementwise(name, f, x):

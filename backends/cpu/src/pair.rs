@@ -192,9 +192,13 @@ impl std::fmt::Debug for Lease {
     }
 }
 
-/// The helper for one loop, `None` when another loop holds it or it could
-/// not be started.
+/// The helper for one loop, `None` when another loop holds it, it could
+/// not be started, or the caller is a rayon worker (whose pool may be
+/// busy with the other cores: a spinning helper would take one from it).
 pub(crate) fn lease() -> Option<Lease> {
+    if rayon::current_thread_index().is_some() {
+        return None;
+    }
     let helper = helper()?;
     helper.leased.compare_exchange(false, true, AcqRel, Relaxed).ok()?;
     let mut awake = helper.awake.lock().unwrap_or_else(|e| e.into_inner());
@@ -397,7 +401,7 @@ mod tests {
         if width == 0 {
             return;
         }
-        let Some(mut lease) = lease() else { return };
+        let mut lease = waited_lease();
         assert!(super::lease().is_none(), "a second lease while the first is held");
         for (k, n) in [(128, 128), (64, 200), (300, 40), (97, 130)] {
             let m = data(k * n, 0.37);
@@ -422,7 +426,22 @@ mod tests {
         let [helped, kept] = counts();
         assert!(helped + kept >= 800, "{helped} helped, {kept} kept");
         drop(lease);
-        // Released: the next loop gets it.
-        assert!(super::lease().is_some());
+        // Released: the next loop gets it, but never a rayon worker.
+        drop(waited_lease());
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        assert!(pool.install(|| super::lease().is_none()), "a lease on a rayon worker");
+    }
+
+    /// The helper, once another test's loop (which may hold it for a
+    /// moment) has let it go.
+    fn waited_lease() -> Lease {
+        let start = std::time::Instant::now();
+        loop {
+            match lease() {
+                Some(l) => return l,
+                None if start.elapsed().as_secs() < 60 => std::thread::yield_now(),
+                None => panic!("the helper was not free for a minute"),
+            }
+        }
     }
 }

@@ -20,14 +20,8 @@ use anvil_core::shape::{
 };
 use anvil_core::{DType, DimSize, Error, Scalar, Tensor, Var};
 
-use crate::api::VarExt;
+use crate::api::{fail, VarExt};
 use crate::constant::{Full, Iota};
-
-/// Records `e` in `x`'s trace and returns a poisoned value.
-fn fail(x: &Var, e: Error) -> Var {
-    x.tracer().record(e);
-    x.tracer().poisoned()
-}
 
 /// `0, 1, ...` along axis `axis` of a rank-`rank` `i64` value with size 1
 /// on every other axis.

@@ -14,7 +14,7 @@ use super::svd::Svd;
 use super::triangle::{Diagonal, Triangle};
 use super::triangular::TriangularSolve;
 use super::OnFailure;
-use crate::api::{floated, VarExt};
+use crate::api::{fail, floated, VarExt};
 use crate::batching::move_axis;
 use anvil_core::shape::{is_symbolic, normalize_axis};
 use anvil_core::Error;
@@ -187,7 +187,7 @@ pub fn lu(a: &Var) -> (Var, Var, Var) {
     let k = match anvil_core::shape::dim_min("lu", m, n) {
         Ok(k) => k,
         Err(e) => {
-            let bad = failed(a, e);
+            let bad = fail(a, e);
             return (bad.clone(), bad.clone(), bad);
         }
     };
@@ -240,7 +240,7 @@ pub fn lu_solve_with(lu: &Var, piv: &Var, b: &Var, trans: bool, on_failure: OnFa
     // The factor is square (checked by `LuSolve`): one pivot per row. (The
     // conversion to a permutation alone accepts fewer, as for a wide LU.)
     if piv.shape().last() != Some(&n) {
-        return failed(
+        return fail(
             lu,
             Error::shape(
                 "lu_solve",
@@ -309,11 +309,11 @@ pub fn solve_with(a: &Var, b: &Var, on_failure: OnFailure) -> Var {
             "argument 1 is read as [..., n, k] with n = {m}, but argument 0 has n = {n} (a vector \
              right-hand side must be 1-D, as in jnp.linalg.solve since JAX 0.5 and NumPy 2)"
         );
-        return failed(a, Error::shape("solve", &[a.shape(), b.shape()], msg));
+        return fail(a, Error::shape("solve", &[a.shape(), b.shape()], msg));
     }
     let batch = match anvil_core::shape::broadcast_shapes("solve", a_batch, b_batch, "1") {
         Ok(batch) => batch,
-        Err(e) => return failed(a, e),
+        Err(e) => return fail(a, e),
     };
     let concrete = !b.shape().iter().any(|&d| is_symbolic(d));
     if a_batch.is_empty() && !b_batch.is_empty() && concrete {
@@ -539,7 +539,7 @@ pub fn lstsq(a: &Var, b: &Var) -> (Var, Var, Var, Var) {
     };
     let (cols, vector) = as_columns(a, b);
     if cols.rank() < 2 || cols.shape()[cols.rank() - 2] != m {
-        let bad = failed(
+        let bad = fail(
             a,
             Error::shape(
                 "lstsq",
@@ -720,10 +720,10 @@ pub fn norm(x: &Var, ord: NormOrd, axes: &[i64], keepdims: bool) -> Var {
         [] if r >= 2 => (r - 2, r - 1),
         [a, b] => match (axis(a), axis(b)) {
             (Ok(row), Ok(col)) if row != col => (row, col),
-            (Err(e), _) | (_, Err(e)) => return failed(x, e),
+            (Err(e), _) | (_, Err(e)) => return fail(x, e),
             _ => {
                 let e = format!("a matrix norm's two axes {axes:?} are one axis");
-                return failed(x, Error::shape("norm", &[x.shape()], e));
+                return fail(x, Error::shape("norm", &[x.shape()], e));
             }
         },
         _ => {
@@ -731,7 +731,7 @@ pub fn norm(x: &Var, ord: NormOrd, axes: &[i64], keepdims: bool) -> Var {
                 "a matrix norm takes two axes (none: the last two); it was given {axes:?} of {}",
                 x.ty()
             );
-            return failed(x, Error::shape("norm", &[x.shape()], e));
+            return fail(x, Error::shape("norm", &[x.shape()], e));
         }
     };
     if (row, col) == (r - 2, r - 1) {
@@ -751,12 +751,5 @@ pub fn norm(x: &Var, ord: NormOrd, axes: &[i64], keepdims: bool) -> Var {
 /// The error of `op` given `a` of rank below 2 (a poisoned value).
 fn not_matrices(a: &Var, op: &str) -> Var {
     let e = format!("argument 0 must be matrices [..., m, n] (it is {})", a.ty());
-    failed(a, Error::shape(op, &[a.shape()], e))
-}
-
-/// Records `e` on `x`'s trace and returns a poisoned value: how a function
-/// returning `Var` reports bad input (the call's `eval` returns `e`).
-fn failed(x: &Var, e: Error) -> Var {
-    x.tracer().record(e);
-    x.tracer().poisoned()
+    fail(a, Error::shape(op, &[a.shape()], e))
 }

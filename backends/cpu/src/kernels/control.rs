@@ -311,12 +311,9 @@ impl ScanPlan {
             m.set_input(&mut st, k, x, 0)?;
         }
         m.run_invariant(&mut st, ctx)?;
-        // A helper thread for the products, from the caller's own thread
-        // only (on a rayon worker the other cores may be busy with the
-        // pool's work).
-        st.pair_products(
-            ctx.thread_count() > 1 && m.pairs_products() && rayon::current_thread_index().is_none(),
-        );
+        // A helper thread for the products (never leased from a rayon
+        // worker, see `pair::lease`).
+        st.pair_products(ctx.thread_count() > 1 && m.pairs_products());
         let x_len: Vec<usize> = (0..nx).map(|j| m.ty(m.input(nc + nk + j)).numel()).collect();
         let step_types = (0..ny).map(|j| m.ty(m.output(nk + j)).clone()).collect();
         let mut sinks = Sinks::new(self, outs, step_types);

@@ -73,13 +73,12 @@ const PAIR_GEMM_MIN: usize = 1 << 20;
 
 /// Whether a GEMM of `m × k × n` that rayon would run on one thread is
 /// shared with the pair helper: several threads allowed, large enough,
-/// at least two row blocks, and not on a rayon worker (whose pool may be
-/// busy with the other cores).
+/// at least two row blocks (the helper is never leased from a rayon
+/// worker, see `pair::lease`).
 fn pairs(ctx: &Parallelism, m: usize, k: usize, n: usize) -> bool {
     ctx.thread_count() > 1
         && m >= 2 * PAIR_ROWS
         && m.saturating_mul(k).saturating_mul(n) >= PAIR_GEMM_MIN
-        && rayon::current_thread_index().is_none()
 }
 
 /// Rows of a paired GEMM are split at a multiple of this (faer's row
