@@ -115,7 +115,7 @@ fn bench_cholesky(c: &mut Criterion) {
 fn bench_lu(c: &mut Criterion) {
     let mut g = c.benchmark_group("lu");
     g.sample_size(20);
-    for n in [256, 1024] {
+    for n in [64, 128, 200, 256, 320, 1024] {
         let a = numbers(n * n, 3);
         let (mut f, mut piv, mut perm) = (vec![0.0; n * n], vec![0; n], vec![0; n]);
         g.bench_function(BenchmarkId::new("anvil", n), |bch| {

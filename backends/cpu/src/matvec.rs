@@ -307,6 +307,14 @@ thread_local! {
     static FLIP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// The instruction set level of this thread's kernels (shared with the
+/// panelled LU): what the CPU has, or in tests a level forced per thread.
+#[cfg(target_arch = "x86_64")]
+pub(crate) use imp::{level, Level};
+
+#[cfg(test)]
+pub(crate) use imp::at_each_level;
+
 /// The kernels this CPU runs, chosen once: AVX-512 where the CPU has it,
 /// else AVX2 with FMA, else none (callers use faer).
 #[cfg(target_arch = "x86_64")]
@@ -315,7 +323,7 @@ mod imp {
 
     /// An instruction set the kernels are compiled for.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(super) enum Level {
+    pub(crate) enum Level {
         /// 4-lane `f64` vectors with FMA.
         Avx2,
         /// 8-lane `f64` vectors with masks.
@@ -343,7 +351,7 @@ mod imp {
     }
 
     /// The level the kernels run at on this thread.
-    pub(super) fn level() -> Option<Level> {
+    pub(crate) fn level() -> Option<Level> {
         #[cfg(test)]
         if let Some(l) = FORCED.with(|f| f.get()) {
             return Some(l);
@@ -353,7 +361,7 @@ mod imp {
 
     /// Every level this CPU runs, each with `f` run at it on this thread.
     #[cfg(test)]
-    pub(super) fn at_each_level(mut f: impl FnMut()) {
+    pub(crate) fn at_each_level(mut f: impl FnMut()) {
         let all = match detected() {
             Some(Level::Avx512) => vec![Level::Avx512, Level::Avx2],
             Some(Level::Avx2) => vec![Level::Avx2],

@@ -1,11 +1,12 @@
 //! LU with partial pivoting of one row-major `f64` matrix, in panels of
-//! [`PANEL`] columns, with AVX-512: the path of matrices too large for the
-//! unblocked loop and small enough to sit in L2 (up to [`MAX_DIM`]).
+//! [`PANEL`] columns, with AVX-512 or AVX2: the path of matrices too large
+//! for the unblocked loop and small enough to sit in L2 (up to
+//! [`MAX_DIM`]).
 //!
 //! faer's recursive LU spends most of its time at these sizes in the
 //! panel work of its base case and in products too small for its GEMM
-//! packing to pay (n = 200: 115–127 µs, 42–46 GFlop/s, with the transposed
-//! copy it needs; here 76–85 µs). Here, per panel:
+//! packing to pay (n = 200 with AVX-512: 115–127 µs, 42–46 GFlop/s, with
+//! the transposed copy it needs; here 76–85 µs). Here, per panel:
 //!
 //! 1. the panel (rows `k0..m`, `PANEL` columns) is copied column-major and
 //!    factored left-looking: each column takes the steps before it at once
@@ -13,10 +14,18 @@
 //!    its pivot is searched and its multipliers scaled; rows are swapped in
 //!    the panel and, outside it, in the matrix (contiguous row segments);
 //! 2. the panel's rows right of it become `U`'s (a unit lower triangular
-//!    solve of `PANEL` rows, per 8 columns in sixteen registers);
-//! 3. the trailing block takes the rank-`PANEL` update `A₂₂ -= L₂₁ U₁₂` in
-//!    blocks of 4 rows × 32 columns held in sixteen registers, each element
-//!    a chain of fused multiply-adds over the panel's columns in order.
+//!    solve of `PANEL` rows, per vector of columns in registers);
+//! 3. the trailing block takes the rank-`PANEL` update `A₂₂ -= L₂₁ U₁₂`
+//!    from packed operands, in blocks held in registers (AVX-512: 4 rows ×
+//!    32 columns; AVX2: 6 rows × 8 columns), each element a chain of fused
+//!    multiply-adds over the panel's columns in order.
+//!
+//! Both instruction set levels run the same operations in the same order,
+//! so they give the same bits. On the AVX2 host (a Zen 3, one thread, as
+//! `cargo bench -p anvil-ad-cpu --bench linalg -- lu/`) this path takes
+//! 26, 115, 226, 472 and 807 µs at n = 64, 128, 200, 256 and 320, against
+//! faer's 29, 130, 249, 514 and 811 µs; the trailing update runs at about
+//! 40 GFlop/s (faer's GEMM: 47), the panels take about a third of the time.
 //!
 //! The pivot rule is the unblocked loop's: the first entry of largest
 //! magnitude in its column (NaN never replaces). The values agree with
@@ -27,18 +36,23 @@
 //! pivot returns `false` (the caller refactors with the unblocked loop,
 //! whose handling of singular matrices is the reference). One thread: a
 //! single matrix of these sizes is 6 µs to 0.25 ms of work, and a batch
-//! runs its matrices in parallel.
+//! runs its matrices in parallel. (Sharing a matrix's trailing updates
+//! with a second thread, by columns, measured no faster at n = 200 and
+//! 256: the row swaps and the packed operands cross between the cores
+//! every panel.)
 
 /// Columns per panel: the trailing block is read and written once per
 /// panel, so wider panels halve that traffic (from L2) while the panel's
-/// own work grows; 16 measured best at n = 200.
+/// own work grows; 16 measured best at n = 200 (with AVX2 too: 8 and 24
+/// were 5–10% slower at n = 128, 200 and 256).
 pub(super) const PANEL: usize = 16;
 
 /// The largest dimension this path takes. Measured against faer (one
-/// thread, with the transposed copy each path makes): n = 64 6.5 against
+/// thread, with the transposed copy each path makes; AVX-512): n = 64 6.5 against
 /// 10 µs, 128 31 against 46, 200 76–85 against 115, 256 230 against 327;
 /// at 384 both take 0.60–0.64 ms and at 512 2.4–2.6 ms (the trailing block
-/// no longer sits in L2, where faer's cache blocking starts to pay).
+/// no longer sits in L2, where faer's cache blocking starts to pay). With
+/// AVX2 the two are level at 320 (see the module documentation).
 pub(super) const MAX_DIM: usize = 320;
 
 /// Whether [`factor`] runs an `m × n` matrix on this CPU (the caller keeps
@@ -78,22 +92,31 @@ pub(super) fn factor(
             return false;
         }
         upper_rows(a, n, k0, w);
+        let (ap, up) = (a.as_mut_ptr(), panel.as_mut_ptr());
         // SAFETY: `takes` checked the CPU; the block spans rows `k0 + w..m`
         // and columns `k0 + w..n` of `a` (`m × n`, stride `n`), its `L₂₁`
         // columns `k0..k0 + w` of those rows and its `U₁₂` rows `k0..k0 + w`.
-        // `panel` is free again: it takes the packed `U₁₂`.
-        unsafe { imp::update(a.as_mut_ptr(), m, n, k0, w, panel.as_mut_ptr()) };
+        // `panel` is free again: it takes them packed.
+        unsafe {
+            imp::pack(ap, m, n, k0, w, up);
+            imp::update(ap, m, n, k0, w, up, k0 + w, n);
+        }
         k0 += w;
     }
     true
 }
 
 /// The scratch [`factor`] needs for an `m × n` matrix: the column-major
-/// panel (`m` rows), then the panel's `U` rows packed for the trailing
-/// update (rows of [`packed_stride`]).
+/// panel (`m` rows), then for the trailing update the panel's `U` rows
+/// packed (rows of [`packed_stride`]) and its `L` rows packed in groups of
+/// [`L_GROUP`] (AVX2).
 pub(super) fn panel_len(m: usize, n: usize) -> usize {
-    PANEL * m.max(packed_stride(n))
+    PANEL * m.max(packed_stride(n) + m.next_multiple_of(L_GROUP))
 }
+
+/// Rows per block of the AVX2 trailing update, whose `L` entries are
+/// packed `L_GROUP` at a time per column.
+const L_GROUP: usize = 6;
 
 /// The row stride of the packed `U` rows of a trailing update of up to
 /// `cols` columns: a whole number of registers plus one, so that no two
@@ -142,8 +165,11 @@ fn factor_panel(
             perm.swap(k0 + j, k0 + p);
             let (top, bottom) = a.split_at_mut((k0 + p) * n);
             let (upper, lower) = (&mut top[(k0 + j) * n..(k0 + j + 1) * n], &mut bottom[..n]);
-            upper[..k0].swap_with_slice(&mut lower[..k0]);
-            upper[k0 + w..].swap_with_slice(&mut lower[k0 + w..]);
+            // SAFETY: `takes` checked the CPU (the caller's precondition).
+            unsafe {
+                imp::swap(&mut upper[..k0], &mut lower[..k0]);
+                imp::swap(&mut upper[k0 + w..], &mut lower[k0 + w..]);
+            }
         }
         let pivot = pc[j * r + j];
         if pivot == 0.0 || !pivot.is_finite() {
@@ -182,62 +208,133 @@ fn upper_rows(a: &mut [f64], n: usize, k0: usize, w: usize) {
     }
 }
 
+/// The panel copy of both levels: rows `k0..k0 + r`, columns `k0..k0 + w`
+/// of the row-major `a` (stride `n`) into the column-major `pc` (`w · r`),
+/// or back (`to_panel` false); blocks of `B × B` through `block(src,
+/// src_stride, dst, dst_stride)`, which writes the transpose of the block
+/// at `src` to `dst`, the rest element by element. Inlined into each
+/// level's kernel, `block` with it.
+///
+/// # Safety
+/// Both regions lie in `a` and `pc`; `block` copies exactly one block.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn panel_copy_in_blocks<const B: usize>(
+    a: *mut f64,
+    n: usize,
+    k0: usize,
+    w: usize,
+    r: usize,
+    pc: *mut f64,
+    to_panel: bool,
+    block: impl Fn(*const f64, usize, *mut f64, usize),
+) {
+    // SAFETY: every access is to row `k0 + i < k0 + r`, column
+    // `k0 + c < k0 + w` of `a`, or element `c·r + i` of `pc`.
+    unsafe {
+        let at = |i: usize, c: usize| a.add((k0 + i) * n + k0 + c);
+        let (full_c, full_r) = (w / B * B, r / B * B);
+        for c in (0..full_c).step_by(B) {
+            for i in (0..full_r).step_by(B) {
+                if to_panel {
+                    block(at(i, c), n, pc.add(c * r + i), r);
+                } else {
+                    block(pc.add(c * r + i), r, at(i, c), n);
+                }
+            }
+        }
+        for c in 0..w {
+            let rows = if c < full_c { full_r..r } else { 0..r };
+            for i in rows {
+                if to_panel {
+                    *pc.add(c * r + i) = *at(i, c);
+                } else {
+                    *at(i, c) = *pc.add(c * r + i);
+                }
+            }
+        }
+    }
+}
+
+/// The kernels at this thread's instruction set level
+/// ([`crate::matvec::level`]: AVX-512, else AVX2 with FMA; tests force each
+/// level the CPU has in turn). Both levels run the same steps in the same
+/// order, so they give the same bits.
+#[cfg(target_arch = "x86_64")]
+mod imp {
+    use super::{avx2, avx512, none};
+    use crate::matvec::{level, Level};
+
+    /// Whether this CPU runs the kernels.
+    pub(super) fn available() -> bool {
+        level().is_some()
+    }
+
+    macro_rules! at_level {
+        ($($(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),*) $(-> $r:ty)?;)*) => {$(
+            $(#[$m])*
+            #[allow(clippy::too_many_arguments)]
+            /// The kernel of this name at this thread's level.
+            ///
+            /// # Safety
+            /// As the level's kernel.
+            pub(super) unsafe fn $name($($a: $t),*) $(-> $r)? {
+                // SAFETY: `level` names features this CPU has (none: the
+                // kernels that do nothing); the caller upholds the rest.
+                unsafe {
+                    match level() {
+                        Some(Level::Avx512) => avx512::$name($($a),*),
+                        Some(Level::Avx2) => avx2::$name($($a),*),
+                        None => none::$name($($a),*),
+                    }
+                }
+            }
+        )*};
+    }
+
+    /// The kernels that the compiler vectorises from plain loops, in AVX2
+    /// vectors at either level (a CPU with AVX-512 has AVX2).
+    macro_rules! in_avx2 {
+        ($(fn $name:ident($($a:ident: $t:ty),*);)*) => {$(
+            /// The kernel of this name, compiled for AVX2.
+            ///
+            /// # Safety
+            /// As the kernel's.
+            pub(super) unsafe fn $name($($a: $t),*) {
+                // SAFETY: either level implies AVX2 and FMA (none: the
+                // kernels that do nothing).
+                unsafe {
+                    match level() {
+                        Some(_) => avx2::$name($($a),*),
+                        None => none::$name($($a),*),
+                    }
+                }
+            }
+        )*};
+    }
+
+    in_avx2! {
+        fn swap(x: &mut [f64], y: &mut [f64]);
+        fn scale(x: &mut [f64], d: f64);
+        fn axpy(y: &mut [f64], x: &[f64], s: f64);
+    }
+
+    at_level! {
+        fn left_update(col: &mut [f64], done: &[f64], r: usize, j: usize) -> usize;
+        fn panel_copy(a: *mut f64, n: usize, k0: usize, w: usize, r: usize, pc: *mut f64, to_panel: bool);
+        fn upper_panel(a: *mut f64, n: usize, k0: usize);
+        #[cfg(test)]
+        fn pivot(col: &[f64], j: usize) -> usize;
+        fn pack(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *mut f64);
+        fn update(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *const f64, lo: usize, hi: usize);
+    }
+}
+
+/// The AVX-512 kernels (8 lanes, masked tails).
 #[cfg(target_arch = "x86_64")]
 #[rustversion::since(1.89)]
-mod imp {
+mod avx512 {
     use std::arch::x86_64::*;
-
-    /// Whether this CPU runs the kernels (detected once).
-    pub(super) fn available() -> bool {
-        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *AVAILABLE
-            .get_or_init(|| is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma"))
-    }
-
-    /// `x[i] /= d`.
-    ///
-    /// # Safety
-    /// AVX-512 F and FMA.
-    #[target_feature(enable = "avx512f,fma")]
-    pub(super) unsafe fn scale(x: &mut [f64], d: f64) {
-        let dv = _mm512_set1_pd(d);
-        let mut chunks = x.chunks_exact_mut(8);
-        for c in chunks.by_ref() {
-            // SAFETY: a chunk of eight.
-            unsafe {
-                _mm512_storeu_pd(c.as_mut_ptr(), _mm512_div_pd(_mm512_loadu_pd(c.as_ptr()), dv))
-            };
-        }
-        for v in chunks.into_remainder() {
-            *v /= d;
-        }
-    }
-
-    /// `y[i] = fma(-x[i], s, y[i])` over the shorter of the two.
-    ///
-    /// # Safety
-    /// AVX-512 F and FMA.
-    #[target_feature(enable = "avx512f,fma")]
-    pub(super) unsafe fn axpy(y: &mut [f64], x: &[f64], s: f64) {
-        let len = y.len().min(x.len());
-        let sv = _mm512_set1_pd(s);
-        let (yp, xp) = (y.as_mut_ptr(), x.as_ptr());
-        let mut i = 0;
-        // SAFETY: `i + 8 ≤ len`, then the masked tail below `len`.
-        unsafe {
-            while i + 8 <= len {
-                let v = _mm512_loadu_pd(yp.add(i));
-                _mm512_storeu_pd(yp.add(i), _mm512_fnmadd_pd(_mm512_loadu_pd(xp.add(i)), sv, v));
-                i += 8;
-            }
-            if i < len {
-                let k = tail_mask(len - i);
-                let v = _mm512_maskz_loadu_pd(k, yp.add(i));
-                let u = _mm512_maskz_loadu_pd(k, xp.add(i));
-                _mm512_mask_storeu_pd(yp.add(i), k, _mm512_fnmadd_pd(u, sv, v));
-            }
-        }
-    }
 
     /// Column `j` of a panel takes the steps before it: its `U` part by
     /// forward substitution (`col[p] -= Σ_{q<p} L[p][q] · col[q]`, `p < j`),
@@ -318,35 +415,15 @@ mod imp {
         pc: *mut f64,
         to_panel: bool,
     ) {
-        // SAFETY: every access is to row `k0 + i < k0 + r`, column
-        // `k0 + c < k0 + w` of `a`, or element `c·r + i` of `pc`.
+        // SAFETY: the caller's contract; each block is 8 rows of 8 at
+        // `src` and `dst` with the strides given.
         unsafe {
-            let at = |i: usize, c: usize| a.add((k0 + i) * n + k0 + c);
-            let (full_c, full_r) = (w / 8 * 8, r / 8 * 8);
-            for c in (0..full_c).step_by(8) {
-                for i in (0..full_r).step_by(8) {
-                    let (src, sstride, dst, dstride) = if to_panel {
-                        (at(i, c) as *const f64, n, pc.add(c * r + i), r)
-                    } else {
-                        (pc.add(c * r + i) as *const f64, r, at(i, c), n)
-                    };
-                    let v: [__m512d; 8] =
-                        std::array::from_fn(|q| _mm512_loadu_pd(src.add(q * sstride)));
-                    for (q, t) in transpose8(v).iter().enumerate() {
-                        _mm512_storeu_pd(dst.add(q * dstride), *t);
-                    }
+            super::panel_copy_in_blocks::<8>(a, n, k0, w, r, pc, to_panel, |src, ss, dst, ds| {
+                let v: [__m512d; 8] = std::array::from_fn(|q| _mm512_loadu_pd(src.add(q * ss)));
+                for (q, t) in transpose8(v).iter().enumerate() {
+                    _mm512_storeu_pd(dst.add(q * ds), *t);
                 }
-            }
-            for c in 0..w {
-                let rows = if c < full_c { full_r..r } else { 0..r };
-                for i in rows {
-                    if to_panel {
-                        *pc.add(c * r + i) = *at(i, c);
-                    } else {
-                        *at(i, c) = *pc.add(c * r + i);
-                    }
-                }
-            }
+            })
         }
     }
 
@@ -503,15 +580,14 @@ mod imp {
         }
     }
 
-    /// The rank-`w` update `A₂₂ -= L₂₁ U₁₂` of the trailing block of the
-    /// panel at column `k0` (see the module documentation), with `U₁₂`
-    /// first packed into `u` at [`super::packed_stride`].
+    /// `U₁₂` of the panel at column `k0` packed into `u` at
+    /// [`super::packed_stride`], for [`update`].
     ///
     /// # Safety
-    /// AVX-512 F and FMA; `a` holds `m × n` elements, `k0 + w ≤ min(m, n)`,
+    /// AVX-512 F; `a` holds `m × n` elements, `k0 + w ≤ min(m, n)`,
     /// `w ≤ PANEL`; `u` holds `super::panel_len(m, n)` elements.
     #[target_feature(enable = "avx512f,fma")]
-    pub(super) unsafe fn update(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *mut f64) {
+    pub(super) unsafe fn pack(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *mut f64) {
         let c0 = k0 + w;
         if c0 >= n || c0 >= m {
             return;
@@ -524,7 +600,32 @@ mod imp {
                 std::ptr::copy_nonoverlapping(a.add((k0 + p) * n + c0), u.add(p * us), n - c0);
             }
         }
-        // SAFETY: every block below lies in rows `c0..m`, columns `c0..n`
+    }
+
+    /// Columns `lo..hi` of the rank-`w` update `A₂₂ -= L₂₁ U₁₂` of the
+    /// trailing block of the panel at column `k0` (see the module
+    /// documentation), with `U₁₂` packed by [`pack`].
+    ///
+    /// # Safety
+    /// As [`pack`], after it; `k0 + w ≤ lo ≤ hi ≤ n`.
+    #[target_feature(enable = "avx512f,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn update(
+        a: *mut f64,
+        m: usize,
+        n: usize,
+        k0: usize,
+        w: usize,
+        u: *const f64,
+        lo: usize,
+        hi: usize,
+    ) {
+        let c0 = k0 + w;
+        if c0 >= n || c0 >= m || lo < c0 || hi > n {
+            return;
+        }
+        let us = super::packed_stride(n - c0);
+        // SAFETY: every block below lies in rows `c0..m`, columns `lo..hi`
         // (the last chunk of a row masked to its end); `L₂₁` is read at
         // rows `c0..m`, columns `k0..c0` of `a`, the packed `U₁₂` at rows
         // `0..w`, columns `0..n - c0` of `u`.
@@ -532,9 +633,9 @@ mod imp {
             let mut i = c0;
             while i < m {
                 let rows = (m - i).min(4);
-                let mut c = c0;
-                while c < n {
-                    let cols = (n - c).min(32);
+                let mut c = lo;
+                while c < hi {
+                    let cols = (hi - c).min(32);
                     let chunks = cols.div_ceil(8);
                     let tail = tail_mask(cols);
                     macro_rules! go {
@@ -621,15 +722,445 @@ mod imp {
     }
 }
 
-/// Compilers before 1.89 (the AVX-512 intrinsics are not stable there) and
-/// other targets: never available, callers use faer.
+/// Compilers before 1.89 (the AVX-512 intrinsics are not stable there):
+/// the level is never AVX-512 ([`crate::matvec::level`]), so these are
+/// never called.
+#[cfg(target_arch = "x86_64")]
 #[rustversion::before(1.89)]
-mod imp {
+mod avx512 {
     pub(super) use super::none::*;
 }
 
+/// The AVX2 kernels (4 lanes with FMA), for CPUs without AVX-512: the same
+/// steps in the same order as [`avx512`]'s (so the same bits), in chunks of
+/// four; a last partial chunk is read and written with `vmaskmovpd`, which
+/// touches no memory outside its mask. The trailing update works in blocks
+/// of 6 rows × 8 columns (twelve accumulators, two `U` chunks and a
+/// broadcast of the sixteen registers; at 4 × 12 the compiler spills one
+/// accumulator, and the chain through the stack made the update 1.6× slower).
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// Lanes `< min(len, 4)` set, as `vmaskmovpd` and `vblendvpd` read a
+    /// mask (no lane for `len = 0`).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn lanes(len: usize) -> __m256i {
+        _mm256_cmpgt_epi64(_mm256_set1_epi64x(len.min(4) as i64), _mm256_setr_epi64x(0, 1, 2, 3))
+    }
+
+    /// Swaps `x` and `y` (equal lengths), compiled for AVX2 vectors.
+    ///
+    /// # Safety
+    /// AVX2.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn swap(x: &mut [f64], y: &mut [f64]) {
+        x.swap_with_slice(y);
+    }
+
+    /// `x[i] /= d`, compiled for AVX2 vectors (at either level: division
+    /// is exact to the bit at any width).
+    ///
+    /// # Safety
+    /// AVX2.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn scale(x: &mut [f64], d: f64) {
+        for v in x {
+            *v /= d;
+        }
+    }
+
+    /// `y[i] = fma(-x[i], s, y[i])` over the shorter of the two, compiled
+    /// for AVX2 vectors (at either level).
+    ///
+    /// # Safety
+    /// AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn axpy(y: &mut [f64], x: &[f64], s: f64) {
+        for (v, u) in y.iter_mut().zip(x) {
+            *v = (-u).mul_add(s, *v);
+        }
+    }
+
+    /// As [`avx512`]'s: column `j` of a panel takes the steps before it
+    /// and its pivot row is found as the values are stored.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; `col` has `r` elements and `done` `j` columns of `r`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn left_update(col: &mut [f64], done: &[f64], r: usize, j: usize) -> usize {
+        if j == 0 || col.len() < r || done.len() < j * r {
+            // SAFETY: the CPU as here.
+            return unsafe { pivot(&col[..r.min(col.len())], j) };
+        }
+        for p in 1..j {
+            let mut x = col[p];
+            for q in 0..p {
+                x = (-done[q * r + p]).mul_add(col[q], x);
+            }
+            col[p] = x;
+        }
+        let (cp, dp) = (col.as_mut_ptr(), done.as_ptr());
+        let mut i = j;
+        let mut top = Argmax::new(j);
+        // SAFETY: full strips read rows `i..i + 4·C ≤ r`; the last strip's
+        // chunks are masked to rows below `r` (chunks past it, mask 0,
+        // touch no memory; their addresses are formed with `wrapping_add`).
+        unsafe {
+            // `C` chunks at a time: `C` independent chains, enough to keep
+            // both FMA pipes busy through each one's latency.
+            const C: usize = 4;
+            while i < r {
+                let full = i + 4 * C <= r;
+                let k: [__m256i; C] = std::array::from_fn(|c| lanes((r - i).saturating_sub(4 * c)));
+                let load = |p: *const f64, c: usize| {
+                    if full {
+                        _mm256_loadu_pd(p)
+                    } else {
+                        _mm256_maskload_pd(p, k[c])
+                    }
+                };
+                let mut acc: [__m256d; C] =
+                    std::array::from_fn(|c| load(cp.wrapping_add(i + 4 * c), c));
+                for q in 0..j {
+                    let u = _mm256_set1_pd(*cp.add(q));
+                    let d = dp.add(q * r + i);
+                    for (c, v) in acc.iter_mut().enumerate() {
+                        *v = _mm256_fnmadd_pd(load(d.wrapping_add(4 * c), c), u, *v);
+                    }
+                }
+                for (c, v) in acc.iter().enumerate() {
+                    // `vmaskmovpd` stores are slow on AMD (microcoded):
+                    // only partial chunks take them.
+                    if full {
+                        _mm256_storeu_pd(cp.add(i + 4 * c), *v);
+                    } else {
+                        _mm256_maskstore_pd(cp.wrapping_add(i + 4 * c), k[c], *v);
+                    }
+                    top.take(*v, k[c]);
+                }
+                i += 4 * C;
+            }
+        }
+        top.row(col[j].is_nan(), j)
+    }
+
+    /// As [`avx512`]'s, with blocks of 4 × 4 transposed in registers.
+    ///
+    /// # Safety
+    /// AVX2; both regions lie in `a` (stride `n`) and `pc` (`w · r`).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn panel_copy(
+        a: *mut f64,
+        n: usize,
+        k0: usize,
+        w: usize,
+        r: usize,
+        pc: *mut f64,
+        to_panel: bool,
+    ) {
+        // SAFETY: the caller's contract; each block is 4 rows of 4 at
+        // `src` and `dst` with the strides given.
+        unsafe {
+            super::panel_copy_in_blocks::<4>(a, n, k0, w, r, pc, to_panel, |src, ss, dst, ds| {
+                let v: [__m256d; 4] = std::array::from_fn(|q| _mm256_loadu_pd(src.add(q * ss)));
+                for (q, t) in transpose4(v).iter().enumerate() {
+                    _mm256_storeu_pd(dst.add(q * ds), *t);
+                }
+            })
+        }
+    }
+
+    /// The transpose of the 4 × 4 block whose rows are `r`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn transpose4(r: [__m256d; 4]) -> [__m256d; 4] {
+        // (r0[0], r1[0], r0[2], r1[2]), (r0[1], r1[1], r0[3], r1[3]), the same of r2, r3.
+        let t0 = _mm256_unpacklo_pd(r[0], r[1]);
+        let t1 = _mm256_unpackhi_pd(r[0], r[1]);
+        let t2 = _mm256_unpacklo_pd(r[2], r[3]);
+        let t3 = _mm256_unpackhi_pd(r[2], r[3]);
+        [
+            _mm256_permute2f128_pd::<0x20>(t0, t2),
+            _mm256_permute2f128_pd::<0x20>(t1, t3),
+            _mm256_permute2f128_pd::<0x31>(t0, t2),
+            _mm256_permute2f128_pd::<0x31>(t1, t3),
+        ]
+    }
+
+    /// As [`avx512`]'s, per chunk of 4 columns.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; `a` holds rows `k0..k0 + PANEL` of `n` elements.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn upper_panel(a: *mut f64, n: usize, k0: usize) {
+        const W: usize = super::PANEL;
+        let c0 = k0 + W;
+        let mut c = c0;
+        // SAFETY: the chunks are masked to columns `c..n` of the panel's rows.
+        unsafe {
+            while c < n {
+                let (k, full) = (lanes(n - c), c + 4 <= n);
+                let mut v = [_mm256_setzero_pd(); W];
+                for (i, x) in v.iter_mut().enumerate() {
+                    let at = a.add((k0 + i) * n + c);
+                    *x = if full { _mm256_loadu_pd(at) } else { _mm256_maskload_pd(at, k) };
+                }
+                for i in 1..W {
+                    for p in 0..i {
+                        let l = _mm256_set1_pd(*a.add((k0 + i) * n + k0 + p));
+                        v[i] = _mm256_fnmadd_pd(l, v[p], v[i]);
+                    }
+                }
+                for (i, x) in v.iter().enumerate().skip(1) {
+                    let at = a.add((k0 + i) * n + c);
+                    if full {
+                        _mm256_storeu_pd(at, *x);
+                    } else {
+                        _mm256_maskstore_pd(at, k, *x);
+                    }
+                }
+                c += 4;
+            }
+        }
+    }
+
+    /// As [`avx512`]'s.
+    ///
+    /// # Safety
+    /// AVX2.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn pivot(col: &[f64], j: usize) -> usize {
+        let mut top = Argmax::new(j);
+        let len = col.len();
+        let mut i = j;
+        // SAFETY: each chunk read is masked to `i..len`.
+        unsafe {
+            while i < len {
+                let k = lanes(len - i);
+                top.take(_mm256_maskload_pd(col.as_ptr().add(i), k), k);
+                i += 4;
+            }
+        }
+        top.row(col.get(j).is_none_or(|x| x.is_nan()), j)
+    }
+
+    /// As [`avx512`]'s, over chunks of four.
+    struct Argmax {
+        best: __m256d,
+        at: __m256d,
+        rows: __m256i,
+    }
+
+    impl Argmax {
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        fn new(j: usize) -> Argmax {
+            let rows =
+                _mm256_add_epi64(_mm256_setr_epi64x(0, 1, 2, 3), _mm256_set1_epi64x(j as i64));
+            let at = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MAX));
+            Argmax { best: _mm256_set1_pd(-1.0), at, rows }
+        }
+
+        /// The next chunk of four rows, lanes outside `k` ignored.
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        fn take(&mut self, v: __m256d, k: __m256i) {
+            let v = _mm256_andnot_pd(_mm256_set1_pd(-0.0), v);
+            let gt =
+                _mm256_and_pd(_mm256_cmp_pd::<_CMP_GT_OQ>(v, self.best), _mm256_castsi256_pd(k));
+            self.best = _mm256_blendv_pd(self.best, v, gt);
+            self.at = _mm256_blendv_pd(self.at, _mm256_castsi256_pd(self.rows), gt);
+            self.rows = _mm256_add_epi64(self.rows, _mm256_set1_epi64x(4));
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        fn row(&self, first_is_nan: bool, j: usize) -> usize {
+            if first_is_nan {
+                return j;
+            }
+            let (mut bests, mut ats) = ([0.0f64; 4], [0i64; 4]);
+            // SAFETY: four lanes into four elements each.
+            unsafe {
+                _mm256_storeu_pd(bests.as_mut_ptr(), self.best);
+                _mm256_storeu_pd(ats.as_mut_ptr().cast(), self.at);
+            }
+            let top = bests.iter().copied().fold(-1.0, f64::max);
+            if top < 0.0 {
+                return j;
+            }
+            let first = (0..4).filter(|&l| bests[l] == top).map(|l| ats[l]).min();
+            first.map_or(j, |p| p as usize)
+        }
+    }
+
+    /// As [`avx512`]'s, and `L₂₁` packed as well as `U₁₂`: per group of
+    /// [`super::L_GROUP`] rows, the group's entries of each column side by
+    /// side, so that a block reads its broadcasts from one pointer (read
+    /// in place, six row pointers and the `U` pointer do not fit the
+    /// general registers and spill).
+    ///
+    /// # Safety
+    /// AVX2; `a` holds `m × n` elements, `k0 + w ≤ min(m, n)`,
+    /// `w ≤ PANEL`; `u` holds `super::panel_len(m, n)` elements.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn pack(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *mut f64) {
+        const G: usize = super::L_GROUP;
+        let c0 = k0 + w;
+        if c0 >= n || c0 >= m {
+            return;
+        }
+        let us = super::packed_stride(n - c0);
+        let l = u.wrapping_add(super::PANEL * super::packed_stride(n));
+        // SAFETY: rows `k0..c0` of `a`, columns `c0..n`, into `w` rows of
+        // `us ≥ n - c0` elements of `u`; rows `c0..m`, columns `k0..c0`
+        // into `l` (after the largest `U`, `PANEL` rows of
+        // `packed_stride(n)`): group `g` at `g·G·w`, entry `(p, r)` at
+        // `p·G + r`, below `(m - c0).next_multiple_of(G) · w ≤
+        // PANEL · m.next_multiple_of(G)` elements past `l` (within
+        // `panel_len`).
+        unsafe {
+            for p in 0..w {
+                std::ptr::copy_nonoverlapping(a.add((k0 + p) * n + c0), u.add(p * us), n - c0);
+            }
+            for x in 0..m - c0 {
+                let (g, r) = (x / G, x % G);
+                let src = a.add((c0 + x) * n + k0);
+                let dst = l.add(g * G * w + r);
+                for p in 0..w {
+                    *dst.add(p * G) = *src.add(p);
+                }
+            }
+        }
+    }
+
+    /// As [`avx512`]'s, in blocks of up to 6 rows × 8 columns, with the
+    /// operands packed by [`pack`].
+    ///
+    /// # Safety
+    /// As [`pack`], after it; `k0 + w ≤ lo ≤ hi ≤ n`.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn update(
+        a: *mut f64,
+        m: usize,
+        n: usize,
+        k0: usize,
+        w: usize,
+        u: *const f64,
+        lo: usize,
+        hi: usize,
+    ) {
+        const G: usize = super::L_GROUP;
+        let c0 = k0 + w;
+        if c0 >= n || c0 >= m || lo < c0 || hi > n {
+            return;
+        }
+        let us = super::packed_stride(n - c0);
+        let l = u.wrapping_add(super::PANEL * super::packed_stride(n));
+        // SAFETY: every block lies in rows `c0..m`, columns `lo..hi` of `a`
+        // (its last chunk masked to the range's end); its `L` entries in its
+        // group of `l`; the packed `U₁₂` at rows `0..w`, whole chunks from
+        // column `c - c0`: a row's last chunk ends at most at `n - c0`
+        // rounded up to 4, within its `us` elements.
+        unsafe {
+            let mut i = c0;
+            while i < m {
+                let rows = (m - i).min(G);
+                let lg = l.add((i - c0) / G * G * w);
+                let mut c = lo;
+                while c < hi {
+                    let cols = (hi - c).min(8);
+                    let tail = (cols % 4 != 0).then(|| lanes(cols % 4));
+                    macro_rules! go {
+                        ($r:literal, $q:literal) => {
+                            block::<$r, $q>(a.add(i * n + c), n, lg, w, (u.add(c - c0), us), tail)
+                        };
+                    }
+                    match (rows, cols > 4) {
+                        (6, true) => go!(6, 2),
+                        (5, true) => go!(5, 2),
+                        (4, true) => go!(4, 2),
+                        (3, true) => go!(3, 2),
+                        (2, true) => go!(2, 2),
+                        (1, true) => go!(1, 2),
+                        (6, false) => go!(6, 1),
+                        (5, false) => go!(5, 1),
+                        (4, false) => go!(4, 1),
+                        (3, false) => go!(3, 1),
+                        (2, false) => go!(2, 1),
+                        _ => go!(1, 1),
+                    }
+                    c += cols;
+                }
+                i += rows;
+            }
+        }
+    }
+
+    /// The block of `R` rows at `at` (stride `n`), `Q` chunks of 4 columns
+    /// (the last masked by `tail` if any; `vmaskmovpd` stores are slow on
+    /// AMD, microcoded, so full chunks do without): `A[r][c] -= Σ_p L[r][p] · U[p][c]`, one
+    /// fused multiply-add per `p` in order; `L[r][p]` at `l[p·L_GROUP + r]`,
+    /// `U`'s rows read whole from `u` at stride `us` (lanes past the block
+    /// are computed, not stored).
+    ///
+    /// # Safety
+    /// As [`update`], for this block.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn block<const R: usize, const Q: usize>(
+        at: *mut f64,
+        n: usize,
+        l: *const f64,
+        w: usize,
+        (u, us): (*const f64, usize),
+        tail: Option<__m256i>,
+    ) {
+        const G: usize = super::L_GROUP;
+        // SAFETY: the caller's contract: the block and its operands lie in
+        // `a`, `l` and `u`.
+        unsafe {
+            let mut acc = [[_mm256_setzero_pd(); Q]; R];
+            for (r, row) in acc.iter_mut().enumerate() {
+                let at = at.add(r * n);
+                for (q, v) in row.iter_mut().enumerate() {
+                    *v = match tail {
+                        Some(k) if q + 1 == Q => _mm256_maskload_pd(at.add(4 * q), k),
+                        _ => _mm256_loadu_pd(at.add(4 * q)),
+                    };
+                }
+            }
+            for p in 0..w {
+                let (urow, lp) = (u.add(p * us), l.add(p * G));
+                let mut u = [_mm256_setzero_pd(); Q];
+                for (q, v) in u.iter_mut().enumerate() {
+                    *v = _mm256_loadu_pd(urow.add(4 * q));
+                }
+                for (r, row) in acc.iter_mut().enumerate() {
+                    let l = _mm256_broadcast_sd(&*lp.add(r));
+                    for (v, &uq) in row.iter_mut().zip(&u) {
+                        *v = _mm256_fnmadd_pd(l, uq, *v);
+                    }
+                }
+            }
+            for (r, row) in acc.iter().enumerate() {
+                let at = at.add(r * n);
+                for (q, v) in row.iter().enumerate() {
+                    match tail {
+                        Some(k) if q + 1 == Q => _mm256_maskstore_pd(at.add(4 * q), k, *v),
+                        _ => _mm256_storeu_pd(at.add(4 * q), *v),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Other targets: never available, callers use faer.
 #[cfg(not(target_arch = "x86_64"))]
-#[rustversion::since(1.89)]
 mod imp {
     pub(super) use super::none::*;
 }
@@ -641,6 +1172,9 @@ mod none {
         false
     }
     pub(crate) unsafe fn scale(_: &mut [f64], _: f64) {}
+    pub(crate) unsafe fn swap(x: &mut [f64], y: &mut [f64]) {
+        x.swap_with_slice(y);
+    }
     pub(crate) unsafe fn axpy(_: &mut [f64], _: &[f64], _: f64) {}
     pub(crate) unsafe fn pivot(_: &[f64], j: usize) -> usize {
         j
@@ -660,7 +1194,19 @@ mod none {
         _: bool,
     ) {
     }
-    pub(crate) unsafe fn update(_: *mut f64, _: usize, _: usize, _: usize, _: usize, _: *mut f64) {}
+    pub(crate) unsafe fn pack(_: *mut f64, _: usize, _: usize, _: usize, _: usize, _: *mut f64) {}
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn update(
+        _: *mut f64,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: *const f64,
+        _: usize,
+        _: usize,
+    ) {
+    }
 }
 
 #[cfg(test)]
@@ -715,9 +1261,18 @@ mod tests {
 
     #[test]
     fn the_panelled_factor_reconstructs_and_pivots_as_the_unblocked_loop() {
-        if !imp::available() {
-            return;
+        let mut factors = vec![];
+        crate::matvec::at_each_level(|| factors.push(factors_at_this_level()));
+        // Every level gives the same bits.
+        for f in factors.windows(2) {
+            assert!(f[0].iter().zip(&f[1]).all(|(x, y)| x.to_bits() == y.to_bits()));
         }
+    }
+
+    /// The checks of the test above at this thread's level; the factors.
+    fn factors_at_this_level() -> Vec<f64> {
+        assert!(imp::available());
+        let mut all = vec![];
         for (s, &(m, n)) in SHAPES.iter().enumerate() {
             let a = data(m, n, s as u64 + 3);
             let k = m.min(n);
@@ -744,14 +1299,17 @@ mod tests {
             let (mut f2, mut piv2, mut perm2) = (a.clone(), vec![0; k], vec![0; m]);
             assert!(factor(&mut f2, m, n, &mut piv2, &mut perm2, &mut panel));
             assert!(f.iter().zip(&f2).all(|(x, y)| x.to_bits() == y.to_bits()), "{m}x{n}");
+            all.extend(f);
         }
+        all
     }
 
     #[test]
     fn ties_go_to_the_first_row_and_nan_never_wins() {
-        if !imp::available() {
-            return;
-        }
+        crate::matvec::at_each_level(ties_and_nan_at_this_level);
+    }
+
+    fn ties_and_nan_at_this_level() {
         let (m, n) = (40, 40);
         let mut a = data(m, n, 5);
         // Column 0: a tie of magnitude 2 at rows 5, 9 and 30 (entries are
@@ -778,9 +1336,10 @@ mod tests {
 
     #[test]
     fn zero_and_non_finite_pivots_are_left_to_the_unblocked_loop() {
-        if !imp::available() {
-            return;
-        }
+        crate::matvec::at_each_level(zero_and_non_finite_at_this_level);
+    }
+
+    fn zero_and_non_finite_at_this_level() {
         let (m, n) = (40, 40);
         for (col, value) in [(0, 0.0), (21, 0.0), (39, 0.0), (5, f64::NAN), (30, f64::INFINITY)] {
             let mut a = data(m, n, 7);
