@@ -239,3 +239,44 @@ fn scaled_seeds_under_vmap_keeps_infinite_values_in_their_entries() {
         }
     }
 }
+
+/// `SparseMatrix::diagonals` against the dense matrix: random patterns
+/// with gaps (diagonals partly or not at all covered), rectangular shapes,
+/// offsets unsorted, repeated and out of range, f64 and f32, one chunk of
+/// columns and many (from 2^16 entries the pass runs in parallel).
+#[test]
+fn diagonals_match_the_dense_matrix_on_patterns_with_gaps() {
+    use anvil::sparse::{SparseMatrix, SparsityPattern};
+    use std::sync::Arc;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for &(m, n, per_mille) in &[(7, 5, 400), (40, 60, 150), (600, 500, 250), (500, 600, 3)] {
+        let entries: Vec<(usize, usize)> = (0..m)
+            .flat_map(|r| (0..n).map(move |c| (r, c)))
+            .filter(|_| next() % 1000 < per_mille)
+            .collect();
+        let p = Arc::new(SparsityPattern::from_entries(m, n, entries).unwrap());
+        let values: Vec<f64> = (0..p.nnz()).map(|i| (i as f64 * 0.37).sin() + 2.0).collect();
+        for dtype in [DType::F64, DType::F32] {
+            let v = Tensor::from_vec(values.clone(), &[p.nnz()]).unwrap().cast(dtype);
+            let a = SparseMatrix::new(p.clone(), v).unwrap();
+            let dense = a.to_dense().unwrap().to_f64_vec();
+            let offsets = [1, -3, 0, 1, n as i64 + 5, -(m as i64) - 3, n as i64 - 1, 2 - m as i64];
+            let got = a.diagonals(&offsets).unwrap();
+            for (d, &k) in got.iter().zip(&offsets) {
+                assert_eq!(d.dtype(), dtype);
+                let want: Vec<f64> = (0..m as i64)
+                    .filter(|&r| (0..n as i64).contains(&(r + k)))
+                    .map(|r| dense[r as usize * n + (r + k) as usize])
+                    .collect();
+                let d = d.to_f64_vec();
+                assert_eq!(d, want, "{m}x{n} ({per_mille}‰) {dtype:?} offset {k}");
+            }
+        }
+    }
+}
