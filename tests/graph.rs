@@ -650,3 +650,27 @@ fn a_jitted_tiny_jacobian_compiles_again_for_other_sizes_and_dtypes() {
     }
     assert_eq!(f.cache_len(), 6);
 }
+
+/// A `select` on a condition known to be all true or all false lowers to
+/// the chosen branch (broadcast), values as the select's, NaN in the
+/// other branch included.
+#[test]
+fn a_select_on_a_known_condition_is_its_branch() {
+    use anvil::ops::elementwise::Select;
+    let x = Tensor::from_vec(vec![1.0, f64::NAN, 3.0], &[3]).unwrap();
+    let y = Tensor::from_vec(vec![4.0], &[1]).unwrap();
+    for value in [false, true] {
+        let cond = Tensor::from_vec(vec![value; 3], &[3]).unwrap();
+        let f = move |x: &Var, y: &Var| x.constant_like(cond.clone()).select(x, y);
+        let g = anvil::lower(&f, (&x, &y)).unwrap();
+        assert_eq!(g.count::<Select>(), 0, "{g}");
+        let got = run_graph(&g, &[x.clone(), y.clone()]).unwrap()[0].to_vec::<f64>().unwrap();
+        let want = if value { vec![1.0, f64::NAN, 3.0] } else { vec![4.0; 3] };
+        let same = got.iter().zip(&want).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        assert!(same, "{value}: {got:?}");
+    }
+    // A mixed condition stays a select.
+    let cond = Tensor::from_vec(vec![true, false, true], &[3]).unwrap();
+    let f = move |x: &Var, y: &Var| x.constant_like(cond.clone()).select(x, y);
+    assert_eq!(anvil::lower(&f, (&x, &y)).unwrap().count::<Select>(), 1);
+}

@@ -520,6 +520,30 @@ pub fn is_filled_with(v: &Var, value: f64) -> bool {
     p.op.is_relayout() && p.inputs.first().is_some_and(|x| is_filled_with(x, value))
 }
 
+/// The value of every element of the boolean `v`, when they are all the
+/// same and known (a `full`, a constant, or a broadcast or relayout of
+/// one).
+pub fn uniform_bool(v: &Var) -> Option<bool> {
+    if v.dtype() != DType::Bool {
+        return None;
+    }
+    let p = v.producer()?;
+    if let Some(f) = p.op_as::<Full>() {
+        return Some(f.value.to_f64() != 0.0);
+    }
+    if let Some(c) = p.op_as::<Constant>() {
+        if c.value.numel() == 0 || c.value.numel() > INSPECTED {
+            return None;
+        }
+        let x = c.value.to_f64_vec();
+        return x.iter().all(|&y| y == x[0]).then(|| x[0] != 0.0);
+    }
+    if p.op.is_relayout() {
+        return p.inputs.first().and_then(uniform_bool);
+    }
+    None
+}
+
 /// The seed `v` is, when its producer is a [`Basis`] without a run-time start.
 pub fn as_basis(v: &Var) -> Option<Basis> {
     let p = v.producer()?;

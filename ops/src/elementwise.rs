@@ -1543,9 +1543,21 @@ fn transpose_select(op: &dyn Op, ct: &Var, args: &[LinearArg]) -> Result<Vec<Opt
     Ok(vec![None, branch(1, ct, &zero), branch(2, &zero, ct)])
 }
 
+/// A `select` whose condition is known to be all true (all false) is its
+/// `on_true` (`on_false`) operand, broadcast to the result: such
+/// conditions come from transforms (the boundary masks of a stencil's
+/// seeds under `jvp`) and from constant folding.
+fn rewrite_select(_: &dyn Op, args: &[Var], out: &TensorType) -> Result<Option<Var>> {
+    let Some(c) = crate::constant::uniform_bool(&args[0]) else { return Ok(None) };
+    let pick = if c { &args[1] } else { &args[2] };
+    let v = if pick.shape() == out.shape() { pick.clone() } else { pick.broadcast_to(out.shape()) };
+    Ok((v.ty() == out).then_some(v))
+}
+
 register_rule!(VmapRule, Select, crate::batching::vmap_elementwise);
 register_rule!(JvpRule, Select, jvp_select);
 register_rule!(TransposeRule, Select, transpose_select);
+register_rule!(RewriteRule, Select, rewrite_select);
 
 // ------------------------------------------------------------------- cast
 
