@@ -11,19 +11,20 @@ Regenerate (JAX on the CPU, float64):
     python3 -m venv .venv-bench && .venv-bench/bin/pip install jax jaxlib numpy
     .venv-bench/bin/python tests/jax/api_expected.py > /tmp/expected.rs
 """
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_platform_name", "cpu")
-
-OUT = []
+from _record import OUT, lit  # noqa: E402 (after the path)
 
 
 def emit(name, value):
     a = np.asarray(value, dtype=np.float64).ravel()
-    body = ", ".join(repr(float(v)) for v in a)
+    body = ", ".join(lit(v) for v in a)
     OUT.append(f"const {name.upper()}: [f64; {a.size}] = [{body}];")
 
 

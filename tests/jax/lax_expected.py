@@ -13,28 +13,22 @@ Regenerate (JAX on the CPU, float64):
     python3 -m venv .venv-bench && .venv-bench/bin/pip install jax jaxlib numpy
     .venv-bench/bin/python tests/jax/lax_expected.py > tests/jax/lax_expected.rs
 """
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_platform_name", "cpu")
+from _record import OUT, lit  # noqa: E402 (after the path)
 
-OUT = []
-
-
-def rust_f64(v):
-    if np.isnan(v):
-        return "f64::NAN"
-    if np.isinf(v):
-        return "f64::INFINITY" if v > 0 else "f64::NEG_INFINITY"
-    return repr(v)
 
 
 def emit(name, value):
     a = np.asarray(value, dtype=np.float64).ravel()
-    body = ", ".join(rust_f64(float(v)) for v in a)
+    body = ", ".join(lit(v) for v in a)
     OUT.append(f"const {name.upper()}: [f64; {a.size}] = [{body}];")
 
 
