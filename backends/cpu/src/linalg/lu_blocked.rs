@@ -99,7 +99,7 @@ pub(super) fn factor(
         // `panel` is free again: it takes them packed.
         unsafe {
             imp::pack(ap, m, n, k0, w, up);
-            imp::update(ap, m, n, k0, w, up, k0 + w, n);
+            imp::update(ap, m, n, k0, w, up);
         }
         k0 += w;
     }
@@ -326,7 +326,7 @@ mod imp {
         #[cfg(test)]
         fn pivot(col: &[f64], j: usize) -> usize;
         fn pack(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *mut f64);
-        fn update(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *const f64, lo: usize, hi: usize);
+        fn update(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *const f64);
     }
 }
 
@@ -602,14 +602,13 @@ mod avx512 {
         }
     }
 
-    /// Columns `lo..hi` of the rank-`w` update `A₂₂ -= L₂₁ U₁₂` of the
-    /// trailing block of the panel at column `k0` (see the module
-    /// documentation), with `U₁₂` packed by [`pack`].
+    /// The rank-`w` update `A₂₂ -= L₂₁ U₁₂` of the trailing block of the
+    /// panel at column `k0` (see the module documentation), with `U₁₂`
+    /// packed by [`pack`].
     ///
     /// # Safety
-    /// As [`pack`], after it; `k0 + w ≤ lo ≤ hi ≤ n`.
+    /// As [`pack`], after it.
     #[target_feature(enable = "avx512f,fma")]
-    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn update(
         a: *mut f64,
         m: usize,
@@ -617,15 +616,13 @@ mod avx512 {
         k0: usize,
         w: usize,
         u: *const f64,
-        lo: usize,
-        hi: usize,
     ) {
         let c0 = k0 + w;
-        if c0 >= n || c0 >= m || lo < c0 || hi > n {
+        if c0 >= n || c0 >= m {
             return;
         }
         let us = super::packed_stride(n - c0);
-        // SAFETY: every block below lies in rows `c0..m`, columns `lo..hi`
+        // SAFETY: every block below lies in rows `c0..m`, columns `c0..n`
         // (the last chunk of a row masked to its end); `L₂₁` is read at
         // rows `c0..m`, columns `k0..c0` of `a`, the packed `U₁₂` at rows
         // `0..w`, columns `0..n - c0` of `u`.
@@ -633,9 +630,9 @@ mod avx512 {
             let mut i = c0;
             while i < m {
                 let rows = (m - i).min(4);
-                let mut c = lo;
-                while c < hi {
-                    let cols = (hi - c).min(32);
+                let mut c = c0;
+                while c < n {
+                    let cols = (n - c).min(32);
                     let chunks = cols.div_ceil(8);
                     let tail = tail_mask(cols);
                     macro_rules! go {
@@ -1040,9 +1037,8 @@ mod avx2 {
     /// operands packed by [`pack`].
     ///
     /// # Safety
-    /// As [`pack`], after it; `k0 + w ≤ lo ≤ hi ≤ n`.
+    /// As [`pack`], after it.
     #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn update(
         a: *mut f64,
         m: usize,
@@ -1050,18 +1046,16 @@ mod avx2 {
         k0: usize,
         w: usize,
         u: *const f64,
-        lo: usize,
-        hi: usize,
     ) {
         const G: usize = super::L_GROUP;
         let c0 = k0 + w;
-        if c0 >= n || c0 >= m || lo < c0 || hi > n {
+        if c0 >= n || c0 >= m {
             return;
         }
         let us = super::packed_stride(n - c0);
         let l = u.wrapping_add(super::PANEL * super::packed_stride(n));
-        // SAFETY: every block lies in rows `c0..m`, columns `lo..hi` of `a`
-        // (its last chunk masked to the range's end); its `L` entries in its
+        // SAFETY: every block lies in rows `c0..m`, columns `c0..n` of `a`
+        // (its last chunk masked to the row's end); its `L` entries in its
         // group of `l`; the packed `U₁₂` at rows `0..w`, whole chunks from
         // column `c - c0`: a row's last chunk ends at most at `n - c0`
         // rounded up to 4, within its `us` elements.
@@ -1070,9 +1064,9 @@ mod avx2 {
             while i < m {
                 let rows = (m - i).min(G);
                 let lg = l.add((i - c0) / G * G * w);
-                let mut c = lo;
-                while c < hi {
-                    let cols = (hi - c).min(8);
+                let mut c = c0;
+                while c < n {
+                    let cols = (n - c).min(8);
                     let tail = (cols % 4 != 0).then(|| lanes(cols % 4));
                     macro_rules! go {
                         ($r:literal, $q:literal) => {
@@ -1203,8 +1197,6 @@ mod none {
         _: usize,
         _: usize,
         _: *const f64,
-        _: usize,
-        _: usize,
     ) {
     }
 }
