@@ -443,6 +443,11 @@ impl SparseMatrix {
         offsets: &[i64],
     ) -> Result<Vec<Tensor>> {
         let (m, n) = (self.nrows() as i64, self.ncols() as i64);
+        // Offsets beyond the matrix give empty diagonals, as at its edge:
+        // clamped there, they keep the table over the offsets' range below
+        // within `m + n + 1` entries (`i64::MIN` and `i64::MAX` included).
+        let offsets: Vec<i64> = offsets.iter().map(|&k| k.clamp(-m, n)).collect();
+        let offsets = &offsets[..];
         let len = |k: i64| (if k >= 0 { m.min(n - k) } else { (m + k).min(n) }).max(0) as usize;
         let (Some(&lo), Some(&hi)) = (offsets.iter().min(), offsets.iter().max()) else {
             return Ok(Vec::new());

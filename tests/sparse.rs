@@ -287,6 +287,9 @@ fn diagonals_match_the_dense_matrix_on_patterns_with_gaps() {
                 let d = d.to_f64_vec();
                 assert_eq!(d, want, "{m}x{n} ({per_mille}‰) {dtype:?} offset {k}");
             }
+            // The extreme offsets are empty diagonals, not an overflow.
+            let far = a.diagonals(&[i64::MIN, 0, i64::MAX]).unwrap();
+            assert_eq!(far.iter().map(|d| d.numel()).collect::<Vec<_>>(), [0, m.min(n), 0]);
         }
     }
 }
