@@ -41,7 +41,7 @@ use crate::{cpu, Dyn, Element, Error, Function, IntoFunction, Parallelism, PlanC
 use crate::{Tensor, TreeDef, Var};
 use anvil_transforms::diff::{Argnum, Argnums, Selector};
 use faer::sparse::{SparseColMat, SparseColMatRef};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 pub use anvil_sparse::{
     gallery, AcyclicColoring, BiColoring, Coloring, ColumnColoring, Order, RowColoring,
@@ -200,10 +200,11 @@ impl<F, S> SparseJacobian<F, S> {
     }
 }
 
-/// A compiled call and the plan of its signature.
+/// A compiled call (of the compressed products) and the decompression of
+/// its signature.
 struct SparseCompiled {
     compiled: crate::Compiled,
-    plan: Arc<SparsePlan>,
+    dec: Arc<Decompression>,
 }
 
 impl<F: Function, S: Selector<F::Args>> SparseJacobian<F, S> {
@@ -231,9 +232,12 @@ impl<F: Function, S: Selector<F::Args>> SparseJacobian<F, S> {
                 self.compiled.get_or_try_insert(&given, &types, || {
                     let arity = <F::Args as Args>::ARITY;
                     let def = fit_args_named(|| self.inner.name(), given.clone(), arity)?;
-                    let compiled = crate::compile(&self.inner, &def, &types)?;
+                    // A call computes the compressed products; the matrix
+                    // gathers its values from them when they are asked for
+                    // (`diagonals` reads them straight from the products).
+                    let compiled = crate::compile(&self.inner.products_fn(), &def, &types)?;
                     let plan = self.inner.plan_for(&def, &types)?;
-                    Ok(Arc::new(SparseCompiled { compiled, plan }))
+                    Ok(Arc::new(SparseCompiled { compiled, dec: Decompression::new(plan) }))
                 })?
             }
         };
@@ -242,7 +246,18 @@ impl<F: Function, S: Selector<F::Args>> SparseJacobian<F, S> {
             .map_err(|_| Error::invalid(self.inner.name(), "cache", "holds another type"))?;
         leaves.extend(c.compiled.lifted.iter().cloned());
         let mut out = c.compiled.plan.run(&leaves, par)?;
-        SparseMatrix::new(c.plan.pattern().clone(), out.swap_remove(0))
+        let products = out.swap_remove(0);
+        if products.shape() != [c.dec.plan.products_len()] {
+            return Err(Error::shape(
+                self.inner.name(),
+                &[products.shape()],
+                format!(
+                    "computed products of this shape, its plan reads {}",
+                    c.dec.plan.products_len()
+                ),
+            ));
+        }
+        Ok(SparseMatrix::compressed_by(c.dec.clone(), products))
     }
 
     /// The pattern, coloring and decompression for arguments like `args`
@@ -324,10 +339,98 @@ where
 /// A sparse matrix in CSC form: a pattern (shared, `u32` indices) and one
 /// value per entry, in the pattern's order (column by column, rows
 /// increasing).
+///
+/// A sparse Jacobian's matrix holds the compressed products its call
+/// computed and gathers the values from them on the first request
+/// ([`values`](SparseMatrix::values), [`as_faer`](SparseMatrix::as_faer),
+/// ...); [`get`](SparseMatrix::get) and
+/// [`diagonals`](SparseMatrix::diagonals) read the products directly.
 #[derive(Clone, Debug)]
 pub struct SparseMatrix {
     pattern: Arc<SparsityPattern>,
-    values: Tensor,
+    values: Values,
+}
+
+/// A matrix's values: given, or still compressed.
+#[derive(Clone)]
+enum Values {
+    Given(Tensor),
+    /// The products of a sparse derivative's call (`[plan.products_len()]`)
+    /// and the values gathered from them by `plan.map()`, once asked for.
+    Compressed {
+        products: Tensor,
+        dec: Arc<Decompression>,
+        values: OnceLock<Tensor>,
+    },
+}
+
+/// How a sparse derivative's values are read from its compressed
+/// products: the plan's map, and the maps of the diagonals asked for so
+/// far, composed with it (shared by every call of one signature).
+struct Decompression {
+    plan: Arc<SparsePlan>,
+    /// Per set of offsets, for each diagonal element, the index of its
+    /// product (`u32::MAX` where the pattern has no entry); the last few
+    /// sets asked for.
+    diagonals: std::sync::Mutex<Vec<(Vec<i64>, DiagonalMaps)>>,
+}
+
+/// For each diagonal asked for, the index of each element's product
+/// (`u32::MAX` where the pattern has no entry).
+type DiagonalMaps = Arc<Vec<Vec<u32>>>;
+
+/// How many sets of offsets a [`Decompression`] keeps the maps of.
+const DIAGONAL_MAPS: usize = 4;
+
+impl Decompression {
+    fn new(plan: Arc<SparsePlan>) -> Arc<Decompression> {
+        Arc::new(Decompression { plan, diagonals: Default::default() })
+    }
+
+    /// The diagonals' maps for `offsets` of `a` (whose pattern is the
+    /// plan's), made on the first request.
+    fn diagonal_maps(&self, a: &SparseMatrix, offsets: &[i64]) -> DiagonalMaps {
+        let mut cached = self.diagonals.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, maps)) = cached.iter().find(|(k, _)| k == offsets) {
+            return maps.clone();
+        }
+        let map = self.plan.map();
+        let maps = Arc::new(a.diagonals_by(offsets, |p| map[p], u32::MAX));
+        if cached.len() == DIAGONAL_MAPS {
+            cached.remove(0);
+        }
+        cached.push((offsets.to_vec(), maps.clone()));
+        maps
+    }
+}
+
+impl std::fmt::Debug for Values {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Values::Given(v) => v.fmt(f),
+            Values::Compressed { products, values, .. } => f
+                .debug_struct("Compressed")
+                .field("products", products)
+                .field("values", values)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// `x[map[p]]` for every `p`, `gap` where `map[p]` is `u32::MAX`.
+fn gather<T: Copy + Send + Sync>(x: &[T], map: &[u32], gap: T) -> Vec<T> {
+    gather_by(map, |&m| if m == u32::MAX { gap } else { x[m as usize] })
+}
+
+/// `at(map[p])` for every `p` (in parallel when long; the result is not
+/// zeroed first).
+fn gather_by<T: Send>(map: &[u32], at: impl Fn(&u32) -> T + Sync + Send) -> Vec<T> {
+    use rayon::prelude::*;
+    if map.len() >= 1 << 16 {
+        map.par_iter().with_min_len(1 << 14).map(at).collect()
+    } else {
+        map.iter().map(at).collect()
+    }
 }
 
 impl SparseMatrix {
@@ -343,7 +446,37 @@ impl SparseMatrix {
                 format!("needs one value per entry of the pattern ({})", pattern.nnz()),
             ));
         }
-        Ok(SparseMatrix { pattern, values })
+        Ok(SparseMatrix { pattern, values: Values::Given(values) })
+    }
+
+    /// The matrix of a sparse derivative's call: its compressed products
+    /// (`[plan.products_len()]`, see [`SparseValues::products_fn`]) over
+    /// the plan's pattern; the values are gathered when first asked for.
+    ///
+    /// # Errors
+    /// Products of another length, or not of a float dtype.
+    pub fn from_products(plan: Arc<SparsePlan>, products: Tensor) -> Result<SparseMatrix> {
+        if products.shape() != [plan.products_len()] || !products.dtype().is_float() {
+            return Err(Error::shape(
+                "sparse matrix",
+                &[products.shape()],
+                format!(
+                    "needs {} compressed products of a float dtype, got {:?}",
+                    plan.products_len(),
+                    products.dtype()
+                ),
+            ));
+        }
+        Ok(SparseMatrix::compressed_by(Decompression::new(plan), products))
+    }
+
+    /// [`SparseMatrix::from_products`] of products already checked.
+    fn compressed_by(dec: Arc<Decompression>, products: Tensor) -> SparseMatrix {
+        let pattern = dec.plan.pattern().clone();
+        SparseMatrix {
+            pattern,
+            values: Values::Compressed { products, dec, values: OnceLock::new() },
+        }
     }
 
     /// The pattern.
@@ -353,7 +486,26 @@ impl SparseMatrix {
 
     /// The values, `[nnz]`, in the pattern's order.
     pub fn values(&self) -> &Tensor {
-        &self.values
+        match &self.values {
+            Values::Given(v) => v,
+            Values::Compressed { products, dec, values } => values.get_or_init(|| {
+                let map = dec.plan.map();
+                Tensor::from_flat_storage(crate::core::with_storage!(products.storage(), x => {
+                    crate::core::Element::into_storage(gather_by(map, |&m| x[m as usize]))
+                }))
+            }),
+        }
+    }
+
+    /// The products and their decompression, while the values have not
+    /// been gathered.
+    fn compressed(&self) -> Option<(&Tensor, &Arc<Decompression>)> {
+        match &self.values {
+            Values::Compressed { products, dec, values } if values.get().is_none() => {
+                Some((products, dec))
+            }
+            _ => None,
+        }
     }
 
     /// Number of rows.
@@ -378,7 +530,7 @@ impl SparseMatrix {
     /// # Errors
     /// `T` is not the values' dtype.
     pub fn as_faer<T: Element>(&self) -> Result<SparseColMatRef<'_, u32, T>> {
-        Ok(SparseColMatRef::new(self.pattern.as_faer(), self.values.as_slice::<T>()?))
+        Ok(SparseColMatRef::new(self.pattern.as_faer(), self.values().as_slice::<T>()?))
     }
 
     /// The matrix as faer's owned `SparseColMat` (a copy).
@@ -389,7 +541,7 @@ impl SparseMatrix {
         let symbolic = self.pattern.as_faer().to_owned().map_err(|e| {
             Error::invalid("sparse matrix", "to_faer", format!("faer could not allocate: {e:?}"))
         })?;
-        Ok(SparseColMat::new(symbolic, self.values.to_vec::<T>()?))
+        Ok(SparseColMat::new(symbolic, self.values().to_vec::<T>()?))
     }
 
     /// The entry at `(row, col)`: `None` outside the pattern or the matrix.
@@ -400,7 +552,13 @@ impl SparseMatrix {
         let r = self.pattern.col_range(col);
         let rows = &self.pattern.row_idx()[r.clone()];
         let k = rows.binary_search(&u32::try_from(row).ok()?).ok()?;
-        self.values.storage().get(r.start + k).map(|s| s.to_f64())
+        match self.compressed() {
+            Some((products, dec)) => {
+                products.storage().get(*dec.plan.map().get(r.start + k)? as usize)
+            }
+            None => self.values().storage().get(r.start + k),
+        }
+        .map(|s| s.to_f64())
     }
 
     /// The `k`-th diagonal, `A[i, i + k]` for every `i` where it exists
@@ -432,9 +590,17 @@ impl SparseMatrix {
     /// # Errors
     /// None in practice (the values' dtype is a float type).
     pub fn diagonals(&self, offsets: &[i64]) -> Result<Vec<Tensor>> {
-        match self.values.dtype() {
+        match self.values_dtype() {
             crate::DType::F32 => self.diagonals_of::<f32>(offsets),
             _ => self.diagonals_of::<f64>(offsets),
+        }
+    }
+
+    /// The values' dtype (the products' while they are compressed).
+    fn values_dtype(&self) -> crate::DType {
+        match &self.values {
+            Values::Given(v) => v.dtype(),
+            Values::Compressed { products, .. } => products.dtype(),
         }
     }
 
@@ -442,6 +608,38 @@ impl SparseMatrix {
         &self,
         offsets: &[i64],
     ) -> Result<Vec<Tensor>> {
+        let outs = match self.compressed() {
+            // Straight from the products while the values are not
+            // gathered, by maps made once per signature and set of
+            // offsets: one gather instead of one to the values and a pass
+            // over them and the pattern.
+            Some((products, dec)) => {
+                let x = products.as_slice::<T>()?;
+                let maps = dec.diagonal_maps(self, offsets);
+                maps.iter().map(|map| gather(x, map, T::default())).collect()
+            }
+            None => {
+                let v = self.values().as_slice::<T>()?;
+                self.diagonals_by(offsets, |p| v[p], T::default())
+            }
+        };
+        outs.into_iter()
+            .map(|o| {
+                let n = o.len();
+                Tensor::from_vec(o, &[n])
+            })
+            .collect()
+    }
+
+    /// The diagonals at `offsets` (as [`SparseMatrix::diagonals`]) with the
+    /// element of entry `p` (in the pattern's order) `value(p)`, and `gap`
+    /// where the pattern has no entry.
+    fn diagonals_by<T: Copy + Send + Sync>(
+        &self,
+        offsets: &[i64],
+        value: impl Fn(usize) -> T + Sync,
+        gap: T,
+    ) -> Vec<Vec<T>> {
         let (m, n) = (self.nrows() as i64, self.ncols() as i64);
         // Offsets beyond the matrix give empty diagonals, as at its edge:
         // clamped there, they keep the table over the offsets' range below
@@ -450,7 +648,7 @@ impl SparseMatrix {
         let offsets = &offsets[..];
         let len = |k: i64| (if k >= 0 { m.min(n - k) } else { (m + k).min(n) }).max(0) as usize;
         let (Some(&lo), Some(&hi)) = (offsets.iter().min(), offsets.iter().max()) else {
-            return Ok(Vec::new());
+            return Vec::new();
         };
         // The outputs start uninitialised: each element is written once,
         // by the run of the chunk of columns it belongs to (a value, or a
@@ -464,7 +662,6 @@ impl SparseMatrix {
         for (s, &k) in offsets.iter().enumerate().rev() {
             slot[(k - lo) as usize] = s;
         }
-        let v = self.values.as_slice::<T>()?;
         // Columns in chunks, one per task: entry (r, c) of diagonal k = c - r
         // lands at min(r, c), so a chunk of columns writes its own run of
         // each diagonal, in increasing positions.
@@ -482,7 +679,7 @@ impl SparseMatrix {
             for (t, w) in bounds.windows(2).enumerate() {
                 let end = at(k, w[1]).max(first);
                 let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - first);
-                chunks[t].push(Run { first, next: first, part: head });
+                chunks[t].push(Run { first, next: first, part: head, gap });
                 rest = tail;
                 first = end;
             }
@@ -499,11 +696,12 @@ impl SparseMatrix {
                 }
             }
             for c in bounds[t]..bounds[t + 1] {
-                for p in ptr[c] as usize..ptr[c + 1] as usize {
-                    let r = rows[p] as usize;
+                let first = ptr[c] as usize;
+                for (p, &r) in (first..).zip(&rows[first..ptr[c + 1] as usize]) {
+                    let r = r as usize;
                     let d = (c as i64 - r as i64 - lo) as usize;
                     if let Some(run) = run_of.get(d).and_then(|&x| runs.get_mut(x)) {
-                        run.put(r.min(c), v[p]);
+                        run.put(r.min(c), value(p));
                     }
                 }
             }
@@ -529,12 +727,7 @@ impl SparseMatrix {
                 outs[s] = copy;
             }
         }
-        outs.into_iter()
-            .map(|o| {
-                let n = o.len();
-                Tensor::from_vec(o, &[n])
-            })
-            .collect()
+        outs
     }
 
     /// The dense matrix (for checks and small problems).
@@ -549,11 +742,11 @@ impl SparseMatrix {
                 Error::invalid("sparse matrix", "to_dense", format!("{m} × {n} is too large"))
             })?
         ];
-        let v = self.values.to_f64_vec();
+        let v = self.values().to_f64_vec();
         for (p, (i, j)) in self.pattern.entries().enumerate() {
             out[i * n + j] = v[p];
         }
-        Tensor::from_vec(out, &[m, n]).map(|t| t.cast(self.values.dtype()))
+        Tensor::from_vec(out, &[m, n]).map(|t| t.cast(self.values_dtype()))
     }
 }
 
@@ -565,10 +758,12 @@ struct Run<'a, T> {
     /// The first position not written yet.
     next: usize,
     part: &'a mut [std::mem::MaybeUninit<T>],
+    /// What positions without an entry hold.
+    gap: T,
 }
 
-impl<T: Default + Copy> Run<'_, T> {
-    /// Writes `x` at position `at`, zeros before it from the last write.
+impl<T: Copy> Run<'_, T> {
+    /// Writes `x` at position `at`, gaps before it from the last write.
     /// Positions at or before the last write, or past the part, are not
     /// written (a pattern has one entry per position of a diagonal, in
     /// increasing positions down a chunk's columns).
@@ -579,16 +774,16 @@ impl<T: Default + Copy> Run<'_, T> {
             return;
         }
         for z in &mut self.part[self.next - self.first..at - self.first] {
-            z.write(T::default());
+            z.write(self.gap);
         }
         self.part[at - self.first].write(x);
         self.next = at + 1;
     }
 
-    /// Zeros for the positions after the last write.
+    /// Gaps for the positions after the last write.
     fn finish(&mut self) {
         for z in &mut self.part[self.next - self.first..] {
-            z.write(T::default());
+            z.write(self.gap);
         }
         self.next = self.first + self.part.len();
     }

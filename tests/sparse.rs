@@ -293,3 +293,89 @@ fn diagonals_match_the_dense_matrix_on_patterns_with_gaps() {
         }
     }
 }
+
+/// A sparse derivative's matrix holds its call's compressed products:
+/// `get`, `diagonals` (by maps made once per signature and set of
+/// offsets) and the values gathered on request agree bit for bit with
+/// the values that `SparseValues` computes as a function (the gather op
+/// in the graph), in every mode, on a second call at other arguments
+/// (the cached maps), and with an empty pattern.
+#[test]
+fn a_matrix_read_from_compressed_products_matches_the_gathered_values() {
+    use anvil::sparse::{sparse_jacobian, SparseMatrix};
+    // Rows 0..n-1 of a tridiagonal with a dense last row and column (an
+    // arrowhead: bidirectional mode splits it into JVPs and VJPs).
+    let arrow = |x: &Var| {
+        let n = x.shape()[0] as i64;
+        let head = x.slice_axis(0, None, Some(n - 1), 1);
+        let last = x.slice_axis(0, Some(n - 1), None, 1);
+        concatenate(
+            &[
+                &(pde_residual(&head) + last.sin() * head.cos()),
+                &(x.square().sum_all().reshape(&[1])),
+            ],
+            0,
+        )
+    };
+    let loss = |x: &Var| (pde_residual(x).square() * 0.5).sum_all();
+    let (fwd, rev) = (sparse_jacfwd(pde_residual), sparse_jacrev(pde_residual));
+    let (hess, both) = (sparse_hessian(loss), sparse_jacobian(arrow));
+    // The second seed's calls reuse the first's compiled calls and maps.
+    for seed in [3, 4] {
+        let x = random(40, seed);
+        let cases: Vec<(&str, SparseMatrix, Tensor)> = vec![
+            ("jacfwd", fwd.eval(&x).unwrap(), fwd.values().eval(&x).unwrap()),
+            ("jacrev", rev.eval(&x).unwrap(), rev.values().eval(&x).unwrap()),
+            ("hessian", hess.eval(&x).unwrap(), hess.values().eval(&x).unwrap()),
+            ("bidirectional", both.eval(&x).unwrap(), both.values().eval(&x).unwrap()),
+        ];
+        for (what, a, want) in cases {
+            let want = want.to_f64_vec();
+            let (m, n) = (a.nrows(), a.ncols());
+            // Entries, read from the products.
+            for (p, (i, j)) in a.pattern().entries().enumerate() {
+                assert_eq!(
+                    a.get(i, j).map(f64::to_bits),
+                    Some(want[p].to_bits()),
+                    "{what} ({i}, {j})"
+                );
+            }
+            // Diagonals from the products, then from the gathered values.
+            let offsets = [0, -1, 1, 3, -(m as i64), n as i64 - 1, 0];
+            let from_products = a.diagonals(&offsets).unwrap();
+            let again = a.diagonals(&offsets).unwrap();
+            let gathered = a.clone();
+            assert_eq!(gathered.values().to_f64_vec(), want, "{what} values");
+            let from_values = gathered.diagonals(&offsets).unwrap();
+            let plain = SparseMatrix::new(a.pattern().clone(), a.values().clone()).unwrap();
+            let dense = plain.to_dense().unwrap().to_f64_vec();
+            for (k, ((d, e), f)) in
+                offsets.iter().zip(from_products.iter().zip(&again).zip(&from_values))
+            {
+                let want: Vec<f64> = (0..m as i64)
+                    .filter(|&r| (0..n as i64).contains(&(r + k)))
+                    .map(|r| dense[r as usize * n + (r + k) as usize])
+                    .collect();
+                assert_eq!(d.to_f64_vec(), want, "{what} diagonal {k}");
+                assert_eq!(e.to_f64_vec(), want, "{what} diagonal {k}, again");
+                assert_eq!(f.to_f64_vec(), want, "{what} diagonal {k}, from the values");
+            }
+        }
+    }
+    // No entries at all: a function that does not depend on its argument.
+    let x = random(5, 1);
+    let a = sparse_jacfwd(|x: &Var| x.zeros_like()).eval(&x).unwrap();
+    assert_eq!((a.nnz(), a.values().numel()), (0, 0));
+    assert_eq!(a.diagonal(0).unwrap().to_f64_vec(), vec![0.0; 5]);
+    // Products that do not fit the plan are an error.
+    let plan = sparse_jacfwd(pde_residual).plan(&x).unwrap();
+    assert!(SparseMatrix::from_products(
+        plan.clone(),
+        Tensor::zeros(&[plan.products_len() + 1]).unwrap()
+    )
+    .is_err());
+    let ok =
+        SparseMatrix::from_products(plan.clone(), Tensor::zeros(&[plan.products_len()]).unwrap())
+            .unwrap();
+    assert_eq!(ok.values().numel(), plan.pattern().nnz());
+}

@@ -225,6 +225,19 @@ impl Tensor {
         Ok(Tensor { shape: Dims::new(shape), storage })
     }
 
+    /// A rank-1 tensor over a whole storage (its shape is its length, so
+    /// unlike [`Tensor::from_storage`] this cannot fail).
+    ///
+    /// ```
+    /// use anvil_core::{Storage, Tensor};
+    /// use std::sync::Arc;
+    /// let t = Tensor::from_flat_storage(Storage::F32(Arc::new(vec![1.0, 2.0])));
+    /// assert_eq!(t.shape(), [2]);
+    /// ```
+    pub fn from_flat_storage(storage: Storage) -> Tensor {
+        Tensor { shape: Dims::new(&[storage.len()]), storage }
+    }
+
     /// A rank-0 tensor holding one value.
     pub fn scalar<T: Element>(value: T) -> Tensor {
         Tensor { shape: Dims::new(&[]), storage: T::into_storage(vec![value]) }

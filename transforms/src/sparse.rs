@@ -29,8 +29,11 @@
 //! colored products and the gather only. [`SparseValues`] is the
 //! transform as a [`Function`] whose result is the nonzero values (shape
 //! `[nnz]`), so it composes with `vmap` (a batch of values `[B, nnz]`
-//! sharing one pattern), `jit` and the rest; the facade's `sparse_jacfwd`
-//! pairs the values with the pattern.
+//! sharing one pattern), `jit` and the rest. The facade's `sparse_jacfwd`
+//! calls [`SparseValues::products_fn`] instead (the products before the
+//! gather) and pairs them with the plan: its matrix gathers the values
+//! when asked for, or reads another layout (its diagonals) straight from
+//! the products.
 
 use crate::ad::{jvp_graph, vjp_graph_wrt};
 use crate::diff::{
@@ -120,6 +123,20 @@ impl SparsePlan {
     /// passes are VJPs (the others are JVPs); 0 in the other modes.
     pub fn num_row_colors(&self) -> usize {
         self.num_row_colors
+    }
+
+    /// The decompression: entry `p` of the values (in the pattern's CSC
+    /// order) is entry `map[p]` of the compressed products, which have
+    /// [`products_len`](Self::products_len) entries (see
+    /// [`SparseValues::products_fn`]).
+    pub fn map(&self) -> &[u32] {
+        self.map.as_slice()
+    }
+
+    /// The number of compressed products a call computes (every entry of
+    /// [`map`](Self::map) is below it).
+    pub fn products_len(&self) -> usize {
+        self.len
     }
 }
 
@@ -337,6 +354,24 @@ impl<F: Function, S: Selector<F::Args>> SparseValues<F, S> {
 
     /// The compressed products and their decompression, in the current trace.
     fn values(&self, graph: &Graph, all: &[Var], cols: &[usize], plan: &SparsePlan) -> Result<Var> {
+        if plan.pattern.nnz() == 0 {
+            let like = &all[cols[0]];
+            return Ok(like.constant_like(Tensor::zeros_of(&[0], like.dtype())?));
+        }
+        let comp = self.products(graph, all, cols, plan)?;
+        let op = Decompress { map: plan.map.clone(), len: plan.len };
+        Ok(Var::apply_op(Box::new(op), &[&comp]))
+    }
+
+    /// The compressed products (`[len]`, see [`SparsePlan::map`]), in the
+    /// current trace.
+    fn products(
+        &self,
+        graph: &Graph,
+        all: &[Var],
+        cols: &[usize],
+        plan: &SparsePlan,
+    ) -> Result<Var> {
         let like = &all[cols[0]];
         let dtype = like.dtype();
         if plan.pattern.nnz() == 0 {
@@ -367,8 +402,59 @@ impl<F: Function, S: Selector<F::Args>> SparseValues<F, S> {
                 }
             }
         };
-        let op = Decompress { map: plan.map.clone(), len: plan.len };
-        Ok(Var::apply_op(Box::new(op), &[&comp]))
+        Ok(comp)
+    }
+
+    /// The transform as a function of its compressed products rather than
+    /// its values: what a call computes before the decompression (a
+    /// `[len]` vector; the values are `products[map[p]]`, see
+    /// [`SparsePlan::map`]). A caller that reads the values once (in
+    /// another layout, say) gathers them itself and skips writing them.
+    pub fn products_fn(&self) -> SparseProducts<'_, F, S> {
+        SparseProducts(self)
+    }
+
+    /// Traces `f` on `args`, with the plan of their signature.
+    fn traced(&self, def: &TreeDef, args: &[Var]) -> Result<Traced> {
+        let what = self.mode.name();
+        let sel = select(what, self.sel.indices(), self.sel.single(), def, args)?;
+        let t = trace_fn(&self.f, def, &types_of(args))?;
+        let plan = self.cached_plan(def, &types_of(args), || Ok(t.graph.clone()))?;
+        let all = with_captures(args, &t.captures);
+        Ok(Traced { graph: t.graph, plan, all, cols: sel.leaves })
+    }
+}
+
+/// `f` traced on a call's arguments (see [`SparseValues::traced`]).
+struct Traced {
+    graph: Graph,
+    plan: Arc<SparsePlan>,
+    /// The arguments, the captured values appended.
+    all: Vec<Var>,
+    /// The chosen leaves (the columns).
+    cols: Vec<usize>,
+}
+
+/// A [`SparseValues`] as a function of its compressed products (see
+/// [`SparseValues::products_fn`]).
+pub struct SparseProducts<'a, F, S>(&'a SparseValues<F, S>);
+
+impl<F, S: Debug> Debug for SparseProducts<'_, F, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SparseProducts").field(self.0).finish()
+    }
+}
+
+impl<F: Function, S: Selector<F::Args>> Function for SparseProducts<'_, F, S> {
+    type Args = F::Args;
+    type Output = Var;
+    fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
+        let t = self.0.traced(def, args)?;
+        let products = self.0.products(&t.graph, &t.all, &t.cols, &t.plan)?;
+        Ok(Dyn { def: TreeDef::Leaf, leaves: vec![products] })
+    }
+    fn name(&self) -> String {
+        format!("{}_products({})", self.0.mode.name(), self.0.f.name())
     }
 }
 
@@ -376,12 +462,8 @@ impl<F: Function, S: Selector<F::Args>> Function for SparseValues<F, S> {
     type Args = F::Args;
     type Output = Var;
     fn inline(&self, def: &TreeDef, args: &[Var]) -> Result<Dyn<Var>> {
-        let what = self.mode.name();
-        let sel = select(what, self.sel.indices(), self.sel.single(), def, args)?;
-        let t = trace_fn(&self.f, def, &types_of(args))?;
-        let plan = self.cached_plan(def, &types_of(args), || Ok(t.graph.clone()))?;
-        let all = with_captures(args, &t.captures);
-        let values = self.values(&t.graph, &all, &sel.leaves, &plan)?;
+        let t = self.traced(def, args)?;
+        let values = self.values(&t.graph, &t.all, &t.cols, &t.plan)?;
         Ok(Dyn { def: TreeDef::Leaf, leaves: vec![values] })
     }
     fn cache(&self) -> Option<&PlanCache> {
