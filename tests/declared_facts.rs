@@ -331,3 +331,81 @@ fn a_plugin_slice_is_read_as_a_view_without_a_kernel() {
     let want: Vec<f64> = (0..5).map(|i| xs[i].sin() * xs[4 - i]).collect();
     assert_eq!(got, want);
 }
+
+/// A plugin's reduction that happens to be called "sum" (its math is a
+/// maximum).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PlugMaxCalledSum;
+
+/// The math of [`PlugMaxCalledSum`]: a maximum over axis 0.
+struct MaxOverAxis0;
+
+impl anvil::core::ReductionMath for MaxOverAxis0 {
+    fn axes(&self) -> &[usize] {
+        &[0]
+    }
+    fn keepdims(&self) -> bool {
+        false
+    }
+    fn f64(&self) -> (f64, fn(f64, f64) -> f64) {
+        (f64::NEG_INFINITY, f64::max)
+    }
+    fn f32(&self) -> (f32, fn(f32, f32) -> f32) {
+        (f32::NEG_INFINITY, f32::max)
+    }
+    fn i64(&self) -> (i64, fn(i64, i64) -> i64) {
+        (i64::MIN, i64::max)
+    }
+}
+
+impl Op for PlugMaxCalledSum {
+    fn name(&self) -> &'static str {
+        "sum"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> anvil::Result<TensorType> {
+        expect_arity(self, inputs, 1)?;
+        Ok(inputs[0].with_shape(vec![inputs[0].shape()[1]]))
+    }
+    fn reduction_math(&self) -> Option<&dyn anvil::core::ReductionMath> {
+        Some(&MaxOverAxis0)
+    }
+}
+
+/// The kernel of [`PlugMaxCalledSum`] (for a fused chain it ends, the
+/// backend folds by the declared math instead).
+fn max_over_axis_0(
+    _: &dyn Op,
+    inputs: &[&Tensor],
+    out: &TensorType,
+    _: &anvil::Parallelism,
+) -> anvil::Result<Tensor> {
+    let c = out.shape()[0];
+    let mut m = vec![f64::NEG_INFINITY; c];
+    for row in inputs[0].to_vec::<f64>()?.chunks(c) {
+        for (m, &v) in m.iter_mut().zip(row) {
+            *m = m.max(v);
+        }
+    }
+    Tensor::from_vec(m, &[c])
+}
+anvil::cpu::register_kernel!(PlugMaxCalledSum, max_over_axis_0);
+
+/// A plugin op is never taken for a built-in one by its name: a reduction
+/// called "sum" whose math is a maximum, ending a fused chain over a huge
+/// broadcast (where the built-in sum is computed on one row and scaled by
+/// the row count), gives the maximum.
+#[test]
+fn a_plugin_op_called_like_a_built_in_one_keeps_its_own_math() {
+    let x = Tensor::from_vec(vec![1.0, -2.0, 3.5, 0.25], &[4]).unwrap();
+    // 2^22 equal rows of 4: 2^24 elements in all, where the constant-row
+    // path starts.
+    let f = |x: &Var| {
+        let rows = x.broadcast_to(&[1 << 22, 4]).exp();
+        Var::apply_op(Box::new(PlugMaxCalledSum), &[&rows])
+    };
+    let got = jit(f).eval(&x).unwrap().to_vec::<f64>().unwrap();
+    let want: Vec<f64> = [1.0f64, -2.0, 3.5, 0.25].iter().map(|v| v.exp()).collect();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 4.0 * f64::EPSILON * w, "{got:?} against {want:?}");
+    }
+}

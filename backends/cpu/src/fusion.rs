@@ -34,6 +34,7 @@ use anvil_core::{
     op::expect_arity, Block, BlockAt, BlockMut, DType, Error, Graph, Node, Op, Rebuilt, Result,
     Storage, Tensor, TensorType, ValueId,
 };
+use anvil_ops::reduce::{ReduceMax, ReduceMin, ReduceSum};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -1569,7 +1570,8 @@ fn reduce_constant_rows(
     let shape = r.chain.out.shape();
     let total = outer.saturating_mul(red).saturating_mul(inner);
     let kinds_fit =
-        r.reductions.iter().all(|c| matches!(c.op.name(), "sum" | "reduce_max" | "reduce_min"));
+        // By type, not by name: a plugin's op may be called "sum".
+        r.reductions.iter().all(|c| c.op.is::<ReduceSum>() || c.op.is::<ReduceMax>() || c.op.is::<ReduceMin>());
     if red <= 1
         || total < CONSTANT_ROWS_ELEMS
         || r.kept.is_some()
@@ -1627,7 +1629,7 @@ fn reduce_constant_rows(
     let outs: Vec<TensorType> = r.reductions.iter().map(|c| c.out.clone()).collect();
     let mut results = fused_reduce(&slice, inputs, &outs, ctx)?;
     for (t, c) in results.iter_mut().zip(&r.reductions) {
-        if c.op.name() == "sum" {
+        if c.op.is::<ReduceSum>() {
             *t = match t.dtype() {
                 DType::F64 => {
                     let v: Vec<f64> = t.to_vec::<f64>()?.iter().map(|x| x * red as f64).collect();
