@@ -453,6 +453,19 @@ impl SparseMatrix {
     /// (`[plan.products_len()]`, see [`SparseValues::products_fn`]) over
     /// the plan's pattern; the values are gathered when first asked for.
     ///
+    /// ```
+    /// use anvil::prelude::*;
+    /// use anvil::sparse::{sparse_jacfwd, SparseMatrix};
+    /// // The products under jit, paired with the plan afterwards.
+    /// let f = |x: &Var| x.square();
+    /// let jac = sparse_jacfwd(f);
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3])?;
+    /// let products = jit(jac.values().products_fn()).eval(&x)?;
+    /// let a = SparseMatrix::from_products(jac.plan(&x)?, products)?;
+    /// assert_eq!(a.diagonal(0)?.to_vec::<f64>()?, vec![2.0, 4.0, 6.0]);
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// Products of another length, or not of a float dtype.
     pub fn from_products(plan: Arc<SparsePlan>, products: Tensor) -> Result<SparseMatrix> {

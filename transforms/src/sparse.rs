@@ -410,6 +410,24 @@ impl<F: Function, S: Selector<F::Args>> SparseValues<F, S> {
     /// `[len]` vector; the values are `products[map[p]]`, see
     /// [`SparsePlan::map`]). A caller that reads the values once (in
     /// another layout, say) gathers them itself and skips writing them.
+    ///
+    /// ```
+    /// use anvil::prelude::*;
+    /// use anvil::transforms::sparse::{Mode, SparseValues};
+    /// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[4])?;
+    /// // A tridiagonal Jacobian: 3 colors, 3 JVPs of 4 elements each.
+    /// let stencil = |x: &Var| {
+    ///     let p = x.pad(&[(1, 1)], 0.0);
+    ///     p.slice_axis(0, None, Some(-2), 1) + p.slice_axis(0, Some(2), None, 1) - x.square()
+    /// };
+    /// let values = SparseValues::new(stencil, Mode::Forward);
+    /// let plan = values.plan(&x)?;
+    /// let products = values.products_fn().eval(&x)?.to_vec::<f64>()?;
+    /// assert_eq!(products.len(), plan.products_len());
+    /// let gathered: Vec<f64> = plan.map().iter().map(|&m| products[m as usize]).collect();
+    /// assert_eq!(gathered, values.eval(&x)?.to_vec::<f64>()?);
+    /// # Ok::<(), anvil::Error>(())
+    /// ```
     pub fn products_fn(&self) -> SparseProducts<'_, F, S> {
         SparseProducts(self)
     }
