@@ -203,3 +203,46 @@ fn vmap_settings_are_checked() {
     let e = vmap(|x: &Var| x * 2.0).in_axes(None).eval(t(&[2])).unwrap_err();
     names(&e, &["vmap", "axis_size must be given"]);
 }
+
+/// A plugin op whose CPU kernel panics (a bug in the plugin).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PanickingKernel;
+
+impl anvil::core::Op for PanickingKernel {
+    fn name(&self) -> &'static str {
+        "plug.panics"
+    }
+    fn infer(&self, inputs: &[anvil::core::TensorType]) -> anvil::Result<anvil::core::TensorType> {
+        anvil::core::op::expect_arity(self, inputs, 1)?;
+        Ok(inputs[0].clone())
+    }
+}
+
+fn panicking_kernel(
+    _: &dyn anvil::core::Op,
+    inputs: &[&Tensor],
+    _: &anvil::core::TensorType,
+    _: &anvil::Parallelism,
+) -> anvil::Result<Tensor> {
+    let v = inputs[0].to_vec::<f64>()?;
+    // An out-of-range index: the kind of bug that panics.
+    let k = v.len() + 2;
+    Tensor::from_vec(vec![v[k]], &[1])
+}
+anvil::cpu::register_kernel!(PanickingKernel, panicking_kernel);
+
+/// A kernel that panics is an error naming its op, and the process (and the
+/// same compiled function) goes on working.
+#[test]
+fn a_panicking_kernel_is_an_error_naming_its_op() {
+    let f = jit(|x: &Var| Var::apply_op(Box::new(PanickingKernel), &[&x.sin()]) * 2.0);
+    for _ in 0..2 {
+        let e = f.eval(t(&[3])).unwrap_err();
+        assert!(matches!(e, Error::Panicked { .. }), "{e:?}");
+        assert_eq!(e.op(), Some("plug.panics"));
+        names(&e, &["plug.panics", "CPU kernel", "panicked", "index out of bounds"]);
+    }
+    // Other functions go on running.
+    let g = jit(|x: &Var| x.sin() * 2.0);
+    assert_eq!(g.eval(t(&[3])).unwrap().to_vec::<f64>().unwrap(), vec![0.0; 3]);
+}

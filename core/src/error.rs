@@ -187,6 +187,18 @@ pub enum Error {
         /// The underlying error.
         msg: String,
     },
+    /// A kernel (or another registered entry) panicked: a bug in the op's
+    /// implementation, caught where the backend called it, so that the
+    /// caller gets an error naming the op instead of an unwinding panic.
+    #[error("{what} of `{op}` panicked: {msg}")]
+    Panicked {
+        /// The op.
+        op: String,
+        /// What panicked (`"CPU kernel"`).
+        what: String,
+        /// The panic's message.
+        msg: String,
+    },
     /// A graph larger than `u32::MAX` nodes.
     #[error("graph too large: more than {max} nodes")]
     GraphTooLarge {
@@ -218,7 +230,8 @@ impl Error {
             | Error::Shape { op, .. }
             | Error::DType { op, .. }
             | Error::IndexOutOfBounds { op, .. }
-            | Error::InvalidArgument { op, .. } => Some(op),
+            | Error::InvalidArgument { op, .. }
+            | Error::Panicked { op, .. } => Some(op),
             _ => None,
         }
     }
@@ -237,6 +250,28 @@ impl Error {
             _ => {}
         }
         self
+    }
+
+    /// [`Error::Panicked`] from a caught panic's payload (its message
+    /// when it is a string).
+    ///
+    /// ```
+    /// use anvil_core::Error;
+    /// let payload = std::panic::catch_unwind(|| panic!("index 3 out of range")).unwrap_err();
+    /// let e = Error::panicked("my_op", "CPU kernel", payload.as_ref());
+    /// assert_eq!(e.to_string(), "CPU kernel of `my_op` panicked: index 3 out of range");
+    /// ```
+    pub fn panicked(
+        op: impl Into<String>,
+        what: impl Into<String>,
+        payload: &(dyn std::any::Any + Send),
+    ) -> Self {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(a panic without a message)".into());
+        Error::Panicked { op: op.into(), what: what.into(), msg }
     }
 
     /// Shorthand for [`Error::DType`].

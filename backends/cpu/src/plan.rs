@@ -631,8 +631,19 @@ impl Plan {
         for (k, step) in self.steps.iter().enumerate() {
             let outs = bound.map_or(&step.outs[..], |b| &b.outs[k][..]);
             let step_ctx = if step.adaptive { eligible } else { ctx };
-            self.run_step(step, outs, bound.map(|b| (b, k)), inputs, &mut slots, step_ctx)?;
+            // A kernel that panics (a plugin's bug, or one of ours) is an
+            // error naming its op, not a panic unwinding through the
+            // caller's program. (The slots are dropped with the error.)
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.run_step(step, outs, bound.map(|b| (b, k)), inputs, &mut slots, step_ctx)
+            }));
             let node = self.graph.node(step.node);
+            match run {
+                Ok(r) => r?,
+                Err(payload) => {
+                    return Err(Error::panicked(node.op.name(), "CPU kernel", payload.as_ref()))
+                }
+            }
             if self.pooled {
                 live += node
                     .results()
