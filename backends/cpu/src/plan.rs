@@ -629,7 +629,7 @@ impl Plan {
         // naming its op, not a panic unwinding through the caller's
         // program. One catch around all the steps; `at` says which step
         // was running. (W7's call, alternated runners with and without it:
-        // 0.89–0.94 µs without, 0.94–0.96 µs with; within this VM's noise.)
+        // 0.89–0.94 µs without, 0.94–0.99 µs with; within this VM's noise.)
         let (mut at, first) = (0, outputs.len());
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.run_steps_caught(inputs, bound, ctx, eligible, outputs, &mut at)
