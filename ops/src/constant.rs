@@ -504,20 +504,24 @@ pub fn is_zero_one(v: &Var) -> bool {
     p.op.is_relayout() && p.inputs.first().is_some_and(is_zero_one)
 }
 
+/// Whether `pred` holds for every element of `v`, known because `v` is a
+/// `full`, a constant (of at most [`INSPECTED`] elements), or a broadcast
+/// or relayout of one.
+fn every_element(v: &Var, pred: &dyn Fn(f64) -> bool) -> bool {
+    let Some(p) = v.producer() else { return false };
+    if let Some(f) = p.op_as::<Full>() {
+        return pred(f.value.to_f64());
+    }
+    if let Some(c) = p.op_as::<Constant>() {
+        return c.value.numel() <= INSPECTED && c.value.to_f64_vec().into_iter().all(pred);
+    }
+    p.op.is_relayout() && p.inputs.first().is_some_and(|x| every_element(x, pred))
+}
+
 /// Whether every element of `v` equals `value` (a `full`, a constant, or a
 /// broadcast or relayout of one).
 pub fn is_filled_with(v: &Var, value: f64) -> bool {
-    if !v.dtype().is_float() {
-        return false;
-    }
-    let Some(p) = v.producer() else { return false };
-    if let Some(f) = p.op_as::<Full>() {
-        return f.value.to_f64() == value;
-    }
-    if let Some(c) = p.op_as::<Constant>() {
-        return c.value.numel() <= INSPECTED && c.value.to_f64_vec().iter().all(|&x| x == value);
-    }
-    p.op.is_relayout() && p.inputs.first().is_some_and(|x| is_filled_with(x, value))
+    v.dtype().is_float() && every_element(v, &|x| x == value)
 }
 
 /// The value of every element of the boolean `v`, when they are all the
@@ -525,23 +529,14 @@ pub fn is_filled_with(v: &Var, value: f64) -> bool {
 /// one).
 pub fn uniform_bool(v: &Var) -> Option<bool> {
     if v.dtype() != DType::Bool {
-        return None;
+        None
+    } else if every_element(v, &|x| x != 0.0) {
+        Some(true)
+    } else if every_element(v, &|x| x == 0.0) {
+        Some(false)
+    } else {
+        None
     }
-    let p = v.producer()?;
-    if let Some(f) = p.op_as::<Full>() {
-        return Some(f.value.to_f64() != 0.0);
-    }
-    if let Some(c) = p.op_as::<Constant>() {
-        if c.value.numel() == 0 || c.value.numel() > INSPECTED {
-            return None;
-        }
-        let x = c.value.to_f64_vec();
-        return x.iter().all(|&y| y == x[0]).then(|| x[0] != 0.0);
-    }
-    if p.op.is_relayout() {
-        return p.inputs.first().and_then(uniform_bool);
-    }
-    None
 }
 
 /// The seed `v` is, when its producer is a [`Basis`] without a run-time start.

@@ -354,11 +354,11 @@ impl<F: Function, S: Selector<F::Args>> SparseValues<F, S> {
 
     /// The compressed products and their decompression, in the current trace.
     fn values(&self, graph: &Graph, all: &[Var], cols: &[usize], plan: &SparsePlan) -> Result<Var> {
-        if plan.pattern.nnz() == 0 {
-            let like = &all[cols[0]];
-            return Ok(like.constant_like(Tensor::zeros_of(&[0], like.dtype())?));
-        }
         let comp = self.products(graph, all, cols, plan)?;
+        if plan.pattern.nnz() == 0 {
+            // No entries: the products are the empty values.
+            return Ok(comp);
+        }
         let op = Decompress { map: plan.map.clone(), len: plan.len };
         Ok(Var::apply_op(Box::new(op), &[&comp]))
     }

@@ -1569,9 +1569,11 @@ fn reduce_constant_rows(
     let (outer, red, inner) = r.dims;
     let shape = r.chain.out.shape();
     let total = outer.saturating_mul(red).saturating_mul(inner);
-    let kinds_fit =
-        // By type, not by name: a plugin's op may be called "sum".
-        r.reductions.iter().all(|c| c.op.is::<ReduceSum>() || c.op.is::<ReduceMax>() || c.op.is::<ReduceMin>());
+    // By type, not by name: a plugin's op may be called "sum".
+    let kinds_fit = r
+        .reductions
+        .iter()
+        .all(|c| c.op.is::<ReduceSum>() || c.op.is::<ReduceMax>() || c.op.is::<ReduceMin>());
     if red <= 1
         || total < CONSTANT_ROWS_ELEMS
         || r.kept.is_some()

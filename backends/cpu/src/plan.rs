@@ -625,42 +625,24 @@ impl Plan {
         eligible: &Parallelism,
         outputs: &mut Vec<Tensor>,
     ) -> Result<usize> {
-        // A kernel that panics (a plugin's bug, or one of ours) is an error
-        // naming its op, not a panic unwinding through the caller's
-        // program. One catch around all the steps; `at` says which step
-        // was running. (W7's call, alternated runners with and without it:
-        // 0.89–0.94 µs without, 0.94–0.99 µs with; within this VM's noise.)
-        let (mut at, first) = (0, outputs.len());
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.run_steps_caught(inputs, bound, ctx, eligible, outputs, &mut at)
-        }));
-        run.unwrap_or_else(|payload| {
-            outputs.truncate(first);
-            let op = self.steps.get(at).map_or("plan", |s| self.graph.node(s.node).op.name());
-            Err(Error::panicked(op, "CPU kernel", payload.as_ref()))
-        })
-    }
-
-    /// [`Plan::run_steps_with`] inside its catch, the running step's index
-    /// in `at`.
-    fn run_steps_caught(
-        &self,
-        inputs: &[Tensor],
-        bound: Option<&Bound>,
-        ctx: &Parallelism,
-        eligible: &Parallelism,
-        outputs: &mut Vec<Tensor>,
-        at: &mut usize,
-    ) -> Result<usize> {
         let bytes = |t: &Tensor| t.numel() * t.dtype().size_of();
         let (mut live, mut peak) = (0usize, 0usize);
         let mut slots = Slots::new(self.graph.num_values());
         for (k, step) in self.steps.iter().enumerate() {
-            *at = k;
             let outs = bound.map_or(&step.outs[..], |b| &b.outs[k][..]);
             let step_ctx = if step.adaptive { eligible } else { ctx };
-            self.run_step(step, outs, bound.map(|b| (b, k)), inputs, &mut slots, step_ctx)?;
             let node = self.graph.node(step.node);
+            // A kernel that panics (a plugin's bug, or one of ours) is an
+            // error naming its op, not a panic unwinding through the
+            // caller's program. (W7's call, runners alternated: 0.89–0.94 µs
+            // without the catch, 0.92–1.01 µs with one per step and
+            // 0.94–0.99 µs with one per run: within this VM's noise.)
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.run_step(step, outs, bound.map(|b| (b, k)), inputs, &mut slots, step_ctx)
+            }))
+            .unwrap_or_else(|payload| {
+                Err(Error::panicked(node.op.name(), "CPU kernel", payload.as_ref()))
+            })?;
             if self.pooled {
                 live += node
                     .results()
