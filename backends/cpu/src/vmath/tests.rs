@@ -4,9 +4,9 @@
 //! Heavy runs (release build; a few minutes each on 2 cores):
 //!
 //! ```text
-//! CARGO_TARGET_DIR=/work/target-helpers cargo test --release -p anvil-cpu --lib \
+//! CARGO_TARGET_DIR=/work/target-helpers cargo test --release -p anvil-ad-cpu --lib \
 //!     vmath::tests::exhaustive_f32 -- --ignored --nocapture
-//! CARGO_TARGET_DIR=/work/target-helpers cargo test --release -p anvil-cpu --lib \
+//! CARGO_TARGET_DIR=/work/target-helpers cargo test --release -p anvil-ad-cpu --lib \
 //!     vmath::tests::many_f64 -- --ignored --nocapture
 //! ```
 //!
