@@ -223,3 +223,63 @@ fn newton_with_jacfwd_and_solve_converges_quadratically() {
         assert!(res[k + 1] <= 10.0 * res[k] * res[k], "{res:?}");
     }
 }
+
+/// The CPU plan factors an LU whose factor only feeds solves in the layout
+/// of its own loops (`anvil::cpu::lu_layout`): where it applies, `solve`
+/// gives the solutions of the transposed layout's path (the factor is
+/// kept as an output there, which stops the rewrite) and the graph has an
+/// `lu` whose solves read it row-major; elsewhere, and when another op
+/// reads the factor, the graph is left as it is.
+#[test]
+fn solves_read_the_factor_in_the_layout_it_is_factored_in() {
+    use anvil::cpu::lu_layout::row_major_factors;
+    use anvil::linalg::{Lu, LuSolve, LuTransposed};
+    let rewrite = |g: &anvil::Graph| {
+        let ids: Vec<_> =
+            g.iter().filter(|(_, n)| n.op.is::<LuTransposed>()).map(|(i, _)| i).collect();
+        row_major_factors(g, &ids).unwrap()
+    };
+    let as_f32 = |t: &Tensor| t.cast(DType::F32);
+    // 8: the small loop (either float type); 200: the panelled f64 loop
+    // where the CPU has it; 400: faer, column-major (never rewritten).
+    for (n, f32) in [(8, false), (8, true), (200, false), (400, false)] {
+        let (mut a, mut b) =
+            (well_conditioned(n, 3), Tensor::stack(&[vec_of(n, 1), vec_of(n, 2)], 1).unwrap());
+        if f32 {
+            (a, b) = (as_f32(&a), as_f32(&b));
+        }
+        let solve = |a: &Var, b: &Var| a.solve(b);
+        let g = anvil::lower(&jit(solve), (&a, &b)).unwrap();
+        let dtype = if f32 { DType::F32 } else { DType::F64 };
+        let applies = anvil::cpu::linalg::factors_row_major(dtype, n, n);
+        assert!(applies || n > 8, "the small loop takes n = 8");
+        match rewrite(&g) {
+            Some(r) => {
+                assert!(applies, "n = {n}");
+                r.verify().unwrap();
+                assert_eq!((r.count::<Lu>(), r.count::<LuTransposed>()), (1, 0), "{r}");
+                let transposed = r.iter().filter_map(|(_, n)| n.op.downcast_ref::<LuSolve>());
+                assert!(transposed.map(|s| s.factor_transposed).eq([false]), "{r}");
+            }
+            None => assert!(!applies, "n = {n}: {g}"),
+        }
+        // Against the column-major factor's path, and A·x = b.
+        let x = jit(solve).eval((&a, &b)).unwrap();
+        let keep = |a: &Var, b: &Var| {
+            let f = Var::apply_op_n(Box::new(LuTransposed), &[a], 3);
+            let solve = LuSolve { factor_transposed: true, ..LuSolve::default() };
+            (f[0].apply(solve, &[&f[2], b]), f[0].clone())
+        };
+        let (x_t, _) = jit(keep).eval((&a, &b)).unwrap();
+        let tol = if f32 { 1e-5 } else { 1e-12 };
+        x.assert_allclose(&x_t, tol, tol);
+        let back = jit(|a: &Var, x: &Var| a.matmul(x)).eval((&a, &x)).unwrap();
+        back.assert_allclose(&b, 10.0 * tol, 10.0 * tol);
+    }
+    // A determinant reads the same factor: left column-major.
+    let a = well_conditioned(8, 4);
+    let both = |a: &Var, b: &Var| (a.solve(b), a.det());
+    let g = anvil::lower(&jit(both), (&a, &vec_of(8, 5))).unwrap();
+    assert_eq!(g.count::<LuTransposed>(), 1, "{g}");
+    assert!(rewrite(&g).is_none(), "{g}");
+}

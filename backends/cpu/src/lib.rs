@@ -37,6 +37,7 @@ pub mod fusion;
 pub mod kernels;
 pub mod lane_prelude;
 pub mod linalg;
+pub mod lu_layout;
 pub(crate) mod matvec;
 pub mod micro;
 mod pair;

@@ -59,6 +59,19 @@ fn panelled<T: Real>(m: usize, n: usize) -> bool {
     T::as_f64_pair(&[], &mut []).is_some() && lu_blocked::takes(m, n)
 }
 
+/// Whether [`lu`] factors an `m × n` matrix of `dtype` with this crate's
+/// own row-major loops (matrices up to [`SMALL_DIM`] of either float type;
+/// `f64` ones the panelled loop takes): then a factor asked for in
+/// [`FactorLayout::ColumnMajor`] costs a transpose of the whole factor,
+/// which [`FactorLayout::RowMajor`] does not.
+pub fn factors_row_major(dtype: anvil_core::DType, m: usize, n: usize) -> bool {
+    match dtype {
+        anvil_core::DType::F64 => (m <= SMALL_DIM && n <= SMALL_DIM) || panelled::<f64>(m, n),
+        anvil_core::DType::F32 => m <= SMALL_DIM && n <= SMALL_DIM,
+        _ => false,
+    }
+}
+
 /// Per-chunk scratch of the LU path: the column-major copy and faer's
 /// permutation arrays (faer path), the factor itself (for [`det`] and
 /// friends, whose outputs do not hold it).

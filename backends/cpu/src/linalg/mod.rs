@@ -140,8 +140,8 @@ pub use eigh::{eigh, eigvalsh};
 pub use eigh_ad::{eigh_cotangent, eigh_tangent};
 pub use error::{FailMode, LinalgError};
 pub use lu::{
-    det, det_from_lu, inv, lu, lu_solve, lu_solve_with_layout, lu_unpack, lu_with_layout, slogdet,
-    slogdet_from_lu, FactorLayout,
+    det, det_from_lu, factors_row_major, inv, lu, lu_solve, lu_solve_with_layout, lu_unpack,
+    lu_with_layout, slogdet, slogdet_from_lu, FactorLayout,
 };
 pub use qr::{qr, QrMode};
 pub use real::Real;
