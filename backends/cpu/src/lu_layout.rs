@@ -22,6 +22,29 @@ crate::register_plan_rewrite!(LuTransposed, row_major_factors);
 /// The rewrite (see the module documentation) of the [`LuTransposed`]
 /// nodes `ids` of `g`; `None` when none qualifies.
 ///
+/// ```
+/// use anvil_core::{DType, Graph, TensorType};
+/// use anvil_cpu::lu_layout::row_major_factors;
+/// use anvil_ops::linalg::{Lu, LuSolve, LuTransposed};
+///
+/// // A 4 × 4 system (the small loop's size for either float type).
+/// let mut g = Graph::new();
+/// let a = g.add_input(TensorType::new(DType::F64, vec![4, 4]))?;
+/// let b = g.add_input(TensorType::new(DType::F64, vec![4, 1]))?;
+/// let lu = Box::new(LuTransposed);
+/// let types = anvil_core::Op::infer_results(lu.as_ref(), &[g.ty(a).clone()])?;
+/// let f = g.push_node(lu, vec![a], types)?;
+/// let (factor, perm) = (g.node(f).out(), g.node(f).results().nth(2).unwrap());
+/// let solve = LuSolve { factor_transposed: true, ..LuSolve::default() };
+/// let x = g.push_node(Box::new(solve), vec![factor, perm, b], vec![g.ty(b).clone()])?;
+/// let out = g.node(x).out();
+/// g.set_outputs(vec![out]);
+///
+/// let r = row_major_factors(&g, &[f])?.expect("a factor read by solves only");
+/// assert_eq!((r.count::<Lu>(), r.count::<LuTransposed>()), (1, 0));
+/// # Ok::<(), anvil_core::Error>(())
+/// ```
+///
 /// # Errors
 /// A node the rebuilt graph cannot hold (not expected: the new nodes have
 /// the old ones' operands and result types).
