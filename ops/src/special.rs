@@ -1,7 +1,8 @@
 //! Functions of `jax.scipy.special` beyond the elementwise methods
 //! (`erf`, `erfc`, `erf_inv`, `logistic` are methods of `VarExt` and
 //! `LaxExt`): [`gammaln`], [`digamma`], [`betaln`], [`multigammaln`],
-//! [`xlogy`], [`xlog1py`], [`entr`], [`logit`], [`expit`], [`ndtr`].
+//! [`xlogy`], [`xlog1py`], [`entr`], [`logit`], [`expit`], [`ndtr`],
+//! [`ndtri`], [`log_ndtr`].
 //!
 //! Each is a composite over the primitives, so its derivatives (of every
 //! order) and batching come from what it is built of: the derivative of
@@ -214,5 +215,178 @@ pub fn ndtr(x: &Var) -> Var {
         let tail = where_(&z.gt(&z.zeros_like()), &(2.0 - z.erfc()), &w.erfc());
         let y = where_(&w.lt(&w.full_like(half_sqrt_2)), &(1.0 + z.erf()), &tail);
         y * 0.5
+    })
+}
+
+/// `Σ c[i] x^(n-1-i)` (coefficients highest degree first), by Horner's rule.
+fn polyval(x: &Var, c: &[f64]) -> Var {
+    let mut acc = x.full_like(c[0]);
+    for &ci in &c[1..] {
+        acc = acc * x + ci;
+    }
+    acc
+}
+
+/// The same with a leading coefficient of 1 not stored (Cephes' `p1evl`).
+fn polyval1(x: &Var, c: &[f64]) -> Var {
+    let mut acc = x + c[0];
+    for &ci in &c[1..] {
+        acc = acc * x + ci;
+    }
+    acc
+}
+
+/// Cephes' `ndtri` (Moshier, as in SciPy and JAX): `w + w·w²·P0(w²)/Q0(w²)`,
+/// `w = p - 1/2`, for `exp(-2) < p ≤ 1 - exp(-2)`.
+const NDTRI_P0: [f64; 5] = [
+    -5.996_335_010_141_079e1,
+    9.800_107_541_859_997e1,
+    -5.667_628_574_690_703e1,
+    1.393_126_093_872_796_8e1,
+    -1.239_165_838_673_812_6,
+];
+const NDTRI_Q0: [f64; 8] = [
+    1.954_488_583_381_417_6,
+    4.676_279_128_988_815,
+    8.636_024_213_908_906e1,
+    -2.254_626_878_541_193_7e2,
+    2.002_602_123_800_606_6e2,
+    -8.203_722_561_683_334e1,
+    1.590_562_251_262_117e1,
+    -1.183_316_211_213_300_2,
+];
+/// The tails: `z - log(z)/z - P(1/z)/(z Q(1/z))`, `z = sqrt(-2 log p)`;
+/// P1/Q1 for `2 ≤ z < 8`, P2/Q2 from 8 on.
+const NDTRI_P1: [f64; 9] = [
+    4.055_448_923_059_624,
+    3.152_510_945_998_938_6e1,
+    5.716_281_922_464_213e1,
+    4.408_050_738_932_008e1,
+    1.468_495_619_288_580_2e1,
+    2.186_633_068_507_902_7,
+    -1.402_560_791_713_545e-1,
+    -3.504_246_268_278_482e-2,
+    -8.574_567_851_546_854e-4,
+];
+const NDTRI_Q1: [f64; 8] = [
+    1.577_998_832_564_667_5e1,
+    4.539_076_351_288_792e1,
+    4.131_720_382_546_72e1,
+    1.504_253_856_929_075e1,
+    2.504_649_462_083_094,
+    -1.421_829_228_547_877_9e-1,
+    -3.808_064_076_915_783e-2,
+    -9.332_594_808_954_574e-4,
+];
+const NDTRI_P2: [f64; 9] = [
+    3.237_748_917_769_460_4,
+    6.915_228_890_689_842,
+    3.938_810_252_924_744_4,
+    1.333_034_608_158_075_4,
+    2.014_853_895_491_790_8e-1,
+    1.237_166_348_178_200_2e-2,
+    3.015_815_535_082_354e-4,
+    2.658_069_746_867_375_3e-6,
+    6.239_745_391_849_833e-9,
+];
+const NDTRI_Q2: [f64; 8] = [
+    6.024_270_393_647_42,
+    3.679_835_638_561_608_7,
+    1.377_020_994_890_813_3,
+    2.162_369_935_944_966_3e-1,
+    1.342_040_060_885_431_9e-2,
+    3.280_144_646_821_277_4e-4,
+    2.892_478_647_453_806_8e-6,
+    6.790_194_080_099_813e-9,
+];
+
+/// `jax.scipy.special.ndtri`: the inverse of [`ndtr`], the standard
+/// normal quantile, by Cephes' rational approximations (JAX's and
+/// SciPy's), about 1e-16 relative: one for `exp(-2) < p ≤ 1 - exp(-2)`,
+/// two in `z = sqrt(-2 log min(p, 1 - p))` for the tails, so a `p` as
+/// small as `1e-300` keeps its digits. `-inf` at and below 0, `+inf` at
+/// and above 1 (as JAX; SciPy gives NaN outside `[0, 1]`), NaN for NaN.
+/// Derivatives through the approximation, as in JAX (they agree with
+/// `sqrt(2π) exp(ndtri(p)² / 2)` to about 1e-14).
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::special::{ndtr, ndtri};
+/// let p = Tensor::from_vec(vec![1e-300, 0.025, 0.5, 0.975], &[4])?;
+/// let x = (|p: &Var| ndtri(p)).eval(&p)?.to_vec::<f64>()?;
+/// assert!((x[1] + 1.959963984540054).abs() < 1e-14 && x[2] == 0.0);
+/// assert!((x[0] + 37.047096299361).abs() < 1e-11);
+/// // ndtr(ndtri(p)) = p.
+/// let back = (|p: &Var| ndtr(&ndtri(p))).eval(&p)?;
+/// back.assert_allclose(&p, 1e-12, 0.0);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn ndtri(p: &Var) -> Var {
+    as_op("ndtri", || {
+        let p = floated(p);
+        let e2 = (-2f64).exp();
+        // The smaller of p and 1 - p (a NaN stays), 1/2 where it is not in
+        // (0, 1/2]: both branches then see a harmless argument.
+        let upper = p.gt(&p.full_like(1.0 - e2));
+        let q = where_(&upper, &(1.0 - &p), &p);
+        let q = where_(&q.le(&q.zeros_like()), &q.full_like(0.5), &q);
+        let central = q.gt(&q.full_like(e2));
+        let w = guarded(&central, &q, 0.5) - 0.5;
+        let ww = &w * &w;
+        let x_central = (&w + &w * &ww * (polyval(&ww, &NDTRI_P0) / polyval1(&ww, &NDTRI_Q0)))
+            * (2.0 * PI).sqrt();
+        let tail = guarded(&central.logical_not(), &q, e2 / 2.0);
+        let z = (tail.log() * -2.0).sqrt();
+        let r = z.recip();
+        let near = polyval(&r, &NDTRI_P1) / polyval1(&r, &NDTRI_Q1);
+        let far = polyval(&r, &NDTRI_P2) / polyval1(&r, &NDTRI_Q2);
+        let x_tail = &z - z.log() / &z - where_(&z.ge(&z.full_like(8.0)), &far, &near) / &z;
+        let x_tail = where_(&upper, &x_tail, &-&x_tail);
+        let x = where_(&central, &x_central, &x_tail);
+        let inf = x.full_like(f64::INFINITY);
+        where_(&p.le(&p.zeros_like()), &-&inf, &where_(&p.ge(&p.full_like(1.0)), &inf, &x))
+    })
+}
+
+/// `jax.scipy.special.log_ndtr`: `log ndtr(x)` without underflow, JAX's
+/// formulation (with its `series_order = 3`): `-ndtr(-x)` above 8 (5 in
+/// `f32`), `log ndtr(x)` down to -20 (-10 in `f32`), and below, the
+/// asymptotic series `-x²/2 - log(-x) - log(2π)/2 + log(1 - 1/x² + 3/x⁴ -
+/// 15/x⁶)`. Derivatives through those formulas, within 1e-9 relative of
+/// the exact `pdf(x)/ndtr(x)` from -20, where the series takes over, down
+/// (1.7e-13 at -40; JAX's, `exp(log pdf(x) - log_ndtr(x))` of the series'
+/// value, is 1.6e-11 off there).
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::special::log_ndtr;
+/// let x = Tensor::from_vec(vec![-40.0, 0.0, 9.0], &[3])?;
+/// let y = (|x: &Var| log_ndtr(x)).eval(&x)?.to_vec::<f64>()?;
+/// // log(1/2); far below, log ndtr(x) ≈ -x²/2 (never -inf).
+/// assert!((y[1] - 0.5f64.ln()).abs() < 1e-15);
+/// assert!((y[0] + 804.6084420137539).abs() < 1e-9);
+/// assert!((y[2] + 1.1285884059538324e-19).abs() < 1e-32);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn log_ndtr(x: &Var) -> Var {
+    as_op("log_ndtr", || {
+        let x = floated(x);
+        let (lower, upper) =
+            if x.dtype() == anvil_core::DType::F32 { (-10.0, 5.0) } else { (-20.0, 8.0) };
+        let above = |b: f64| x.gt(&x.full_like(b));
+        // Each branch sees `x` where it is taken and its threshold
+        // elsewhere (the double-`where` pattern, not `maximum`/`minimum`,
+        // whose derivative at the threshold itself would be halved).
+        let high = -ndtr(&-&x);
+        let middle = ndtr(&guarded(&above(lower), &x, lower)).log();
+        let low = {
+            let t = guarded(&above(lower).logical_not(), &x, lower);
+            let t2 = &t * &t;
+            // 1 + Σ_n (-1)^n (2n-1)!! / x^(2n), n = 1, 2, 3.
+            let series =
+                1.0 - t2.recip() + (&t2 * &t2).recip() * 3.0 - (&t2 * &t2 * &t2).recip() * 15.0;
+            -(&t2 * 0.5) - (-&t).log() - 0.5 * (2.0 * PI).ln() + series.log()
+        };
+        where_(&above(upper), &high, &where_(&above(lower), &middle, &low))
     })
 }

@@ -72,6 +72,19 @@ pub(super) fn numpy_samples(s: &mut Vec<OpSample>) {
             .input(InputKind::Uniform { lo: -0.9, hi: 3.0 }, &stepped(&[2, 3]))
             .input(SYM, &stepped(&[2, 3])),
     );
+    // ndtri's central and tail approximations; log_ndtr's asymptotic
+    // series (below -20) and its log(ndtr(x)) (above), away from the
+    // seams between them.
+    let normal = one_step(
+        &|v| special::ndtri(&v[0]) + special::log_ndtr(&v[1]) * special::log_ndtr(&v[2]),
+        &[(&[2, 3], f), (&[2, 3], f), (&[2, 3], f)],
+    );
+    s.push(
+        OpSample::new(normal)
+            .input(InputKind::Uniform { lo: 0.02, hi: 0.98 }, &stepped(&[2, 3]))
+            .input(InputKind::Uniform { lo: -30.0, hi: -21.0 }, &stepped(&[2, 3]))
+            .input(InputKind::Uniform { lo: -18.0, hi: 7.0 }, &stepped(&[2, 3])),
+    );
     let smooth = one_step(
         &|v| jnp::logaddexp(&v[0], &v[1]) * jnp::hypot(&v[0], &v[1]),
         &[(&[2, 3], f), (&[2, 3], f)],

@@ -54,9 +54,19 @@ elementwise("logit", sp.logit, P)
 Z = jnp.array([-40.0, -8.0, -1.0, -0.3, 0.0, 0.5, 2.0, 9.0])
 elementwise("ndtr", sp.ndtr, Z)
 elementwise("expit", sp.expit, Z)
+# Both tails, the three branches of the approximation (and their seams at
+# exp(-2) and z = 8, about 1.3e-14) and the two outside points.
+Q = jnp.array([1e-300, 1e-20, 1e-14, 1e-10, 0.01, 0.1, 0.2, 0.5, 0.7, 0.9, 0.99,
+               1.0 - 1e-10, 0.0, 1.0])
+emit("ndtri", sp.ndtri(Q))
+elementwise("ndtri_in", sp.ndtri, Q[:12])
+# Below -20 the asymptotic series, above 8 -ndtr(-x), log(ndtr(x)) between.
+L = jnp.array([-40.0, -25.0, -20.5, -19.5, -10.0, -3.0, -0.5, 0.0, 1.0, 5.0, 7.9, 8.1, 30.0])
+elementwise("log_ndtr", sp.log_ndtr, L)
 
 print("// --- recorded by tests/jax/special_expected.py (JAX " + jax.__version__ + ", x64)")
 print("#[rustfmt::skip]")
+print("#[allow(clippy::approx_constant)] // (JAX's values, some of them log 2 or 2/pi)")
 print("mod recorded {")
 print("\n".join(OUT))
 print("}")
