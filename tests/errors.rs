@@ -246,3 +246,75 @@ fn a_panicking_kernel_is_an_error_naming_its_op() {
     let g = jit(|x: &Var| x.sin() * 2.0);
     assert_eq!(g.eval(t(&[3])).unwrap().to_vec::<f64>().unwrap(), vec![0.0; 3]);
 }
+
+/// A plugin op whose rules panic (bugs in the plugin): its shape rule on
+/// a vector of 7, its batching and forward-mode rules always.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PanickingRules;
+
+impl anvil::core::Op for PanickingRules {
+    fn name(&self) -> &'static str {
+        "plug.bad_rules"
+    }
+    fn infer(&self, inputs: &[anvil::core::TensorType]) -> anvil::Result<anvil::core::TensorType> {
+        anvil::core::op::expect_arity(self, inputs, 1)?;
+        let shape = inputs[0].shape();
+        // An out-of-range index: the kind of bug that panics.
+        let probe = [0usize; 3];
+        let _ = probe[shape.iter().sum::<usize>().saturating_sub(4)];
+        Ok(inputs[0].clone())
+    }
+}
+
+fn panicking_vmap(
+    _: &dyn anvil::core::Op,
+    _: &[anvil::core::Batched],
+    _: usize,
+) -> anvil::Result<anvil::core::Batched> {
+    panic!("the vmap rule's bug")
+}
+
+fn panicking_jvp(
+    _: &dyn anvil::core::Op,
+    _: &[Var],
+    _: &[Option<Var>],
+    _: &Var,
+) -> anvil::Result<Option<Var>> {
+    panic!("the jvp rule's bug")
+}
+
+fn identity_kernel(
+    _: &dyn anvil::core::Op,
+    inputs: &[&Tensor],
+    _: &anvil::core::TensorType,
+    _: &anvil::Parallelism,
+) -> anvil::Result<Tensor> {
+    Ok(inputs[0].clone())
+}
+
+anvil::core::register_rule!(VmapRule, PanickingRules, panicking_vmap);
+anvil::core::register_rule!(JvpRule, PanickingRules, panicking_jvp);
+anvil::cpu::register_kernel!(PanickingRules, identity_kernel);
+
+/// A rule or a shape rule that panics is an error naming its op and the
+/// kind of rule, returned by the transform (or the trace) that ran it; the
+/// op, and other functions, go on working where its rules are not needed.
+#[test]
+fn a_panicking_rule_is_an_error_naming_its_op() {
+    let f = |x: &Var| Var::apply_op(Box::new(PanickingRules), &[&x.sin()]).sum_all();
+    let x = t(&[2, 3]);
+    let cases = [
+        (vmap(f).eval(&x).unwrap_err(), "vmap rule", "the vmap rule's bug"),
+        (grad(f).eval(&x).unwrap_err(), "jvp rule", "the jvp rule's bug"),
+        (jvp(f).eval((&x, &x)).unwrap_err(), "jvp rule", "the jvp rule's bug"),
+        (jit(f).eval(t(&[7])).unwrap_err(), "shape rule", "index out of bounds"),
+    ];
+    for (e, what, msg) in cases {
+        assert!(matches!(e, Error::Panicked { .. }), "{e:?}");
+        assert_eq!(e.op(), Some("plug.bad_rules"), "{e}");
+        names(&e, &["plug.bad_rules", what, "panicked", msg]);
+    }
+    assert_eq!(jit(f).eval(&x).unwrap().to_vec::<f64>().unwrap(), vec![0.0]);
+    let g = vmap(|x: &Var| x.sin() * 2.0).eval(&x).unwrap();
+    assert_eq!(g.shape(), [2, 3]);
+}

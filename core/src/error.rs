@@ -187,14 +187,15 @@ pub enum Error {
         /// The underlying error.
         msg: String,
     },
-    /// A kernel (or another registered entry) panicked: a bug in the op's
-    /// implementation, caught where the backend called it, so that the
-    /// caller gets an error naming the op instead of an unwinding panic.
+    /// A kernel, a rule (vmap, jvp, transpose, rewrite) or an op's shape
+    /// rule panicked: a bug in the op's implementation, caught where the
+    /// backend, the transform or the trace called it, so that the caller
+    /// gets an error naming the op instead of an unwinding panic.
     #[error("{what} of `{op}` panicked: {msg}")]
     Panicked {
         /// The op.
         op: String,
-        /// What panicked (`"CPU kernel"`).
+        /// What panicked (`"CPU kernel"`, `"jvp rule"`, `"shape rule"`).
         what: String,
         /// The panic's message.
         msg: String,

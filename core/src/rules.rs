@@ -99,13 +99,13 @@ impl VmapRule {
     /// The batched results of `op` on `args`.
     ///
     /// # Errors
-    /// The rule's error.
+    /// The rule's error.; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
     pub fn apply(&self, op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
         unpoisoned(args.iter().map(|a| &a.var))?;
-        match self.rule {
+        caught(op, "vmap rule", || match self.rule {
             RuleFn::One(f) => Ok(vec![f(op, args, size)?]),
             RuleFn::Many(f) => f(op, args, size),
-        }
+        })
     }
 }
 
@@ -153,7 +153,7 @@ impl JvpRule {
     /// The tangents of `op`'s results.
     ///
     /// # Errors
-    /// The rule's error.
+    /// The rule's error.; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
     pub fn apply(
         &self,
         op: &dyn Op,
@@ -162,14 +162,23 @@ impl JvpRule {
         outs: &[Var],
     ) -> Result<Vec<Option<Var>>> {
         unpoisoned(primals.iter().chain(tangents.iter().flatten()).chain(outs))?;
-        match self.rule {
+        caught(op, "jvp rule", || match self.rule {
             RuleFn::One(f) => match outs {
                 [out] => Ok(vec![f(op, primals, tangents, out)?]),
                 _ => Err(one_result_rule(op, "jvp", outs.len())),
             },
             RuleFn::Many(f) => f(op, primals, tangents, outs),
-        }
+        })
     }
+}
+
+/// Runs a registered rule: a panic in it (a plugin's bug) is returned as
+/// [`Error::Panicked`](crate::Error::Panicked) naming the op and the kind
+/// of rule, instead of unwinding through the caller's program (the trace
+/// it was extending is abandoned with the error).
+fn caught<R>(op: &dyn Op, what: &str, rule: impl FnOnce() -> Result<R>) -> Result<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(rule))
+        .unwrap_or_else(|p| Err(crate::Error::panicked(op.name(), what, p.as_ref())))
 }
 
 /// The error a poisoned operand stands for (recorded in its trace when the
@@ -256,7 +265,7 @@ impl TransposeRule {
     /// The cotangents of `op`'s arguments (one entry per argument).
     ///
     /// # Errors
-    /// The rule's error.
+    /// The rule's error.; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
     pub fn apply(
         &self,
         op: &dyn Op,
@@ -264,14 +273,14 @@ impl TransposeRule {
         args: &[LinearArg],
     ) -> Result<Vec<Option<Var>>> {
         unpoisoned(cts.iter().flatten().chain(args.iter().filter_map(LinearArg::known)))?;
-        match self.rule {
+        caught(op, "transpose rule", || match self.rule {
             RuleFn::One(f) => match cts {
                 [Some(ct)] => f(op, ct, args),
                 [None] => Ok(vec![None; args.len()]),
                 _ => Err(one_result_rule(op, "transpose", cts.len())),
             },
             RuleFn::Many(f) => f(op, cts, args),
-        }
+        })
     }
 }
 
@@ -299,7 +308,7 @@ impl RewriteRule {
     /// The rewritten results of `op` on `args`, if the rule applies.
     ///
     /// # Errors
-    /// The rule's error.
+    /// The rule's error.; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
     pub fn apply(
         &self,
         op: &dyn Op,
@@ -307,12 +316,12 @@ impl RewriteRule {
         outs: &[TensorType],
     ) -> Result<Option<Vec<Var>>> {
         unpoisoned(args)?;
-        match self.rule {
+        caught(op, "rewrite rule", || match self.rule {
             RuleFn::One(f) => match outs {
                 [out] => Ok(f(op, args, out)?.map(|v| vec![v])),
                 _ => Err(one_result_rule(op, "rewrite", outs.len())),
             },
             RuleFn::Many(f) => f(op, args, outs),
-        }
+        })
     }
 }
