@@ -85,6 +85,11 @@ pub(super) fn numpy_samples(s: &mut Vec<OpSample>) {
             .input(InputKind::Uniform { lo: -30.0, hi: -21.0 }, &stepped(&[2, 3]))
             .input(InputKind::Uniform { lo: -18.0, hi: 7.0 }, &stepped(&[2, 3])),
     );
+    // polygamma's direct terms and its Euler–Maclaurin tail.
+    let polygamma = one_step(&|v| special::polygamma(2, &v[0]), &[(&[2, 3], f)]);
+    s.push(
+        OpSample::new(polygamma).input(InputKind::Uniform { lo: 0.3, hi: 14.0 }, &stepped(&[2, 3])),
+    );
     let smooth = one_step(
         &|v| jnp::logaddexp(&v[0], &v[1]) * jnp::hypot(&v[0], &v[1]),
         &[(&[2, 3], f), (&[2, 3], f)],

@@ -63,6 +63,11 @@ elementwise("ndtri_in", sp.ndtri, Q[:12])
 # Below -20 the asymptotic series, above 8 -ndtr(-x), log(ndtr(x)) between.
 L = jnp.array([-40.0, -25.0, -20.5, -19.5, -10.0, -3.0, -0.5, 0.0, 1.0, 5.0, 7.9, 8.1, 30.0])
 elementwise("log_ndtr", sp.log_ndtr, L)
+# polygamma of orders 1 to 3: small arguments (the nine direct terms), the
+# Euler-Maclaurin tail, large ones, and a negative one (NaN).
+G = jnp.array([0.1, 0.5, 1.0, 2.5, 9.5, 33.0, 1e4, -0.5])
+for n in (1, 2, 3):
+    elementwise("polygamma%d" % n, lambda x, n=n: sp.polygamma(n, x), G)
 
 print("// --- recorded by tests/jax/special_expected.py (JAX " + jax.__version__ + ", x64)")
 print("#[rustfmt::skip]")
