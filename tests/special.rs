@@ -241,6 +241,25 @@ fn polygamma_as_in_jax() {
     assert!(odd[..3].iter().all(|y| y.is_nan()) && odd[3].is_finite(), "{odd:?}");
 }
 
+/// The Hurwitz `zeta(s, q)` of an integer and a fractional order against
+/// JAX's values and derivatives in `q` (a negative `q` is NaN for the
+/// fractional order, a negative number's fractional power, in both);
+/// `s ≤ 1` is NaN.
+#[test]
+fn zeta_as_in_jax() {
+    let h = [0.3, 1.0, 2.5, 12.0, 100.0, -0.5];
+    let orders: [fn(&Var) -> Var; 2] = [|q| special::zeta(2.0, q), |q| special::zeta(3.5, q)];
+    let want = [[&ZETA2, &ZETA2_D1, &ZETA2_D2], [&ZETA3_5, &ZETA3_5_D1, &ZETA3_5_D2]];
+    for (f, [v0, v1, v2]) in orders.into_iter().zip(want) {
+        let [z, d1, d2] = three(f, &h);
+        close("zeta", &z, v0, 1e-13);
+        close("zeta'", &d1, v1, 1e-12);
+        close("zeta''", &d2, v2, 1e-11);
+    }
+    let z = (|q: &Var| special::zeta(1.0, q)).eval(v(&[2.0])).unwrap().to_f64_vec();
+    assert!(z[0].is_nan(), "{z:?}");
+}
+
 // --- recorded by tests/jax/special_expected.py (JAX 0.10.2, x64)
 #[rustfmt::skip]
 #[allow(clippy::approx_constant)] // (JAX's values, some of them log 2 or 2/pi)
@@ -285,6 +304,12 @@ mod recorded {
     pub const POLYGAMMA3: [f64; 8] = [60004.51287679031, 97.4090910340025, 6.493939402266834, 0.22390584881725223, 0.002726728835037251, 5.823370887953884e-05, 2.000300020000001e-12, 193.40909103400256];
     pub const POLYGAMMA3_D1: [f64; 8] = [-2400015.6072031967, -771.4742498266681, -24.886266123440905, -0.31375599950673155, -0.0009052254233853632, -5.37372489969803e-06, -6.001200100000004e-16, -3.474249826667228];
     pub const POLYGAMMA3_D2: [f64; 8] = [120000069.307511, 7691.1135486024405, 122.08116743813397, 0.5785691785671838, 0.00040029277211683554, 6.611210243594187e-07, 2.400600060000001e-19, 15371.11354860245];
+    pub const ZETA2: [f64; 6] = [12.245364546107734, 1.6449340668482264, 0.4903577561002349, 0.08690187287176838, 0.010050166663333573, 8.934802200544677];
+    pub const ZETA2_D1: [f64; 6] = [-75.27253658872601, -2.404113806319188, -0.2362040516417274, -0.007547205368998911, -0.00010100499983334998, -0.8287966442343201];
+    pub const ZETA2_D2: [f64; 6] = [743.1417646550498, 6.493939402266831, 0.22390584881725203, 0.0013100932310708261, 2.030199990001333e-06, 193.4090910340025];
+    pub const ZETA3_5: [f64; 6] = [68.10265605243228, 1.1267338673170564, 0.0651712515896597, 0.000889452941880016, 4.050291654636813e-06, f64::NAN];
+    pub const ZETA3_5_D1: [f64; 6] = [-790.0832586639822, -3.69147628766509, -0.07664605519862726, -0.00019293632587055246, -1.0176312421808742e-07, f64::NAN];
+    pub const ZETA3_5_D2: [f64; 6] = [11837.424022335079, 16.146972134286298, 0.12446151378149321, 5.855501486438431e-05, 3.5794718163589293e-09, f64::NAN];
 }
 use recorded::*;
 // --- end of recorded block

@@ -2,7 +2,7 @@
 //! (`erf`, `erfc`, `erf_inv`, `logistic` are methods of `VarExt` and
 //! `LaxExt`): [`gammaln`], [`digamma`], [`betaln`], [`multigammaln`],
 //! [`xlogy`], [`xlog1py`], [`entr`], [`logit`], [`expit`], [`ndtr`],
-//! [`ndtri`], [`log_ndtr`], [`polygamma`].
+//! [`ndtri`], [`log_ndtr`], [`polygamma`], [`zeta`].
 //!
 //! Each is a composite over the primitives, so its derivatives (of every
 //! order) and batching come from what it is built of: the derivative of
@@ -434,33 +434,63 @@ pub fn polygamma(n: usize, x: &Var) -> Var {
     }
     as_op("polygamma", || {
         let x = floated(x);
-        let s = (n + 1) as f64;
-        let ok = x.gt(&x.full_like(-16.0)).logical_and(&pole(&x).logical_not());
-        let q = guarded(&ok, &x, 1.0);
-        let power = |v: &Var| v.recip().powi(n as i32 + 1);
-        // The terms below 9, x + k for k = 0, 1, ...; w the first at or
-        // above it (in [9, 10) from x < 9 on, x itself above).
-        let mut zeta = q.zeros_like();
-        let mut w = q.clone();
-        for _ in 0..25 {
-            let below = w.lt(&w.full_like(9.0));
-            zeta = where_(&below, &(&zeta + power(&guarded(&below, &w, 1.0))), &zeta);
-            w = where_(&below, &(&w + 1.0), &w);
-        }
-        let w_s = power(&w);
-        zeta = zeta + &w_s * &w / (s - 1.0) + &w_s * 0.5;
-        // Σ_j B₂ⱼ/(2j)! · s(s+1)…(s+2j-2) · w^(-s-2j+1).
-        let w2 = w.square().recip();
-        let mut term = &w_s / &w;
-        let mut rising = s;
-        for (j, &b) in BERNOULLI_OVER_FACTORIAL.iter().enumerate() {
-            zeta = zeta + &term * (b * rising);
-            let k = 2.0 * (j as f64 + 1.0);
-            rising *= (s + k - 1.0) * (s + k);
-            term = term * &w2;
-        }
         let factorial: f64 = (1..=n).map(|k| k as f64).product();
         let sign = if n % 2 == 1 { 1.0 } else { -1.0 };
-        where_(&ok, &(zeta * (sign * factorial)), &x.full_like(f64::NAN))
+        hurwitz_zeta((n + 1) as f64, &x) * (sign * factorial)
     })
+}
+
+/// `jax.scipy.special.zeta(s, q)` for a constant order `s > 1`: the
+/// Hurwitz zeta function `Σ_k (q + k)^-s`, summed as Cephes' `zeta` (see
+/// [`polygamma`]: the terms until `q + k` reaches 9, then the
+/// Euler–Maclaurin tail), for `q > -16` away from the poles `0, -1, ...`;
+/// NaN there, below, and for `s ≤ 1` (JAX gives `+inf` at `s = 1`).
+/// `zeta(s, 1)` is Riemann's. Derivatives in `q` through the sum (`d/dq
+/// zeta(s, q) = -s zeta(s + 1, q)`).
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::special::zeta;
+/// let q = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+/// let z = (|q: &Var| zeta(2.0, q)).eval(&q)?.to_vec::<f64>()?;
+/// // ζ(2) = π²/6; ζ(2, 2) = π²/6 - 1.
+/// let z2 = std::f64::consts::PI.powi(2) / 6.0;
+/// assert!((z[0] - z2).abs() < 1e-15 && (z[1] - (z2 - 1.0)).abs() < 1e-15);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn zeta(s: f64, q: &Var) -> Var {
+    as_op("zeta", || hurwitz_zeta(s, &floated(q)))
+}
+
+/// [`zeta`]'s sum, NaN outside its domain.
+fn hurwitz_zeta(s: f64, x: &Var) -> Var {
+    if s.is_nan() || s <= 1.0 {
+        return x.full_like(f64::NAN);
+    }
+    let ok = x.gt(&x.full_like(-16.0)).logical_and(&pole(x).logical_not());
+    let q = guarded(&ok, x, 1.0);
+    let integer = s == s.floor() && s < 64.0;
+    let power = |v: &Var| if integer { v.recip().powi(s as i32) } else { v.powf(-s) };
+    // The terms below 9, q + k for k = 0, 1, ...; w the first at or above
+    // it (in [9, 10) from q < 9 on, q itself above).
+    let mut zeta = q.zeros_like();
+    let mut w = q.clone();
+    for _ in 0..25 {
+        let below = w.lt(&w.full_like(9.0));
+        zeta = where_(&below, &(&zeta + power(&guarded(&below, &w, 1.0))), &zeta);
+        w = where_(&below, &(&w + 1.0), &w);
+    }
+    let w_s = power(&w);
+    zeta = zeta + &w_s * &w / (s - 1.0) + &w_s * 0.5;
+    // Σ_j B₂ⱼ/(2j)! · s(s+1)…(s+2j-2) · w^(-s-2j+1).
+    let w2 = w.square().recip();
+    let mut term = &w_s / &w;
+    let mut rising = s;
+    for (j, &b) in BERNOULLI_OVER_FACTORIAL.iter().enumerate() {
+        zeta = zeta + &term * (b * rising);
+        let k = 2.0 * (j as f64 + 1.0);
+        rising *= (s + k - 1.0) * (s + k);
+        term = term * &w2;
+    }
+    where_(&ok, &zeta, &x.full_like(f64::NAN))
 }

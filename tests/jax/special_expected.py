@@ -68,6 +68,10 @@ elementwise("log_ndtr", sp.log_ndtr, L)
 G = jnp.array([0.1, 0.5, 1.0, 2.5, 9.5, 33.0, 1e4, -0.5])
 for n in (1, 2, 3):
     elementwise("polygamma%d" % n, lambda x, n=n: sp.polygamma(n, x), G)
+# Hurwitz zeta of an integer and a fractional order, in q.
+H = jnp.array([0.3, 1.0, 2.5, 12.0, 100.0, -0.5])
+elementwise("zeta2", lambda q: sp.zeta(2.0, q), H)
+elementwise("zeta3_5", lambda q: sp.zeta(3.5, q), H)
 
 print("// --- recorded by tests/jax/special_expected.py (JAX " + jax.__version__ + ", x64)")
 print("#[rustfmt::skip]")
