@@ -253,6 +253,23 @@ impl Error {
         self
     }
 
+    /// Runs `f`, a kernel or rule of `op` (`what`: `"CPU kernel"`, `"jvp
+    /// rule"`, ...): its panic, a bug in the op's implementation, is
+    /// returned as [`Error::Panicked`] instead of unwinding through the
+    /// caller's program. Every place that calls an op's code catches
+    /// through here.
+    ///
+    /// ```
+    /// use anvil_core::Error;
+    /// let r: Result<(), Error> = Error::catching("my_op", "jvp rule", || panic!("oops"));
+    /// assert_eq!(r.unwrap_err().to_string(), "jvp rule of `my_op` panicked: oops");
+    /// assert_eq!(Error::catching("my_op", "jvp rule", || Ok(3)).unwrap(), 3);
+    /// ```
+    pub fn catching<R>(op: &str, what: &str, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .unwrap_or_else(|p| Err(Error::panicked(op, what, p.as_ref())))
+    }
+
     /// [`Error::Panicked`] from a caught panic's payload (its message
     /// when it is a string).
     ///

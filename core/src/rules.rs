@@ -99,7 +99,7 @@ impl VmapRule {
     /// The batched results of `op` on `args`.
     ///
     /// # Errors
-    /// The rule's error.; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
+    /// The rule's error; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
     pub fn apply(&self, op: &dyn Op, args: &[Batched], size: usize) -> Result<Vec<Batched>> {
         unpoisoned(args.iter().map(|a| &a.var))?;
         caught(op, "vmap rule", || match self.rule {
@@ -153,7 +153,7 @@ impl JvpRule {
     /// The tangents of `op`'s results.
     ///
     /// # Errors
-    /// The rule's error.; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
+    /// The rule's error; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
     pub fn apply(
         &self,
         op: &dyn Op,
@@ -172,13 +172,11 @@ impl JvpRule {
     }
 }
 
-/// Runs a registered rule: a panic in it (a plugin's bug) is returned as
-/// [`Error::Panicked`](crate::Error::Panicked) naming the op and the kind
-/// of rule, instead of unwinding through the caller's program (the trace
-/// it was extending is abandoned with the error).
+/// Runs a registered rule through [`Error::catching`](crate::Error::catching):
+/// a panic in it (a plugin's bug) is an error naming the op and the kind of
+/// rule (the trace it was extending is abandoned with the error).
 fn caught<R>(op: &dyn Op, what: &str, rule: impl FnOnce() -> Result<R>) -> Result<R> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(rule))
-        .unwrap_or_else(|p| Err(crate::Error::panicked(op.name(), what, p.as_ref())))
+    crate::Error::catching(op.name(), what, rule)
 }
 
 /// The error a poisoned operand stands for (recorded in its trace when the
@@ -265,7 +263,7 @@ impl TransposeRule {
     /// The cotangents of `op`'s arguments (one entry per argument).
     ///
     /// # Errors
-    /// The rule's error.; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
+    /// The rule's error; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
     pub fn apply(
         &self,
         op: &dyn Op,
@@ -308,7 +306,7 @@ impl RewriteRule {
     /// The rewritten results of `op` on `args`, if the rule applies.
     ///
     /// # Errors
-    /// The rule's error.; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
+    /// The rule's error; [`Error::Panicked`](crate::Error::Panicked) if the rule panics.
     pub fn apply(
         &self,
         op: &dyn Op,

@@ -461,10 +461,7 @@ impl Tracer {
         let name = op.name();
         // A plugin op's shape rule that panics is an error of this op, as
         // a failed shape rule is.
-        let tried =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.try_apply(op, args)))
-                .unwrap_or_else(|p| Err(Error::panicked(name, "shape rule", p.as_ref())));
-        tried.unwrap_or_else(|e| {
+        Error::catching(name, "shape rule", || self.try_apply(op, args)).unwrap_or_else(|e| {
             self.record(e.clone());
             for a in args.iter().filter(|a| !Rc::ptr_eq(&a.tracer, self)) {
                 a.tracer.record(Error::ForeignVar { op: name.into(), arg: "?".into() });

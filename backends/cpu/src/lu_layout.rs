@@ -8,7 +8,7 @@
 //! by this crate's row-major loops instead
 //! ([`factors_row_major`](crate::linalg::factors_row_major)), and the
 //! column-major factor is then a transpose of the whole factor on every call
-//! (W8's Newton step at n = 200: about 5% of its time). When every reader of
+//! (W8's Newton step at n = 200: about 4% of its main thread). When every reader of
 //! the factor is such a solve, the node becomes [`Lu`] and its solves read
 //! the row-major factor (`factor_transposed: false`): the same pivots, the
 //! same factor entries, read where they are.
@@ -49,12 +49,7 @@ crate::register_plan_rewrite!(LuTransposed, row_major_factors);
 /// A node the rebuilt graph cannot hold (not expected: the new nodes have
 /// the old ones' operands and result types).
 pub fn row_major_factors(g: &Graph, ids: &[NodeId]) -> Result<Option<Graph>> {
-    let mut readers: Vec<Vec<(NodeId, usize)>> = vec![Vec::new(); g.num_values()];
-    for (id, n) in g.iter() {
-        for (k, v) in n.inputs.iter().enumerate() {
-            readers[v.index()].push((id, k));
-        }
-    }
+    let readers = crate::placement::readers(g);
     let mut lus: HashSet<NodeId> = HashSet::new();
     let mut solves: HashSet<NodeId> = HashSet::new();
     for &id in ids {

@@ -92,7 +92,7 @@ pub fn is_placed_scan(op_type: std::any::TypeId) -> bool {
 }
 
 /// The readers of every value: `(node, operand position)`.
-fn readers(g: &Graph) -> Vec<Vec<(NodeId, usize)>> {
+pub(crate) fn readers(g: &Graph) -> Vec<Vec<(NodeId, usize)>> {
     let mut r = vec![Vec::new(); g.num_values()];
     for (id, n) in g.iter() {
         for (k, i) in n.inputs.iter().enumerate() {

@@ -637,11 +637,8 @@ impl Plan {
             // caller's program. (W7's call, runners alternated: 0.89–0.94 µs
             // without the catch, 0.92–1.01 µs with one per step and
             // 0.94–0.99 µs with one per run: within this VM's noise.)
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Error::catching(node.op.name(), "CPU kernel", || {
                 self.run_step(step, outs, bound.map(|b| (b, k)), inputs, &mut slots, step_ctx)
-            }))
-            .unwrap_or_else(|payload| {
-                Err(Error::panicked(node.op.name(), "CPU kernel", payload.as_ref()))
             })?;
             if self.pooled {
                 live += node
