@@ -18,11 +18,12 @@
 use crate::fusion::{in_place, Instr};
 use crate::Parallelism;
 use anvil_core::{
-    Arith, Block, BlockAt, BlockMut, DType, Error, Evaluator, Graph, Op, Result, Storage, Tensor,
-    TensorType,
+    Arith, Block, BlockAt, BlockMut, Compare, DType, Error, Evaluator, Graph, Op, Result, Storage,
+    Tensor, TensorType,
 };
 use anvil_ops::elementwise::{
-    f64_arith_loop, f64_compare_loop, select_bool, select_f64, F64BinaryLoop, F64CompareLoop, Width,
+    f64_arith_loop, f64_compare_loop, select_bool, select_f64, Abs, CompareMath, F64BinaryLoop,
+    F64CompareLoop, Width,
 };
 use anvil_ops::while_loop::While;
 use rayon::prelude::*;
@@ -84,10 +85,16 @@ enum Kernel {
     /// `f64` ones, then a pick's mask.
     F64Chain(Chain),
     /// A comparison of two `f64` operands to `bool` (the op's
-    /// [`Compare`](anvil_core::Compare) fact), by its resolved loop.
-    F64Compare(F64CompareLoop),
+    /// [`Compare`] fact), by its resolved loop.
+    F64Compare(F64CompareLoop, Compare),
     /// A unary `f64` op by the loop it declares ([`Op::f64_map`]).
     F64Map(anvil_core::op::F64Map),
+    /// [`Abs`] by the loop it declares (a [`Test`] can take it in).
+    Abs(anvil_core::op::F64Map),
+    /// A comparison that took in the absolute value before it or the
+    /// select after it (see [`Test`]). Operands: the comparison's two, then
+    /// a pick's other branch and mask.
+    Test(Test),
     /// A select ([`Op::is_select`]) of `f64` or of `bool` branches.
     Select,
     /// The op's block math.
@@ -364,17 +371,20 @@ mod wide {
     }
 }
 
-/// Chains in strips of 64 lanes held in sixteen AVX2 registers, for CPUs
+/// Chains in strips of 32 lanes held in eight AVX2 registers, for CPUs
 /// without AVX-512: as [`wide`], four lanes a register (on a Zen 3 VM,
 /// W13's masked Newton loop went from 2.45–2.65 ms with the generic strips
-/// to the figure in `BENCHMARKS.md`, session 24).
+/// to the figure in `BENCHMARKS.md`, session 24). The other eight of the
+/// sixteen registers hold the loads and the pick's masks: a strip of 64
+/// lanes in all sixteen spilled to the stack, and W13's loop took about 4 %
+/// longer (session 28).
 #[cfg(target_arch = "x86_64")]
 mod wide2 {
     use super::{Arith, Chain};
     use std::arch::x86_64::*;
 
     /// Registers of a strip.
-    const V: usize = 16;
+    const V: usize = 8;
     /// Lanes of a strip.
     pub(super) const LANES: usize = 4 * V;
 
@@ -843,11 +853,28 @@ impl LaneLoop {
                         _ => return Err(Error::invalid("while", "masked", "an f64 result")),
                     }
                 }
-                Kernel::F64Compare(f) => match (read(&args[0]), read(&args[1]), dst) {
+                Kernel::F64Compare(f, _) => match (read(&args[0]), read(&args[1]), dst) {
                     (Block::F64(a), Block::F64(b), Reg::Bool(d)) => f(a, b, &mut d[..len]),
                     _ => return Err(Error::invalid("while", "masked", "f64 operands")),
                 },
-                Kernel::F64Map(f) => match (read(&args[0]), dst) {
+                Kernel::Test(test) => {
+                    let pick = |k: usize| match args.get(k).map(read) {
+                        Some(Block::Bool(m)) => Ok(m),
+                        None => Ok(&[][..]),
+                        _ => Err(Error::invalid("while", "masked", "a pick's bool operands")),
+                    };
+                    let (other, mask) = (pick(2)?, pick(3)?);
+                    if args.len() != test.operands() || other.len() != mask.len() {
+                        return Err(Error::invalid("while", "masked", "a test's operands"));
+                    }
+                    match (read(&args[0]), read(&args[1]), dst) {
+                        (Block::F64(a), Block::F64(b), Reg::Bool(d)) => {
+                            test.run(a, b, other, mask, &mut d[..len])
+                        }
+                        _ => return Err(Error::invalid("while", "masked", "f64 operands")),
+                    }
+                }
+                Kernel::F64Map(f) | Kernel::Abs(f) => match (read(&args[0]), dst) {
                     (Block::F64(a), Reg::F64(d)) => f(a, &mut d[..len]),
                     _ => return Err(Error::invalid("while", "masked", "an f64 operand")),
                 },
@@ -957,6 +984,267 @@ fn chunks(r: &mut Reg, size: usize) -> Vec<BlockMut<'_>> {
 /// is none of the chain's operands, and `next` is binary `f64` arithmetic
 /// (a link) or an `f64` select with `prev`'s result as one branch (the
 /// chain's pick; its mask and other branch become operands).
+/// A comparison of two `f64` operands to `bool`, of the first operand's
+/// absolute value with `abs`, perhaps ending in a select of `bool`s that
+/// reads it as one branch: `out = |a| ∘ b` (or `a ∘ b`), then with a
+/// [`pick`](Test::pick) `out = if mask == keep { out } else { other }`.
+/// A masked loop's flag is such a select, `select(c, r, c)` (`c && r`):
+/// `|f(x)| >= tol` and `it < limit`, each read once, are one pass each
+/// instead of two or three, and the same bools.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Test {
+    abs: bool,
+    cmp: Compare,
+    pick: Option<bool>,
+}
+
+impl Test {
+    /// How many operands the test reads (`f64` ones, then a pick's other
+    /// branch and mask).
+    fn operands(&self) -> usize {
+        if self.pick.is_some() {
+            4
+        } else {
+            2
+        }
+    }
+
+    /// Runs the test on `a` and `b`, with a pick on `(other, mask)` (empty
+    /// without one), all of `out`'s length, at the widest width the CPU has.
+    fn run(&self, a: &[f64], b: &[f64], other: &[bool], mask: &[bool], out: &mut [bool]) {
+        // The comparison each op's own math makes.
+        use anvil_ops::elementwise::{Eq, Ge, Gt, Le, Lt, Ne};
+        fn by<C: CompareMath + Default>(
+            t: &Test,
+            a: &[f64],
+            b: &[f64],
+            other: &[bool],
+            mask: &[bool],
+            out: &mut [bool],
+        ) {
+            anvil_ops::at_width!(
+                Width::detect(),
+                fn[C: CompareMath](c: C = C::default(), abs: bool = t.abs, pick: Option<bool> = t.pick, a: &[f64] = a, b: &[f64] = b, other: &[bool] = other, mask: &[bool] = mask, out: &mut [bool] = out) {
+                    let n = out.len();
+                    let (a, b) = (&a[..n], &b[..n]);
+                    match (abs, pick) {
+                        (false, None) => {
+                            for ((d, &p), &q) in out.iter_mut().zip(a).zip(b) {
+                                *d = c.compare(p, q);
+                            }
+                        }
+                        (true, None) => {
+                            for ((d, &p), &q) in out.iter_mut().zip(a).zip(b) {
+                                *d = c.compare(p.abs(), q);
+                            }
+                        }
+                        (abs, Some(keep)) => {
+                            let (other, mask) = (&other[..n], &mask[..n]);
+                            for ((((d, &p), &q), &o), &m) in
+                                out.iter_mut().zip(a).zip(b).zip(other).zip(mask)
+                            {
+                                let r = c.compare(if abs { p.abs() } else { p }, q);
+                                *d = if m == keep { r } else { o };
+                            }
+                        }
+                    }
+                }
+            )
+        }
+        let f = match self.cmp {
+            Compare::Lt => by::<Lt>,
+            Compare::Le => by::<Le>,
+            Compare::Gt => by::<Gt>,
+            Compare::Ge => by::<Ge>,
+            Compare::Eq => by::<Eq>,
+            Compare::Ne => by::<Ne>,
+        };
+        let n = out.len();
+        let mut from = 0;
+        #[cfg(target_arch = "x86_64")]
+        if Width::Avx2 <= Width::detect()
+            && a.len() >= n
+            && b.len() >= n
+            && (self.pick.is_none() || (other.len() >= n && mask.len() >= n))
+        {
+            // SAFETY: `detect` lists AVX2 only when the CPU has it; the
+            // operands cover `out` (checked just above), and so do a
+            // pick's.
+            from = unsafe { tests2::run(self, a, b, other, mask, out) };
+        }
+        if from < n {
+            let (other, mask) = match self.pick {
+                Some(_) => (&other[from..], &mask[from..]),
+                None => (other, mask),
+            };
+            f(self, &a[from..], &b[from..], other, mask, &mut out[from..]);
+        }
+    }
+}
+
+/// [`Test`]s eight lanes at a time with AVX2: two comparisons give eight
+/// bits, which one table lookup spreads into the eight bytes of the lanes'
+/// `bool`s (packing the comparisons' 64-bit masks down to bytes took four
+/// shuffles per four lanes); a pick blends those bytes with its operands'
+/// as integers. The same predicates as the ops' math: ordered for `<`,
+/// `<=`, `>`, `>=`, `==`, unordered for `!=` (true against a NaN).
+#[cfg(target_arch = "x86_64")]
+mod tests2 {
+    use super::Test;
+    use anvil_core::Compare;
+    use std::arch::x86_64::*;
+
+    /// Per eight bits, the eight bytes of `bool`s (0 or 1) they stand for,
+    /// lane `k` in byte `k` (little-endian, as `bool`s lie in memory).
+    const BYTES: [u64; 256] = {
+        let mut t = [0u64; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut k = 0;
+            while k < 8 {
+                if (i >> k) & 1 == 1 {
+                    t[i] |= 1 << (8 * k);
+                }
+                k += 1;
+            }
+            i += 1;
+        }
+        t
+    };
+
+    /// Every byte's lowest bit.
+    const ONES: u64 = 0x0101_0101_0101_0101;
+
+    /// Runs `test` over the whole groups of eight lanes at the start of
+    /// `out`; returns how many lanes it wrote.
+    ///
+    /// # Safety
+    /// The CPU has AVX2; `a` and `b` have at least `out.len()` elements,
+    /// and so do `other` and `mask` when the test has a pick.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn run(
+        test: &Test,
+        a: &[f64],
+        b: &[f64],
+        other: &[bool],
+        mask: &[bool],
+        out: &mut [bool],
+    ) -> usize {
+        // SAFETY: the caller's.
+        unsafe {
+            match test.cmp {
+                Compare::Lt => by::<_CMP_LT_OQ>(test, a, b, other, mask, out),
+                Compare::Le => by::<_CMP_LE_OQ>(test, a, b, other, mask, out),
+                Compare::Gt => by::<_CMP_GT_OQ>(test, a, b, other, mask, out),
+                Compare::Ge => by::<_CMP_GE_OQ>(test, a, b, other, mask, out),
+                Compare::Eq => by::<_CMP_EQ_OQ>(test, a, b, other, mask, out),
+                Compare::Ne => by::<_CMP_NEQ_UQ>(test, a, b, other, mask, out),
+            }
+        }
+    }
+
+    /// [`run`] with the comparison's predicate `P`.
+    ///
+    /// # Safety
+    /// As [`run`].
+    #[target_feature(enable = "avx2")]
+    unsafe fn by<const P: i32>(
+        test: &Test,
+        a: &[f64],
+        b: &[f64],
+        other: &[bool],
+        mask: &[bool],
+        out: &mut [bool],
+    ) -> usize {
+        let done = out.len() / 8 * 8;
+        let magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MAX));
+        let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr().cast::<u8>());
+        let mut i = 0;
+        while i < done {
+            // SAFETY (every access below): `i + 8 <= done <= out.len()`,
+            // which `a`, `b` (and a pick's `other` and `mask`) cover; a
+            // `bool` is one byte, 0 or 1, and every byte written is.
+            let (mut x, mut y) =
+                unsafe { (_mm256_loadu_pd(pa.add(i)), _mm256_loadu_pd(pa.add(i + 4))) };
+            if test.abs {
+                x = _mm256_and_pd(x, magnitude);
+                y = _mm256_and_pd(y, magnitude);
+            }
+            let (p, q) = unsafe { (_mm256_loadu_pd(pb.add(i)), _mm256_loadu_pd(pb.add(i + 4))) };
+            let low = _mm256_movemask_pd(_mm256_cmp_pd::<P>(x, p));
+            let high = _mm256_movemask_pd(_mm256_cmp_pd::<P>(y, q));
+            let mut r = BYTES[(low | (high << 4)) as usize];
+            if let Some(keep) = test.pick {
+                let read = |v: &[bool]| unsafe { v.as_ptr().add(i).cast::<u64>().read_unaligned() };
+                let (o, m) = (read(other), read(mask));
+                // Bytes where the mask is `keep`: the test's; elsewhere the
+                // other branch's.
+                let at = if keep { m } else { m ^ ONES };
+                r = (r & at) | (o & (at ^ ONES));
+            }
+            unsafe { po.add(i).cast::<u64>().write_unaligned(r) };
+            i += 8;
+        }
+        done
+    }
+}
+
+/// The comparison `b ∘ a` as `a ∘' b`.
+fn flipped(c: Compare) -> Compare {
+    match c {
+        Compare::Lt => Compare::Gt,
+        Compare::Le => Compare::Ge,
+        Compare::Gt => Compare::Lt,
+        Compare::Ge => Compare::Le,
+        Compare::Eq | Compare::Ne => c,
+    }
+}
+
+/// `next` joined to `prev`, whose value only `next` reads, as one [`Test`]:
+/// an absolute value and the comparison reading it, or a comparison (or
+/// such a test) and a `bool` select reading it as one branch.
+fn tested(prev: &Step, next: &Step) -> Option<Step> {
+    if prev.args.contains(&Loc::Reg(next.out)) {
+        return None;
+    }
+    let r = Loc::Reg(prev.out);
+    let (test, args) = match (&prev.kernel, &next.kernel, next.args.as_slice()) {
+        (Kernel::Abs(_), Kernel::F64Compare(_, cmp), &[a, b]) => {
+            let (cmp, other) = match (a == r, b == r) {
+                (true, false) => (*cmp, b),
+                (false, true) => (flipped(*cmp), a),
+                _ => return None,
+            };
+            (Test { abs: true, cmp, pick: None }, vec![prev.args[0], other])
+        }
+        (Kernel::F64Compare(_, cmp), Kernel::Select, &[c, t, f]) => {
+            (Test { abs: false, cmp: *cmp, pick: None }, picked(&prev.args, r, [c, t, f])?)
+        }
+        (Kernel::Test(test), Kernel::Select, &[c, t, f]) if test.pick.is_none() => {
+            (*test, picked(&prev.args, r, [c, t, f])?)
+        }
+        _ => return None,
+    };
+    let pick = match next.kernel {
+        Kernel::Select => Some(next.args[1] == r),
+        _ => None,
+    };
+    Some(Step { kernel: Kernel::Test(Test { pick, ..test }), args, out: next.out })
+}
+
+/// The operands of a test whose value `r` a select `[c, t, f]` reads as
+/// one branch (not as its mask): the test's, the other branch, the mask.
+fn picked(test_args: &[Loc], r: Loc, [c, t, f]: [Loc; 3]) -> Option<Vec<Loc>> {
+    let other = match (c == r, t == r, f == r) {
+        (false, true, false) => f,
+        (false, false, true) => t,
+        _ => return None,
+    };
+    let mut args = test_args.to_vec();
+    args.extend([other, c]);
+    Some(args)
+}
+
 fn chained(prev: &Step, next: &Step) -> Option<Step> {
     let (first, mut links) = match &prev.kernel {
         Kernel::F64Binary(_, a) => (*a, Vec::new()),
@@ -1020,7 +1308,11 @@ fn resolved(op: &dyn Op, dtypes: &[DType], out: DType) -> Option<Kernel> {
             let a = op.arith()?;
             Some(Kernel::F64Binary(f64_arith_loop(a)?, a))
         }
-        ([F64, F64], Bool) => Some(Kernel::F64Compare(f64_compare_loop(op.comparison()?))),
+        ([F64, F64], Bool) => {
+            let c = op.comparison()?;
+            Some(Kernel::F64Compare(f64_compare_loop(c), c))
+        }
+        ([F64], F64) if op.is::<Abs>() => op.f64_map().map(Kernel::Abs),
         // Not for an op with vectorised CPU math (`exp`, `sin`, ...): a plan
         // computes it with that, within an ulp or two of the op's own
         // scalar map, and a lane must get the bits it would get alone.
@@ -1321,7 +1613,9 @@ impl Compiler {
             // Joined to the step before when it reads that step's value,
             // which nothing else reads.
             let joined = match (code.last(), previous) {
-                (Some(prev), Some(v)) if uses[v] == 1 => chained(prev, &step),
+                (Some(prev), Some(v)) if uses[v] == 1 => {
+                    chained(prev, &step).or_else(|| tested(prev, &step))
+                }
                 _ => None,
             };
             match (joined, code.last_mut()) {
@@ -1349,14 +1643,21 @@ mod tests {
         masked_by(n, limit, |x, a| x * 0.5 + a)
     }
 
-    /// [`masked`] with the update `x ← update(x, a)`.
-    fn masked_by(n: usize, limit: f64, update: impl Fn(&Var, &Var) -> Var) -> While {
+    /// The inputs of a masked body of three `f64` lane vectors and the
+    /// flag, and its predicate (any flag set).
+    fn three_and_a_flag(n: usize) -> ([TensorType; 4], Graph) {
         let f64n = TensorType::new(DType::F64, vec![n]);
         let types = [f64n.clone(), f64n.clone(), f64n, TensorType::new(DType::Bool, vec![n])];
+        let cond = trace_with(&types, |v| Ok(vec![v[3].max(&[0], false)])).unwrap();
+        (types, cond)
+    }
+
+    /// [`masked`] with the update `x ← update(x, a)`.
+    fn masked_by(n: usize, limit: f64, update: impl Fn(&Var, &Var) -> Var) -> While {
+        let (types, cond) = three_and_a_flag(n);
         let pred = |x: &Var, it: &Var| {
             x.gt(&x.full_like(1.0)).select(&it.lt(&it.full_like(limit)), &x.gt(&x.full_like(1.0)))
         };
-        let cond = trace_with(&types, |v| Ok(vec![v[3].max(&[0], false)])).unwrap();
         let body = trace_with(&types, |v| {
             let (a, x, it, on) = (&v[0], &v[1], &v[2], &v[3]);
             let x = on.select(&update(x, a), x);
@@ -1494,9 +1795,9 @@ mod tests {
         // x * 0.5 + a: one chain (the sum reads the product, which nothing
         // else reads), ending in the select of the new x where the lane is
         // on; it + 1.0 and its select: a chain of one step and a pick;
-        // comparisons and the flag's select by their resolved loops, found
-        // by the ops' facts; the constants `full` makes, spread once: no
-        // block math.
+        // comparisons by their resolved loops, found by the ops' facts, the
+        // last joined by the flag's select that reads it (a test with a
+        // pick); the constants `full` makes, spread once: no block math.
         let lanes = LaneLoop::new(&masked(10, 50.0)).unwrap().unwrap();
         let chains = chains_of(&lanes);
         assert_eq!(
@@ -1508,8 +1809,10 @@ mod tests {
         );
         let count = |f: fn(&Kernel) -> bool| lanes.code.iter().filter(|s| f(&s.kernel)).count();
         assert_eq!(count(|k| matches!(k, Kernel::F64Binary(..))), 0);
-        assert_eq!(count(|k| matches!(k, Kernel::F64Compare(_))), 3, "{:?}", lanes.code);
-        assert_eq!(count(|k| matches!(k, Kernel::Select)), 1, "{:?}", lanes.code);
+        assert_eq!(count(|k| matches!(k, Kernel::F64Compare(..))), 2, "{:?}", lanes.code);
+        let picked = |k: &Kernel| matches!(k, Kernel::Test(Test { abs: false, pick: Some(_), .. }));
+        assert_eq!(count(picked), 1, "{:?}", lanes.code);
+        assert_eq!(count(|k| matches!(k, Kernel::Select)), 0, "{:?}", lanes.code);
         assert_eq!(count(|k| matches!(k, Kernel::Block(_))), 0, "{:?}", lanes.code);
         assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
     }
@@ -1523,9 +1826,7 @@ mod tests {
         // derivative t * 3 + a, the division, the update and the select of
         // the updated value where the lane is on are one chain.
         let n = 300;
-        let f64n = TensorType::new(DType::F64, vec![n]);
-        let types = [f64n.clone(), f64n.clone(), f64n, TensorType::new(DType::Bool, vec![n])];
-        let cond = trace_with(&types, |v| Ok(vec![v[3].max(&[0], false)])).unwrap();
+        let (types, cond) = three_and_a_flag(n);
         let body = trace_with(&types, |v| {
             let (a, b, x, on) = (&v[0], &v[1], &v[2], &v[3]);
             let t = x * x;
@@ -1551,6 +1852,13 @@ mod tests {
         let chains = chains_of(&lanes);
         assert!(chains.contains(&&derivative), "{:?}", lanes.code);
         assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
+        // |f| >= tol, the flag, is one test that takes in the abs.
+        let flag = Test { abs: true, cmp: Compare::Ge, pick: None };
+        assert!(
+            lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Test(t) if t == flag)),
+            "{:?}",
+            lanes.code
+        );
         let a: Vec<f64> = (0..n).map(|k| 1.25 + 0.75 * (0.7 * (k as f64 + 1.0)).sin()).collect();
         let b: Vec<f64> = (0..n).map(|k| 3.0 * (1.3 * (k as f64 + 1.0)).cos()).collect();
         let args = [
@@ -1730,7 +2038,7 @@ mod tests {
             let d: Vec<bool> = (0..n).map(|i| i % 2 == 0).collect();
             let ops: [&dyn Op; 6] = [&Lt, &Le, &Gt, &Ge, &Eq, &Ne];
             for op in ops {
-                let Some(Kernel::F64Compare(f)) = resolved(op, &[DType::F64; 2], DType::Bool)
+                let Some(Kernel::F64Compare(f, _)) = resolved(op, &[DType::F64; 2], DType::Bool)
                 else {
                     panic!("{} by a loop", op.name())
                 };
@@ -1746,7 +2054,9 @@ mod tests {
             let ops: [&dyn Op; 3] =
                 [&Abs, &anvil_ops::elementwise::Sqrt, &anvil_ops::elementwise::Tan];
             for op in ops {
-                let Some(Kernel::F64Map(f)) = resolved(op, &[DType::F64], DType::F64) else {
+                let (Some(Kernel::F64Map(f)) | Some(Kernel::Abs(f))) =
+                    resolved(op, &[DType::F64], DType::F64)
+                else {
                     panic!("{} by a loop", op.name())
                 };
                 let (mut got, mut want) = (vec![0.0; n], vec![1.0; n]);
@@ -1786,6 +2096,138 @@ mod tests {
         // Other dtypes keep the block math.
         assert!(resolved(&Lt, &[DType::F32; 2], DType::Bool).is_none());
         assert!(resolved(&Select, &[DType::Bool, DType::I64, DType::I64], DType::I64).is_none());
+    }
+
+    #[test]
+    fn tests_keep_the_bools_of_their_steps() {
+        // Every comparison, of a value or its absolute value, alone or
+        // picked with a bool select of either sense, against the ops' block
+        // math step by step: NaN, signed zeros, infinities and subnormals,
+        // lengths below, at and around the eight lanes of the AVX2 loop.
+        use anvil_ops::elementwise::{Eq, Ge, Gt, Le, Lt, Ne, Select};
+        let specials = [
+            0.0,
+            -0.0,
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            -f64::INFINITY,
+            -1e-310,
+            1e-310,
+            2.5,
+            -2.5,
+            1.0,
+        ];
+        let value = |i: usize, k: usize| specials[(i * 7 + k * 3 + i / 11) % specials.len()];
+        let at = BlockAt { start: 0, shape: &[] };
+        let block = |op: &dyn Op, args: &[Block<'_>], out: BlockMut<'_>| {
+            op.elementwise_math().unwrap().eval_block(args, out, at).unwrap();
+        };
+        let ops: [(&dyn Op, Compare); 6] = [
+            (&Lt, Compare::Lt),
+            (&Le, Compare::Le),
+            (&Gt, Compare::Gt),
+            (&Ge, Compare::Ge),
+            (&Eq, Compare::Eq),
+            (&Ne, Compare::Ne),
+        ];
+        for n in [1, 7, 8, 9, 31, 64, 103, LANES] {
+            let a: Vec<f64> = (0..n).map(|i| value(i, 0)).collect();
+            let b: Vec<f64> = (0..n).map(|i| value(i, 1)).collect();
+            let other: Vec<bool> = (0..n).map(|i| i % 3 != 1).collect();
+            let mask: Vec<bool> = (0..n).map(|i| i % 5 < 2).collect();
+            for (op, cmp) in ops {
+                for abs in [false, true] {
+                    let mut x = a.clone();
+                    if abs {
+                        block(&Abs, &[Block::F64(&a)], BlockMut::F64(&mut x));
+                    }
+                    let mut r = vec![false; n];
+                    block(op, &[Block::F64(&x), Block::F64(&b)], BlockMut::Bool(&mut r));
+                    for pick in [None, Some(true), Some(false)] {
+                        let want = match pick {
+                            None => r.clone(),
+                            Some(keep) => {
+                                let (t, f) = if keep { (&r, &other) } else { (&other, &r) };
+                                let mut out = vec![false; n];
+                                let args = [Block::Bool(&mask), Block::Bool(t), Block::Bool(f)];
+                                block(&Select, &args, BlockMut::Bool(&mut out));
+                                out
+                            }
+                        };
+                        let test = Test { abs, cmp, pick };
+                        let (o, m): (&[bool], &[bool]) =
+                            if pick.is_some() { (&other, &mask) } else { (&[], &[]) };
+                        let mut got = vec![!want[0]; n];
+                        test.run(&a, &b, o, m, &mut got);
+                        assert_eq!(got, want, "{test:?}, n = {n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_test_takes_in_the_abs_before_it_and_the_flags_select_after_it() {
+        // The flag of a masked loop, `|x - a| <op> tol` (or `tol <op> |x -
+        // a|`) while the step count is below a limit, each comparison:
+        // one test with the abs, one with the pick, and the lanes the plans'.
+        let n = 203;
+        let (types, cond) = three_and_a_flag(n);
+        type Cmp = fn(&Var, &Var) -> Var;
+        let cmps: [(Cmp, Compare); 6] = [
+            (|p, q| p.lt(q), Compare::Lt),
+            (|p, q| p.le(q), Compare::Le),
+            (|p, q| p.gt(q), Compare::Gt),
+            (|p, q| p.ge(q), Compare::Ge),
+            (|p, q| p.equal(q), Compare::Eq),
+            (|p, q| p.not_equal(q), Compare::Ne),
+        ];
+        for (f, cmp) in cmps {
+            for flip in [false, true] {
+                let body = trace_with(&types, |v| {
+                    let (a, x, it, on) = (&v[0], &v[1], &v[2], &v[3]);
+                    let x = on.select(&(x * 0.5 + a * 0.5), x);
+                    let it = on.select(&(it + 1.0), it);
+                    let (d, tol) = ((&x - a).abs(), x.full_like(1e-3));
+                    let near = if flip { f(&tol, &d) } else { f(&d, &tol) };
+                    let go = near.select(&it.lt(&it.full_like(40.0)), &near);
+                    Ok(vec![x, it, go])
+                })
+                .unwrap();
+                let w = While {
+                    cond: cond.clone().into(),
+                    body: body.into(),
+                    consts: 1,
+                    max_steps: None,
+                    masked: true,
+                };
+                let lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
+                let cmp = if flip { flipped(cmp) } else { cmp };
+                let abs = Test { abs: true, cmp, pick: None };
+                assert!(
+                    lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Test(t) if t == abs)),
+                    "{cmp:?}: {:?}",
+                    lanes.code
+                );
+                let picked = Test { abs: false, cmp: Compare::Lt, pick: Some(true) };
+                assert!(
+                    lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Test(t) if t == picked)),
+                    "{:?}",
+                    lanes.code
+                );
+                let a: Vec<f64> = (0..n).map(|k| (0.37 * k as f64).sin()).collect();
+                let x: Vec<f64> =
+                    (0..n).map(|k| if k % 17 == 0 { 1.0 } else { 2.0 + k as f64 }).collect();
+                let args = [
+                    Tensor::from_vec(a, &[n]).unwrap(),
+                    Tensor::from_vec(x, &[n]).unwrap(),
+                    Tensor::zeros(&[n]).unwrap(),
+                    Tensor::from_vec((0..n).map(|k| k % 29 != 3).collect(), &[n]).unwrap(),
+                ];
+                assert_as_plans(&lanes, &w, &args, &Parallelism::default(), &format!("{cmp:?}"));
+            }
+        }
     }
 
     #[test]
