@@ -83,7 +83,7 @@ enum Kernel {
     /// and read by nothing else, perhaps ending in the select of a carry
     /// update, run in one pass (see [`Chain`]). Operands: the chain's
     /// `f64` ones, then a pick's mask.
-    F64Chain(Chain),
+    F64Chain(Chain, Scalars),
     /// A comparison of two `f64` operands to `bool` (the op's
     /// [`Compare`] fact), by its resolved loop.
     F64Compare(F64CompareLoop, Compare),
@@ -100,6 +100,11 @@ enum Kernel {
     /// The op's block math.
     Block(Instr),
 }
+
+/// Which operands of a [`Chain`] are single elements spread over a
+/// register (bit `k`: operand `k`): the vector loops broadcast them once
+/// a strip instead of loading a register's worth of copies.
+type Scalars = u16;
 
 /// `f64` operands of a [`Chain`] at most (its first step's two, one per
 /// link, and a pick's other branch; a pick's mask comes on top).
@@ -137,13 +142,14 @@ impl Chain {
     /// Runs the chain on `args` ([`operands`](Chain::operands) slices of
     /// `out`'s length) and, with a pick, `mask` (of `out`'s length; empty
     /// otherwise) at the widest width the CPU has.
-    fn run(&self, args: &[&[f64]], mask: &[bool], out: &mut [f64]) {
-        self.run_at(Width::detect(), args, mask, out);
+    /// Operands named by `scalars` hold one value in every element.
+    fn run(&self, args: &[&[f64]], mask: &[bool], out: &mut [f64], scalars: Scalars) {
+        self.run_at(Width::detect(), args, mask, out, scalars);
     }
 
     /// Runs the chain with the vector instructions of `w` (the baseline
     /// loop when the CPU lacks them).
-    fn run_at(&self, w: Width, args: &[&[f64]], mask: &[bool], out: &mut [f64]) {
+    fn run_at(&self, w: Width, args: &[&[f64]], mask: &[bool], out: &mut [f64], scalars: Scalars) {
         let mut from = 0;
         #[cfg(target_arch = "x86_64")]
         if w == Width::Avx512
@@ -166,8 +172,10 @@ impl Chain {
             && (self.pick.is_none() || mask.len() >= out.len())
         {
             // SAFETY: `detect` lists AVX2 only when the CPU has it; the
-            // operands and the mask are checked as for AVX-512 above.
-            from = unsafe { wide2::chain(self, args, mask, out) };
+            // operands and the mask are checked as for AVX-512 above (a
+            // scalar operand is at least one element: every operand is as
+            // long as `out`, which has a strip).
+            from = unsafe { wide2::chain(self, args, mask, out, scalars) };
         }
         if from == out.len() {
             // Whole strips only (a group of `LANES` lanes): no remainder to
@@ -427,8 +435,50 @@ mod wide2 {
         };
     }
 
+    /// `acc[v] = acc[v] ∘ $s` (`true`) or `$s ∘ acc[v]` (`false`) for
+    /// every register, `$s` a register's value (a broadcast scalar, or the
+    /// register itself for `x ∘ x`): the same operations as [`each!`]'s.
+    macro_rules! each_value {
+        ($acc:ident, $s:expr, $f:ident, true) => {
+            for r in $acc.iter_mut() {
+                *r = $f(*r, $s(*r));
+            }
+        };
+        ($acc:ident, $s:expr, $f:ident, false) => {
+            for r in $acc.iter_mut() {
+                *r = $f($s(*r), *r);
+            }
+        };
+    }
+
+    /// As `link!`, with `$s` giving each register's operand (see
+    /// [`each_value!`]).
+    macro_rules! link_value {
+        ($acc:ident, $o:expr, $left:expr, $s:expr) => {
+            match ($o, $left) {
+                (Arith::Add, true) => each_value!($acc, $s, _mm256_add_pd, true),
+                (Arith::Add, false) => each_value!($acc, $s, _mm256_add_pd, false),
+                (Arith::Sub, true) => each_value!($acc, $s, _mm256_sub_pd, true),
+                (Arith::Sub, false) => each_value!($acc, $s, _mm256_sub_pd, false),
+                (Arith::Mul, true) => each_value!($acc, $s, _mm256_mul_pd, true),
+                (Arith::Mul, false) => each_value!($acc, $s, _mm256_mul_pd, false),
+                (Arith::Div, true) => each_value!($acc, $s, _mm256_div_pd, true),
+                (Arith::Div, false) => each_value!($acc, $s, _mm256_div_pd, false),
+                // Flips the sign bit, as `-p` does.
+                (Arith::Neg, _) => {
+                    let sign = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
+                    for r in $acc.iter_mut() {
+                        *r = _mm256_xor_pd(*r, sign);
+                    }
+                }
+            }
+        };
+    }
+
     /// Runs `chain` over the whole strips at the start of `out`; returns
-    /// how many lanes it wrote (a multiple of [`LANES`]).
+    /// how many lanes it wrote (a multiple of [`LANES`]). Operands named
+    /// by `scalars` are broadcast from their first element; a first step
+    /// whose operands are one slice (`x * x`) loads it once.
     ///
     /// # Safety
     /// The CPU has AVX2; `args` has the chain's operands
@@ -440,6 +490,7 @@ mod wide2 {
         args: &[&[f64]],
         mask: &[bool],
         out: &mut [f64],
+        scalars: super::Scalars,
     ) -> usize {
         let done = out.len() / LANES * LANES;
         let mut start = 0;
@@ -451,11 +502,24 @@ mod wide2 {
             for (v, r) in acc.iter_mut().enumerate() {
                 *r = unsafe { _mm256_loadu_pd(first.add(4 * v)) };
             }
-            let second = unsafe { args[1].as_ptr().add(start) };
-            link!(acc, chain.first, true, second);
+            let scalar = |k: usize| scalars & (1 << k) != 0;
+            if std::ptr::eq(args[1], args[0]) {
+                link_value!(acc, chain.first, true, |r| r);
+            } else if scalar(1) {
+                let s = unsafe { _mm256_broadcast_sd(args[1].get_unchecked(0)) };
+                link_value!(acc, chain.first, true, |_| s);
+            } else {
+                let second = unsafe { args[1].as_ptr().add(start) };
+                link!(acc, chain.first, true, second);
+            }
             for (k, &(o, left)) in chain.links.iter().enumerate() {
-                let x = unsafe { args[2 + k].as_ptr().add(start) };
-                link!(acc, o, left, x);
+                if scalar(2 + k) {
+                    let s = unsafe { _mm256_broadcast_sd(args[2 + k].get_unchecked(0)) };
+                    link_value!(acc, o, left, |_| s);
+                } else {
+                    let x = unsafe { args[2 + k].as_ptr().add(start) };
+                    link!(acc, o, left, x);
+                }
             }
             let dst = unsafe { out.as_mut_ptr().add(start) };
             match chain.pick {
@@ -833,7 +897,7 @@ impl LaneLoop {
                     (Block::F64(a), Block::F64(b), Reg::F64(d)) => f(a, b, &mut d[..len]),
                     _ => return Err(Error::invalid("while", "masked", "f64 operands")),
                 },
-                Kernel::F64Chain(chain) => {
+                Kernel::F64Chain(chain, scalars) => {
                     // The f64 operands, then a pick's mask.
                     let n = chain.operands();
                     let mut ops: [&[f64]; CHAIN_ARGS] = [&[]; CHAIN_ARGS];
@@ -849,7 +913,7 @@ impl LaneLoop {
                         _ => return Err(Error::invalid("while", "masked", "a pick's bool mask")),
                     };
                     match dst {
-                        Reg::F64(d) => chain.run(&ops[..n], mask, &mut d[..len]),
+                        Reg::F64(d) => chain.run(&ops[..n], mask, &mut d[..len], *scalars),
                         _ => return Err(Error::invalid("while", "masked", "an f64 result")),
                     }
                 }
@@ -1248,7 +1312,7 @@ fn picked(test_args: &[Loc], r: Loc, [c, t, f]: [Loc; 3]) -> Option<Vec<Loc>> {
 fn chained(prev: &Step, next: &Step) -> Option<Step> {
     let (first, mut links) = match &prev.kernel {
         Kernel::F64Binary(_, a) => (*a, Vec::new()),
-        Kernel::F64Chain(c) if c.pick.is_none() => (c.first, c.links.clone()),
+        Kernel::F64Chain(c, _) if c.pick.is_none() => (c.first, c.links.clone()),
         _ => return None,
     };
     if prev.args.len() >= CHAIN_ARGS || prev.args.contains(&Loc::Reg(next.out)) {
@@ -1279,7 +1343,8 @@ fn chained(prev: &Step, next: &Step) -> Option<Step> {
         }
         _ => return None,
     };
-    Some(Step { kernel: Kernel::F64Chain(Chain { first, links, pick }), args, out: next.out })
+    let chain = Chain { first, links, pick };
+    Some(Step { kernel: Kernel::F64Chain(chain, 0), args, out: next.out })
 }
 
 /// The first element of `t` alone, when every element has its bits.
@@ -1412,6 +1477,17 @@ impl Compiler {
         r
     }
 
+    /// Marks the operands of a chain that are spread scalars.
+    fn mark_scalars(&self, step: &mut Step) {
+        if let Kernel::F64Chain(chain, scalars) = &mut step.kernel {
+            for (k, l) in step.args.iter().take(chain.operands()).enumerate() {
+                if matches!(l, Loc::Reg(r) if self.spreads.iter().any(|s| s.reg == *r)) {
+                    *scalars |= 1 << k;
+                }
+            }
+        }
+    }
+
     /// The location of a single-element or lane-shaped operand; `None` for
     /// any other shape.
     fn leaf(&mut self, from: Result<usize, Tensor>, ty: &TensorType) -> Option<Loc> {
@@ -1473,7 +1549,11 @@ impl Compiler {
             carries[k - nc] = r;
             Some(Loc::Reg(r))
         })?;
-        let Some((code, next)) = found else { return Ok(None) };
+        let Some((mut code, next)) = found else { return Ok(None) };
+        let mut prelude_code = prelude_code;
+        for step in code.iter_mut().chain(&mut prelude_code) {
+            self.mark_scalars(step);
+        }
         let swap = next
             .iter()
             .map(|l| match l {
@@ -1688,7 +1768,7 @@ mod tests {
             .code
             .iter()
             .filter_map(|s| match &s.kernel {
-                Kernel::F64Chain(c) => Some(c),
+                Kernel::F64Chain(c, _) => Some(c),
                 _ => None,
             })
             .collect()
@@ -1807,6 +1887,16 @@ mod tests {
                 &Chain { first: Arith::Add, links: vec![], pick: Some(true) }
             ]
         );
+        // 0.5 and 1.0, the second operands, are spread scalars (broadcast).
+        let scalars: Vec<Scalars> = lanes
+            .code
+            .iter()
+            .filter_map(|s| match s.kernel {
+                Kernel::F64Chain(_, scalars) => Some(scalars),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(scalars, [0b10, 0b10]);
         let count = |f: fn(&Kernel) -> bool| lanes.code.iter().filter(|s| f(&s.kernel)).count();
         assert_eq!(count(|k| matches!(k, Kernel::F64Binary(..))), 0);
         assert_eq!(count(|k| matches!(k, Kernel::F64Compare(..))), 2, "{:?}", lanes.code);
@@ -1960,8 +2050,15 @@ mod tests {
             let chain = Chain { first, links, pick };
             // Lengths around the AVX-512 and AVX2 strips too (whole strips
             // of 128 or 64 lanes, then the generic strips for the rest).
-            for n in [1, 5, STRIP - 1, STRIP, STRIP + 3, 3 * STRIP + 7, 128, 129, 255, 256 + 37] {
-                let args: Vec<Vec<f64>> = (0..chain.operands())
+            // Operands as they come; with every other one from the second
+            // a spread scalar (broadcast by the vector loops); with the
+            // first step's two operands one slice (`x ∘ x`).
+            for (n, variant) in
+                [1, 5, STRIP - 1, STRIP, STRIP + 3, 3 * STRIP + 7, 128, 129, 255, 256 + 37]
+                    .into_iter()
+                    .flat_map(|n| [(n, 0), (n, 1), (n, 2)])
+            {
+                let mut args: Vec<Vec<f64>> = (0..chain.operands())
                     .map(|k| {
                         (0..n)
                             .map(|i| match (i * 7 + k * 3) % 11 {
@@ -1971,6 +2068,16 @@ mod tests {
                             .collect()
                     })
                     .collect();
+                let mut scalars: Scalars = 0;
+                if variant == 1 {
+                    for k in (1..chain.operands()).step_by(2) {
+                        args[k] = vec![[2.5, -3.5, 7.25, 1e-310][k % 4]; n];
+                        scalars |= 1 << k;
+                    }
+                }
+                if variant == 2 {
+                    args[1] = args[0].clone();
+                }
                 // Flags in runs of uneven lengths, across register bounds.
                 let mask: Vec<bool> = (0..n).map(|i| (i * i / 5 + i / 3) % 3 == 0).collect();
                 let mask = if pick.is_some() { mask } else { Vec::new() };
@@ -1999,10 +2106,13 @@ mod tests {
                         }
                     })
                     .collect();
-                let refs: Vec<&[f64]> = args.iter().map(Vec::as_slice).collect();
+                let mut refs: Vec<&[f64]> = args.iter().map(Vec::as_slice).collect();
+                if variant == 2 {
+                    refs[1] = refs[0];
+                }
                 for w in Width::available() {
                     let mut out = vec![0.0; n];
-                    chain.run_at(w, &refs, &mask, &mut out);
+                    chain.run_at(w, &refs, &mask, &mut out, scalars);
                     let got: Vec<u64> = out
                         .iter()
                         .enumerate()
@@ -2011,7 +2121,10 @@ mod tests {
                             _ => canonical(v),
                         })
                         .collect();
-                    assert_eq!(got, want, "{first:?}, pick {pick:?}, n = {n}, {w:?}");
+                    assert_eq!(
+                        got, want,
+                        "{first:?}, pick {pick:?}, n = {n}, {w:?}, variant {variant}"
+                    );
                 }
             }
         }
