@@ -30,13 +30,23 @@ use rayon::prelude::*;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// Lanes per group: the width of every register. Each instruction is a
-/// pass over a group, so a wider group spreads its dispatch over more
-/// lanes: W13's masked Newton loop (B = 10⁵) took 1.32 ms a call with
-/// groups of 256 and 1.25 ms with 512, alternated runs on a Zen 3 VM (128:
-/// 1.66 ms; 1024: 1.24–1.30 ms). A group's registers (about fourteen for
-/// W13, 4 KiB each) then live in L2 rather than L1.
-pub const LANES: usize = 512;
+/// Lanes per group at most: the width of every register. Each instruction
+/// is a pass over a group, so a wider group spreads its dispatch over more
+/// lanes, as long as the group's registers stay in the core's L2 cache
+/// (see [`GROUP_BYTES`]). W13's masked Newton loop (B = 10⁵, twenty
+/// registers) on a Zen 3 VM: 1.66 ms a call with groups of 128, 1.32 ms
+/// with 256, 1.25 ms with 512 (session 26); after session 28's fused
+/// tests, 1.00 ms with 512, 0.94 ms with 1024, 1.24 ms with 2048.
+pub const LANES: usize = 1024;
+
+/// Bytes of registers and operand blocks a group may span (its lanes times
+/// the bytes each lane has in them), within the L2 cache of a core (256
+/// KiB and more on current x86 cores) with room for what streams through.
+const GROUP_BYTES: usize = 160 * 1024;
+
+/// Lanes of the narrowest group: a whole number of the widest vector
+/// strips (128 lanes, AVX-512).
+const MIN_GROUP: usize = 128;
 
 /// Lanes per parallel task (several groups).
 const TASK_LANES: usize = 4096;
@@ -759,7 +769,7 @@ impl LaneLoop {
         // Registers per rayon job (a run of tasks on one worker), not per
         // task: a task is a few microseconds, and allocating and zeroing a
         // dozen registers was a twentieth of it.
-        let width = LANES.min(n.max(1));
+        let width = self.group().min(n.max(1));
         if tasks.len() > 1 {
             tasks.into_par_iter().enumerate().try_for_each_init(
                 || self.registers(inputs, width),
@@ -793,6 +803,15 @@ impl LaneLoop {
             .collect()
     }
 
+    /// Lanes per group: [`LANES`], or fewer, a multiple of [`MIN_GROUP`],
+    /// when a lane's registers and operands are more than [`GROUP_BYTES`]
+    /// can hold as many times.
+    fn group(&self) -> usize {
+        let lane: usize = self.regs.iter().map(|d| d.size_of()).sum::<usize>()
+            + self.leaves.len() * DType::F64.size_of();
+        (GROUP_BYTES / lane.max(1) / MIN_GROUP * MIN_GROUP).clamp(MIN_GROUP, LANES)
+    }
+
     /// Tells which results the plan reads: the others are not written
     /// (each is returned as its initial carry).
     pub(crate) fn results_read(&mut self, read: &[bool]) {
@@ -821,7 +840,7 @@ impl LaneLoop {
     }
 
     /// Runs the lanes `start..start + outs[k].len()`, group by group, in
-    /// `regs` (of [`LANES`] lanes, or all when fewer), writing each carry's
+    /// `regs` (of [`group`](Self::group) lanes, or all when fewer), writing each carry's
     /// final values into `outs`.
     fn run_task(
         &self,
@@ -831,7 +850,7 @@ impl LaneLoop {
         mut outs: Vec<BlockMut<'_>>,
     ) -> Result<()> {
         let total = outs.first().map_or(0, BlockMut::len);
-        let width = LANES.min(total);
+        let width = self.group().min(total);
         let flag = self.carries[self.carries.len() - 1];
         let mut leaves: Vec<Block<'_>> = Vec::with_capacity(self.leaves.len());
         let mut at = 0;
@@ -1826,6 +1845,28 @@ mod tests {
                 assert_as_plans(&lanes, &w, &args, &ctx, &format!("n = {n}, limit = {limit}"));
             }
         }
+    }
+
+    #[test]
+    fn groups_narrow_when_a_lane_has_many_registers() {
+        // A small body's groups are the widest; one whose lanes have more
+        // registers than GROUP_BYTES holds at that width gets narrower
+        // groups, a whole number of the widest strips (extra registers
+        // stand for a larger body), and the same results, over several
+        // groups and a partial one.
+        let n = 5000;
+        let w = masked(n, 50.0);
+        let mut lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
+        assert_eq!(lanes.group(), LANES);
+        lanes.regs.extend([DType::F64; 60]);
+        let g = lanes.group();
+        assert!((MIN_GROUP..LANES).contains(&g) && g % MIN_GROUP == 0, "{g}");
+        assert!(g * lanes.regs.len() * 8 <= GROUP_BYTES, "{g}");
+        let args = operands(n, |k| (k % 13) as f64 * 0.3, |k| 1.0 + (k % 101) as f64 * 7.5);
+        assert_as_plans(&lanes, &w, &args, &Parallelism::default(), "narrow groups");
+        lanes.regs.extend([DType::F64; 5000]);
+        assert_eq!(lanes.group(), MIN_GROUP);
+        assert_as_plans(&lanes, &w, &args, &Parallelism::default(), "narrowest groups");
     }
 
     #[test]
