@@ -103,8 +103,9 @@ enum Kernel {
     Abs(anvil_core::op::F64Map),
     /// A comparison that took in the absolute value before it or the
     /// select after it (see [`Test`]). Operands: the comparison's two, then
-    /// a pick's other branch and mask.
-    Test(Test),
+    /// a pick's other branch and mask; the second comparison operand may be
+    /// a spread scalar (bit 1).
+    Test(Test, Scalars),
     /// A select ([`Op::is_select`]) of `f64` or of `bool` branches.
     Select,
     /// The op's block math.
@@ -940,7 +941,7 @@ impl LaneLoop {
                     (Block::F64(a), Block::F64(b), Reg::Bool(d)) => f(a, b, &mut d[..len]),
                     _ => return Err(Error::invalid("while", "masked", "f64 operands")),
                 },
-                Kernel::Test(test) => {
+                Kernel::Test(test, scalars) => {
                     let pick = |k: usize| match args.get(k).map(read) {
                         Some(Block::Bool(m)) => Ok(m),
                         None => Ok(&[][..]),
@@ -952,7 +953,7 @@ impl LaneLoop {
                     }
                     match (read(&args[0]), read(&args[1]), dst) {
                         (Block::F64(a), Block::F64(b), Reg::Bool(d)) => {
-                            test.run(a, b, other, mask, &mut d[..len])
+                            test.run(a, b, other, mask, &mut d[..len], *scalars)
                         }
                         _ => return Err(Error::invalid("while", "masked", "f64 operands")),
                     }
@@ -1094,7 +1095,16 @@ impl Test {
 
     /// Runs the test on `a` and `b`, with a pick on `(other, mask)` (empty
     /// without one), all of `out`'s length, at the widest width the CPU has.
-    fn run(&self, a: &[f64], b: &[f64], other: &[bool], mask: &[bool], out: &mut [bool]) {
+    /// With bit 1 of `scalars`, `b` holds one value in every element.
+    fn run(
+        &self,
+        a: &[f64],
+        b: &[f64],
+        other: &[bool],
+        mask: &[bool],
+        out: &mut [bool],
+        scalars: Scalars,
+    ) {
         // The comparison each op's own math makes.
         use anvil_ops::elementwise::{Eq, Ge, Gt, Le, Lt, Ne};
         fn by<C: CompareMath + Default>(
@@ -1153,7 +1163,7 @@ impl Test {
             // SAFETY: `detect` lists AVX2 only when the CPU has it; the
             // operands cover `out` (checked just above), and so do a
             // pick's.
-            from = unsafe { tests2::run(self, a, b, other, mask, out) };
+            from = unsafe { tests2::run(self, a, b, other, mask, out, scalars & 0b10 != 0) };
         }
         if from < n {
             let (other, mask) = match self.pick {
@@ -1199,7 +1209,8 @@ mod tests2 {
     const ONES: u64 = 0x0101_0101_0101_0101;
 
     /// Runs `test` over the whole groups of eight lanes at the start of
-    /// `out`; returns how many lanes it wrote.
+    /// `out`; returns how many lanes it wrote. With `scalar`, `b` holds one
+    /// value in every element: it is broadcast, not loaded.
     ///
     /// # Safety
     /// The CPU has AVX2; `a` and `b` have at least `out.len()` elements,
@@ -1212,16 +1223,17 @@ mod tests2 {
         other: &[bool],
         mask: &[bool],
         out: &mut [bool],
+        scalar: bool,
     ) -> usize {
         // SAFETY: the caller's.
         unsafe {
             match test.cmp {
-                Compare::Lt => by::<_CMP_LT_OQ>(test, a, b, other, mask, out),
-                Compare::Le => by::<_CMP_LE_OQ>(test, a, b, other, mask, out),
-                Compare::Gt => by::<_CMP_GT_OQ>(test, a, b, other, mask, out),
-                Compare::Ge => by::<_CMP_GE_OQ>(test, a, b, other, mask, out),
-                Compare::Eq => by::<_CMP_EQ_OQ>(test, a, b, other, mask, out),
-                Compare::Ne => by::<_CMP_NEQ_UQ>(test, a, b, other, mask, out),
+                Compare::Lt => by::<_CMP_LT_OQ>(test, a, b, other, mask, out, scalar),
+                Compare::Le => by::<_CMP_LE_OQ>(test, a, b, other, mask, out, scalar),
+                Compare::Gt => by::<_CMP_GT_OQ>(test, a, b, other, mask, out, scalar),
+                Compare::Ge => by::<_CMP_GE_OQ>(test, a, b, other, mask, out, scalar),
+                Compare::Eq => by::<_CMP_EQ_OQ>(test, a, b, other, mask, out, scalar),
+                Compare::Ne => by::<_CMP_NEQ_UQ>(test, a, b, other, mask, out, scalar),
             }
         }
     }
@@ -1238,6 +1250,7 @@ mod tests2 {
         other: &[bool],
         mask: &[bool],
         out: &mut [bool],
+        scalar: bool,
     ) -> usize {
         let done = out.len() / 8 * 8;
         let magnitude = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MAX));
@@ -1253,7 +1266,12 @@ mod tests2 {
                 x = _mm256_and_pd(x, magnitude);
                 y = _mm256_and_pd(y, magnitude);
             }
-            let (p, q) = unsafe { (_mm256_loadu_pd(pb.add(i)), _mm256_loadu_pd(pb.add(i + 4))) };
+            let (p, q) = if scalar {
+                let s = unsafe { _mm256_broadcast_sd(&*pb) };
+                (s, s)
+            } else {
+                unsafe { (_mm256_loadu_pd(pb.add(i)), _mm256_loadu_pd(pb.add(i + 4))) }
+            };
             let low = _mm256_movemask_pd(_mm256_cmp_pd::<P>(x, p));
             let high = _mm256_movemask_pd(_mm256_cmp_pd::<P>(y, q));
             let mut r = BYTES[(low | (high << 4)) as usize];
@@ -1303,7 +1321,7 @@ fn tested(prev: &Step, next: &Step) -> Option<Step> {
         (Kernel::F64Compare(_, cmp), Kernel::Select, &[c, t, f]) => {
             (Test { abs: false, cmp: *cmp, pick: None }, picked(&prev.args, r, [c, t, f])?)
         }
-        (Kernel::Test(test), Kernel::Select, &[c, t, f]) if test.pick.is_none() => {
+        (Kernel::Test(test, _), Kernel::Select, &[c, t, f]) if test.pick.is_none() => {
             (*test, picked(&prev.args, r, [c, t, f])?)
         }
         _ => return None,
@@ -1312,7 +1330,7 @@ fn tested(prev: &Step, next: &Step) -> Option<Step> {
         Kernel::Select => Some(next.args[1] == r),
         _ => None,
     };
-    Some(Step { kernel: Kernel::Test(Test { pick, ..test }), args, out: next.out })
+    Some(Step { kernel: Kernel::Test(Test { pick, ..test }, 0), args, out: next.out })
 }
 
 /// The operands of a test whose value `r` a select `[c, t, f]` reads as
@@ -1496,10 +1514,15 @@ impl Compiler {
         r
     }
 
-    /// Marks the operands of a chain that are spread scalars.
+    /// Marks the operands of a chain or a test that are spread scalars.
     fn mark_scalars(&self, step: &mut Step) {
-        if let Kernel::F64Chain(chain, scalars) = &mut step.kernel {
-            for (k, l) in step.args.iter().take(chain.operands()).enumerate() {
+        let (operands, scalars) = match &mut step.kernel {
+            Kernel::F64Chain(chain, scalars) => (chain.operands(), scalars),
+            Kernel::Test(_, scalars) => (2, scalars),
+            _ => return,
+        };
+        {
+            for (k, l) in step.args.iter().take(operands).enumerate() {
                 if matches!(l, Loc::Reg(r) if self.spreads.iter().any(|s| s.reg == *r)) {
                     *scalars |= 1 << k;
                 }
@@ -1941,7 +1964,8 @@ mod tests {
         let count = |f: fn(&Kernel) -> bool| lanes.code.iter().filter(|s| f(&s.kernel)).count();
         assert_eq!(count(|k| matches!(k, Kernel::F64Binary(..))), 0);
         assert_eq!(count(|k| matches!(k, Kernel::F64Compare(..))), 2, "{:?}", lanes.code);
-        let picked = |k: &Kernel| matches!(k, Kernel::Test(Test { abs: false, pick: Some(_), .. }));
+        let picked =
+            |k: &Kernel| matches!(k, Kernel::Test(Test { abs: false, pick: Some(_), .. }, _));
         assert_eq!(count(picked), 1, "{:?}", lanes.code);
         assert_eq!(count(|k| matches!(k, Kernel::Select)), 0, "{:?}", lanes.code);
         assert_eq!(count(|k| matches!(k, Kernel::Block(_))), 0, "{:?}", lanes.code);
@@ -1983,10 +2007,11 @@ mod tests {
         let chains = chains_of(&lanes);
         assert!(chains.contains(&&derivative), "{:?}", lanes.code);
         assert!(lanes.code.iter().all(|s| !s.args.contains(&Loc::Reg(s.out))));
-        // |f| >= tol, the flag, is one test that takes in the abs.
+        // |f| >= tol, the flag, is one test that takes in the abs (tol a
+        // broadcast scalar).
         let flag = Test { abs: true, cmp: Compare::Ge, pick: None };
         assert!(
-            lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Test(t) if t == flag)),
+            lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Test(t, 0b10) if t == flag)),
             "{:?}",
             lanes.code
         );
@@ -2285,9 +2310,17 @@ mod tests {
             (&Eq, Compare::Eq),
             (&Ne, Compare::Ne),
         ];
-        for n in [1, 7, 8, 9, 31, 64, 103, LANES] {
+        // The second operand also as a spread scalar (broadcast): each
+        // special value in turn.
+        let cases = [1, 7, 8, 9, 31, 64, 103, LANES]
+            .into_iter()
+            .flat_map(|n| (0..=specials.len()).map(move |u| (n, u)));
+        for (n, uniform) in cases {
             let a: Vec<f64> = (0..n).map(|i| value(i, 0)).collect();
-            let b: Vec<f64> = (0..n).map(|i| value(i, 1)).collect();
+            let (b, scalars): (Vec<f64>, Scalars) = match specials.get(uniform) {
+                Some(&v) => (vec![v; n], 0b10),
+                None => ((0..n).map(|i| value(i, 1)).collect(), 0),
+            };
             let other: Vec<bool> = (0..n).map(|i| i % 3 != 1).collect();
             let mask: Vec<bool> = (0..n).map(|i| i % 5 < 2).collect();
             for (op, cmp) in ops {
@@ -2313,8 +2346,8 @@ mod tests {
                         let (o, m): (&[bool], &[bool]) =
                             if pick.is_some() { (&other, &mask) } else { (&[], &[]) };
                         let mut got = vec![!want[0]; n];
-                        test.run(&a, &b, o, m, &mut got);
-                        assert_eq!(got, want, "{test:?}, n = {n}");
+                        test.run(&a, &b, o, m, &mut got, scalars);
+                        assert_eq!(got, want, "{test:?}, n = {n}, scalars {scalars:b}");
                     }
                 }
             }
@@ -2360,13 +2393,16 @@ mod tests {
                 let cmp = if flip { flipped(cmp) } else { cmp };
                 let abs = Test { abs: true, cmp, pick: None };
                 assert!(
-                    lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Test(t) if t == abs)),
+                    lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Test(t, _) if t == abs)),
                     "{cmp:?}: {:?}",
                     lanes.code
                 );
                 let picked = Test { abs: false, cmp: Compare::Lt, pick: Some(true) };
                 assert!(
-                    lanes.code.iter().any(|s| matches!(s.kernel, Kernel::Test(t) if t == picked)),
+                    lanes
+                        .code
+                        .iter()
+                        .any(|s| matches!(s.kernel, Kernel::Test(t, _) if t == picked)),
                     "{:?}",
                     lanes.code
                 );
