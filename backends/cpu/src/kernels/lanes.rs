@@ -112,9 +112,10 @@ enum Kernel {
     Block(Instr),
 }
 
-/// Which operands of a [`Chain`] are single elements spread over a
-/// register (bit `k`: operand `k`): the vector loops broadcast them once
-/// a strip instead of loading a register's worth of copies.
+/// Which operands of a [`Chain`] or a [`Test`] are single elements spread
+/// over a register (bit `k`: operand `k`): the AVX2 loops broadcast them
+/// instead of loading a register's worth of copies (the other loops read
+/// the register, which holds the same value in every element).
 type Scalars = u16;
 
 /// `f64` operands of a [`Chain`] at most (its first step's two, one per
@@ -407,25 +408,29 @@ mod wide2 {
     /// Lanes of a strip.
     pub(super) const LANES: usize = 4 * V;
 
-    /// As `wide`'s `each!`, on four lanes a register.
+    /// `acc[v] = acc[v] ∘ x` (`true`) or `x ∘ acc[v]` (`false`) for every
+    /// register `v` of a strip, by the intrinsic `$f`, where `x` is
+    /// `$x(v, acc[v])`: a load of the operand's four lanes, a broadcast
+    /// scalar, or the register itself (`x ∘ x`). As `wide`'s `each!`, the
+    /// same IEEE operation, operands in the same order, as the generic
+    /// links.
     macro_rules! each {
-        ($acc:ident, $x:ident, $f:ident, true) => {
+        ($acc:ident, $x:expr, $f:ident, true) => {
             for (v, r) in $acc.iter_mut().enumerate() {
-                // SAFETY: `$x` covers the strip's `LANES` elements.
-                *r = $f(*r, unsafe { _mm256_loadu_pd($x.add(4 * v)) });
+                *r = $f(*r, $x(v, *r));
             }
         };
-        ($acc:ident, $x:ident, $f:ident, false) => {
+        ($acc:ident, $x:expr, $f:ident, false) => {
             for (v, r) in $acc.iter_mut().enumerate() {
-                // SAFETY: as above.
-                *r = $f(unsafe { _mm256_loadu_pd($x.add(4 * v)) }, *r);
+                *r = $f($x(v, *r), *r);
             }
         };
     }
 
-    /// As `wide`'s `link!`.
+    /// As `wide`'s `link!`, with each register's operand given by `$x`
+    /// (see [`each!`]).
     macro_rules! link {
-        ($acc:ident, $o:expr, $left:expr, $x:ident) => {
+        ($acc:ident, $o:expr, $left:expr, $x:expr) => {
             match ($o, $left) {
                 (Arith::Add, true) => each!($acc, $x, _mm256_add_pd, true),
                 (Arith::Add, false) => each!($acc, $x, _mm256_add_pd, false),
@@ -435,46 +440,6 @@ mod wide2 {
                 (Arith::Mul, false) => each!($acc, $x, _mm256_mul_pd, false),
                 (Arith::Div, true) => each!($acc, $x, _mm256_div_pd, true),
                 (Arith::Div, false) => each!($acc, $x, _mm256_div_pd, false),
-                // Flips the sign bit, as `-p` does.
-                (Arith::Neg, _) => {
-                    let sign = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
-                    for r in $acc.iter_mut() {
-                        *r = _mm256_xor_pd(*r, sign);
-                    }
-                }
-            }
-        };
-    }
-
-    /// `acc[v] = acc[v] ∘ $s` (`true`) or `$s ∘ acc[v]` (`false`) for
-    /// every register, `$s` a register's value (a broadcast scalar, or the
-    /// register itself for `x ∘ x`): the same operations as [`each!`]'s.
-    macro_rules! each_value {
-        ($acc:ident, $s:expr, $f:ident, true) => {
-            for r in $acc.iter_mut() {
-                *r = $f(*r, $s(*r));
-            }
-        };
-        ($acc:ident, $s:expr, $f:ident, false) => {
-            for r in $acc.iter_mut() {
-                *r = $f($s(*r), *r);
-            }
-        };
-    }
-
-    /// As `link!`, with `$s` giving each register's operand (see
-    /// [`each_value!`]).
-    macro_rules! link_value {
-        ($acc:ident, $o:expr, $left:expr, $s:expr) => {
-            match ($o, $left) {
-                (Arith::Add, true) => each_value!($acc, $s, _mm256_add_pd, true),
-                (Arith::Add, false) => each_value!($acc, $s, _mm256_add_pd, false),
-                (Arith::Sub, true) => each_value!($acc, $s, _mm256_sub_pd, true),
-                (Arith::Sub, false) => each_value!($acc, $s, _mm256_sub_pd, false),
-                (Arith::Mul, true) => each_value!($acc, $s, _mm256_mul_pd, true),
-                (Arith::Mul, false) => each_value!($acc, $s, _mm256_mul_pd, false),
-                (Arith::Div, true) => each_value!($acc, $s, _mm256_div_pd, true),
-                (Arith::Div, false) => each_value!($acc, $s, _mm256_div_pd, false),
                 // Flips the sign bit, as `-p` does.
                 (Arith::Neg, _) => {
                     let sign = _mm256_castsi256_pd(_mm256_set1_epi64x(i64::MIN));
@@ -514,22 +479,23 @@ mod wide2 {
                 *r = unsafe { _mm256_loadu_pd(first.add(4 * v)) };
             }
             let scalar = |k: usize| scalars & (1 << k) != 0;
+            // SAFETY (the loads): `x` covers the strip's `LANES` elements.
             if std::ptr::eq(args[1], args[0]) {
-                link_value!(acc, chain.first, true, |r| r);
+                link!(acc, chain.first, true, |_, r| r);
             } else if scalar(1) {
                 let s = unsafe { _mm256_broadcast_sd(args[1].get_unchecked(0)) };
-                link_value!(acc, chain.first, true, |_| s);
+                link!(acc, chain.first, true, |_, _| s);
             } else {
-                let second = unsafe { args[1].as_ptr().add(start) };
-                link!(acc, chain.first, true, second);
+                let x = unsafe { args[1].as_ptr().add(start) };
+                link!(acc, chain.first, true, |v, _| unsafe { _mm256_loadu_pd(x.add(4 * v)) });
             }
             for (k, &(o, left)) in chain.links.iter().enumerate() {
                 if scalar(2 + k) {
                     let s = unsafe { _mm256_broadcast_sd(args[2 + k].get_unchecked(0)) };
-                    link_value!(acc, o, left, |_| s);
+                    link!(acc, o, left, |_, _| s);
                 } else {
                     let x = unsafe { args[2 + k].as_ptr().add(start) };
-                    link!(acc, o, left, x);
+                    link!(acc, o, left, |v, _| unsafe { _mm256_loadu_pd(x.add(4 * v)) });
                 }
             }
             let dst = unsafe { out.as_mut_ptr().add(start) };
@@ -1521,11 +1487,9 @@ impl Compiler {
             Kernel::Test(_, scalars) => (2, scalars),
             _ => return,
         };
-        {
-            for (k, l) in step.args.iter().take(operands).enumerate() {
-                if matches!(l, Loc::Reg(r) if self.spreads.iter().any(|s| s.reg == *r)) {
-                    *scalars |= 1 << k;
-                }
+        for (k, l) in step.args.iter().take(operands).enumerate() {
+            if matches!(l, Loc::Reg(r) if self.spreads.iter().any(|s| s.reg == *r)) {
+                *scalars |= 1 << k;
             }
         }
     }
