@@ -84,7 +84,7 @@ impl Buf {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         with_buf!(self, v => v.len())
     }
 

@@ -28,7 +28,7 @@ use anvil_ops::elementwise::{
 use anvil_ops::while_loop::While;
 use rayon::prelude::*;
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Lanes per group at most: the width of every register. Each instruction
 /// is a pass over a group, so a wider group spreads its dispatch over more
@@ -567,8 +567,24 @@ impl Reg {
         copy_block(src, self.prefix_mut(src.len()))
     }
 
-    /// Spreads the single element of `src` over the whole register.
+    /// Spreads the single element of `src` over the whole register,
+    /// unless the register already holds it (a set kept from a run with
+    /// the same scalar).
     fn spread(&mut self, src: &Storage) -> Result<()> {
+        let held = match (&*self, src) {
+            (Reg::F64(d), Storage::F64(s)) => {
+                d.first().map(|v| v.to_bits()) == s.first().map(|v| v.to_bits())
+            }
+            (Reg::F32(d), Storage::F32(s)) => {
+                d.first().map(|v| v.to_bits()) == s.first().map(|v| v.to_bits())
+            }
+            (Reg::I64(d), Storage::I64(s)) => d.first() == s.first(),
+            (Reg::Bool(d), Storage::Bool(s)) => d.first() == s.first(),
+            _ => false,
+        };
+        if held {
+            return Ok(());
+        }
         match (self, src) {
             (Reg::F64(d), Storage::F64(s)) => d.fill(s[0]),
             (Reg::F32(d), Storage::F32(s)) => d.fill(s[0]),
@@ -626,6 +642,8 @@ pub(crate) struct LaneLoop {
     carries: Vec<usize>,
     /// Per carry: where its initial value is, once the prelude has run.
     init: Vec<Loc>,
+    /// Per carry: how its register takes its initial value.
+    start: Vec<Start>,
     /// Per carry: where the body's new value is.
     next: Vec<Loc>,
     /// Whether each carry's new value is a register of its own, computed
@@ -633,6 +651,41 @@ pub(crate) struct LaneLoop {
     swap: Vec<bool>,
     /// Whether the plan reads each result (see [`LaneLoop::results_read`]).
     read: Vec<bool>,
+    /// Register sets of earlier runs, kept for the next ones (see
+    /// [`Lease`]).
+    kept: Mutex<Vec<Vec<Reg>>>,
+}
+
+/// How a carry's register takes its initial value at the start of a group.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Start {
+    /// Copied from where it is.
+    Copy,
+    /// Swapped in: a register the prelude computed for this carry alone,
+    /// which the body writes before it reads.
+    Swap,
+}
+
+/// Register sets at most kept between runs: one per rayon job running at
+/// once, on the few cores anvil targets.
+const KEPT_SETS: usize = 8;
+
+/// A set of registers lent to one rayon job of a run, returned to its loop
+/// when the job ends: allocating and zeroing them afresh (a dozen blocks of
+/// 8 KiB per job) was about 3% of W13.
+struct Lease<'a> {
+    regs: Vec<Reg>,
+    kept: &'a Mutex<Vec<Vec<Reg>>>,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut kept) = self.kept.lock() {
+            if kept.len() < KEPT_SETS {
+                kept.push(std::mem::take(&mut self.regs));
+            }
+        }
+    }
 }
 
 impl LaneLoop {
@@ -741,12 +794,12 @@ impl LaneLoop {
             tasks.into_par_iter().enumerate().try_for_each_init(
                 || self.registers(inputs, width),
                 |regs, (t, outs)| match regs {
-                    Ok(regs) => self.run_task(regs, inputs, t * task, outs),
+                    Ok(lease) => self.run_task(&mut lease.regs, inputs, t * task, outs),
                     Err(e) => Err(e.clone()),
                 },
             )?;
         } else if let Some(outs) = tasks.pop() {
-            self.run_task(&mut self.registers(inputs, width)?, inputs, 0, outs)?;
+            self.run_task(&mut self.registers(inputs, width)?.regs, inputs, 0, outs)?;
         }
         // A result nobody reads is its initial carry (of its type, at no cost).
         let mut results = results.into_iter();
@@ -793,9 +846,16 @@ impl LaneLoop {
     }
 
     /// Registers of `width` lanes for [`run_task`](Self::run_task), the
-    /// spread scalars filled in.
-    fn registers(&self, inputs: &[&Tensor], width: usize) -> Result<Vec<Reg>> {
-        let mut regs: Vec<Reg> = self.regs.iter().map(|&d| Reg::zeros(d, width)).collect();
+    /// spread scalars filled in: a set kept from an earlier run when one
+    /// is of this width. Its other registers hold stale values, which no
+    /// instruction reads: carries are loaded and every other register is
+    /// written before it is read.
+    fn registers(&self, inputs: &[&Tensor], width: usize) -> Result<Lease<'_>> {
+        let kept = self.kept.lock().ok().and_then(|mut k| k.pop());
+        let mut regs = match kept {
+            Some(regs) if regs.first().is_some_and(|r| r.len() == width) => regs,
+            _ => self.regs.iter().map(|&d| Reg::zeros(d, width)).collect(),
+        };
         for s in &self.spreads {
             let storage = match &s.from {
                 Ok(k) => inputs[*k].storage(),
@@ -803,7 +863,7 @@ impl LaneLoop {
             };
             regs[s.reg].spread(storage)?;
         }
-        Ok(regs)
+        Ok(Lease { regs, kept: &self.kept })
     }
 
     /// Runs the lanes `start..start + outs[k].len()`, group by group, in
@@ -831,10 +891,11 @@ impl LaneLoop {
             }));
             let at_block = BlockAt { start: from, shape: &self.shape };
             self.exec(&self.prelude, regs, &leaves, at_block, len)?;
-            for (&r, &init) in self.carries.iter().zip(&self.init) {
-                match init {
-                    Loc::Leaf(j) => regs[r].load(leaves[j])?,
-                    Loc::Reg(s) => {
+            for ((&r, &init), &start) in self.carries.iter().zip(&self.init).zip(&self.start) {
+                match (init, start) {
+                    (Loc::Leaf(j), _) => regs[r].load(leaves[j])?,
+                    (Loc::Reg(s), Start::Swap) => regs.swap(r, s),
+                    (Loc::Reg(s), Start::Copy) => {
                         let (to, from) = two(regs, r, s)?;
                         to.load(from.prefix(len))?;
                     }
@@ -1571,6 +1632,21 @@ impl Compiler {
             })
             .collect();
         let read = vec![true; carries.len()];
+        let init = &operands[nc..];
+        let spread: BTreeSet<usize> = self.spreads.iter().map(|s| s.reg).collect();
+        let start = init
+            .iter()
+            .map(|l| match *l {
+                Loc::Reg(r)
+                    if self.computed[r]
+                        && !spread.contains(&r)
+                        && init.iter().filter(|m| **m == Loc::Reg(r)).count() == 1 =>
+                {
+                    Start::Swap
+                }
+                _ => Start::Copy,
+            })
+            .collect();
         Ok(Some(LaneLoop {
             read,
             shape: self.shape,
@@ -1582,9 +1658,11 @@ impl Compiler {
             prelude: prelude_code,
             code,
             carries,
-            init: operands[nc..].to_vec(),
+            init: init.to_vec(),
+            start,
             next,
             swap,
+            kept: Mutex::new(Vec::new()),
         }))
     }
 
@@ -1830,6 +1908,70 @@ mod tests {
             let args = operands(n, |k| (k % 13) as f64 * 0.3, |k| 1.0 + (k % 101) as f64 * 7.5);
             for ctx in [Parallelism::default(), Parallelism::default().threads(1)] {
                 assert_as_plans(&lanes, &w, &args, &ctx, &format!("n = {n}, limit = {limit}"));
+            }
+        }
+    }
+
+    #[test]
+    fn kept_registers_serve_later_runs_with_other_operands() {
+        // A scalar operand spread over a register, and a carry started
+        // from a register the prelude computes (swapped in): run after run
+        // on kept register sets, with the scalar changed and changed back,
+        // each run gives the plans' results.
+        let n = 5000;
+        let f64n = TensorType::new(DType::F64, vec![n]);
+        let types = [
+            TensorType::new(DType::F64, vec![]),
+            f64n.clone(),
+            f64n,
+            TensorType::new(DType::Bool, vec![n]),
+        ];
+        let cond = trace_with(&types, |v| Ok(vec![v[3].max(&[0], false)])).unwrap();
+        let body = trace_with(&types, |v| {
+            let (a, x, it, on) = (&v[0], &v[1], &v[2], &v[3]);
+            let x = on.select(&(x * 0.5 + a.broadcast_to(&[n])), x);
+            let it = on.select(&(it + 1.0), it);
+            let go = x
+                .gt(&x.full_like(1.0))
+                .select(&it.lt(&it.full_like(50.0)), &x.gt(&x.full_like(1.0)));
+            Ok(vec![x, it, go])
+        })
+        .unwrap();
+        let w = While {
+            cond: cond.into(),
+            body: body.into(),
+            consts: 1,
+            max_steps: None,
+            masked: true,
+        };
+        // The prelude: the initial x and flag from one input vector.
+        let prelude = trace_with(&types[..2], |v| {
+            let x = &v[1] * 2.0;
+            let go = x.gt(&x.full_like(1.0));
+            Ok(vec![v[0].clone(), x, v[1].zeros_like(), go])
+        })
+        .unwrap();
+        let lanes = LaneLoop::with_prelude(&w, &prelude)
+            .unwrap()
+            .expect("a prelude of the loop's operands");
+        assert!(lanes.start.contains(&Start::Swap), "{:?}", lanes.start);
+        let x: Vec<f64> = (0..n).map(|k| 1.0 + (k % 101) as f64 * 7.5).collect();
+        let x = Tensor::from_vec(x, &[n]).unwrap();
+        for a in [0.25, 0.75, 0.25, -0.0, 0.0] {
+            let a = Tensor::from_vec(vec![a], &[]).unwrap();
+            let refs = [&a, &x];
+            let want = by_plans(
+                &w,
+                &crate::compile(&prelude)
+                    .unwrap()
+                    .run(&[a.clone(), x.clone()], &Parallelism::default())
+                    .unwrap(),
+            );
+            for ctx in [Parallelism::default(), Parallelism::default().threads(1)] {
+                let got = lanes.run(&refs, &ctx).unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(g.to_f64_vec(), w.to_f64_vec(), "a = {a:?}");
+                }
             }
         }
     }
