@@ -1830,7 +1830,13 @@ mod tests {
             Ok(vec![x, it, go])
         })
         .unwrap();
-        While { cond: cond.into(), body: body.into(), consts: 1, max_steps: None, masked: true }
+        masked_loop(cond, body, 1)
+    }
+
+    /// The masked loop of `cond` and `body` whose first `consts` operands
+    /// are loop-invariant, without a step limit.
+    fn masked_loop(cond: Graph, body: Graph, consts: usize) -> While {
+        While { cond: cond.into(), body: body.into(), consts, max_steps: None, masked: true }
     }
 
     /// Operands of [`masked_by`]'s loops: `a[k]`, `x[k]` for `k < n`, zero
@@ -1937,13 +1943,7 @@ mod tests {
             Ok(vec![x, it, go])
         })
         .unwrap();
-        let w = While {
-            cond: cond.into(),
-            body: body.into(),
-            consts: 1,
-            max_steps: None,
-            masked: true,
-        };
+        let w = masked_loop(cond, body, 1);
         // The prelude: the initial x and flag from one input vector.
         let prelude = trace_with(&types[..2], |v| {
             let x = &v[1] * 2.0;
@@ -2097,13 +2097,7 @@ mod tests {
             Ok(vec![x, go])
         })
         .unwrap();
-        let w = While {
-            cond: cond.into(),
-            body: body.into(),
-            consts: 2,
-            max_steps: Some(30),
-            masked: true,
-        };
+        let w = While { max_steps: Some(30), ..masked_loop(cond, body, 2) };
         let lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
         let derivative = Chain {
             first: Arith::Mul,
@@ -2161,13 +2155,7 @@ mod tests {
                 Ok(vec![x2, y2, it2, go])
             })
             .unwrap();
-            let w = While {
-                cond: cond.into(),
-                body: body.into(),
-                consts: 1,
-                max_steps: None,
-                masked: true,
-            };
+            let w = masked_loop(cond, body, 1);
             let lanes = LaneLoop::new(&w).unwrap().expect("qualifies");
             let chains = chains_of(&lanes);
             let want_x =
@@ -2497,13 +2485,7 @@ mod tests {
                     Ok(vec![x, it, go])
                 })
                 .unwrap();
-                let w = While {
-                    cond: cond.clone().into(),
-                    body: body.into(),
-                    consts: 1,
-                    max_steps: None,
-                    masked: true,
-                };
+                let w = masked_loop(cond.clone(), body, 1);
                 let lanes = LaneLoop::new(&w).unwrap().expect("an elementwise masked body");
                 let cmp = if flip { flipped(cmp) } else { cmp };
                 let abs = Test { abs: true, cmp, pick: None };
