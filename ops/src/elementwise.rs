@@ -146,6 +146,36 @@ pub trait CompareMath: Op {
     fn compare<T: PartialOrd>(&self, a: T, b: T) -> bool;
 }
 
+/// `$f::<C>` for the op type `C` of the comparison `$c` (a
+/// [`Compare`](anvil_core::Compare)): the one map from the comparison fact
+/// to the ops' math, for loops generic over [`CompareMath`] that need the
+/// comparison inside their own element loop.
+///
+/// ```
+/// use anvil_core::Compare;
+/// use anvil_ops::by_comparison;
+/// use anvil_ops::elementwise::CompareMath;
+///
+/// fn holds<C: CompareMath + Default>(a: f64, b: f64) -> bool {
+///     C::default().compare(a, b)
+/// }
+/// assert!(by_comparison!(Compare::Le, holds)(2.0, 2.0));
+/// assert!(!by_comparison!(Compare::Lt, holds)(2.0, 2.0));
+/// ```
+#[macro_export]
+macro_rules! by_comparison {
+    ($c:expr, $f:ident) => {
+        match $c {
+            $crate::anvil_core::Compare::Lt => $f::<$crate::elementwise::Lt>,
+            $crate::anvil_core::Compare::Le => $f::<$crate::elementwise::Le>,
+            $crate::anvil_core::Compare::Gt => $f::<$crate::elementwise::Gt>,
+            $crate::anvil_core::Compare::Ge => $f::<$crate::elementwise::Ge>,
+            $crate::anvil_core::Compare::Eq => $f::<$crate::elementwise::Eq>,
+            $crate::anvil_core::Compare::Ne => $f::<$crate::elementwise::Ne>,
+        }
+    };
+}
+
 // ------------------------------------------------------------ wide loops
 
 /// The vector instructions the block loops run with. Each loop over a block
@@ -418,14 +448,7 @@ pub fn f64_compare_loop(c: Compare) -> F64CompareLoop {
         let op = C::default();
         map2(a, b, out, |p, q| op.compare(p, q));
     }
-    match c {
-        Compare::Lt => by::<Lt>,
-        Compare::Le => by::<Le>,
-        Compare::Gt => by::<Gt>,
-        Compare::Ge => by::<Ge>,
-        Compare::Eq => by::<Eq>,
-        Compare::Ne => by::<Ne>,
-    }
+    crate::by_comparison!(c, by)
 }
 
 /// `out[i] = if c[i] { t[i] } else { f[i] }` over `f64` blocks of one

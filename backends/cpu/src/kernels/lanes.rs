@@ -569,27 +569,20 @@ impl Reg {
 
     /// Spreads the single element of `src` over the whole register,
     /// unless the register already holds it (a set kept from a run with
-    /// the same scalar).
+    /// the same scalar, compared bit for bit).
     fn spread(&mut self, src: &Storage) -> Result<()> {
-        let held = match (&*self, src) {
-            (Reg::F64(d), Storage::F64(s)) => {
-                d.first().map(|v| v.to_bits()) == s.first().map(|v| v.to_bits())
+        fn refill<T: Copy>(d: &mut [T], s: &[T], same: impl Fn(&T, &T) -> bool) {
+            if let (Some(held), Some(&v)) = (d.first(), s.first()) {
+                if !same(held, &v) {
+                    d.fill(v);
+                }
             }
-            (Reg::F32(d), Storage::F32(s)) => {
-                d.first().map(|v| v.to_bits()) == s.first().map(|v| v.to_bits())
-            }
-            (Reg::I64(d), Storage::I64(s)) => d.first() == s.first(),
-            (Reg::Bool(d), Storage::Bool(s)) => d.first() == s.first(),
-            _ => false,
-        };
-        if held {
-            return Ok(());
         }
         match (self, src) {
-            (Reg::F64(d), Storage::F64(s)) => d.fill(s[0]),
-            (Reg::F32(d), Storage::F32(s)) => d.fill(s[0]),
-            (Reg::I64(d), Storage::I64(s)) => d.fill(s[0]),
-            (Reg::Bool(d), Storage::Bool(s)) => d.fill(s[0]),
+            (Reg::F64(d), Storage::F64(s)) => refill(d, s, |a, b| a.to_bits() == b.to_bits()),
+            (Reg::F32(d), Storage::F32(s)) => refill(d, s, |a, b| a.to_bits() == b.to_bits()),
+            (Reg::I64(d), Storage::I64(s)) => refill(d, s, PartialEq::eq),
+            (Reg::Bool(d), Storage::Bool(s)) => refill(d, s, PartialEq::eq),
             _ => return Err(Error::invalid("while", "masked", "a scalar of another dtype")),
         }
         Ok(())
@@ -1090,11 +1083,6 @@ fn chunks(r: &mut Reg, size: usize) -> Vec<BlockMut<'_>> {
     }
 }
 
-/// `prev` and `next` as one chain, when `next` reads `prev`'s result once,
-/// `prev` is arithmetic or a chain without a pick, `next`'s result register
-/// is none of the chain's operands, and `next` is binary `f64` arithmetic
-/// (a link) or an `f64` select with `prev`'s result as one branch (the
-/// chain's pick; its mask and other branch become operands).
 /// A comparison of two `f64` operands to `bool`, of the first operand's
 /// absolute value with `abs`, perhaps ending in a select of `bool`s that
 /// reads it as one branch: `out = |a| ∘ b` (or `a ∘ b`), then with a
@@ -1104,8 +1092,12 @@ fn chunks(r: &mut Reg, size: usize) -> Vec<BlockMut<'_>> {
 /// instead of two or three, and the same bools.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Test {
+    /// Whether the first operand's absolute value is compared.
     abs: bool,
+    /// The comparison.
     cmp: Compare,
+    /// With a pick, the mask value (`keep`) at which the comparison's
+    /// result is taken; the other branch elsewhere.
     pick: Option<bool>,
 }
 
@@ -1133,7 +1125,6 @@ impl Test {
         scalars: Scalars,
     ) {
         // The comparison each op's own math makes.
-        use anvil_ops::elementwise::{Eq, Ge, Gt, Le, Lt, Ne};
         fn by<C: CompareMath + Default>(
             t: &Test,
             a: &[f64],
@@ -1171,14 +1162,7 @@ impl Test {
                 }
             )
         }
-        let f = match self.cmp {
-            Compare::Lt => by::<Lt>,
-            Compare::Le => by::<Le>,
-            Compare::Gt => by::<Gt>,
-            Compare::Ge => by::<Ge>,
-            Compare::Eq => by::<Eq>,
-            Compare::Ne => by::<Ne>,
-        };
+        let f = anvil_ops::by_comparison!(self.cmp, by);
         let n = out.len();
         let mut from = 0;
         #[cfg(target_arch = "x86_64")]
@@ -1373,6 +1357,11 @@ fn picked(test_args: &[Loc], r: Loc, [c, t, f]: [Loc; 3]) -> Option<Vec<Loc>> {
     Some(args)
 }
 
+/// `prev` and `next` as one chain, when `next` reads `prev`'s result once,
+/// `prev` is arithmetic or a chain without a pick, `next`'s result register
+/// is none of the chain's operands, and `next` is binary `f64` arithmetic
+/// (a link) or an `f64` select with `prev`'s result as one branch (the
+/// chain's pick; its mask and other branch become operands).
 fn chained(prev: &Step, next: &Step) -> Option<Step> {
     let (first, mut links) = match &prev.kernel {
         Kernel::F64Binary(_, a) => (*a, Vec::new()),
@@ -1541,6 +1530,11 @@ impl Compiler {
         r
     }
 
+    /// Whether register `r` holds a spread scalar.
+    fn spread(&self, r: usize) -> bool {
+        self.spreads.iter().any(|s| s.reg == r)
+    }
+
     /// Marks the operands of a chain or a test that are spread scalars.
     fn mark_scalars(&self, step: &mut Step) {
         let (operands, scalars) = match &mut step.kernel {
@@ -1549,7 +1543,7 @@ impl Compiler {
             _ => return,
         };
         for (k, l) in step.args.iter().take(operands).enumerate() {
-            if matches!(l, Loc::Reg(r) if self.spreads.iter().any(|s| s.reg == *r)) {
+            if matches!(l, Loc::Reg(r) if self.spread(*r)) {
                 *scalars |= 1 << k;
             }
         }
@@ -1633,13 +1627,12 @@ impl Compiler {
             .collect();
         let read = vec![true; carries.len()];
         let init = &operands[nc..];
-        let spread: BTreeSet<usize> = self.spreads.iter().map(|s| s.reg).collect();
         let start = init
             .iter()
             .map(|l| match *l {
                 Loc::Reg(r)
                     if self.computed[r]
-                        && !spread.contains(&r)
+                        && !self.spread(r)
                         && init.iter().filter(|m| **m == Loc::Reg(r)).count() == 1 =>
                 {
                     Start::Swap
