@@ -701,13 +701,18 @@ impl Scratch {
             Some(mut s) => {
                 // Grown to the size asked, not doubled: the block lengths
                 // aim at SCRATCH_BYTES, and a buffer over SPARE_BYTES
-                // would not be kept for the next call.
+                // would not be kept for the next call. Never shortened:
+                // slots are addressed from the start, so a longer buffer
+                // serves, and programs of other sizes taking turns on a
+                // thread (W8's Newton step) then zero nothing.
                 fn fit<T: Clone>(v: &mut Vec<T>, n: usize, zero: T) {
                     if v.capacity() < n {
                         v.clear();
                         v.reserve_exact(n);
                     }
-                    v.resize(n, zero);
+                    if v.len() < n {
+                        v.resize(n, zero);
+                    }
                 }
                 fit(&mut s.f64, counts[0] * width, 0.0);
                 fit(&mut s.f32, counts[1] * width, 0.0);

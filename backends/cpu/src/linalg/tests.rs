@@ -314,6 +314,11 @@ fn triangular_solve_all_options() {
     }
     check_triangular::<f64>(20, 1, 1);
     check_triangular::<f64>(5, 0, 2);
+    // One vector, past the small loops: blocked substitution (f64).
+    for s in [17, 33, 200, 203] {
+        check_triangular::<f64>(s, 1, 2);
+        check_triangular::<f32>(s, 1, 1);
+    }
 }
 
 #[test]
