@@ -1,8 +1,9 @@
 //! Benchmarks of `anvil_cpu::linalg`: the batched small `eigh` of workload
 //! W11 (4096 symmetric 8×8), Cholesky at n = 256 and 1024 against faer
 //! called directly (on a column-major and on a row-major view, the layout
-//! question of the module docs), LU likewise, and a triangular solve at
-//! n = 1024 with 1024 right-hand sides.
+//! question of the module docs), LU likewise, a triangular solve at
+//! n = 1024 with 1024 right-hand sides, and solves of one vector at
+//! n = 64, 200 and 500 against faer's on the same row-major triangle.
 
 use anvil_cpu::linalg::{
     cholesky, eigh, eigvalsh, lu, triangular_solve, ABatch, FailMode, TriangularSolve,
@@ -200,5 +201,55 @@ fn bench_triangular(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_eigh, bench_cholesky, bench_lu, bench_triangular);
+fn bench_triangular_vector(c: &mut Criterion) {
+    let mut g = c.benchmark_group("triangular_solve_vector");
+    for n in [64, 200, 500] {
+        let mut l = spd(n);
+        cholesky(&spd(n), &mut l, 1, n, FailMode::Error, Par::Seq).unwrap();
+        let b = numbers(n, 5);
+        let mut x = vec![0.0; n];
+        for (name, transpose_a) in [("left", false), ("left_transposed", true)] {
+            let opts =
+                TriangularSolve { left_side: true, lower: true, transpose_a, ..Default::default() };
+            g.bench_function(BenchmarkId::new(format!("anvil/{name}"), n), |bch| {
+                bch.iter(|| {
+                    let (a, p) = (ABatch::PerMatrix, Par::Seq);
+                    triangular_solve(&l, black_box(&b), &mut x, 1, n, 1, a, opts, p).unwrap()
+                })
+            });
+            // faer's solve on the row-major triangle (transposed: a view),
+            // as anvil called it for one vector before session 30.
+            g.bench_function(BenchmarkId::new(format!("faer_row_major_view/{name}"), n), |bch| {
+                bch.iter(|| {
+                    x.copy_from_slice(black_box(&b));
+                    let m = MatRef::from_row_major_slice(&l, n, n);
+                    let rhs = MatMut::from_row_major_slice_mut(&mut x, n, 1);
+                    if transpose_a {
+                        faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+                            m.transpose(),
+                            rhs,
+                            Par::Seq,
+                        );
+                    } else {
+                        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+                            m,
+                            rhs,
+                            Par::Seq,
+                        );
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_eigh,
+    bench_cholesky,
+    bench_lu,
+    bench_triangular,
+    bench_triangular_vector
+);
 criterion_main!(benches);

@@ -264,17 +264,14 @@ fn factor_one<T: Real>(
     if panelled::<T>(m, n) {
         // f64 only: the panelled loop factors a row-major copy in place
         // (the output itself, or the work buffer a column-major output is
-        // transposed from).
+        // transposed from), copied as its first panel's update reads it.
         let factored = match layout {
-            FactorLayout::RowMajor => T::as_f64_pair(a, f).map(|(src, dst)| {
-                dst.copy_from_slice(src);
-                lu_blocked::factor(dst, m, n, piv, perm, &mut s.panel)
-            }),
+            FactorLayout::RowMajor => T::as_f64_pair(a, f)
+                .map(|(src, dst)| lu_blocked::factor_copy(src, dst, m, n, piv, perm, &mut s.panel)),
             FactorLayout::ColumnMajor => {
                 let work = &mut s.col_major[..m * n];
                 let done = T::as_f64_pair(a, work).map(|(src, dst)| {
-                    dst.copy_from_slice(src);
-                    lu_blocked::factor(dst, m, n, piv, perm, &mut s.panel)
+                    lu_blocked::factor_copy(src, dst, m, n, piv, perm, &mut s.panel)
                 });
                 if done == Some(true) {
                     transpose(work, m, n, f);

@@ -55,20 +55,55 @@ pub(super) const PANEL: usize = 16;
 /// AVX2 the two are level at 320 (see the module documentation).
 pub(super) const MAX_DIM: usize = 320;
 
-/// Whether [`factor`] runs an `m × n` matrix on this CPU (the caller keeps
+/// Whether [`factor_copy`] runs an `m × n` matrix on this CPU (the caller keeps
 /// the matrices of the unblocked loop).
 pub(super) fn takes(m: usize, n: usize) -> bool {
     imp::available() && m <= MAX_DIM && n <= MAX_DIM && m.min(n) > PANEL
 }
 
-/// Factors the row-major `m × n` matrix `a` in place (see the module
+/// [`factor_copy`] of `a` in place: the tests' reference (the callers
+/// factor a copy of their input).
+#[cfg(test)]
+pub(super) fn factor(
+    a: &mut [f64],
+    m: usize,
+    n: usize,
+    piv: &mut [i64],
+    perm: &mut [i64],
+    panel: &mut [f64],
+) -> bool {
+    factor_with(None, a, m, n, piv, perm, panel)
+}
+
+/// Factors the row-major `m × n` matrix `src` into `a` (see the module
 /// documentation): `L` strictly below the diagonal, `U` on and above it;
 /// `piv[j]` the row swapped with row `j` at step `j`, `perm[i]` the row of
 /// the input that row `i` of `L·U` is. `panel` is scratch of at least
 /// [`panel_len`] elements. `false` when a pivot is zero or not finite, or
-/// when the shape is not one [`takes`] accepts (or `panel` is shorter);
-/// `a`, `piv` and `perm` are then partly written.
-pub(super) fn factor(
+/// when the shape is not one [`takes`] accepts (or `panel` or `src` is
+/// shorter); `a`, `piv` and `perm` are then partly written.
+///
+/// `a`'s contents are ignored and `src` is not copied into it first: the
+/// first panel is read from `src`, its row swaps are not made in `a`, and
+/// the first trailing update reads each row from the row of `src` it
+/// became (AVX2; the other levels copy those rows, then update in place).
+/// The same steps as factoring a copy in place, so the same bits.
+pub(super) fn factor_copy(
+    src: &[f64],
+    a: &mut [f64],
+    m: usize,
+    n: usize,
+    piv: &mut [i64],
+    perm: &mut [i64],
+    panel: &mut [f64],
+) -> bool {
+    src.len() == m * n && factor_with(Some(src), a, m, n, piv, perm, panel)
+}
+
+/// The factorisation in place in `a`, or of `src` into `a` when given
+/// (see [`factor_copy`]).
+fn factor_with(
+    src: Option<&[f64]>,
     a: &mut [f64],
     m: usize,
     n: usize,
@@ -79,7 +114,7 @@ pub(super) fn factor(
     let k = m.min(n);
     let fits =
         a.len() == m * n && piv.len() == k && perm.len() == m && panel.len() >= panel_len(m, n);
-    if !takes(m, n) || !fits {
+    if !takes(m, n) || !fits || src.is_some_and(|s| s.len() != m * n) {
         return false;
     }
     for (i, p) in perm.iter_mut().enumerate() {
@@ -88,25 +123,47 @@ pub(super) fn factor(
     let mut k0 = 0;
     while k0 < k {
         let w = PANEL.min(k - k0);
-        if !factor_panel(a, m, n, k0, w, piv, perm, panel) {
+        let from = if k0 == 0 { src } else { None };
+        if !factor_panel(from, a, m, n, k0, w, piv, perm, panel) {
             return false;
+        }
+        // Columns `w..n` of row `i` from the row of `src` it became.
+        let rows_from = |src: &[f64], a: &mut [f64], rows: std::ops::Range<usize>| {
+            for i in rows {
+                let p = perm[i] as usize;
+                a[i * n + w..(i + 1) * n].copy_from_slice(&src[p * n + w..(p + 1) * n]);
+            }
+        };
+        if let Some(src) = from {
+            // The panel's own rows, for `U₁₂`.
+            rows_from(src, a, 0..w);
         }
         upper_rows(a, n, k0, w);
         let (ap, up) = (a.as_mut_ptr(), panel.as_mut_ptr());
         // SAFETY: `takes` checked the CPU; the block spans rows `k0 + w..m`
         // and columns `k0 + w..n` of `a` (`m × n`, stride `n`), its `L₂₁`
         // columns `k0..k0 + w` of those rows and its `U₁₂` rows `k0..k0 + w`.
-        // `panel` is free again: it takes them packed.
+        // `panel` is free again: it takes them packed. `src` is `m × n`
+        // and `perm` holds rows below `m` (a permutation of `0..m`).
         unsafe {
             imp::pack(ap, m, n, k0, w, up);
-            imp::update(ap, m, n, k0, w, up);
+            let fused = match from {
+                Some(src) => imp::update_from(src.as_ptr(), perm.as_ptr(), ap, m, n, w, up),
+                None => false,
+            };
+            if !fused {
+                if let Some(src) = from {
+                    rows_from(src, a, w..m);
+                }
+                imp::update(a.as_mut_ptr(), m, n, k0, w, panel.as_ptr());
+            }
         }
         k0 += w;
     }
     true
 }
 
-/// The scratch [`factor`] needs for an `m × n` matrix: the column-major
+/// The scratch [`factor_copy`] needs for an `m × n` matrix: the column-major
 /// panel (`m` rows), then for the trailing update the panel's `U` rows
 /// packed (rows of [`packed_stride`]) and its `L` rows packed in groups of
 /// [`L_GROUP`] (AVX2).
@@ -132,9 +189,13 @@ fn packed_stride(cols: usize) -> usize {
 /// (rows `k0..m`), copied column-major into `pc`: pivots found and rows
 /// swapped (the rest of each swapped row swapped in `a` too), multipliers
 /// and the panel's own updates, then the panel copied back. `false` on a
-/// zero or non-finite pivot.
+/// zero or non-finite pivot. With `src` (the first panel, `k0 = 0`, of
+/// [`factor_copy`]) the panel is read from `src` and the rest of the rows
+/// is left to the caller, which reads them from the rows of `src` that
+/// `perm` names.
 #[allow(clippy::too_many_arguments)]
 fn factor_panel(
+    src: Option<&[f64]>,
     a: &mut [f64],
     m: usize,
     n: usize,
@@ -146,9 +207,11 @@ fn factor_panel(
 ) -> bool {
     let r = m - k0;
     let pc = &mut pc[..r * w];
+    // Copied in from `src` (only read: the copy goes into the panel).
+    let from = src.map_or(a.as_mut_ptr(), |s| s.as_ptr().cast_mut());
     // SAFETY: `takes` checked the CPU; rows `k0..m`, columns `k0..k0 + w`
-    // of `a` (`m × n`) and `w` columns of `r` rows of `pc`.
-    unsafe { imp::panel_copy(a.as_mut_ptr(), n, k0, w, r, pc.as_mut_ptr(), true) };
+    // of `a` or `src` (`m × n`) and `w` columns of `r` rows of `pc`.
+    unsafe { imp::panel_copy(from, n, k0, w, r, pc.as_mut_ptr(), true) };
     for j in 0..w {
         // Left-looking: column j takes the steps before it at once, its
         // `U` part by forward substitution, the rest by a product with the
@@ -163,12 +226,14 @@ fn factor_panel(
                 pc.swap(c * r + j, c * r + p);
             }
             perm.swap(k0 + j, k0 + p);
-            let (top, bottom) = a.split_at_mut((k0 + p) * n);
-            let (upper, lower) = (&mut top[(k0 + j) * n..(k0 + j + 1) * n], &mut bottom[..n]);
-            // SAFETY: `takes` checked the CPU (the caller's precondition).
-            unsafe {
-                imp::swap(&mut upper[..k0], &mut lower[..k0]);
-                imp::swap(&mut upper[k0 + w..], &mut lower[k0 + w..]);
+            if src.is_none() {
+                let (top, bottom) = a.split_at_mut((k0 + p) * n);
+                let (upper, lower) = (&mut top[(k0 + j) * n..(k0 + j + 1) * n], &mut bottom[..n]);
+                // SAFETY: `takes` checked the CPU (the caller's precondition).
+                unsafe {
+                    imp::swap(&mut upper[..k0], &mut lower[..k0]);
+                    imp::swap(&mut upper[k0 + w..], &mut lower[k0 + w..]);
+                }
             }
         }
         let pivot = pc[j * r + j];
@@ -327,6 +392,34 @@ mod imp {
         fn pivot(col: &[f64], j: usize) -> usize;
         fn pack(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *mut f64);
         fn update(a: *mut f64, m: usize, n: usize, k0: usize, w: usize, u: *const f64);
+    }
+
+    /// The first trailing update of [`super::factor_copy`] (the panel at
+    /// column 0, `w` wide), row `i` read from row `perm[i]` of `src` and
+    /// written to `a`, where this level fuses the two (AVX2); `false`,
+    /// with nothing done, at the others (the caller copies the rows, then
+    /// updates in place).
+    ///
+    /// # Safety
+    /// As `avx2::update_from`.
+    pub(super) unsafe fn update_from(
+        src: *const f64,
+        perm: *const i64,
+        a: *mut f64,
+        m: usize,
+        n: usize,
+        w: usize,
+        u: *const f64,
+    ) -> bool {
+        match level() {
+            // SAFETY: the level says the CPU has AVX2 and FMA; the caller
+            // upholds the rest.
+            Some(Level::Avx2) => unsafe {
+                avx2::update_from(src, perm, a, m, n, w, u);
+                true
+            },
+            _ => false,
+        }
     }
 }
 
@@ -1047,6 +1140,47 @@ mod avx2 {
         w: usize,
         u: *const f64,
     ) {
+        // SAFETY: the caller's contract.
+        unsafe { update_rows(a, m, n, k0, w, u, None) }
+    }
+
+    /// [`update`] of the first panel (`k0 = 0`) whose trailing rows are
+    /// read from `src`, row `i` from row `perm[i]`, and written to `a`:
+    /// [`super::factor_copy`]'s update, which so needs no copy of `src`
+    /// first.
+    ///
+    /// # Safety
+    /// As [`update`] with `k0 = 0`; `src` holds `m × n` elements and
+    /// `perm[c0..m]` (`c0 = w`) are rows below `m`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn update_from(
+        src: *const f64,
+        perm: *const i64,
+        a: *mut f64,
+        m: usize,
+        n: usize,
+        w: usize,
+        u: *const f64,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe { update_rows(a, m, n, 0, w, u, Some((src, perm))) }
+    }
+
+    /// [`update`], each block's rows loaded from `a` itself or, with
+    /// `from = (src, perm)`, from row `perm[i]` of `src` for row `i`.
+    ///
+    /// # Safety
+    /// As [`update`] (and [`update_from`] when `from` is given).
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn update_rows(
+        a: *mut f64,
+        m: usize,
+        n: usize,
+        k0: usize,
+        w: usize,
+        u: *const f64,
+        from: Option<(*const f64, *const i64)>,
+    ) {
         const G: usize = super::L_GROUP;
         let c0 = k0 + w;
         if c0 >= n || c0 >= m {
@@ -1068,9 +1202,23 @@ mod avx2 {
                 while c < n {
                     let cols = (n - c).min(8);
                     let tail = (cols % 4 != 0).then(|| lanes(cols % 4));
+                    // Row `r` of the block is loaded from here (and stored
+                    // at `a`'s row `i + r`).
+                    let load = |r: usize| match from {
+                        Some((src, perm)) => src.add(*perm.add(i + r) as usize * n + c),
+                        None => a.add((i + r) * n + c),
+                    };
                     macro_rules! go {
                         ($r:literal, $q:literal) => {
-                            block::<$r, $q>(a.add(i * n + c), n, lg, w, (u.add(c - c0), us), tail)
+                            block::<$r, $q>(
+                                a.add(i * n + c),
+                                n,
+                                load,
+                                lg,
+                                w,
+                                (u.add(c - c0), us),
+                                tail,
+                            )
                         };
                     }
                     match (rows, cols > 4) {
@@ -1099,15 +1247,19 @@ mod avx2 {
     /// AMD, microcoded, so full chunks do without): `A[r][c] -= Σ_p L[r][p] · U[p][c]`, one
     /// fused multiply-add per `p` in order; `L[r][p]` at `l[p·L_GROUP + r]`,
     /// `U`'s rows read whole from `u` at stride `us` (lanes past the block
-    /// are computed, not stored).
+    /// are computed, not stored). Row `r` is loaded from `load(r)` (its
+    /// own place in `a`, or the row of the source it is read from) and
+    /// stored at `at + r·n`.
     ///
     /// # Safety
-    /// As [`update`], for this block.
+    /// As [`update`], for this block; `load(r)` points to the block's
+    /// columns of a readable row.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn block<const R: usize, const Q: usize>(
         at: *mut f64,
         n: usize,
+        load: impl Fn(usize) -> *const f64,
         l: *const f64,
         w: usize,
         (u, us): (*const f64, usize),
@@ -1115,11 +1267,11 @@ mod avx2 {
     ) {
         const G: usize = super::L_GROUP;
         // SAFETY: the caller's contract: the block and its operands lie in
-        // `a`, `l` and `u`.
+        // `a` (or, loaded, in the rows `load` gives), `l` and `u`.
         unsafe {
             let mut acc = [[_mm256_setzero_pd(); Q]; R];
             for (r, row) in acc.iter_mut().enumerate() {
-                let at = at.add(r * n);
+                let at = load(r);
                 for (q, v) in row.iter_mut().enumerate() {
                     *v = match tail {
                         Some(k) if q + 1 == Q => _mm256_maskload_pd(at.add(4 * q), k),
@@ -1189,6 +1341,18 @@ mod none {
     ) {
     }
     pub(crate) unsafe fn pack(_: *mut f64, _: usize, _: usize, _: usize, _: usize, _: *mut f64) {}
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn update_from(
+        _: *const f64,
+        _: *const i64,
+        _: *mut f64,
+        _: usize,
+        _: usize,
+        _: usize,
+        _: *const f64,
+    ) -> bool {
+        false
+    }
     #[allow(clippy::too_many_arguments)]
     pub(crate) unsafe fn update(
         _: *mut f64,
@@ -1291,6 +1455,12 @@ mod tests {
             let (mut f2, mut piv2, mut perm2) = (a.clone(), vec![0; k], vec![0; m]);
             assert!(factor(&mut f2, m, n, &mut piv2, &mut perm2, &mut panel));
             assert!(f.iter().zip(&f2).all(|(x, y)| x.to_bits() == y.to_bits()), "{m}x{n}");
+            // From the source into a buffer holding other values (its
+            // first update reads the rows of `a`): the same bits.
+            let (mut f3, mut piv3, mut perm3) = (vec![f64::NAN; m * n], vec![0; k], vec![0; m]);
+            assert!(factor_copy(&a, &mut f3, m, n, &mut piv3, &mut perm3, &mut panel));
+            assert!(f.iter().zip(&f3).all(|(x, y)| x.to_bits() == y.to_bits()), "{m}x{n} copied");
+            assert_eq!((&piv, &perm), (&piv3, &perm3), "{m}x{n} copied");
             all.extend(f);
         }
         all
