@@ -330,7 +330,9 @@ enum Code {
     Transpose { src: usize, rows: usize, cols: usize, out: usize },
     /// `out` = the `k × n` `f64` matrix `src` (or `srcᵀ`, `src` stored
     /// `n × k`, when `transposed`) in panels of `width` columns
-    /// ([`crate::matvec::pack_panels`]).
+    /// ([`crate::matvec::pack_panels`]), from the first element of `out`
+    /// on a 64-byte boundary (`out` has [`crate::matvec::PANEL_PAD`]
+    /// elements of slack; [`crate::matvec::aligned`]).
     Panels { src: usize, k: usize, n: usize, transposed: bool, width: usize, out: usize },
     /// `out = xᵀ M` for the `k × n` matrix packed in `panels` by a
     /// [`Code::Panels`] of `width` ([`crate::matvec::gevm_panels`]).
@@ -940,7 +942,8 @@ fn pack_fixed_matrices(
         }
         let slot = *packed.entry((matrix, transposed)).or_insert_with(|| {
             let slot = types.len();
-            types.push(TensorType::new(DType::F64, vec![k, n]));
+            // Slack to start the panels on a 64-byte boundary.
+            types.push(TensorType::new(DType::F64, vec![k * n + crate::matvec::PANEL_PAD]));
             once.push(Code::Panels { src: matrix, k, n, transposed, width, out: slot });
             slot
         });
@@ -1151,9 +1154,13 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
         Code::Panels { src, k, n, transposed, width, out } => {
             let mut o = std::mem::take(&mut bufs[*out]);
             let done = match (&bufs[*src], &mut o) {
-                (Buf::F64(x), Buf::F64(z)) => {
-                    crate::matvec::pack_panels(x, (*k, *n), *transposed, *width, z)
-                }
+                (Buf::F64(x), Buf::F64(z)) => crate::matvec::pack_panels(
+                    x,
+                    (*k, *n),
+                    *transposed,
+                    *width,
+                    crate::matvec::aligned_mut(z),
+                ),
                 _ => false,
             };
             bufs[*out] = o;
@@ -1167,6 +1174,8 @@ fn step(c: &Code, st: &mut State, types: &[TensorType], ctx: &Parallelism) -> Re
             let mut o = std::mem::take(&mut bufs[*out]);
             let done = match (&bufs[*x], &bufs[*panels], &mut o) {
                 (Buf::F64(x), Buf::F64(p), Buf::F64(z)) if x.len() >= *k && z.len() >= *n => {
+                    // Where `Panels` packed them (the buffer is the same).
+                    let p = crate::matvec::aligned(p);
                     match &mut st.lease {
                         Some(lease) => lease.gevm_panels(&x[..*k], p, *width, &mut z[..*n]),
                         None => crate::matvec::gevm_panels(&x[..*k], p, *width, &mut z[..*n]),

@@ -334,14 +334,16 @@ impl Lease {
         if width == 0 || panels.len() < k * n {
             return false;
         }
-        // The helper's columns are the last `share` 64ths, in whole chunks
-        // of 4, at least 4 on each side: this thread's half is usually the
-        // slower (its L2 also holds the loop's other values), so the share
-        // follows the products' outcomes (more when the helper was done
-        // first, less when this thread waited or kept the half). Columns
-        // are independent, so the split never changes a bit.
-        let theirs = (n * self.share / 64 / 4 * 4).clamp(4, n - 4);
-        let mid = n - theirs;
+        // The helper's columns are the last `share` 64ths, from a multiple
+        // of 8 (so that its rows start on a 64-byte boundary when the
+        // panels do, see `matvec::aligned`), at least 8 columns here and 4
+        // there: this thread's half is usually the slower (its L2 also
+        // holds the loop's other values), so the share follows the
+        // products' outcomes (more when the helper was done first, less
+        // when this thread waited or kept the half). Columns are
+        // independent, so the split never changes a bit.
+        let mid = (n * (64 - self.share) / 64 / 8 * 8).clamp(8, n - 4);
+        let theirs = n - mid;
         let (own, rest) = y.split_at_mut(mid);
         let rest = SendPtr(rest.as_mut_ptr());
         let task = move || {
