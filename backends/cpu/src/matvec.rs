@@ -1117,8 +1117,21 @@ mod tests {
         }
         // Eight starting points, eight different offsets into the slack.
         assert_eq!(offsets.len(), 8);
-        // A buffer shorter than the way to the boundary is left whole at its end.
-        assert!(aligned(&[1.0; 0]).is_empty());
+        // A buffer shorter than the way to its boundary: the window is
+        // empty, from its end; otherwise it starts on the boundary.
+        let buf = [1.0f64; 16];
+        for skew in 0..8 {
+            let short = &buf[skew..skew + 2];
+            let to_boundary = short.as_ptr().align_offset(64);
+            let window = aligned(short);
+            if to_boundary >= 2 {
+                assert!(window.is_empty(), "skew {skew}");
+                assert_eq!(window.as_ptr(), short.as_ptr_range().end);
+            } else {
+                assert_eq!(window.len(), 2 - to_boundary);
+                assert_eq!(window.as_ptr() as usize % 64, 0);
+            }
+        }
     }
 
     #[test]

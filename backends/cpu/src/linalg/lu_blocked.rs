@@ -97,7 +97,7 @@ pub(super) fn factor_copy(
     perm: &mut [i64],
     panel: &mut [f64],
 ) -> bool {
-    src.len() == m * n && factor_with(Some(src), a, m, n, piv, perm, panel)
+    factor_with(Some(src), a, m, n, piv, perm, panel)
 }
 
 /// The factorisation in place in `a`, or of `src` into `a` when given

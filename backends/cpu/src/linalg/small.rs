@@ -107,8 +107,9 @@ pub(crate) struct Tri<'a, T> {
 }
 
 impl<T: Real> Tri<'_, T> {
+    /// `M(i, j)`.
     #[inline(always)]
-    fn at(&self, i: usize, j: usize) -> T {
+    pub(crate) fn at(&self, i: usize, j: usize) -> T {
         if self.trans {
             self.a[j * self.n + i]
         } else {

@@ -175,29 +175,22 @@ pub(crate) fn solve_one<T: Real>(
     par: Par,
 ) {
     let s = if opts.left_side { m } else { k };
+    let tri = Tri {
+        a,
+        n: s,
+        lower: opts.lower ^ opts.transpose_a,
+        trans: opts.transpose_a,
+        unit: opts.unit_diagonal,
+    };
     let one_vector = if opts.left_side { k == 1 } else { m == 1 };
     if one_vector && s > VECTOR_BLOCK {
-        let tri = Tri {
-            a,
-            n: s,
-            lower: opts.lower ^ opts.transpose_a,
-            trans: opts.transpose_a,
-            unit: opts.unit_diagonal,
-        };
         // `x·op(A) = b` is `op(A)ᵀ·xᵀ = bᵀ`.
-        let tri = if opts.left_side { tri } else { tri.transposed() };
-        if solve_vector(&tri, x) {
+        let vector = if opts.left_side { tri } else { tri.transposed() };
+        if solve_vector(&vector, x) {
             return;
         }
     }
     if s <= SMALL_DIM {
-        let tri = Tri {
-            a,
-            n: s,
-            lower: opts.lower ^ opts.transpose_a,
-            trans: opts.transpose_a,
-            unit: opts.unit_diagonal,
-        };
         if opts.left_side {
             tri.solve_left(x, k);
         } else {
@@ -254,7 +247,8 @@ fn solve_vector<T: Real>(tri: &Tri<'_, T>, x: &mut [T]) -> bool {
     {
         return false;
     }
-    let at = |i: usize, j: usize| if tri.trans { a[j * n + i] } else { a[i * n + j] };
+    // The same triangle, typed `f64`.
+    let m = Tri { a, n, lower: tri.lower, trans: tri.trans, unit: tri.unit };
     let first = match n % VECTOR_BLOCK {
         0 => VECTOR_BLOCK,
         r => r,
@@ -282,7 +276,7 @@ fn solve_vector<T: Real>(tri: &Tri<'_, T>, x: &mut [T]) -> bool {
                 // Not expected (the shapes were checked): the same sums
                 // in plain code.
                 for (r, yr) in y.iter_mut().enumerate() {
-                    *yr = (lo..hi).map(|j| at(i0 + r, j) * x[j]).sum();
+                    *yr = (lo..hi).map(|j| m.at(i0 + r, j) * x[j]).sum();
                 }
             }
             for (xi, p) in x[i0..i1].iter_mut().zip(y.iter()) {
@@ -293,12 +287,12 @@ fn solve_vector<T: Real>(tri: &Tri<'_, T>, x: &mut [T]) -> bool {
         for step in 0..w {
             let j = if tri.lower { i0 + step } else { i1 - 1 - step };
             if !tri.unit {
-                x[j] /= at(j, j);
+                x[j] /= m.at(j, j);
             }
             let xj = x[j];
             let rest = if tri.lower { j + 1..i1 } else { i0..j };
             for i in rest {
-                x[i] -= at(i, j) * xj;
+                x[i] -= m.at(i, j) * xj;
             }
         }
         solved += w;
