@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod buffers;
+pub mod contraction;
 pub mod fusion;
 pub mod kernels;
 pub mod lane_prelude;
@@ -107,6 +108,10 @@ pub struct Parallelism {
     min_parallel_flops: usize,
     memory_budget: usize,
     adaptive: bool,
+    /// Whether loops may share their products with the helper thread of
+    /// [`pair`] (off in a plan whose loops sum products in the background,
+    /// see [`contraction`]).
+    pairing: bool,
 }
 
 impl Default for Parallelism {
@@ -117,6 +122,7 @@ impl Default for Parallelism {
             min_parallel_flops: 200 * 200 * 200,
             memory_budget: physical_memory(),
             adaptive: true,
+            pairing: true,
         }
     }
 }
@@ -220,6 +226,18 @@ impl Parallelism {
     /// ```
     pub fn adaptive_counts() -> [u64; 2] {
         threads::counts()
+    }
+
+    /// The same, with no products shared with the pair helper.
+    pub(crate) fn without_pairing(mut self) -> Parallelism {
+        self.pairing = false;
+        self
+    }
+
+    /// Whether products may be shared with the pair helper (with more than
+    /// one thread).
+    pub(crate) fn pairs(&self) -> bool {
+        self.pairing && self.threads > 1
     }
 
     /// The memory budget in bytes.

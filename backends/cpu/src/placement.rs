@@ -41,17 +41,38 @@ pub struct Place {
 }
 
 /// A [`Scan`] whose stacked results are written into their final arrays
-/// (see the module docs). Operands: the scan's, then the partial chunks.
-/// Results: the scan's carries, then per stacked result its final array
-/// ([`Place::ty`]) or, where it is not placed, the stacked array.
+/// (see the module docs), or contracted over the steps as they come (see
+/// [`crate::contraction`]). Operands: the scan's, then the partial chunks,
+/// then the arrays contracted with. Results: the scan's carries, then per
+/// stacked result its final array ([`Place::ty`]), its contraction
+/// ([`Contraction::ty`]) or, where it is neither, the stacked array.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PlacedScan {
     /// The loop.
     pub scan: Scan,
     /// Per stacked result, where it goes (`None`: stacked as by the scan).
     pub places: Vec<Option<Place>>,
-    /// The number of operands (the scan's and the partial chunks).
+    /// Per stacked result, the product it is summed into instead of being
+    /// stacked (`None`, or an empty list: none).
+    pub contractions: Vec<Option<Contraction>>,
+    /// The number of operands (the scan's, the partial chunks and the
+    /// arrays contracted with).
     pub operands: usize,
+}
+
+/// A stacked result `Y` (`[length, m]`) that is read only by its product
+/// with another array `Z` (`[length, n]`, computed before the loop) over
+/// the steps: `Yᵀ Z` (`[m, n]`) or `Zᵀ Y` (`[n, m]`), a `matmul_t` with
+/// its left operand transposed. The loop sums it chunk by chunk while it
+/// runs (see [`crate::contraction`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Contraction {
+    /// The [`PlacedScan`] operand holding `Z`.
+    pub with: usize,
+    /// `Yᵀ Z` (`true`) or `Zᵀ Y` (`false`).
+    pub y_first: bool,
+    /// The product's type.
+    pub ty: TensorType,
 }
 
 impl Op for PlacedScan {
@@ -68,6 +89,11 @@ impl Op for PlacedScan {
                 *ty = p.ty.clone();
             }
         }
+        for (ty, c) in types[nk..].iter_mut().zip(&self.contractions) {
+            if let Some(c) = c {
+                *ty = c.ty.clone();
+            }
+        }
         Ok(types)
     }
     fn params(&self) -> String {
@@ -79,7 +105,26 @@ impl Op for PlacedScan {
                 None => "stacked".into(),
             })
             .collect();
-        format!("{}, placed=[{}]", self.scan.params(), placed.join(", "))
+        let contracted: Vec<String> = self
+            .contractions
+            .iter()
+            .enumerate()
+            .filter_map(|(j, c)| {
+                let c = c.as_ref()?;
+                let (y, z) = (format!("y{j}"), format!("%{}", c.with));
+                Some(if c.y_first { format!("{y}ᵀ·{z}") } else { format!("{z}ᵀ·{y}") })
+            })
+            .collect();
+        if contracted.is_empty() {
+            format!("{}, placed=[{}]", self.scan.params(), placed.join(", "))
+        } else {
+            format!(
+                "{}, placed=[{}], contracted=[{}]",
+                self.scan.params(),
+                placed.join(", "),
+                contracted.join(", ")
+            )
+        }
     }
     fn subgraphs(&self) -> Vec<&Graph> {
         self.scan.subgraphs()
@@ -186,7 +231,21 @@ fn chain(g: &Graph, rd: &[Vec<(NodeId, usize)>], y: ValueId) -> Option<Chain> {
     Some(Chain { nodes, last, tails, strides, per_step })
 }
 
-crate::register_plan_rewrite!(Scan, place_scan_results);
+crate::register_plan_rewrite!(Scan, rewrite_scans);
+
+/// The plan rewrite of [`Scan`]: stacked results placed where their chains
+/// put them, then, in the scans left, stacked results contracted as they
+/// come ([`crate::contraction`]).
+///
+/// # Errors
+/// An invalid graph.
+fn rewrite_scans(g: &Graph, scans: &[NodeId]) -> Result<Option<Graph>> {
+    let placed = place_scan_results(g, scans)?;
+    let now = placed.as_ref().unwrap_or(g);
+    let left: Vec<NodeId> =
+        now.iter().filter(|(_, n)| n.op.is::<Scan>()).map(|(id, _)| id).collect();
+    Ok(crate::contraction::contract_scan_results(now, &left)?.or(placed))
+}
 
 /// Rewrites every scan of `scans` whose stacked results are merged, joined
 /// with a partial chunk or moved to another axis into a [`PlacedScan`] (see
@@ -328,7 +387,7 @@ fn emit_placed_scan(
         });
     }
     let operands = inputs.len();
-    let op = PlacedScan { scan, places, operands };
+    let op = PlacedScan { scan, places, contractions: Vec::new(), operands };
     let new = out.push_node(Box::new(op), inputs, types)?;
     let results: Vec<ValueId> = out.node(new).results().collect();
     for ((k, old), &r) in snode.results().enumerate().zip(&results) {

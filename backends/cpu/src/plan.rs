@@ -42,6 +42,10 @@ pub struct Plan {
     /// Per output: whether it is the last output of its value, whose slot
     /// a call then moves out rather than clones.
     output_moves: Vec<bool>,
+    /// Whether a loop sums products over its steps in the background (see
+    /// [`crate::contraction`]): the other cores are then left to those
+    /// sums, and no loop shares its products with the pair helper.
+    sums_in_background: bool,
 }
 
 thread_local! {
@@ -244,7 +248,12 @@ pub fn compile(graph: &Graph) -> Result<Plan> {
     for (k, o) in graph.outputs().iter().enumerate().rev() {
         output_moves[k] = !std::mem::replace(&mut seen[o.index()], true);
     }
+    let sums_in_background = graph.nodes().iter().any(|n| {
+        n.op.downcast_ref::<crate::placement::PlacedScan>()
+            .is_some_and(|p| p.contractions.iter().any(Option::is_some))
+    });
     Ok(Plan {
+        sums_in_background,
         graph,
         steps,
         pool: Mutex::default(),
@@ -453,6 +462,13 @@ impl Plan {
         ctx: &Parallelism,
         outputs: &mut Vec<Tensor>,
     ) -> Result<()> {
+        let quiet;
+        let ctx = if self.sums_in_background {
+            quiet = ctx.without_pairing();
+            &quiet
+        } else {
+            ctx
+        };
         let bound = if self.dims.is_empty() {
             self.check_inputs(inputs)?;
             None

@@ -6,11 +6,12 @@
 //! there is enough work. Each iteration runs its body sequentially, so the
 //! two levels of parallelism never oversubscribe the pool.
 
+use crate::contraction::{Background, Chunk, Collector, Sums};
 use crate::fusion::in_place;
 use crate::kernels::lanes::LaneLoop;
 use crate::lane_prelude::LaneWhile;
 use crate::micro::{Body, Buf, Micro, State};
-use crate::placement::{place, Place, PlacedScan};
+use crate::placement::{place, Contraction, Place, PlacedScan};
 use crate::{compile, register_kernel, Parallelism, Plan, Prepared};
 use anvil_core::{Block, Error, Op, Result, Tensor, TensorType};
 use anvil_ops::cond::Cond;
@@ -165,9 +166,16 @@ struct ScanPlan {
     /// Per stacked result, its place in a final array (see
     /// [`crate::placement`]); empty for a plain scan.
     places: Vec<Option<Place>>,
+    /// Per stacked result, the product it is summed into (see
+    /// [`crate::contraction`]); empty for a plain scan.
+    contractions: Vec<Option<Contraction>>,
 }
 
-fn scan_plan(s: &Scan, places: Vec<Option<Place>>) -> Result<ScanPlan> {
+fn scan_plan(
+    s: &Scan,
+    places: Vec<Option<Place>>,
+    contractions: Vec<Option<Contraction>>,
+) -> Result<ScanPlan> {
     let consts: Vec<bool> = (0..s.body.inputs().len()).map(|i| i < s.consts).collect();
     Ok(ScanPlan {
         body: Body::compile_invariant(&s.body, &consts)?,
@@ -177,11 +185,12 @@ fn scan_plan(s: &Scan, places: Vec<Option<Place>>) -> Result<ScanPlan> {
         reverse: s.reverse,
         operands: s.body.inputs().len(),
         places,
+        contractions,
     })
 }
 
 fn prepare_scan(op: &dyn Op, _: &[TensorType], _: &[TensorType]) -> Result<Box<dyn Prepared>> {
-    Ok(Box::new(scan_plan(op.try_downcast::<Scan>()?, Vec::new())?))
+    Ok(Box::new(scan_plan(op.try_downcast::<Scan>()?, Vec::new(), Vec::new())?))
 }
 
 fn prepare_placed_scan(
@@ -190,10 +199,11 @@ fn prepare_placed_scan(
     _: &[TensorType],
 ) -> Result<Box<dyn Prepared>> {
     let p = op.try_downcast::<PlacedScan>()?;
-    Ok(Box::new(scan_plan(&p.scan, p.places.clone())?))
+    Ok(Box::new(scan_plan(&p.scan, p.places.clone(), p.contractions.clone())?))
 }
 
-/// Where each stacked result goes: its buffer, with its place if placed.
+/// Where each stacked result goes: its buffer, with its place if placed,
+/// or its rows to a product over the steps.
 struct Sinks<'a> {
     bufs: Vec<Buf>,
     places: Vec<Option<&'a Place>>,
@@ -201,23 +211,50 @@ struct Sinks<'a> {
     step_len: Vec<usize>,
     /// The shape of one step's result.
     step_shape: Vec<Vec<usize>>,
+    /// The rows of the contracted results (see [`crate::contraction`]).
+    collect: Option<Collector>,
 }
 
 impl<'a> Sinks<'a> {
-    fn new(plan: &'a ScanPlan, outs: &[TensorType], step_types: Vec<TensorType>) -> Sinks<'a> {
+    /// The sinks of `plan`'s stacked results; `spares` chunks of the
+    /// contracted ones are allocated up front.
+    fn new(
+        plan: &'a ScanPlan,
+        outs: &[TensorType],
+        step_types: Vec<TensorType>,
+        spares: usize,
+    ) -> Sinks<'a> {
         let ys = &outs[plan.carries..];
         let places: Vec<Option<&Place>> =
             (0..ys.len()).map(|j| plan.places.get(j).and_then(Option::as_ref)).collect();
+        let step_len: Vec<usize> = step_types.iter().map(TensorType::numel).collect();
+        let collect =
+            Collector::new(&plan.contractions, &step_len, plan.length, plan.reverse, spares);
+        let takes = |j: usize| collect.as_ref().is_some_and(|c| c.takes(j));
         Sinks {
-            bufs: ys.iter().map(|t| Buf::stacked(t.dtype(), t.numel())).collect(),
+            bufs: ys
+                .iter()
+                .enumerate()
+                .map(|(j, t)| {
+                    if takes(j) {
+                        Buf::F64(Vec::new())
+                    } else {
+                        Buf::stacked(t.dtype(), t.numel())
+                    }
+                })
+                .collect(),
             places,
-            step_len: step_types.iter().map(TensorType::numel).collect(),
+            step_len,
             step_shape: step_types.iter().map(|t| t.shape().to_vec()).collect(),
+            collect,
         }
     }
 
     /// Writes step `t`'s result `j`.
     fn write(&mut self, j: usize, t: usize, src: Block<'_>) -> Result<()> {
+        if let Some(c) = self.collect.as_mut().filter(|c| c.takes(j)) {
+            return c.write(j, t, src);
+        }
         match self.places[j] {
             Some(p) => {
                 place(src, &self.step_shape[j], &p.strides, &mut self.bufs[j], t * p.per_step)
@@ -226,10 +263,38 @@ impl<'a> Sinks<'a> {
         }
     }
 
-    /// The results, the partial chunks copied into their places.
-    fn finish(self, inputs: &[&Tensor], outs: &[TensorType]) -> Result<Vec<Tensor>> {
+    /// The chunk of contracted rows that row `t` completes, if it does.
+    fn done(&mut self, t: usize) -> Option<Chunk> {
+        self.collect.as_mut()?.done(t)
+    }
+
+    /// A summed chunk's buffers, for the next chunk.
+    fn recycle(&mut self, ys: Vec<Vec<f64>>) {
+        if let Some(c) = self.collect.as_mut() {
+            c.recycle(ys);
+        }
+    }
+
+    /// The results: the partial chunks copied into their places, the
+    /// contracted results' `products` in theirs.
+    fn finish(
+        self,
+        inputs: &[&Tensor],
+        outs: &[TensorType],
+        products: Vec<Vec<f64>>,
+    ) -> Result<Vec<Tensor>> {
         let mut results = Vec::with_capacity(self.bufs.len());
-        for ((mut buf, p), ty) in self.bufs.into_iter().zip(self.places).zip(outs) {
+        let mut products = products.into_iter();
+        let takes = |j: usize| self.collect.as_ref().is_some_and(|c| c.takes(j));
+        for (j, ((mut buf, p), ty)) in self.bufs.into_iter().zip(self.places).zip(outs).enumerate()
+        {
+            if takes(j) {
+                let product = products.next().ok_or_else(|| {
+                    Error::invalid("placed_scan", "contraction", "a product is missing")
+                })?;
+                results.push(Buf::F64(product).into_tensor(ty.shape())?);
+                continue;
+            }
             for &(k, offset) in p.map_or(&[][..], |p| &p.tails[..]) {
                 let tail = inputs.get(k).ok_or_else(|| {
                     Error::invalid("placed_scan", "operands", "a partial chunk is missing")
@@ -245,7 +310,35 @@ impl<'a> Sinks<'a> {
             }
             results.push(buf.into_tensor(ty.shape())?);
         }
+        if let Some(c) = self.collect {
+            c.give_back();
+        }
         Ok(results)
+    }
+}
+
+/// Where a finished chunk of contracted rows goes: summed here, or queued
+/// for the workers summing them as the loop runs.
+enum Hand<'h> {
+    Here(&'h mut Sums),
+    Away(&'h Background),
+}
+
+impl Hand<'_> {
+    /// Sums the chunk that row `t` completes, if it does, or queues it.
+    fn after_row(&mut self, sinks: &mut Sinks<'_>, t: usize) {
+        let Some(chunk) = sinks.done(t) else { return };
+        match self {
+            Hand::Here(sums) => {
+                sums.add(&chunk);
+                sinks.recycle(chunk.ys);
+            }
+            Hand::Away(workers) => {
+                for ys in workers.send(chunk) {
+                    sinks.recycle(ys);
+                }
+            }
+        }
     }
 }
 
@@ -273,7 +366,11 @@ impl ScanPlan {
         // (or final) results: no list of steps, no second copy.
         let step_types: Vec<TensorType> =
             body.graph().outputs()[nk..].iter().map(|&o| body.graph().ty(o).clone()).collect();
-        let mut sinks = Sinks::new(self, outs, step_types);
+        let widths: Vec<usize> = step_types.iter().map(TensorType::numel).collect();
+        let mut sums = Sums::new(&self.contractions, &widths, self.length, inputs)?;
+        let mut sinks = Sinks::new(self, outs, step_types, 0);
+        // A plan body may use the pool itself: its chunks are summed here.
+        let mut hand = Hand::Here(&mut sums);
         for i in 0..self.length {
             let t = self.slice(i);
             args.truncate(nc + nk);
@@ -284,12 +381,13 @@ impl ScanPlan {
             for (j, out) in step.drain(nk..).enumerate() {
                 sinks.write(j, t, in_place(out.storage(), 0, out.numel()))?;
             }
+            hand.after_row(&mut sinks, t);
             for (slot, carry) in args[nc..nc + nk].iter_mut().zip(step) {
                 *slot = carry;
             }
         }
         let mut results: Vec<Tensor> = args.drain(nc..nc + nk).collect();
-        results.extend(sinks.finish(inputs, &outs[nk..])?);
+        results.extend(sinks.finish(inputs, &outs[nk..], sums.into_products()?)?);
         Ok(results)
     }
 
@@ -311,16 +409,26 @@ impl ScanPlan {
             m.set_input(&mut st, k, x, 0)?;
         }
         m.run_invariant(&mut st, ctx)?;
+        let step_types: Vec<TensorType> = (0..ny).map(|j| m.ty(m.output(nk + j)).clone()).collect();
+        let widths: Vec<usize> = step_types.iter().map(TensorType::numel).collect();
+        let mut sums = Sums::new(&self.contractions, &widths, self.length, inputs)?;
+        // Products over the steps are summed by rayon workers while the
+        // loop runs (see `crate::contraction`); the loop's own steps then
+        // run on this thread alone (no products paired or split), leaving
+        // the other cores to the sums. Not from inside the pool, whose
+        // threads may all be busy already: the loop sums its chunks itself.
+        let background = self.contractions.iter().any(Option::is_some)
+            && ctx.thread_count() > 1
+            && rayon::current_thread_index().is_none();
         // A helper thread for the products (never leased from a rayon
         // worker, see `pair::lease`).
-        st.pair_products(ctx.thread_count() > 1 && m.pairs_products());
+        st.pair_products(!background && ctx.pairs() && m.pairs_products());
         let x_len: Vec<usize> = (0..nx).map(|j| m.ty(m.input(nc + nk + j)).numel()).collect();
-        let step_types = (0..ny).map(|j| m.ty(m.output(nk + j)).clone()).collect();
-        let mut sinks = Sinks::new(self, outs, step_types);
+        let mut sinks = Sinks::new(self, outs, step_types, if background { 2 } else { 0 });
         let swap = m.swappable(0..nk);
         let mut next: Vec<Buf> =
             (0..nk).map(|k| Buf::stacked(outs[k].dtype(), outs[k].numel())).collect();
-        let mut steps = || -> Result<()> {
+        let mut steps = |hand: &mut Hand<'_>, ctx: &Parallelism| -> Result<()> {
             for i in 0..self.length {
                 let t = self.slice(i);
                 for j in 0..nx {
@@ -330,21 +438,33 @@ impl ScanPlan {
                 for j in 0..ny {
                     sinks.write(j, t, st.buf(m.output(nk + j)).block())?;
                 }
+                hand.after_row(&mut sinks, t);
                 carry(m, &mut st, nc, &swap, &mut next)?;
             }
             Ok(())
         };
-        // Products shared between threads fork and join on every step,
-        // which the micro interpreter does only on a rayon worker (the
-        // other workers are awake and steal the half); from outside the
-        // pool each join would wake it. The state was set up here, so the
-        // buffers come from this thread's pool. (A while loop's steps stay
-        // on the caller's thread: its products run the same blocks serially.)
-        if ctx.thread_count() > 1 && m.splits_products() && rayon::current_thread_index().is_none()
+        if background {
+            let workers = Background::new(sums);
+            steps(&mut Hand::Away(&workers), &Parallelism::sequential())?;
+            let (done, back) = workers.finish();
+            back.into_iter().for_each(|ys| sinks.recycle(ys));
+            sums = done.ok_or_else(|| {
+                Error::invalid("placed_scan", "contraction", "the sums were taken twice")
+            })?;
+        } else if ctx.thread_count() > 1
+            && m.splits_products()
+            && rayon::current_thread_index().is_none()
         {
-            rayon::scope(|_| steps())?;
+            // Products shared between threads fork and join on every step,
+            // which the micro interpreter does only on a rayon worker (the
+            // other workers are awake and steal the half); from outside the
+            // pool each join would wake it. The state was set up here, so
+            // the buffers come from this thread's pool. (A while loop's
+            // steps stay on the caller's thread: its products run the same
+            // blocks serially.)
+            rayon::scope(|_| steps(&mut Hand::Here(&mut sums), ctx))?;
         } else {
-            steps()?;
+            steps(&mut Hand::Here(&mut sums), ctx)?;
         }
         next.into_iter().for_each(Buf::give_back);
         let mut results = Vec::with_capacity(outs.len());
@@ -352,7 +472,7 @@ impl ScanPlan {
             results.push(st.buf(m.input(nc + k)).to_tensor(ty.shape())?);
         }
         st.give_back();
-        results.extend(sinks.finish(inputs, &outs[nk..])?);
+        results.extend(sinks.finish(inputs, &outs[nk..], sums.into_products()?)?);
         Ok(results)
     }
 }
@@ -374,7 +494,8 @@ impl Prepared for ScanPlan {
     /// [`crate::pair`]) runs them on one thread or two as its plan's recent
     /// call times say; the bits are the same.
     fn thread_invariant(&self) -> bool {
-        matches!(&self.body, Body::Micro(m) if m.pairs_products())
+        matches!(&self.body, Body::Micro(m)
+            if m.pairs_products() || self.contractions.iter().any(Option::is_some))
     }
 }
 

@@ -76,9 +76,7 @@ const PAIR_GEMM_MIN: usize = 1 << 20;
 /// at least two row blocks (the helper is never leased from a rayon
 /// worker, see `pair::lease`).
 fn pairs(ctx: &Parallelism, m: usize, k: usize, n: usize) -> bool {
-    ctx.thread_count() > 1
-        && m >= 2 * PAIR_ROWS
-        && m.saturating_mul(k).saturating_mul(n) >= PAIR_GEMM_MIN
+    ctx.pairs() && m >= 2 * PAIR_ROWS && m.saturating_mul(k).saturating_mul(n) >= PAIR_GEMM_MIN
 }
 
 /// Rows of a paired GEMM are split at a multiple of this (faer's row
