@@ -32,6 +32,10 @@ fn run_both(g: &anvil::Graph, args: &[Tensor]) -> (String, Vec<Tensor>, Vec<Tens
     let plan = anvil::cpu::compile(g).unwrap();
     let one = anvil::cpu::Parallelism::sequential();
     let two = anvil::cpu::Parallelism::default().threads(2).adaptive(false);
+    if two.thread_count() < 2 {
+        // A one-thread pool: both runs sum in the loop (still compared).
+        eprintln!("one thread only: the background sums are not exercised");
+    }
     let a = plan.run(args, &one).unwrap();
     let b = plan.run(args, &two).unwrap();
     // Again: the same bits from call to call.
@@ -46,7 +50,7 @@ fn run_both(g: &anvil::Graph, args: &[Tensor]) -> (String, Vec<Tensor>, Vec<Tens
 #[test]
 fn a_loop_gradient_sums_its_parameter_product_as_it_runs() {
     // 48² · 203 multiply-adds a product: summed in the loop; 203 steps are
-    // eight chunks of 25 and one of 3.
+    // seven chunks of 26 and one of 21.
     let (d, steps) = (48, 203);
     let (a, b, x0) = (rand(&[d, d], 1), rand(&[d], 2), rand(&[d], 3));
     let loss = move |a: &Var, b: &Var, x0: &Var| rk4_loss(a, b, x0, steps);
@@ -55,24 +59,55 @@ fn a_loop_gradient_sums_its_parameter_product_as_it_runs() {
     let args = [a.clone(), b.clone(), x0.clone()];
     let (text, out, _) = run_both(&g, &args);
     assert!(text.contains("contracted=["), "the product is not summed in the loop:\n{text}");
-    let da = &out[1];
+    let (value, da, db) = (&out[0], &out[1], &out[2]);
     assert_eq!(da.shape(), &[d, d]);
+    value.assert_allclose(&loss.eval((&a, &b, &x0)).unwrap(), 1e-14, 0.0);
     // Forward mode takes another path (no reverse loop, no product over
-    // the steps): <dA, V> is the derivative along V.
+    // the steps): <dA, V> + <db, w> is the derivative along (V, w).
+    let dot = |g: &Tensor, v: &Tensor| -> f64 {
+        let (g, v) = (g.to_vec::<f64>().unwrap(), v.to_vec::<f64>().unwrap());
+        g.iter().zip(v).map(|(g, v)| g * v).sum()
+    };
     for seed in [4, 5] {
-        let v = rand(&[d, d], seed);
+        let (v, w) = (rand(&[d, d], seed), rand(&[d], seed + 10));
         let (_, tangent) =
-            jvp(loss).eval(((&a, &b, &x0), (Some(&v), None::<&Tensor>, None::<&Tensor>))).unwrap();
-        let along: f64 = da
-            .to_vec::<f64>()
-            .unwrap()
-            .iter()
-            .zip(v.to_vec::<f64>().unwrap())
-            .map(|(g, v)| g * v)
-            .sum();
+            jvp(loss).eval(((&a, &b, &x0), (Some(&v), Some(&w), None::<&Tensor>))).unwrap();
+        let along = dot(da, &v) + dot(db, &w);
         let want = tangent.item().unwrap();
         assert!((along - want).abs() <= 1e-11 * want.abs().max(1.0), "{along} vs {want}");
     }
+}
+
+#[test]
+fn products_the_loop_cannot_sum_stay_after_it() {
+    let (len, m) = (40, 90);
+    let (c0, xs, z) = (rand(&[m], 1), rand(&[len, m], 2), rand(&[len, m], 3));
+    let body = |c: &Var, x: &Var| {
+        let next = (c * 0.9 + x).sin();
+        (next.clone(), (next.clone(), next.cos()))
+    };
+    let text = |g: anvil::Graph| format!("{}", anvil::cpu::compile(&g).unwrap().graph());
+    // Z made by the same loop.
+    let same = |c0: &Var, xs: &Var| {
+        let (_, (y, z)): (Var, (Var, Var)) = scan(body, c0, xs)?;
+        Ok::<_, anvil::Error>(z.transpose().matmul(&y))
+    };
+    let t = text(anvil::lower(&same, (&c0, &xs)).unwrap());
+    assert!(!t.contains("contracted"), "{t}");
+    // The stacked result is also returned.
+    let returned = |c0: &Var, xs: &Var, z: &Var| {
+        let (_, (y, _)): (Var, (Var, Var)) = scan(body, c0, xs)?;
+        Ok::<_, anvil::Error>((z.transpose().matmul(&y), y))
+    };
+    let t = text(anvil::lower(&returned, (&c0, &xs, &z)).unwrap());
+    assert!(!t.contains("contracted"), "{t}");
+    // Read by two products: neither is summed in the loop.
+    let twice = |c0: &Var, xs: &Var, z: &Var| {
+        let (_, (y, _)): (Var, (Var, Var)) = scan(body, c0, xs)?;
+        Ok::<_, anvil::Error>(z.transpose().matmul(&y) + y.transpose().matmul(z))
+    };
+    let t = text(anvil::lower(&twice, (&c0, &xs, &z)).unwrap());
+    assert!(!t.contains("contracted"), "{t}");
 }
 
 #[test]

@@ -20,7 +20,8 @@
 //! chunk itself. The chunks, and the order they are summed in (the order
 //! the loop finishes them), depend only on the loop's length and
 //! direction, so both ways give the same bits. Only the chunk being
-//! written and those not yet summed are held, never the stacked `G`.
+//! written, a few finished ones waiting for a worker and the ones being
+//! summed are held, never the stacked `G`.
 //!
 //! Values change by rounding only: the product is summed in another order
 //! than one GEMM over all the steps would.
@@ -84,6 +85,9 @@ fn found(g: &Graph, rd: &[Vec<(NodeId, usize)>], scan_id: NodeId, y: ValueId) ->
     let with = node.inputs[1 - pos];
     let zt = g.ty(with);
     let &[zl, n] = zt.shape() else { return None };
+    if zt.is_symbolic() || g.ty(node.out()).is_symbolic() {
+        return None;
+    }
     let before = g.producer(with).0 < scan_id;
     let big = length.saturating_mul(m).saturating_mul(n) >= MIN_CONTRACTION;
     (zl == length && zt.dtype() == DType::F64 && before && big).then(|| Found {
@@ -297,8 +301,8 @@ struct Sum {
 pub(crate) struct Sums {
     sums: Vec<Sum>,
     started: bool,
-    /// A chunk did not fit its product (a bug in the plan): reported when
-    /// the products are taken.
+    /// A chunk did not fit its product, or a product panicked (a bug):
+    /// reported when the products are taken.
     misfit: bool,
 }
 
@@ -384,17 +388,24 @@ impl Sums {
 }
 
 /// Sums summed by rayon workers while the loop runs: the loop queues each
-/// finished chunk and spawns a task; a task holds the sums while it drains
-/// the queue, in order, so the chunks are summed in the order the loop
-/// finished them whichever task runs when. No task ever waits for the
-/// loop, so a task may run on any worker, or never before [`finish`]
-/// (which drains what is left on the loop's thread).
+/// finished chunk, and a task (spawned when none is draining) holds the
+/// sums while it drains the queue in order, so the chunks are summed in
+/// the order the loop finished them whichever task runs. No task ever
+/// waits for the loop. When more than [`MAX_QUEUED`] chunks wait (the
+/// workers are busy elsewhere), the loop sums them itself, in the same
+/// order; [`finish`] sums what is left.
 ///
 /// [`finish`]: Background::finish
 pub(crate) struct Background(Arc<Shared>);
 
+/// The most finished chunks that wait for a worker before the loop sums
+/// them itself (so that at most this many chunks, plus the one being
+/// written and the ones being summed, are held).
+const MAX_QUEUED: usize = 3;
+
 struct Shared {
-    /// Taken by [`Background::finish`]; a task that comes later finds none.
+    /// Taken by [`Background::finish`] (or dropped with the
+    /// [`Background`]); a task that comes later finds none.
     sums: Mutex<Option<Sums>>,
     queue: Mutex<Queue>,
 }
@@ -404,6 +415,8 @@ struct Queue {
     chunks: VecDeque<Chunk>,
     /// Buffers of summed chunks, for the loop's next chunks.
     back: Vec<Vec<Vec<f64>>>,
+    /// Whether a task is spawned and has not yet found the queue empty.
+    draining: bool,
 }
 
 /// A lock that a panic elsewhere (none is expected) does not make unusable.
@@ -416,36 +429,67 @@ impl Background {
         Background(Arc::new(Shared { sums: Mutex::new(Some(sums)), queue: Mutex::default() }))
     }
 
-    /// Queues a finished chunk and spawns a task to sum it; returns the
-    /// buffers of chunks summed since the last call.
+    /// Queues a finished chunk (spawning a task to sum it if none is
+    /// draining, or summing the queue here if it is too long); returns
+    /// the buffers of chunks summed since the last call.
     pub(crate) fn send(&self, chunk: Chunk) -> Vec<Vec<Vec<f64>>> {
-        let back = {
+        let (spawn, behind) = {
             let mut q = lock(&self.0.queue);
             q.chunks.push_back(chunk);
-            std::mem::take(&mut q.back)
+            let spawn = !std::mem::replace(&mut q.draining, true);
+            (spawn, q.chunks.len() > MAX_QUEUED)
         };
-        let shared = Arc::clone(&self.0);
-        rayon::spawn(move || drain(&shared));
-        back
+        if spawn {
+            let shared = Arc::clone(&self.0);
+            rayon::spawn(move || drain(&shared, true));
+        }
+        if behind {
+            drain(&self.0, false);
+        }
+        std::mem::take(&mut lock(&self.0.queue).back)
     }
 
     /// The sums, every queued chunk added (waiting for a task that is
     /// adding one), and the buffers of every chunk summed.
     pub(crate) fn finish(self) -> (Option<Sums>, Vec<Vec<Vec<f64>>>) {
-        drain(&self.0);
+        drain(&self.0, false);
         let sums = lock(&self.0.sums).take();
         let back = std::mem::take(&mut lock(&self.0.queue).back);
         (sums, back)
     }
 }
 
-/// Adds every queued chunk, in order, holding the sums throughout.
-fn drain(shared: &Shared) {
+impl Drop for Background {
+    /// A loop that stopped early (an error): the chunks still queued and
+    /// the sums are dropped, so a task that comes later does nothing.
+    fn drop(&mut self) {
+        lock(&self.0.sums).take();
+        lock(&self.0.queue).chunks.clear();
+    }
+}
+
+/// Adds every queued chunk, in order, holding the sums throughout; a
+/// `task` clears the queue's `draining` when it finds the queue empty.
+fn drain(shared: &Shared, task: bool) {
     let mut sums = lock(&shared.sums);
-    let Some(sums) = sums.as_mut() else { return };
     loop {
-        let Some(chunk) = lock(&shared.queue).chunks.pop_front() else { return };
-        sums.add(&chunk);
+        let chunk = {
+            let mut q = lock(&shared.queue);
+            let chunk = q.chunks.pop_front();
+            if chunk.is_none() && task {
+                q.draining = false;
+            }
+            chunk
+        };
+        let Some(chunk) = chunk else { return };
+        if let Some(s) = sums.as_mut() {
+            // A panic in a product (none is expected: `add` checks every
+            // slice) must not unwind out of a rayon task, which aborts.
+            let added = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.add(&chunk)));
+            if added.is_err() {
+                s.misfit = true;
+            }
+        }
         lock(&shared.queue).back.push(chunk.ys);
     }
 }

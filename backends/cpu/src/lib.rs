@@ -307,7 +307,9 @@ pub trait Prepared: Send + Sync + std::fmt::Debug {
     /// and gains from several, so that a plan may choose its thread count
     /// by measured cost (see [`Parallelism::adaptive`]); `false` by
     /// default. A loop whose matrix–vector products pair with a helper
-    /// thread says `true`.
+    /// thread, or whose products over its steps are summed in the
+    /// background (see [`contraction`]), says `true` when its body gives
+    /// the same bits on any number of threads.
     fn thread_invariant(&self) -> bool {
         false
     }

@@ -578,13 +578,20 @@ impl Micro {
             .code
             .iter()
             .any(|c| matches!(c, Code::Gevm { k, n, .. } if k * n >= crate::pair::PAIR_MIN));
-        pairs
-            && self.invariant.iter().chain(&self.code).all(|c| match c {
-                Code::Kernel { op, .. } => crate::thread_invariant()
-                    .lookup(op.as_ref())
-                    .is_ok_and(|t| t.is_some_and(|t| t.same_bits)),
-                _ => true,
-            })
+        pairs && self.same_bits_on_any_threads()
+    }
+
+    /// Whether every instruction, the loop-invariant ones too, gives the
+    /// same bits on any number of threads (ops whose kernels are declared
+    /// so with `register_thread_invariant!`; the interpreter's own
+    /// instructions always do).
+    pub fn same_bits_on_any_threads(&self) -> bool {
+        self.invariant.iter().chain(&self.code).all(|c| match c {
+            Code::Kernel { op, .. } => crate::thread_invariant()
+                .lookup(op.as_ref())
+                .is_ok_and(|t| t.is_some_and(|t| t.same_bits)),
+            _ => true,
+        })
     }
 
     /// Runs the program on the inputs set in `st` (after

@@ -44,9 +44,10 @@
 //!
 //! A plan whose loops sum products over their steps in the background
 //! ([`crate::contraction`], W9's `dA`) leases no helper: the other core is
-//! left to those sums (W9 at d = 128 on an AVX-512 VM: 4.1–4.7 ms a call
-//! that way, against 5.9–7.3 ms with its forward products paired, whose
-//! helper then competed with the sums, and 4.8–5.7 ms on one thread).
+//! left to those sums (W9 at d = 128 on an AVX-512 VM, one window: 4.1–4.7
+//! ms a call that way, 4.8–5.8 ms with its forward products paired, whose
+//! helper then competed with the sums, and 4.8–5.4 ms on one thread; the
+//! build before the sums took 5.5–5.8 ms on one thread, 7.1–7.3 paired).
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed};

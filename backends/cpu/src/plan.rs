@@ -42,9 +42,9 @@ pub struct Plan {
     /// Per output: whether it is the last output of its value, whose slot
     /// a call then moves out rather than clones.
     output_moves: Vec<bool>,
-    /// Whether a loop sums products over its steps in the background (see
-    /// [`crate::contraction`]): the other cores are then left to those
-    /// sums, and no loop shares its products with the pair helper.
+    /// Whether a loop may sum products over its steps in the background
+    /// (see [`crate::contraction`]): the other cores are then left to
+    /// those sums, and no loop shares its products with the pair helper.
     sums_in_background: bool,
 }
 

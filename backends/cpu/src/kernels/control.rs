@@ -445,8 +445,13 @@ impl ScanPlan {
         };
         if background {
             let workers = Background::new(sums);
-            steps(&mut Hand::Away(&workers), &Parallelism::sequential())?;
-            let (done, back) = workers.finish();
+            let done = steps(&mut Hand::Away(&workers), &ctx.threads(1));
+            let (done, back) = match done {
+                Ok(()) => workers.finish(),
+                // The queued chunks are dropped with the sums (see
+                // `Background`'s `Drop`).
+                Err(e) => return Err(e),
+            };
             back.into_iter().for_each(|ys| sinks.recycle(ys));
             sums = done.ok_or_else(|| {
                 Error::invalid("placed_scan", "contraction", "the sums were taken twice")
@@ -491,11 +496,14 @@ impl Prepared for ScanPlan {
     }
 
     /// A loop whose products pair with a helper thread (see
-    /// [`crate::pair`]) runs them on one thread or two as its plan's recent
-    /// call times say; the bits are the same.
+    /// [`crate::pair`]), or whose products over its steps are summed in
+    /// the background (see [`crate::contraction`]), runs on one thread or
+    /// two as its plan's recent call times say; the bits are the same
+    /// (for the second, when every instruction of its body says so).
     fn thread_invariant(&self) -> bool {
+        let sums = self.contractions.iter().any(Option::is_some);
         matches!(&self.body, Body::Micro(m)
-            if m.pairs_products() || self.contractions.iter().any(Option::is_some))
+            if m.pairs_products() || (sums && m.same_bits_on_any_threads()))
     }
 }
 
