@@ -26,7 +26,7 @@
 //! Values change by rounding only: the product is summed in another order
 //! than one GEMM over all the steps would.
 
-use crate::placement::{readers, Contraction, PlacedScan};
+use crate::placement::{only_reader, readers, Contraction, PlacedScan};
 use anvil_core::{DType, Error, Graph, NodeId, Rebuilt, Result, Tensor, TensorType, ValueId};
 use anvil_ops::matmul::MatmulT;
 use anvil_ops::scan::Scan;
@@ -73,10 +73,10 @@ struct Found {
 fn found(g: &Graph, rd: &[Vec<(NodeId, usize)>], scan_id: NodeId, y: ValueId) -> Option<Found> {
     let ty = g.ty(y);
     let &[length, m] = ty.shape() else { return None };
-    if ty.dtype() != DType::F64 || g.outputs().contains(&y) {
+    if ty.dtype() != DType::F64 {
         return None;
     }
-    let [(r, pos)] = rd[y.index()][..] else { return None };
+    let (r, pos) = only_reader(g, rd, y)?;
     let node = g.node(r);
     let t = node.op.downcast_ref::<MatmulT>()?;
     if !t.ta || t.tb {

@@ -162,7 +162,11 @@ struct Chain {
 
 /// The one node reading `v`, if exactly one does (once) and `v` is not an
 /// output.
-fn only_reader(g: &Graph, rd: &[Vec<(NodeId, usize)>], v: ValueId) -> Option<(NodeId, usize)> {
+pub(crate) fn only_reader(
+    g: &Graph,
+    rd: &[Vec<(NodeId, usize)>],
+    v: ValueId,
+) -> Option<(NodeId, usize)> {
     match rd[v.index()][..] {
         [one] if !g.outputs().contains(&v) => Some(one),
         _ => None,

@@ -366,9 +366,8 @@ impl ScanPlan {
         // (or final) results: no list of steps, no second copy.
         let step_types: Vec<TensorType> =
             body.graph().outputs()[nk..].iter().map(|&o| body.graph().ty(o).clone()).collect();
-        let widths: Vec<usize> = step_types.iter().map(TensorType::numel).collect();
-        let mut sums = Sums::new(&self.contractions, &widths, self.length, inputs)?;
         let mut sinks = Sinks::new(self, outs, step_types, 0);
+        let mut sums = Sums::new(&self.contractions, &sinks.step_len, self.length, inputs)?;
         // A plan body may use the pool itself: its chunks are summed here.
         let mut hand = Hand::Here(&mut sums);
         for i in 0..self.length {
@@ -410,8 +409,6 @@ impl ScanPlan {
         }
         m.run_invariant(&mut st, ctx)?;
         let step_types: Vec<TensorType> = (0..ny).map(|j| m.ty(m.output(nk + j)).clone()).collect();
-        let widths: Vec<usize> = step_types.iter().map(TensorType::numel).collect();
-        let mut sums = Sums::new(&self.contractions, &widths, self.length, inputs)?;
         // Products over the steps are summed by rayon workers while the
         // loop runs (see `crate::contraction`); the loop's own steps then
         // run on this thread alone (no products paired or split), leaving
@@ -425,6 +422,7 @@ impl ScanPlan {
         st.pair_products(!background && ctx.pairs() && m.pairs_products());
         let x_len: Vec<usize> = (0..nx).map(|j| m.ty(m.input(nc + nk + j)).numel()).collect();
         let mut sinks = Sinks::new(self, outs, step_types, if background { 2 } else { 0 });
+        let mut sums = Sums::new(&self.contractions, &sinks.step_len, self.length, inputs)?;
         let swap = m.swappable(0..nk);
         let mut next: Vec<Buf> =
             (0..nk).map(|k| Buf::stacked(outs[k].dtype(), outs[k].numel())).collect();
