@@ -1485,6 +1485,20 @@ fn edge_cases_as_in_jax() {
     assert_eq!(u.to_vec::<bool>().unwrap(), [false, true, false]);
     let e = (|x: &Var| jnp::bincount(x, None, 0)).eval(iv(&[1, 2])).unwrap();
     assert_eq!(e.shape(), &[0]);
+    // A static size of 0 selects nothing, as in JAX (each result is empty),
+    // and the gradient through it is zero.
+    let x = v(&[0.3, -1.2, 0.0, 2.0]);
+    let u = (|x: &Var| jnp::unique(x, 0, None)).eval(&x).unwrap();
+    assert_eq!((u.shape(), u.dtype()), (&[0][..], DType::F64));
+    let nz = (|x: &Var| jnp::nonzero(x, 0, 0)).eval(&x).unwrap();
+    assert!(nz.len() == 1 && nz[0].shape() == [0] && nz[0].dtype() == DType::I64);
+    let m = Tensor::from_vec(vec![1.0, 0.0, 2.0, 3.0], &[2, 2]).unwrap();
+    let f = (|x: &Var| jnp::flatnonzero(x, 0, 0)).eval(&m).unwrap();
+    assert_eq!(f.shape(), &[0]);
+    let a = (|x: &Var| jnp::argwhere(x, 0, 0)).eval(&m).unwrap();
+    assert_eq!(a.shape(), &[0, 2]);
+    let g = grad(|x: &Var| jnp::unique(x, 0, None).sum_all()).eval(&x).unwrap();
+    assert_eq!(g.to_f64_vec(), [0.0; 4]);
     // take_along_axis out of range: JAX's fill values.
     let row = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[1, 3]).unwrap();
     let idx = Tensor::from_vec(vec![5i64, -4, -3, 2], &[1, 4]).unwrap();
