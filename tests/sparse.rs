@@ -170,6 +170,18 @@ fn bidirectional_coloring_takes_few_passes_on_an_arrowhead() {
     // On a banded pattern it is no worse than forward mode; under vmap too.
     let plan = sparse_jacobian(pde_residual).plan(random(30, 11)).unwrap();
     assert_eq!(plan.num_colors(), 3);
+    // Where forward passes alone take as few, there are no reverse ones:
+    // an unbounded while_loop (no reverse mode) on a diagonal pattern.
+    let iterate = |x: &Var| {
+        let body = |c: &(Var, Var)| (c.0.sin(), &c.1 + 1.0);
+        let stop = |c: &(Var, Var)| c.1.lt(&c.1.full_like(4.0));
+        while_loop(stop, body, (x.clone(), x.sum_all().zeros_like())).map(|r| r.0)
+    };
+    let x5 = random(5, 14);
+    let plan = sparse_jacobian(iterate).plan(&x5).unwrap();
+    assert_eq!((plan.num_colors(), plan.num_row_colors()), (1, 0));
+    let got = sparse_jacobian(iterate).eval(&x5).unwrap().to_dense().unwrap();
+    assert!(got.allclose(&jacfwd(iterate).eval(&x5).unwrap(), 1e-14, 0.0));
     let xs = anvil_testing::random_tensor(&[2, n], 12);
     let values = vmap(&both).eval(&xs).unwrap();
     let second = both.eval(xs.select_axis(0, 1).unwrap()).unwrap();
@@ -191,6 +203,23 @@ fn misuse_is_an_error_not_a_panic() {
     assert_eq!(sparse_jacrev(int_out).eval(&x).unwrap().nnz(), 0);
     // Arguments of another arity than the function's.
     assert!(sparse_jacfwd(pde_residual).eval((&x, &x)).is_err());
+    // A symbolic length has no pattern to detect: the error says so (the
+    // symbolic dimension's handle is not counted as a size).
+    let n = anvil::dim("n", 2..=20).unwrap();
+    let ty = anvil::TensorType::new(DType::F64, [n]);
+    let err = match jit(sparse_jacfwd(pde_residual).values().clone()).symbolic(&ty) {
+        Ok(s) => s.eval(&x).unwrap_err(),
+        Err(e) => e,
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("symbolic dimension") && msg.contains("f64[n]"), "{msg}");
+    // Batching over the symbolic axis works: each example is concrete.
+    let values = sparse_jacfwd(pde_residual).values().clone();
+    let by = jit(vmap(values.clone())).symbolic(anvil::TensorType::new(DType::F64, [n, 5]));
+    let xs = Tensor::stack(&[random(5, 1), random(5, 2), random(5, 3)], 0).unwrap();
+    let got = by.unwrap().eval(&xs).unwrap();
+    let want = vmap(values).eval(&xs).unwrap();
+    got.assert_allclose(&want, 1e-13, 0.0);
 }
 
 #[test]

@@ -332,6 +332,21 @@ impl<F: Function, S: Selector<F::Args>> SparseValues<F, S> {
     fn build_plan(&self, graph: &Graph, cols: &[usize]) -> Result<SparsePlan> {
         let what = self.mode.name();
         let types = graph.input_types();
+        // A pattern and its coloring are of concrete sizes: a symbolic
+        // length (`jit(...).symbolic`) has none to detect them at.
+        let outs = graph.output_types();
+        let symbolic = types.iter().chain(&outs).find(|t| t.is_symbolic());
+        if let Some(t) = symbolic {
+            return Err(Error::invalid(
+                what,
+                "shapes",
+                format!(
+                    "{t} has a symbolic dimension: a sparsity pattern and its coloring need \
+                     concrete sizes (trace at concrete shapes, or batch over the symbolic axis \
+                     with vmap)"
+                ),
+            ));
+        }
         let n: usize = cols.iter().map(|&a| types[a].numel()).sum();
         let pattern = match (&self.known, self.mode) {
             (Some(p), Mode::Hessian) => {

@@ -60,8 +60,9 @@ pub struct BiColoring {
 }
 
 impl BiColoring {
-    /// The best of several bidirectional colorings (fewest passes; greedy
-    /// in `order` each):
+    /// The best of several bidirectional colorings (fewest passes, then
+    /// fewest VJPs: a JVP stores no residuals, and runs through loops that
+    /// reverse mode cannot; greedy in `order` each):
     ///
     /// * the star bicoloring of [`BiColoring::star`];
     /// * dense rows in reverse: the rows with at least `t` nonzeros get a
@@ -79,11 +80,14 @@ impl BiColoring {
         let pattern: Arc<SparsityPattern> = pattern.into();
         let t = pattern.transpose();
         let mut best = Self::star(pattern.clone(), order);
+        let better = |c: &Self, best: &Self| {
+            (c.num_colors(), c.rows.num_colors()) < (best.num_colors(), best.rows.num_colors())
+        };
         let row_len: Vec<usize> = t.cols().map(<[Idx]>::len).collect();
         for threshold in split_thresholds(&row_len) {
             let reverse = |i: usize, _: usize| row_len[i] >= threshold;
             let candidate = Self::split(&pattern, order, reverse);
-            if candidate.num_colors() < best.num_colors() {
+            if better(&candidate, &best) {
                 best = candidate;
             }
         }
@@ -91,7 +95,7 @@ impl BiColoring {
         for threshold in split_thresholds(&col_len) {
             let reverse = |_: usize, j: usize| col_len[j] < threshold;
             let candidate = Self::split(&pattern, order, reverse);
-            if candidate.num_colors() < best.num_colors() {
+            if better(&candidate, &best) {
                 best = candidate;
             }
         }
