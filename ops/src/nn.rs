@@ -21,7 +21,7 @@
 //! given to [`glu`]) is recorded in the trace and returned by the call that
 //! runs it, naming the function, the argument and the shape.
 
-use crate::api::{counted, fail, floated, VarExt};
+use crate::api::{counted, fail, floated, where_, VarExt};
 use crate::constant::Iota;
 use crate::lax::LaxExt;
 use anvil_core::shape::{is_symbolic, normalize_axes, normalize_axis};
@@ -571,4 +571,123 @@ pub fn log_softmax(x: &Var, axis: i64) -> Var {
 /// ```
 pub fn logsumexp(x: &Var, axes: &[i64], keepdims: bool) -> Var {
     x.logsumexp(axes, keepdims)
+}
+
+/// `jax.nn.logsumexp(x, axes, b=b, where=mask)`: `log(Σ b·exp(x))` over
+/// `axes` of the elements where `mask` is true, shifted by their maximum
+/// so nothing overflows. `b` (weights) and `mask` (`bool`) broadcast
+/// against `x`, and the axes count in the broadcast shape; `None` leaves
+/// them out. As JAX's: an element whose `b` is 0 is left out (its `x`
+/// does not set the maximum, and no `x` can make its term NaN); a
+/// negative sum gives NaN (see [`logsumexp_sign`]); no element at all
+/// gives `-inf`.
+///
+/// # Errors
+/// Recorded in the trace: shapes that do not broadcast, an axis out of
+/// range or repeated.
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::nn;
+/// let x = Tensor::from_vec(vec![1.0, 2.0, 3.0], &[3])?;
+/// let b = Tensor::from_vec(vec![2.0, 0.0, 1.0], &[3])?;
+/// let f = |x: &Var, b: &Var| nn::logsumexp_with(x, &[0], false, Some(b), None);
+/// let y = f.eval((&x, &b))?.item()?;
+/// assert!((y - (2.0 * 1f64.exp() + 3f64.exp()).ln()).abs() < 1e-15);
+/// // A mask leaves the last element out.
+/// let m = Tensor::from_vec(vec![true, true, false], &[3])?;
+/// let g = |x: &Var, m: &Var| nn::logsumexp_with(x, &[0], false, None, Some(m));
+/// let y = g.eval((&x, &m))?.item()?;
+/// assert!((y - (1f64.exp() + 2f64.exp()).ln()).abs() < 1e-15);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn logsumexp_with(
+    x: &Var,
+    axes: &[i64],
+    keepdims: bool,
+    b: Option<&Var>,
+    mask: Option<&Var>,
+) -> Var {
+    as_op("logsumexp", || {
+        let (out, sign) = signed_logsumexp(x, axes, keepdims, b, mask);
+        if b.is_some() {
+            where_(&sign.lt(&sign.zeros_like()), &out.full_like(f64::NAN), &out)
+        } else {
+            out
+        }
+    })
+}
+
+/// [`logsumexp_with`] with JAX's `return_sign=True`: `(log|Σ b·exp(x)|,
+/// sign of the sum)`, the sign -1, 0 or 1 (0 with the log `-inf` when the
+/// sum is 0).
+///
+/// ```
+/// use anvil::prelude::*;
+/// use anvil::nn;
+/// let x = Tensor::from_vec(vec![0.0, 1.0], &[2])?;
+/// let b = Tensor::from_vec(vec![1.0, -1.0], &[2])?;
+/// let f = |x: &Var, b: &Var| {
+///     let (y, s) = nn::logsumexp_sign(x, &[0], false, Some(b), None);
+///     vec![y, s]
+/// };
+/// let r = f.eval((&x, &b))?;
+/// // 1 - e < 0: the log of e - 1, and the sign -1.
+/// assert!((r[0].item()? - (1f64.exp() - 1.0).ln()).abs() < 1e-15);
+/// assert_eq!(r[1].item()?, -1.0);
+/// # Ok::<(), anvil::Error>(())
+/// ```
+pub fn logsumexp_sign(
+    x: &Var,
+    axes: &[i64],
+    keepdims: bool,
+    b: Option<&Var>,
+    mask: Option<&Var>,
+) -> (Var, Var) {
+    signed_logsumexp(x, axes, keepdims, b, mask)
+}
+
+/// `(log|Σ b·exp(x)|, sign)` as JAX's `logsumexp` computes them.
+fn signed_logsumexp(
+    x: &Var,
+    axes: &[i64],
+    keepdims: bool,
+    b: Option<&Var>,
+    mask: Option<&Var>,
+) -> (Var, Var) {
+    let mut a = floated(x);
+    let mut weights = None;
+    if let Some(b) = b {
+        let (pa, pb) = crate::api::promoted(&a, &floated(b));
+        a = where_(&pb.not_equal(&pb.zeros_like()), &pa, &pa.full_like(f64::NEG_INFINITY));
+        weights = Some(pb);
+    }
+    if let Some(m) = mask {
+        a = where_(m, &a, &a.full_like(f64::NEG_INFINITY));
+    }
+    let axes = match normalize_axes("logsumexp", axes, a.shape(), "axes") {
+        Ok(v) => v.into_iter().map(|v| v as i64).collect::<Vec<_>>(),
+        Err(e) => {
+            let bad = fail(&a, e);
+            return (bad.clone(), bad);
+        }
+    };
+    let m = a.max(&axes, true).stop_gradient();
+    let finite = m.abs().lt(&m.full_like(f64::INFINITY));
+    let m = where_(&finite, &m, &m.zeros_like());
+    let mut e = (&a - &m).exp();
+    if let Some(w) = &weights {
+        e = e * w;
+    }
+    if let Some(mk) = mask {
+        e = where_(mk, &e, &e.zeros_like());
+    }
+    let mut sum = e.sum_keepdims(&axes);
+    let mut m = m;
+    if !keepdims && !axes.is_empty() {
+        sum = sum.squeeze(&axes);
+        m = m.squeeze(&axes);
+    }
+    let sign = sum.sign();
+    (sum.abs().log() + m, sign)
 }
