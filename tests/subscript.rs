@@ -215,6 +215,16 @@ fn updates_at_traced_rows_accumulate_and_drop_like_jax() {
     let wins = [0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0];
     let want: Vec<f64> = wins.iter().flat_map(|&w| [w, w]).collect();
     assert_eq!(f64s(&g), want);
+    // An empty axis: every index is out of range, every update dropped (a
+    // read of it by an array stays an error, as in JAX).
+    let empty = Tensor::zeros(&[0, 2]).unwrap();
+    let two = ints(&[0, 1], &[2]);
+    let set = |x: &Var, i: &Var| x.at(ix![i]).set(1.0);
+    let got = set.eval((&empty, &two)).unwrap();
+    assert_eq!(got.shape(), &[0, 2]);
+    assert!((|x: &Var, i: &Var| x.i(ix![i])).eval((&empty, &two)).is_err());
+    let floats = Tensor::from_vec(vec![0.0, 1.0], &[2]).unwrap();
+    assert!(set.eval((&empty, &floats)).is_err(), "f64 indices are still refused");
 }
 
 #[test]

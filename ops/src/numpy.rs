@@ -1478,13 +1478,7 @@ pub fn bincount(x: &Var, weights: Option<&Var>, length: usize) -> Var {
 /// `size` slots that start as `fill`; targets outside `0..size` are
 /// dropped (JAX's `.at[...].set(..., mode="drop")`).
 fn scatter_into(values: &Var, target: &Var, size: usize, fill: &Var) -> Var {
-    let base = fill.broadcast_to(&[size]);
-    if size == 0 {
-        // No slots: every value is dropped (an empty array cannot be
-        // indexed, even by targets that all fall outside it).
-        return base;
-    }
-    base.at(crate::ix![target]).set(values)
+    fill.broadcast_to(&[size]).at(crate::ix![target]).set(values)
 }
 
 /// For each element of the flat mask `m` (`bool`), its slot among the

@@ -344,8 +344,10 @@ struct Resolved {
 }
 
 /// Resolves `expr` against `shape`: expands the ellipsis, checks integers
-/// and the arrays' dtypes.
-fn resolve(op: &str, expr: &IndexExpr, x: &Var) -> Result<Resolved> {
+/// and the arrays' dtypes. An update (`updates`) may index an empty axis
+/// with an array: every index is out of range, and its updates are
+/// dropped (JAX's default mode); a read of it is an error.
+fn resolve(op: &str, expr: &IndexExpr, x: &Var, updates: bool) -> Result<Resolved> {
     let shape = x.shape();
     let consumes = |it: &IndexItem| !matches!(it, IndexItem::NewAxis | IndexItem::Ellipsis);
     let used = expr.items.iter().filter(|it| consumes(it)).count();
@@ -377,7 +379,7 @@ fn resolve(op: &str, expr: &IndexExpr, x: &Var) -> Result<Resolved> {
                 axis += 1;
             }
             IndexItem::Array(v) => {
-                check_array(op, v, axis, shape)?;
+                check_array(op, v, axis, shape, updates)?;
                 entries.push(Entry::Array(axis, v.clone(), false));
                 axis += 1;
             }
@@ -434,13 +436,13 @@ fn int_spec(k: i64) -> SliceSpec {
     SliceSpec { start: Some(k), stop: k.checked_add(1).filter(|&e| e != 0), step: 1 }
 }
 
-fn check_array(op: &str, v: &Var, axis: usize, shape: &[usize]) -> Result<()> {
+fn check_array(op: &str, v: &Var, axis: usize, shape: &[usize], updates: bool) -> Result<()> {
     if v.dtype() != DType::I64 {
         let what = format!("index array for axis {axis}");
         let expected = "i64 (boolean masks select a data-dependent number of elements)";
         return Err(Error::dtype(op, what, v.dtype(), expected));
     }
-    if shape[axis] == 0 && v.numel() > 0 {
+    if shape[axis] == 0 && v.numel() > 0 && !updates {
         let msg = format!("axis {axis} has size 0: an array cannot index it");
         return Err(Error::shape(op, &[shape, v.shape()], msg));
     }
@@ -562,7 +564,7 @@ fn advanced(y: &Var, r: &Resolved, fix: &dyn Fn(&Var, usize) -> Var) -> Var {
 
 /// `x[expr]` with NumPy's semantics; see [`VarExt::i`].
 pub fn index(x: &Var, expr: &IndexExpr) -> Var {
-    match resolve("index", expr, x) {
+    match resolve("index", expr, x, false) {
         Ok(r) => read(x, &r, &|idx: &Var, n: usize| {
             let hi =
                 if is_symbolic(n) { dim_int(idx, n) - int(idx, 1) } else { int(idx, n as i64 - 1) };
@@ -710,10 +712,14 @@ impl At {
 
     fn update(&self, how: Combine, v: impl UpdateValue) -> Var {
         let x = &self.x;
-        let r = match resolve("at", &self.expr, x) {
+        let r = match resolve("at", &self.expr, x, true) {
             Ok(r) => r,
             Err(e) => return fail(x, e),
         };
+        if dim_numel(x.shape()).is_ok_and(|n| n == 0) {
+            // Nothing to update: every update is dropped.
+            return x.clone();
+        }
         let (pos, unique) = match positions(x, &r) {
             Ok(p) => p,
             Err(e) => return fail(x, e),
