@@ -72,7 +72,7 @@ pub fn log_softmax(x: &Var, axis: i64) -> Var {
 }
 
 /// Replaces infinite values by zero (keeps `logsumexp` of all `-inf` at `-inf`, not NaN).
-trait SelectFinite {
+pub(crate) trait SelectFinite {
     fn select_finite(&self) -> Var;
 }
 impl SelectFinite for Var {

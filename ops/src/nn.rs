@@ -22,6 +22,7 @@
 //! runs it, naming the function, the argument and the shape.
 
 use crate::api::{counted, fail, floated, where_, VarExt};
+use crate::composite::SelectFinite;
 use crate::constant::Iota;
 use crate::lax::LaxExt;
 use anvil_core::shape::{is_symbolic, normalize_axes, normalize_axis};
@@ -609,7 +610,7 @@ pub fn logsumexp_with(
     mask: Option<&Var>,
 ) -> Var {
     as_op("logsumexp", || {
-        let (out, sign) = signed_logsumexp(x, axes, keepdims, b, mask);
+        let (out, sign) = logsumexp_sign(x, axes, keepdims, b, mask);
         if b.is_some() {
             where_(&sign.lt(&sign.zeros_like()), &out.full_like(f64::NAN), &out)
         } else {
@@ -620,7 +621,8 @@ pub fn logsumexp_with(
 
 /// [`logsumexp_with`] with JAX's `return_sign=True`: `(log|Σ b·exp(x)|,
 /// sign of the sum)`, the sign -1, 0 or 1 (0 with the log `-inf` when the
-/// sum is 0).
+/// sum is 0), computed as JAX's `logsumexp` (and as [`logsumexp`], with
+/// the weights and the mask).
 ///
 /// ```
 /// use anvil::prelude::*;
@@ -644,17 +646,6 @@ pub fn logsumexp_sign(
     b: Option<&Var>,
     mask: Option<&Var>,
 ) -> (Var, Var) {
-    signed_logsumexp(x, axes, keepdims, b, mask)
-}
-
-/// `(log|Σ b·exp(x)|, sign)` as JAX's `logsumexp` computes them.
-fn signed_logsumexp(
-    x: &Var,
-    axes: &[i64],
-    keepdims: bool,
-    b: Option<&Var>,
-    mask: Option<&Var>,
-) -> (Var, Var) {
     let mut a = floated(x);
     let mut weights = None;
     if let Some(b) = b {
@@ -672,9 +663,7 @@ fn signed_logsumexp(
             return (bad.clone(), bad);
         }
     };
-    let m = a.max(&axes, true).stop_gradient();
-    let finite = m.abs().lt(&m.full_like(f64::INFINITY));
-    let m = where_(&finite, &m, &m.zeros_like());
+    let m = a.max(&axes, true).stop_gradient().select_finite();
     let mut e = (&a - &m).exp();
     if let Some(w) = &weights {
         e = e * w;
@@ -682,8 +671,7 @@ fn signed_logsumexp(
     if let Some(mk) = mask {
         e = where_(mk, &e, &e.zeros_like());
     }
-    let mut sum = e.sum_keepdims(&axes);
-    let mut m = m;
+    let (mut sum, mut m) = (e.sum_keepdims(&axes), m);
     if !keepdims && !axes.is_empty() {
         sum = sum.squeeze(&axes);
         m = m.squeeze(&axes);

@@ -332,21 +332,7 @@ impl<F: Function, S: Selector<F::Args>> SparseValues<F, S> {
     fn build_plan(&self, graph: &Graph, cols: &[usize]) -> Result<SparsePlan> {
         let what = self.mode.name();
         let types = graph.input_types();
-        // A pattern and its coloring are of concrete sizes: a symbolic
-        // length (`jit(...).symbolic`) has none to detect them at.
-        let outs = graph.output_types();
-        let symbolic = types.iter().chain(&outs).find(|t| t.is_symbolic());
-        if let Some(t) = symbolic {
-            return Err(Error::invalid(
-                what,
-                "shapes",
-                format!(
-                    "{t} has a symbolic dimension: a sparsity pattern and its coloring need \
-                     concrete sizes (trace at concrete shapes, or batch over the symbolic axis \
-                     with vmap)"
-                ),
-            ));
-        }
+        concrete_sizes(what, types.iter().chain(&graph.output_types()))?;
         let n: usize = cols.iter().map(|&a| types[a].numel()).sum();
         let pattern = match (&self.known, self.mode) {
             (Some(p), Mode::Hessian) => {
@@ -535,13 +521,15 @@ fn check_shape<'a>(
 /// concatenated), by the sparsity interpreter.
 ///
 /// # Errors
-/// The interpreter's error; more than `u32::MAX` columns or rows.
+/// The interpreter's error; a symbolic dimension in `types`; more than
+/// `u32::MAX` columns or rows.
 pub fn detect(
     graph: &Graph,
     types: &[TensorType],
     cols: &[usize],
     cx: &Detector<'_>,
 ) -> Result<SparsityPattern> {
+    concrete_sizes("sparsity", types)?;
     let mut inputs: Vec<Arc<IndexSets>> =
         types.iter().map(|t| Arc::new(IndexSets::empty(t.numel()))).collect();
     let mut next = 0usize;
@@ -551,6 +539,24 @@ pub fn detect(
     }
     let outs = cx.propagate(graph, &inputs, &vec![None; types.len()])?;
     rows_to_pattern(&outs, next)
+}
+
+/// An error naming the first of `types` with a symbolic dimension: a
+/// pattern and its coloring are of concrete sizes, which a symbolic length
+/// (`jit(...).symbolic`) does not have.
+fn concrete_sizes<'t>(what: &str, types: impl IntoIterator<Item = &'t TensorType>) -> Result<()> {
+    match types.into_iter().find(|t| t.is_symbolic()) {
+        None => Ok(()),
+        Some(t) => Err(Error::invalid(
+            what,
+            "shapes",
+            format!(
+                "{t} has a symbolic dimension: a sparsity pattern and its coloring need \
+                 concrete sizes (trace at concrete shapes, or batch over the symbolic axis \
+                 with vmap)"
+            ),
+        )),
+    }
 }
 
 /// The rows' index sets (outputs concatenated) as a CSC pattern.
